@@ -1,0 +1,66 @@
+#pragma once
+// What the launcher hands the agent: a validated description of one job on one node.
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace ddprun {
+
+/// Which of a worker's standard streams an -r/--redirects or -t/--tee setting selects.
+enum StdStreams : int { kStdNone = 0, kStdOut = 1, kStdErr = 2, kStdBoth = 3 };
+
+/// A torchrun std spec: one value for every local rank ("3") or a per-rank map ("0:1,1:2").
+struct StdSpec {
+  int all_ranks = kStdNone;
+  std::map<int, int> per_rank;
+
+  int ForRank(int local_rank) const {
+    auto it = per_rank.find(local_rank);
+    return it == per_rank.end() ? all_ranks : it->second;
+  }
+};
+
+struct AgentConfig {
+  // Membership.
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int nproc_per_node = 1;
+  int node_rank = 0;
+
+  // Rendezvous.
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::string run_id = "none";
+  std::map<std::string, std::string> rdzv_conf;
+  bool standalone = false;
+  std::string master_addr = "127.0.0.1";
+  std::optional<int> master_port;
+  std::string local_addr;  // empty: this host's name
+
+  // Workers.
+  std::string role = "default";
+  int max_restarts = 0;
+  /// The full command of one worker: interpreter and flags, script, its arguments.
+  /// `${local_rank}` is substituted per worker.
+  std::vector<std::string> worker_argv;
+  /// The name the failure summary uses ("train.py FAILED").
+  std::string entrypoint_name;
+
+  // Output.
+  std::string log_dir;  // empty: a private temporary folder, removed when nothing in it is kept
+  StdSpec redirects;    // already includes the tee bits, as torchrun does
+  StdSpec tee;
+  std::optional<std::set<int>> local_ranks_filter;  // unset: every rank reaches the console
+
+  // Shutdown.
+  std::vector<int> signals_to_handle;  // signal numbers, in the order given
+  absl::Duration shutdown_timeout = absl::Seconds(30);
+  absl::Duration exit_barrier_timeout = absl::Seconds(300);
+};
+
+}  // namespace ddprun

@@ -1,0 +1,37 @@
+#pragma once
+// Reading the error file a worker may write at TORCHELASTIC_ERROR_FILE: torch's JSON format
+// from torch.distributed.elastic.multiprocessing.errors (@record):
+//   {"message": {"message": "<Type>: <msg>",
+//                "extraInfo": {"py_callstack": "<traceback>", "timestamp": "<epoch s>"}}}
+// or the same with "message" a plain string.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ddprun {
+
+struct WorkerErrorReport {
+  std::string message;
+  std::string traceback;              // py_callstack, when present
+  std::optional<absl::Time> timestamp;  // when the worker recorded the error
+};
+
+/// Parses the JSON text of an error file.
+absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json);
+
+/// Reads and parses `path`; NotFound when the worker wrote none.
+absl::StatusOr<WorkerErrorReport> ReadWorkerErrorFile(const std::string& path);
+
+/// Reads a whole (small) file.
+absl::StatusOr<std::string> ReadFileToString(const std::string& path);
+
+}  // namespace ddprun
+
+namespace ddprun {
+/// The last `count` lines of the file at `path` (reads at most its last 64 KiB).
+std::vector<std::string> LastLinesOfFile(const std::string& path, size_t count);
+}  // namespace ddprun

@@ -1,0 +1,16 @@
+#pragma once
+// ddprun's own exit statuses. A failed job exits with its root-cause worker's code instead
+// (128+N when that worker died of signal N), and a signalled agent with 128+signal.
+
+namespace ddprun {
+
+inline constexpr int kExitSuccess = 0;
+/// A bad command line or environment default: nothing was started.
+inline constexpr int kExitUsage = 2;
+/// The agent itself could not run the job (spawn, pipe, signal setup failed).
+inline constexpr int kExitInternal = 70;  // EX_SOFTWARE
+
+/// The status a shell reports for a process that ended by `signal`.
+inline constexpr int ExitCodeForSignal(int signal) { return 128 + signal; }
+
+}  // namespace ddprun

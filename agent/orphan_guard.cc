@@ -1,0 +1,74 @@
+#include "agent/orphan_guard.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+
+namespace ddprun {
+namespace {
+
+// The guard's whole life: read "+pgid\n" / "-pgid\n" until EOF, then kill what is listed.
+[[noreturn]] void RunGuard(int from_agent) {
+  // Terminal and job-control signals are for the agent, which forwards them to workers;
+  // the guard must survive them to do its one job.
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE}) {
+    ::signal(sig, SIG_IGN);
+  }
+  ::setpgid(0, 0);
+  // Close everything else: the guard must not hold the agent's terminal pipes or sockets.
+  if (from_agent != 3) {
+    ::dup2(from_agent, 3);
+    from_agent = 3;
+  }
+  ::close_range(4, ~0U, 0);
+  std::set<pid_t> groups;
+  std::string pending;
+  char buf[512];
+  for (;;) {
+    const ssize_t n = ::read(from_agent, buf, sizeof(buf));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    pending.append(buf, static_cast<size_t>(n));
+    size_t newline;
+    while ((newline = pending.find('\n')) != std::string::npos) {
+      const char op = pending[0];
+      const pid_t pgid = static_cast<pid_t>(std::atol(pending.c_str() + 1));
+      pending.erase(0, newline + 1);
+      if (pgid <= 1) continue;
+      if (op == '+') groups.insert(pgid);
+      if (op == '-') groups.erase(pgid);
+    }
+  }
+  for (pid_t pgid : groups) ::killpg(pgid, SIGKILL);
+  ::_exit(0);
+}
+
+}  // namespace
+
+absl::StatusOr<OrphanGuard> OrphanGuard::Start() {
+  absl::StatusOr<Pipe> pipe = MakePipe(/*nonblocking_read=*/false);
+  if (!pipe.ok()) return pipe.status();
+  const pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus(errno, "fork (orphan guard)");
+  if (pid == 0) {
+    pipe->write_end.Reset();
+    RunGuard(pipe->read_end.get());
+  }
+  pipe->read_end.Reset();
+  return OrphanGuard(std::move(pipe->write_end), pid);
+}
+
+void OrphanGuard::Send(char op, pid_t pgid) {
+  const std::string line = absl::StrCat(std::string(1, op), pgid, "\n");
+  // A short line to a pipe is atomic; if the guard is gone there is nothing better to do.
+  (void)WriteAll(to_guard_.get(), line);
+}
+
+void OrphanGuard::Watch(pid_t pgid) { Send('+', pgid); }
+void OrphanGuard::Forget(pid_t pgid) { Send('-', pgid); }
+
+}  // namespace ddprun

@@ -1,0 +1,38 @@
+#pragma once
+// Guarantees that no worker, nor any process a worker forked, outlives the agent — even when
+// the agent is killed with SIGKILL and can run no code of its own.
+//
+// PR_SET_PDEATHSIG kills each worker with the agent, but not the worker's children, which
+// the kernel re-parents to init. So at start-up the agent forks this small guard process
+// before it does anything else. The agent tells it each worker process group it creates,
+// over a pipe; when that pipe reads end-of-file — the agent exited, however it died — the
+// guard sends SIGKILL to every group still listed, and exits.
+
+#include <sys/types.h>
+
+#include "absl/status/statusor.h"
+#include "agent/unique_fd.h"
+
+namespace ddprun {
+
+class OrphanGuard {
+ public:
+  /// Forks the guard. Call before any thread is started.
+  static absl::StatusOr<OrphanGuard> Start();
+
+  /// The guard will kill process group `pgid` if the agent dies.
+  void Watch(pid_t pgid);
+  /// Group `pgid` is gone; the guard must not touch it (its id may be reused).
+  void Forget(pid_t pgid);
+
+  pid_t pid() const { return pid_; }
+
+ private:
+  OrphanGuard(UniqueFd to_guard, pid_t pid) : to_guard_(std::move(to_guard)), pid_(pid) {}
+  void Send(char op, pid_t pgid);
+
+  UniqueFd to_guard_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace ddprun

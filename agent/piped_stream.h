@@ -1,0 +1,45 @@
+#pragma once
+// One worker stream (stdout or stderr) that passes through the agent: it is copied as-is to
+// the worker's log file (if any) and, as whole lines with a prefix, to the console (if shown).
+
+#include <string>
+
+#include "agent/line_assembler.h"
+#include "agent/unique_fd.h"
+
+namespace ddprun {
+
+class PipedStream {
+ public:
+  /// `console_fd` < 0: not shown on the console. `tail` may be null.
+  PipedStream(UniqueFd read_end, UniqueFd file, int console_fd, std::string prefix, LineTail* tail)
+      : read_end_(std::move(read_end)),
+        file_(std::move(file)),
+        console_fd_(console_fd),
+        prefix_(std::move(prefix)),
+        tail_(tail) {}
+
+  int fd() const { return read_end_.get(); }
+  bool open() const { return read_end_.valid(); }
+
+  /// Copies what can be read now. At end of file, flushes a partial last line and closes.
+  void Pump();
+  /// Pump until the pipe is empty, then close even if a leftover process still holds it.
+  void DrainAndClose();
+
+ private:
+  void Consume(std::string_view chunk);
+  void EmitLine(std::string_view line);
+  void FlushConsole();
+  void Close();
+
+  UniqueFd read_end_;
+  UniqueFd file_;
+  int console_fd_;
+  std::string prefix_;
+  LineTail* tail_;
+  LineAssembler assembler_;
+  std::string console_buffer_;
+};
+
+}  // namespace ddprun

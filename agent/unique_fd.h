@@ -1,0 +1,59 @@
+#pragma once
+// A file descriptor that closes itself, and the few fd helpers the agent needs.
+
+#include <string>
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace ddprun {
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) Reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { Reset(); }
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release() { return std::exchange(fd_, -1); }
+  void Reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+struct Pipe {
+  UniqueFd read_end;
+  UniqueFd write_end;
+};
+
+/// A close-on-exec pipe; `nonblocking_read` makes the read end O_NONBLOCK.
+absl::StatusOr<Pipe> MakePipe(bool nonblocking_read);
+
+/// Writes all of `data`, retrying on EINTR, short writes, and EAGAIN (by polling).
+absl::Status WriteAll(int fd, std::string_view data);
+
+/// Opens `path` for appending, creating it (0644), close-on-exec.
+absl::StatusOr<UniqueFd> OpenForAppend(const std::string& path);
+
+/// mkdir -p with mode 0755.
+absl::Status MakeDirs(const std::string& path);
+
+/// rm -rf; errors other than "not there" are returned.
+absl::Status RemoveTree(const std::string& path);
+
+/// An absl::Status for a failed system call: "<what>: <strerror(err)>".
+absl::Status ErrnoStatus(int err, absl::string_view what);
+
+}  // namespace ddprun

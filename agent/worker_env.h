@@ -1,0 +1,48 @@
+#pragma once
+// The environment each worker starts with: the agent's own, plus torchrun's contract
+// (docs/environment.md). Pure: no getenv, so every rule is unit-tested.
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ddprun {
+
+using EnvMap = std::map<std::string, std::string>;
+
+/// Where one worker sits in the job during one round.
+struct WorkerPlacement {
+  int local_rank = 0;
+  int rank = 0;
+  int group_rank = 0;
+  int local_world_size = 1;
+  int world_size = 1;
+  int group_world_size = 1;
+  std::string role_name = "default";
+  std::string master_addr;
+  int master_port = 0;
+  int restart_count = 0;
+  int max_restarts = 0;
+  std::string run_id;
+  int round = 0;
+  std::string error_file;     // empty when error files are disabled
+  std::string store_addr;     // host:port of the master's Store service; empty: none
+  std::string signals_to_handle;  // "SIGTERM,SIGINT,..." as torchrun exports it
+};
+
+/// `base` (the agent's environment) overlaid with the variables of `placement`.
+EnvMap BuildWorkerEnv(const EnvMap& base, const WorkerPlacement& placement);
+
+/// Whether BuildWorkerEnv will set OMP_NUM_THREADS=1 (so the agent can say so once).
+bool WillDefaultOmpThreads(const EnvMap& base, int local_world_size);
+
+/// The environment of this process as a map.
+EnvMap CurrentEnvironment();
+
+/// "KEY=VALUE" strings, in the form execve takes.
+std::vector<std::string> FlattenEnv(const EnvMap& env);
+
+/// `arg` with every `${local_rank}` replaced by `local_rank`, as torchrun's macros do.
+std::string SubstituteLocalRank(const std::string& arg, int local_rank);
+
+}  // namespace ddprun

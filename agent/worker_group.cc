@@ -1,0 +1,297 @@
+#include "agent/worker_group.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "agent/error_file.h"
+#include "agent/worker_process.h"
+#include "agent/log_format.h"
+#include "spdlog/spdlog.h"
+
+namespace ddprun {
+namespace {
+
+constexpr size_t kStderrTailLines = 20;
+
+bool FilesEnabled(const std::string& log_root) {
+  return !log_root.empty() && log_root != "/dev/null";
+}
+
+}  // namespace
+
+WorkerSupervisor::WorkerSupervisor(const AgentConfig& config, const EnvMap& base_env,
+                                   EventLoop& loop, OrphanGuard& guard, std::string host)
+    : config_(config), base_env_(base_env), loop_(loop), guard_(guard), host_(std::move(host)) {
+  auto it = base_env_.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
+  if (it != base_env_.end()) prefix_template_ = it->second;
+}
+
+WorkerSupervisor::~WorkerSupervisor() {
+  for (auto& worker : workers_) {
+    CloseStream(worker->out);
+    CloseStream(worker->err);
+  }
+}
+
+absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
+  files_enabled_ = FilesEnabled(plan.log_root);
+  for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
+    auto worker = std::make_unique<Worker>();
+    worker->local_rank = local_rank;
+    worker->rank = plan.base_rank + local_rank;
+    worker->stderr_tail = LineTail(kStderrTailLines);
+    if (files_enabled_) {
+      worker->paths = WorkerLogPathsFor(plan.log_root, config_.run_id, plan.round, local_rank);
+      if (absl::Status s = MakeDirs(worker->paths.dir); !s.ok()) return s;
+      ::unlink(worker->paths.error_file.c_str());  // a stale file would blame this attempt
+      worker->error_file_enabled = true;
+    } else {
+      worker->paths.stdout_log = worker->paths.stderr_log = "/dev/null";
+    }
+    workers_.push_back(std::move(worker));
+  }
+  for (auto& worker : workers_) {
+    if (absl::Status s = StartWorker(*worker, plan); !s.ok()) {
+      // The reason is kept for the summary; the agent stops the rest as for any failure.
+      worker->state = WorkerState::kFailed;
+      worker->wait_status = 127 << 8;  // what a shell reports for "command not found"
+      worker->exited = absl::Now();
+      worker->start_error = std::string(s.message());
+      spdlog::error("local_rank {} (rank {}) could not be started: {}", worker->local_rank,
+                    worker->rank, s.message());
+      CloseStream(worker->out);
+      CloseStream(worker->err);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& plan) {
+  WorkerPlacement placement;
+  placement.local_rank = worker.local_rank;
+  placement.rank = worker.rank;
+  placement.group_rank = plan.group_rank;
+  placement.local_world_size = config_.nproc_per_node;
+  placement.world_size = plan.world_size;
+  placement.group_world_size = plan.group_world_size;
+  placement.role_name = config_.role;
+  placement.master_addr = plan.master_addr;
+  placement.master_port = plan.master_port;
+  placement.restart_count = plan.restart_count;
+  placement.max_restarts = config_.max_restarts;
+  placement.run_id = config_.run_id;
+  placement.round = plan.round;
+  placement.error_file = worker.error_file_enabled ? worker.paths.error_file : "";
+  placement.store_addr = plan.store_addr;
+  for (int sig : config_.signals_to_handle) {
+    if (!placement.signals_to_handle.empty()) placement.signals_to_handle += ",";
+    placement.signals_to_handle += SignalName(sig);
+  }
+
+  SpawnSpec spec;
+  for (const std::string& arg : config_.worker_argv) {
+    spec.argv.push_back(SubstituteLocalRank(arg, worker.local_rank));
+  }
+  spec.env = FlattenEnv(BuildWorkerEnv(base_env_, placement));
+  std::vector<UniqueFd> child_ends;  // closed in the agent once the child has them
+  if (absl::Status s = SetUpStreams(worker, spec.stdout_fd, spec.stderr_fd, child_ends); !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<pid_t> pid = SpawnWorkerProcess(spec);
+  if (!pid.ok()) return pid.status();
+  worker.pid = *pid;
+  guard_.Watch(worker.pid);
+  spdlog::debug("started local_rank={} rank={} pid={}", worker.local_rank, worker.rank, worker.pid);
+  return absl::OkStatus();
+}
+
+absl::Status WorkerSupervisor::SetUpStreams(Worker& worker, int& child_stdout, int& child_stderr,
+                                            std::vector<UniqueFd>& child_ends) {
+  if (absl::Status s = SetUpStream(worker, kStdOut, worker.paths.stdout_log, child_stdout,
+                                   child_ends);
+      !s.ok()) {
+    return s;
+  }
+  return SetUpStream(worker, kStdErr, worker.paths.stderr_log, child_stderr, child_ends);
+}
+
+absl::Status WorkerSupervisor::SetUpStream(Worker& worker, int which, const std::string& file_path,
+                                           int& child_fd, std::vector<UniqueFd>& child_ends) {
+  const int lr = worker.local_rank;
+  const bool teed = (config_.tee.ForRank(lr) & which) != 0;
+  const bool redirected = (config_.redirects.ForRank(lr) & which) != 0;
+  const bool shown = !config_.local_ranks_filter || config_.local_ranks_filter->count(lr) > 0;
+  const int console_fd = which == kStdOut ? STDOUT_FILENO : STDERR_FILENO;
+  const bool is_stderr = which == kStdErr;
+
+  if (!teed && (redirected || !shown)) {
+    // Straight to the file: the agent does not touch the bytes. A rank hidden by
+    // --local-ranks-filter still keeps its output there, where torchrun drops it.
+    absl::StatusOr<UniqueFd> file = OpenForAppend(file_path);
+    if (!file.ok()) return file.status();
+    child_fd = file->get();
+    child_ends.push_back(std::move(*file));
+    if (is_stderr) worker.stderr_in_file = files_enabled_;
+    return absl::OkStatus();
+  }
+  if (!teed && !is_stderr) {
+    child_fd = -1;  // stdout shared with the agent, as with torchrun without -r/-t
+    return absl::OkStatus();
+  }
+  // Through the agent: tee'd streams, and stderr always, so that a failure can show its tail.
+  absl::StatusOr<Pipe> pipe = MakePipe(/*nonblocking_read=*/true);
+  if (!pipe.ok()) return pipe.status();
+  UniqueFd file;
+  if (teed) {
+    absl::StatusOr<UniqueFd> opened = OpenForAppend(file_path);
+    if (!opened.ok()) return opened.status();
+    file = std::move(*opened);
+  }
+  const std::string prefix =
+      teed ? LinePrefix(prefix_template_, config_.role, worker.rank, lr) : std::string();
+  auto stream = std::make_unique<PipedStream>(std::move(pipe->read_end), std::move(file),
+                                              shown ? console_fd : -1, prefix,
+                                              is_stderr ? &worker.stderr_tail : nullptr);
+  PipedStream* raw = stream.get();
+  if (absl::Status s = loop_.WatchReadable(raw->fd(), [raw](uint32_t) { raw->Pump(); }); !s.ok()) {
+    return s;
+  }
+  (is_stderr ? worker.err : worker.out) = std::move(stream);
+  child_fd = pipe->write_end.get();
+  child_ends.push_back(std::move(pipe->write_end));
+  return absl::OkStatus();
+}
+
+bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
+  for (auto& worker : workers_) {
+    if (worker->pid != pid || worker->state != WorkerState::kRunning) continue;
+    worker->wait_status = wait_status;
+    worker->exited = absl::Now();
+    const bool success = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
+    if (success) {
+      worker->state = WorkerState::kSucceeded;
+    } else if (stopping_) {
+      worker->state = WorkerState::kStopped;  // ended by the agent's stop: not a failure
+    } else {
+      worker->state = WorkerState::kFailed;
+      spdlog::warn("local_rank {} (rank {}, pid {}) failed: {}", worker->local_rank, worker->rank,
+                   pid, DescribeWaitStatus(wait_status));
+    }
+    spdlog::debug("local_rank {} pid {} ended: {}", worker->local_rank, pid,
+                  DescribeWaitStatus(wait_status));
+    return true;
+  }
+  return false;
+}
+
+void WorkerSupervisor::Stop(int signal) {
+  stopping_ = true;
+  for (auto& worker : workers_) {
+    if (worker->state == WorkerState::kRunning) ::killpg(worker->pid, signal);
+  }
+}
+
+void WorkerSupervisor::KillRemaining() {
+  stopping_ = true;
+  for (auto& worker : workers_) {
+    if (worker->state != WorkerState::kRunning) continue;
+    spdlog::warn("local_rank {} (pid {}) still running after the grace period: SIGKILL",
+                 worker->local_rank, worker->pid);
+    ::killpg(worker->pid, SIGKILL);
+  }
+}
+
+bool WorkerSupervisor::AllExited() const {
+  for (const auto& worker : workers_) {
+    if (worker->state == WorkerState::kRunning) return false;
+  }
+  return true;
+}
+
+bool WorkerSupervisor::AllSucceeded() const {
+  for (const auto& worker : workers_) {
+    if (worker->state != WorkerState::kSucceeded) return false;
+  }
+  return true;
+}
+
+bool WorkerSupervisor::HasFailures() const {
+  for (const auto& worker : workers_) {
+    if (worker->state == WorkerState::kFailed) return true;
+  }
+  return false;
+}
+
+void WorkerSupervisor::CloseStream(std::unique_ptr<PipedStream>& stream) {
+  if (!stream) return;
+  if (stream->open()) {
+    loop_.Unwatch(stream->fd());
+    stream->DrainAndClose();
+  }
+}
+
+void WorkerSupervisor::Finish() {
+  for (auto& worker : workers_) {
+    if (worker->pid <= 0) continue;
+    // Whatever a worker forked and left running in its group dies with the attempt: the
+    // next attempt must not share the machine with stragglers of this one.
+    ::killpg(worker->pid, SIGKILL);
+    guard_.Forget(worker->pid);
+  }
+  // Everything the workers wrote before exiting is in the pipes now: read it all.
+  for (auto& worker : workers_) {
+    CloseStream(worker->out);
+    CloseStream(worker->err);
+  }
+}
+
+WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
+  WorkerFailure failure;
+  failure.time = worker.exited;
+  failure.host = host_;
+  failure.rank = worker.rank;
+  failure.local_rank = worker.local_rank;
+  failure.wait_status = worker.wait_status;
+  failure.pid = worker.pid;
+  if (worker.error_file_enabled) {
+    absl::StatusOr<WorkerErrorReport> report = ReadWorkerErrorFile(worker.paths.error_file);
+    if (report.ok()) {
+      failure.error_file = worker.paths.error_file;
+      failure.error_message = report->message;
+      failure.traceback = report->traceback;
+      if (report->timestamp) failure.time = *report->timestamp;
+    } else if (!absl::IsNotFound(report.status())) {
+      failure.error_message = std::string(report.status().message());
+    }
+  }
+  if (!worker.start_error.empty()) {
+    failure.stderr_tail = {worker.start_error};
+    failure.stderr_source = "ddprun";
+  } else if (worker.stderr_in_file) {
+    failure.stderr_tail = LastLinesOfFile(worker.paths.stderr_log, kStderrTailLines);
+    failure.stderr_source = worker.paths.stderr_log;
+  } else {
+    failure.stderr_tail.assign(worker.stderr_tail.lines().begin(), worker.stderr_tail.lines().end());
+    failure.stderr_source = "stderr";
+  }
+  return failure;
+}
+
+std::vector<WorkerFailure> WorkerSupervisor::CollectFailures() const {
+  std::vector<WorkerFailure> failures;
+  for (const auto& worker : workers_) {
+    if (worker->state == WorkerState::kFailed) failures.push_back(DescribeFailure(*worker));
+  }
+  return failures;
+}
+
+std::vector<pid_t> WorkerSupervisor::pids() const {
+  std::vector<pid_t> out;
+  for (const auto& worker : workers_) out.push_back(worker->pid);
+  return out;
+}
+
+}  // namespace ddprun

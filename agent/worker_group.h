@@ -1,0 +1,114 @@
+#pragma once
+// WorkerSupervisor: the workers of one attempt on this node. It starts them, routes their
+// output, records how each one ended, and stops the rest with a signal and then SIGKILL.
+// It does no waiting of its own: the agent's event loop calls it when something happens.
+//
+//   Start() --> running --(a worker fails / agent signalled)--> Stop(sig) --> stopping
+//      \                                                              |
+//       `--(all exit 0)--> done <------(all reaped, or KillRemaining)-'
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "agent/agent_config.h"
+#include "agent/event_loop.h"
+#include "agent/failure_summary.h"
+#include "agent/line_assembler.h"
+#include "agent/log_layout.h"
+#include "agent/orphan_guard.h"
+#include "agent/piped_stream.h"
+#include "agent/worker_env.h"
+
+namespace ddprun {
+
+/// What the whole node's part of the job looks like in one round.
+struct AttemptPlan {
+  int round = 0;
+  int restart_count = 0;
+  int group_rank = 0;
+  int group_world_size = 1;
+  int base_rank = 0;  // RANK of this node's local rank 0
+  int world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+  std::string store_addr;
+  std::string log_root;  // the log dir in use ("" or /dev/null: no files)
+};
+
+class WorkerSupervisor {
+ public:
+  enum class WorkerState { kRunning, kSucceeded, kFailed, kStopped };
+
+  WorkerSupervisor(const AgentConfig& config, const EnvMap& base_env, EventLoop& loop,
+                   OrphanGuard& guard, std::string host);
+  ~WorkerSupervisor();
+
+  /// Starts every worker. A worker that cannot start counts as failed (with the reason).
+  absl::Status Start(const AttemptPlan& plan);
+
+  /// Handles the exit of `pid` (from waitpid). Returns false if it is not one of ours.
+  bool OnProcessExited(pid_t pid, int wait_status);
+
+  /// Sends `signal` to the process group of every running worker.
+  void Stop(int signal);
+  /// SIGKILL to every worker group that is still running.
+  void KillRemaining();
+
+  bool stopping() const { return stopping_; }
+  bool AllExited() const;
+  bool AllSucceeded() const;
+  /// Failures recorded (workers that failed on their own, not ones the agent stopped).
+  bool HasFailures() const;
+
+  /// After AllExited(): drains the output pipes, kills whatever the workers left behind in
+  /// their process groups, and closes everything.
+  void Finish();
+
+  /// The failures of this attempt, with error files read and stderr tails attached.
+  std::vector<WorkerFailure> CollectFailures() const;
+
+  size_t size() const { return workers_.size(); }
+  std::vector<pid_t> pids() const;
+
+ private:
+  struct Worker {
+    int local_rank = 0;
+    int rank = 0;
+    pid_t pid = -1;
+    WorkerState state = WorkerState::kRunning;
+    int wait_status = 0;
+    absl::Time exited;
+    std::string start_error;  // set when the worker could not be started at all
+    WorkerLogPaths paths;
+    bool error_file_enabled = false;
+    bool stderr_in_file = false;  // the stderr tail comes from the log file
+    LineTail stderr_tail{20};
+    std::unique_ptr<PipedStream> out;
+    std::unique_ptr<PipedStream> err;
+  };
+
+  absl::Status StartWorker(Worker& worker, const AttemptPlan& plan);
+  absl::Status SetUpStreams(Worker& worker, int& child_stdout, int& child_stderr,
+                            std::vector<UniqueFd>& child_ends);
+  absl::Status SetUpStream(Worker& worker, int which, const std::string& file_path,
+                           int& child_fd, std::vector<UniqueFd>& child_ends);
+  WorkerFailure DescribeFailure(const Worker& worker) const;
+  void CloseStream(std::unique_ptr<PipedStream>& stream);
+
+  const AgentConfig& config_;
+  const EnvMap& base_env_;
+  EventLoop& loop_;
+  OrphanGuard& guard_;
+  std::string host_;
+  std::string prefix_template_;
+  bool files_enabled_ = false;
+  bool stopping_ = false;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+}  // namespace ddprun

@@ -1,0 +1,31 @@
+#pragma once
+// Starting one worker process: fork/exec into its own process group, with a parent-death
+// signal so it can never outlive the agent, and exec errors reported back instead of lost.
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace ddprun {
+
+struct SpawnSpec {
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
+  std::vector<std::string> env;   // "KEY=VALUE"
+  int stdout_fd = -1;             // dup2'ed onto fd 1 in the child; -1 inherits the agent's
+  int stderr_fd = -1;             // likewise for fd 2
+};
+
+/// Starts the process and returns its pid, which is also its process group id. Returns an
+/// error (and leaves no process) when exec fails: "cannot execute 'x': No such file...".
+absl::StatusOr<pid_t> SpawnWorkerProcess(const SpawnSpec& spec);
+
+/// A human form of a waitpid status: "exit code 3" or "signal 9 (SIGKILL)".
+std::string DescribeWaitStatus(int wait_status);
+
+/// "SIGTERM" for 15; "signal 99" for an unknown number.
+std::string SignalName(int signal);
+
+}  // namespace ddprun

@@ -1,0 +1,9 @@
+# ddprun_test(NAME LABEL SOURCES... LIBS ...): one GoogleTest binary whose tests are
+# registered with ctest under LABEL (unit, integration, netns, compat, gpu).
+function(ddprun_test name label)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest_main GTest::gmock)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  gtest_discover_tests(${name} PROPERTIES LABELS ${label} DISCOVERY_TIMEOUT 30)
+endfunction()

@@ -1,0 +1,439 @@
+#include "launcher/cli.h"
+
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace ddprun {
+namespace {
+
+constexpr char kWorkerGroup[] = "Worker/resource definitions";
+constexpr char kRdzvGroup[] = "Rendezvous";
+constexpr char kLaunchGroup[] = "User-code launch";
+constexpr char kLogGroup[] = "Logs";
+constexpr char kShutdownGroup[] = "Shutdown and signals";
+constexpr char kStaticGroup[] = "Static backend (node rank, master address and port)";
+
+// Every option's raw text. Values are parsed by cli_values.h, so messages are ours.
+struct RawOptions {
+  std::string nnodes = "1:1";
+  std::string nproc_per_node = "1";
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;
+  std::string rdzv_id = "none";
+  std::string rdzv_conf;
+  bool standalone = false;
+  std::string max_restarts = "0";
+  std::string monitor_interval = "0.1";
+  std::string start_method = "spawn";
+  std::string role = "default";
+  bool module = false;
+  bool no_python = false;
+  bool run_path = false;
+  std::string log_dir;
+  std::string redirects = "0";
+  std::string tee = "0";
+  std::string local_ranks_filter;
+  std::string node_rank = "0";
+  std::string master_addr;
+  std::string master_port;
+  std::string local_addr;
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  std::string shutdown_timeout = "30";
+  std::string exit_barrier_timeout = "300";
+};
+
+// "--nproc-per-node" -> "--nproc-per-node,--nproc_per_node" and PET_NPROC_PER_NODE.
+std::string Spellings(const std::string& dashed, bool underscore_too) {
+  std::string names = dashed;
+  if (underscore_too) {
+    std::string underscored = dashed;
+    for (size_t i = 2; i < underscored.size(); ++i) {
+      if (underscored[i] == '-') underscored[i] = '_';
+    }
+    if (underscored != dashed) absl::StrAppend(&names, ",", underscored);
+  }
+  return names;
+}
+
+std::string PetName(const std::string& dashed) {
+  std::string name = "PET_";
+  for (size_t i = 2; i < dashed.size(); ++i) {
+    name += dashed[i] == '-' ? '_' : static_cast<char>(std::toupper(dashed[i]));
+  }
+  return name;
+}
+
+CLI::Option* AddText(CLI::App& app, const std::string& short_name, const std::string& dashed,
+                     std::string& value, const std::string& help, const char* group,
+                     bool underscore_too = true) {
+  std::string names = Spellings(dashed, underscore_too);
+  if (!short_name.empty()) names = short_name + "," + names;
+  const std::string shown_default = value.empty() ? "unset" : "'" + value + "'";
+  return app.add_option(names, value, absl::StrCat(help, " [default: ", shown_default, "]"))
+      ->envname(PetName(dashed))
+      ->type_name("")
+      ->group(group);
+}
+
+CLI::Option* AddFlag(CLI::App& app, const std::string& short_name, const std::string& dashed,
+                     bool& value, const std::string& help, const char* group,
+                     bool underscore_too = true) {
+  std::string names = Spellings(dashed, underscore_too);
+  if (!short_name.empty()) names = short_name + "," + names;
+  return app.add_flag(names, value, help)->envname(PetName(dashed))->group(group);
+}
+
+void DeclareOptions(CLI::App& app, RawOptions& o) {
+  AddText(app, "", "--nnodes", o.nnodes,
+          "Number of nodes, or MIN:MAX for an elastic job", kWorkerGroup, false);
+  AddText(app, "", "--nproc-per-node", o.nproc_per_node,
+          "Workers per node: a number, 'gpu' (one per visible GPU), 'cpu' (one per CPU) or "
+          "'auto' (GPUs if any, else CPUs)", kWorkerGroup);
+  AddText(app, "", "--max-restarts", o.max_restarts,
+          "Times the whole job is restarted after a worker fails", kWorkerGroup);
+  AddText(app, "", "--monitor-interval", o.monitor_interval,
+          "Accepted for torchrun compatibility; ddprun sees a worker exit at once instead of "
+          "polling", kWorkerGroup);
+  AddText(app, "", "--start-method", o.start_method,
+          "Accepted for torchrun compatibility (spawn, fork, forkserver); it has no effect: "
+          "workers are always separate processes started with fork+exec", kWorkerGroup);
+  AddText(app, "", "--role", o.role, "Worker role: ROLE_NAME and the log prefix [<role><rank>]:",
+          kWorkerGroup, false);
+
+  AddText(app, "", "--rdzv-backend", o.rdzv_backend, "Rendezvous backend: c10d or static",
+          kRdzvGroup);
+  AddText(app, "", "--rdzv-endpoint", o.rdzv_endpoint,
+          "Rendezvous master as HOST[:PORT] (c10d default port 29400)", kRdzvGroup);
+  AddText(app, "", "--rdzv-id", o.rdzv_id,
+          "Job id shared by all nodes (TORCHELASTIC_RUN_ID)", kRdzvGroup);
+  AddText(app, "", "--rdzv-conf", o.rdzv_conf,
+          "Rendezvous settings as key=value,... (join_timeout, last_call_timeout, ...)",
+          kRdzvGroup);
+  AddFlag(app, "", "--standalone", o.standalone,
+          "One-node job with an embedded master on a free port and a random run id; "
+          "ignores --rdzv-* [default: off]", kRdzvGroup, false);
+
+  AddFlag(app, "-m", "--module", o.module,
+          "Run the script as a Python module: python -u -m <script> [default: off]",
+          kLaunchGroup, false);
+  AddFlag(app, "", "--no-python", o.no_python,
+          "Execute <script> directly instead of with python -u [default: off]", kLaunchGroup);
+  AddFlag(app, "", "--run-path", o.run_path,
+          "Run <script> as a Python file path (ddprun always runs workers as separate "
+          "processes) [default: off]", kLaunchGroup);
+
+  AddText(app, "", "--log-dir", o.log_dir,
+          "Folder for <run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log and error.json; "
+          "unset: a temporary folder, removed unless it holds logs or error files",
+          kLogGroup);
+  AddText(app, "-r", "--redirects", o.redirects,
+          "Write worker streams to files instead of the console: 0 none, 1 stdout, 2 stderr, "
+          "3 both, or per local rank as 0:1,1:2", kLogGroup);
+  AddText(app, "-t", "--tee", o.tee,
+          "Like --redirects, and also show them on the console with a [<role><local_rank>]: "
+          "prefix", kLogGroup);
+  AddText(app, "", "--local-ranks-filter", o.local_ranks_filter,
+          "Only these local ranks (e.g. 0,2) reach the console; the others still get their "
+          "log files", kLogGroup);
+
+  AddText(app, "", "--signals-to-handle", o.signals_to_handle,
+          "Signals the agent forwards to every worker before stopping them", kShutdownGroup);
+  AddText(app, "", "--shutdown-timeout", o.shutdown_timeout,
+          "Seconds between the stop signal and SIGKILL", kShutdownGroup);
+  AddText(app, "", "--exit-barrier-timeout", o.exit_barrier_timeout,
+          "Seconds a node that finished waits for the others (multi-node)", kShutdownGroup);
+
+  AddText(app, "", "--node-rank", o.node_rank,
+          "This node's rank (static backend); a rank-order hint for c10d", kStaticGroup);
+  AddText(app, "", "--master-addr", o.master_addr,
+          "Address of node 0 (static backend); unset: this node's --local-addr or localhost",
+          kStaticGroup);
+  AddText(app, "", "--master-port", o.master_port,
+          "MASTER_PORT for the static backend; unset: a free port, new on every attempt",
+          kStaticGroup);
+  AddText(app, "", "--local-addr", o.local_addr,
+          "This node's address as other nodes reach it (MASTER_ADDR when it is rank 0)",
+          kStaticGroup);
+}
+
+constexpr char kFooter[] = R"(Positional:
+  training_script [args...]  The script (python -u <script>), module (-m) or program
+                             (--no-python), then its arguments, passed through verbatim;
+                             ${local_rank} in them becomes each worker's local rank.
+
+Environment:
+  PET_<OPTION>   default for each option above, e.g. PET_NPROC_PER_NODE=4
+  PYTHON_EXEC    interpreter for Python workers [default: python3 from PATH]
+  LOGLEVEL       ddprun's own messages: DEBUG, INFO, WARNING (default), ERROR, CRITICAL
+  TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE  tee prefix, with ${role_name} ${rank} ${local_rank}
+
+Exit status:
+  0        every worker succeeded
+  N        the root-cause worker's exit code (128+S if it died of signal S)
+  128+S    ddprun received signal S and stopped the workers
+  2        bad command line or environment: nothing was started
+  70       ddprun could not run the job (spawn, pipe or file system error)
+)";
+
+std::string MakeRunId() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  const uint64_t hi = gen(), lo = gen();
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-4%03x-%04x-%012llx",
+                static_cast<unsigned>(hi >> 32), static_cast<unsigned>((hi >> 16) & 0xffff),
+                static_cast<unsigned>(hi & 0xfff),
+                static_cast<unsigned>(0x8000 | ((lo >> 48) & 0x3fff)),
+                static_cast<unsigned long long>(lo & 0xffffffffffffULL));
+  return buf;
+}
+
+// The executable path for `name`: as given when it has a '/', else searched in PATH.
+absl::StatusOr<std::string> FindExecutable(const std::string& name) {
+  auto executable_file = [](const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    struct stat st;
+    if (::stat(name.c_str(), &st) != 0) return absl::NotFoundError("does not exist");
+    if (!S_ISREG(st.st_mode)) return absl::FailedPreconditionError("is not a regular file");
+    if (::access(name.c_str(), X_OK) != 0) {
+      return absl::PermissionDeniedError("is not executable (chmod +x it)");
+    }
+    return name;
+  }
+  const char* path_env = ::getenv("PATH");
+  for (absl::string_view dir : absl::StrSplit(path_env ? path_env : "", ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (executable_file(candidate)) return candidate;
+  }
+  return absl::NotFoundError("was not found on PATH");
+}
+
+absl::Status BuildWorkerCommand(const RawOptions& o, const std::vector<std::string>& positional,
+                                AgentConfig& config) {
+  const std::string& script = positional[0];
+  if (o.module && o.no_python) {
+    return absl::InvalidArgumentError(
+        "-m/--module and --no-python cannot be used together: a module needs Python");
+  }
+  if (o.no_python) {
+    absl::StatusOr<std::string> program = FindExecutable(script);
+    if (!program.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training_script '", script, "' (with --no-python) ", program.status().message()));
+    }
+    config.worker_argv = positional;
+  } else {
+    const char* python_exec = ::getenv("PYTHON_EXEC");
+    const std::string python = python_exec != nullptr && *python_exec ? python_exec : "python3";
+    absl::StatusOr<std::string> interpreter = FindExecutable(python);
+    if (!interpreter.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the Python interpreter '", python, "' ", interpreter.status().message(),
+          "; set PYTHON_EXEC to one, or use --no-python to run a program directly"));
+    }
+    if (!o.module) {
+      struct stat st;
+      if (::stat(script.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "training_script '", script, "' is not a file; give a Python script, "
+            "-m for a module, or --no-python for a program"));
+      }
+    }
+    config.worker_argv = {python, "-u"};
+    if (o.module) config.worker_argv.push_back("-m");
+    config.worker_argv.insert(config.worker_argv.end(), positional.begin(), positional.end());
+  }
+  config.entrypoint_name = script;
+  return absl::OkStatus();
+}
+
+absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentConfig& config,
+                        std::vector<std::string>& notices) {
+  absl::StatusOr<NodeRange> nodes = ParseNnodes(o.nnodes);
+  if (!nodes.ok()) return nodes.status();
+  config.min_nodes = nodes->min_nodes;
+  config.max_nodes = nodes->max_nodes;
+
+  absl::StatusOr<int> nproc = ParseNprocPerNode(o.nproc_per_node, devices);
+  if (!nproc.ok()) return nproc.status();
+  config.nproc_per_node = *nproc;
+
+  absl::StatusOr<int> max_restarts = ParseNonNegativeInt("--max-restarts", o.max_restarts);
+  if (!max_restarts.ok()) return max_restarts.status();
+  config.max_restarts = *max_restarts;
+
+  if (absl::StatusOr<absl::Duration> d = ParseSeconds("--monitor-interval", o.monitor_interval,
+                                                      /*positive=*/true);
+      !d.ok()) {
+    return d.status();
+  }
+  if (o.start_method != "spawn" && o.start_method != "fork" && o.start_method != "forkserver") {
+    return absl::InvalidArgumentError(absl::StrCat("--start-method='", o.start_method,
+                                                   "' is not valid: expected spawn, fork or forkserver"));
+  }
+  if (o.start_method != "spawn") {
+    notices.push_back(absl::StrCat("--start-method=", o.start_method,
+                                   " has no effect: ddprun starts every worker with fork+exec"));
+  }
+  if (o.role.empty()) return absl::InvalidArgumentError("--role='' is not valid: expected a name");
+  config.role = o.role;
+
+  if (o.rdzv_backend != "c10d" && o.rdzv_backend != "static") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rdzv-backend='", o.rdzv_backend, "' is not valid: expected c10d or static"));
+  }
+  config.rdzv_backend = o.rdzv_backend;
+  config.rdzv_endpoint = o.rdzv_endpoint;
+  config.run_id = o.rdzv_id;
+  absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(o.rdzv_conf);
+  if (!conf.ok()) return conf.status();
+  config.rdzv_conf = *conf;
+  config.standalone = o.standalone;
+  if (o.standalone) {
+    config.rdzv_backend = "c10d";
+    config.rdzv_endpoint = "localhost:0";
+    config.run_id = MakeRunId();
+  }
+  if (config.run_id.empty() || config.run_id.find('/') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-id='", config.run_id, "' is not valid: expected a non-empty id without '/'"));
+  }
+
+  absl::StatusOr<int> node_rank = ParseNonNegativeInt("--node-rank", o.node_rank);
+  if (!node_rank.ok()) return node_rank.status();
+  config.node_rank = *node_rank;
+  if (!o.master_port.empty()) {
+    absl::StatusOr<int> port = ParseNonNegativeInt("--master-port", o.master_port);
+    if (!port.ok() || *port < 1 || *port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--master-port='", o.master_port, "' is not valid: expected a TCP port 1-65535"));
+    }
+    config.master_port = *port;
+  }
+  config.local_addr = o.local_addr;
+  config.master_addr = !o.master_addr.empty() ? o.master_addr
+                       : !o.local_addr.empty() ? o.local_addr
+                                               : "localhost";
+
+  config.log_dir = o.log_dir;
+  absl::StatusOr<StdSpec> redirects = ParseStdSpec("--redirects", o.redirects);
+  if (!redirects.ok()) return redirects.status();
+  absl::StatusOr<StdSpec> tee = ParseStdSpec("--tee", o.tee);
+  if (!tee.ok()) return tee.status();
+  for (const StdSpec* spec : {&*redirects, &*tee}) {
+    for (const auto& [rank, streams] : spec->per_rank) {
+      if (rank >= config.nproc_per_node) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            spec == &*tee ? "--tee" : "--redirects", " names local rank ", rank,
+            " but there are only ", config.nproc_per_node, " (--nproc-per-node)"));
+      }
+    }
+  }
+  // Tee implies redirect, as torchrun ORs the tee bits into the redirects.
+  config.tee = *tee;
+  config.redirects.all_ranks = redirects->all_ranks | tee->all_ranks;
+  for (const StdSpec* spec : {&*redirects, &*tee}) {
+    for (const auto& [rank, streams] : spec->per_rank) {
+      config.redirects.per_rank[rank] = redirects->ForRank(rank) | tee->ForRank(rank);
+    }
+  }
+  if (!o.local_ranks_filter.empty()) {
+    absl::StatusOr<std::set<int>> filter =
+        ParseLocalRanksFilter(o.local_ranks_filter, config.nproc_per_node);
+    if (!filter.ok()) return filter.status();
+    config.local_ranks_filter = *filter;
+  }
+
+  absl::StatusOr<std::vector<int>> signals = ParseSignalList(o.signals_to_handle);
+  if (!signals.ok()) return signals.status();
+  config.signals_to_handle = *signals;
+  absl::StatusOr<absl::Duration> shutdown = ParseSeconds("--shutdown-timeout", o.shutdown_timeout);
+  if (!shutdown.ok()) return shutdown.status();
+  config.shutdown_timeout = *shutdown;
+  absl::StatusOr<absl::Duration> barrier =
+      ParseSeconds("--exit-barrier-timeout", o.exit_barrier_timeout);
+  if (!barrier.ok()) return barrier.status();
+  config.exit_barrier_timeout = *barrier;
+
+  if (config.max_nodes > 1) {
+    return absl::UnimplementedError(absl::StrCat(
+        "--nnodes=", o.nnodes, ": multi-node jobs are not available in this ddprun version yet; "
+        "it runs one-node jobs (--standalone, or --nnodes=1)"));
+  }
+  return absl::OkStatus();
+}
+
+// Applies the defaults torchrun reads from its own variables when the option is not given.
+void ApplyTorchEnvDefaults(RawOptions& o, const CLI::App& app) {
+  if (app.get_option("--shutdown-timeout")->count() == 0) {
+    if (const char* v = ::getenv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT"); v && *v) o.shutdown_timeout = v;
+  }
+  if (app.get_option("--exit-barrier-timeout")->count() == 0) {
+    if (const char* v = ::getenv("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT"); v && *v) {
+      o.exit_barrier_timeout = v;
+    }
+  }
+  if (app.get_option("--signals-to-handle")->count() == 0) {
+    if (const char* v = ::getenv("TORCHELASTIC_SIGNALS_TO_HANDLE"); v && *v) o.signals_to_handle = v;
+  }
+}
+
+}  // namespace
+
+std::string VersionText() { return absl::StrCat("ddprun ", DDPRUN_VERSION); }
+
+absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args,
+                                            const DeviceCounts& devices) {
+  CLI::App app("ddprun: a fast, torchrun-compatible launcher for distributed training.\n"
+               "Run: ddprun [options] training_script [args...]",
+               "ddprun");
+  app.prefix_command();
+  app.set_version_flag("--version", VersionText(), "Print ddprun's version and exit");
+  app.footer(kFooter);
+  app.get_formatter()->column_width(34);
+  RawOptions raw;
+  DeclareOptions(app, raw);
+
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  CliOutcome outcome;
+  try {
+    app.parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    outcome.action = CliOutcome::Action::kPrint;
+    outcome.text = app.help();
+    return outcome;
+  } catch (const CLI::CallForVersion&) {
+    outcome.action = CliOutcome::Action::kPrint;
+    outcome.text = VersionText() + "\n";
+    return outcome;
+  } catch (const CLI::ParseError& e) {
+    return absl::InvalidArgumentError(absl::StrCat(e.what(), "; see ddprun --help"));
+  }
+  std::vector<std::string> positional = app.remaining();
+  if (!positional.empty() && positional[0] == "--") positional.erase(positional.begin());
+  if (positional.empty()) {
+    return absl::InvalidArgumentError(
+        "missing training_script: usage is ddprun [options] training_script [args...]");
+  }
+  if (absl::StartsWith(positional[0], "-")) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown option '", positional[0],
+                                                   "'; see ddprun --help for the options"));
+  }
+  ApplyTorchEnvDefaults(raw, app);
+  if (absl::Status s = FillConfig(raw, devices, outcome.config, outcome.notices); !s.ok()) return s;
+  if (absl::Status s = BuildWorkerCommand(raw, positional, outcome.config); !s.ok()) return s;
+  return outcome;
+}
+
+}  // namespace ddprun

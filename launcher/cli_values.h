@@ -1,0 +1,55 @@
+#pragma once
+// Parsers for the values of ddprun's options. Pure functions: each error names the option,
+// the value given and what is accepted, ready to print as the one line a user sees.
+
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/agent_config.h"
+
+namespace ddprun {
+
+struct NodeRange {
+  int min_nodes = 1;
+  int max_nodes = 1;
+};
+
+/// --nnodes: "N" or "MIN:MAX", with 1 <= MIN <= MAX.
+absl::StatusOr<NodeRange> ParseNnodes(const std::string& value);
+
+/// Where --nproc-per-node's gpu/auto/cpu values come from; injected so tests need no GPU.
+struct DeviceCounts {
+  std::function<absl::StatusOr<int>()> count_gpus;
+  int cpu_count = 1;
+};
+
+/// --nproc-per-node: a positive integer, "cpu", "gpu" (error when none is visible) or
+/// "auto" (GPUs if any, else CPUs).
+absl::StatusOr<int> ParseNprocPerNode(const std::string& value, const DeviceCounts& devices);
+
+/// -r/--redirects and -t/--tee: "0".."3", or "LOCAL_RANK:0..3,..." (any number of digits).
+absl::StatusOr<StdSpec> ParseStdSpec(const std::string& option, const std::string& value);
+
+/// --rdzv-conf: "key=value,key=value" (empty: none). Every key and value non-empty, no key twice.
+absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value);
+
+/// --signals-to-handle: comma-separated names such as SIGTERM,SIGUSR1 (the SIG may be left off).
+absl::StatusOr<std::vector<int>> ParseSignalList(const std::string& value);
+
+/// --local-ranks-filter: comma-separated local ranks, each below `nproc`.
+absl::StatusOr<std::set<int>> ParseLocalRanksFilter(const std::string& value, int nproc);
+
+/// A non-negative whole number for `option`.
+absl::StatusOr<int> ParseNonNegativeInt(const std::string& option, const std::string& value);
+
+/// Seconds as a number >= 0 (fractions allowed) for `option`; `positive` excludes 0.
+absl::StatusOr<absl::Duration> ParseSeconds(const std::string& option, const std::string& value,
+                                            bool positive = false);
+
+}  // namespace ddprun

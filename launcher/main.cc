@@ -1,0 +1,87 @@
+// ddprun: torchrun's command line, ddprun's agent.
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "agent/elastic_agent.h"
+#include "agent/exit_codes.h"
+#include "agent/gpu_probe.h"
+#include "agent/orphan_guard.h"
+#include "agent/worker_env.h"
+#include "launcher/cli.h"
+#include "rendezvous/single_node_rendezvous.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "agent/log_format.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "ddprun: error: %s\n", message.c_str());
+  return ddprun::kExitUsage;
+}
+
+// LOGLEVEL as torchrun reads it (Python logging names); WARNING when unset.
+bool ConfigureLogging(std::string& error) {
+  auto logger = spdlog::stderr_logger_st("ddprun");
+  logger->set_pattern("[ddprun] %Y-%m-%d %H:%M:%S.%e %l: %v");
+  spdlog::set_default_logger(logger);
+  const char* env = ::getenv("LOGLEVEL");
+  const std::string level = absl::AsciiStrToUpper(env != nullptr ? env : "WARNING");
+  if (level == "DEBUG") {
+    spdlog::set_level(spdlog::level::debug);
+  } else if (level == "INFO") {
+    spdlog::set_level(spdlog::level::info);
+  } else if (level == "WARNING" || level == "WARN") {
+    spdlog::set_level(spdlog::level::warn);
+  } else if (level == "ERROR") {
+    spdlog::set_level(spdlog::level::err);
+  } else if (level == "CRITICAL" || level == "FATAL") {
+    spdlog::set_level(spdlog::level::critical);
+  } else {
+    error = "LOGLEVEL='" + std::string(env) +
+            "' is not valid: expected DEBUG, INFO, WARNING, ERROR or CRITICAL";
+    return false;
+  }
+  logger->flush_on(spdlog::level::trace);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A closed console must not kill the agent (and with it every worker): writes just fail.
+  ::signal(SIGPIPE, SIG_IGN);
+  std::string log_error;
+  if (!ConfigureLogging(log_error)) return UsageError(log_error);
+
+  ddprun::DeviceCounts devices;
+  devices.count_gpus = ddprun::CountVisibleGpus;
+  devices.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  absl::StatusOr<ddprun::CliOutcome> cli =
+      ddprun::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), devices);
+  if (!cli.ok()) return UsageError(std::string(cli.status().message()));
+  if (cli->action == ddprun::CliOutcome::Action::kPrint) {
+    std::fputs(cli->text.c_str(), stdout);
+    return ddprun::kExitSuccess;
+  }
+  for (const std::string& notice : cli->notices) spdlog::warn("{}", notice);
+
+  // Orphaned grandchildren of workers come back to the agent to be reaped, not to init.
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  absl::StatusOr<ddprun::OrphanGuard> guard = ddprun::OrphanGuard::Start();
+  if (!guard.ok()) {
+    spdlog::error("cannot start: {}", guard.status().message());
+    return ddprun::kExitInternal;
+  }
+  ddprun::SingleNodeRendezvous rendezvous(cli->config.max_restarts);
+  ddprun::ElasticAgent agent(cli->config, ddprun::CurrentEnvironment(), rendezvous, *guard);
+  return agent.Run();
+}

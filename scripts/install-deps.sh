@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs every Debian package that ddprun's build and test suite need.
+# Idempotent: installs only what is missing, and runs `apt-get update` once,
+# only when something is missing. Needs root (or sudo) when it has work to do.
+#
+#   scripts/install-deps.sh            build + test packages (incl. PyTorch for compat tests)
+#   scripts/install-deps.sh --build    build packages only
+set -euo pipefail
+
+build_pkgs=(
+  build-essential cmake ninja-build pkg-config git
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libabsl-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev
+)
+test_pkgs=(
+  python3 python3-torch procps iproute2
+)
+
+pkgs=("${build_pkgs[@]}")
+if [[ "${1:-}" != "--build" ]]; then
+  pkgs+=("${test_pkgs[@]}")
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ "$status" == "install ok installed" ]] || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -q
+"${sudo[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,82 @@
+// Real PyTorch (Debian's python3-torch) under ddprun: a DDP script runs unchanged, and the
+// environment ddprun gives workers has every variable a real torchrun gives them.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ddprun_paths.h"
+
+namespace ddprun::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kCompatDir = kSourceDir + "/tests/compat";
+
+TEST(Compat, DdpTrainsAndAllRanksEndWithIdenticalParameters) {
+  TempDir out;
+  ProcessResult r =
+      RunProcess({kDdprun, "--standalone", "--nproc-per-node=2", kCompatDir + "/ddp_train.py", out.path()},
+          {{"PYTHON_EXEC", kPython}}, absl::Seconds(240));
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::vector<std::string> rank0 = absl::StrSplit(ReadFile(out / "rank0.txt"), ' ');
+  std::vector<std::string> rank1 = absl::StrSplit(ReadFile(out / "rank1.txt"), ' ');
+  ASSERT_EQ(rank0.size(), 3u);
+  ASSERT_EQ(rank1.size(), 3u);
+  EXPECT_EQ(rank0[0], rank1[0]) << "ranks ended with different parameters";
+  double before = 0, after = 0;
+  ASSERT_TRUE(absl::SimpleAtod(rank0[1], &before));
+  ASSERT_TRUE(absl::SimpleAtod(absl::StripAsciiWhitespace(rank0[2]), &after));
+  EXPECT_LT(after, before * 0.05) << "the model did not train";
+}
+
+std::set<std::string> AddedNames(const std::string& env_file) {
+  std::set<std::string> names;
+  for (const auto& [key, value] : ParseEnvFile(env_file)) {
+    if (getenv(key.c_str()) == nullptr) names.insert(key);
+  }
+  return names;
+}
+
+TEST(Compat, WorkersGetEveryVariableTorchrunSets) {
+  TempDir torchrun_out, ddprun_out;
+  const std::map<std::string, std::optional<std::string>> env = {
+      {"PYTHON_EXEC", kPython}, {"OMP_NUM_THREADS", std::nullopt}};
+  ProcessResult t = RunProcess({kPython, kCompatDir + "/torchrun_py311.py", "--standalone",
+                         "--nproc_per_node=2", "--monitor_interval=0.1",
+                         kCompatDir + "/env_dump.py", torchrun_out.path()},
+                        env, absl::Seconds(120));
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  ProcessResult d = RunProcess({kDdprun, "--standalone", "--nproc_per_node=2",
+                         kCompatDir + "/env_dump.py", ddprun_out.path()},
+                        env, absl::Seconds(60));
+  ASSERT_EQ(d.exit_code, 0) << d.err;
+  for (const char* rank : {"0", "1"}) {
+    const std::set<std::string> torchrun = AddedNames(torchrun_out / (std::string("env.") + rank));
+    const std::set<std::string> ours = AddedNames(ddprun_out / (std::string("env.") + rank));
+    ASSERT_GE(torchrun.size(), 15u);
+    for (const std::string& name : torchrun) {
+      EXPECT_TRUE(ours.count(name)) << "torchrun sets " << name << " for rank " << rank
+                                    << " but ddprun does not";
+    }
+    auto t_env = ParseEnvFile(torchrun_out / (std::string("env.") + rank));
+    auto d_env = ParseEnvFile(ddprun_out / (std::string("env.") + rank));
+    for (const char* same : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                             "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+                             "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+                             "TORCHELASTIC_USE_AGENT_STORE", "NCCL_ASYNC_ERROR_HANDLING",
+                             "OMP_NUM_THREADS"}) {
+      EXPECT_EQ(d_env[same], t_env[same]) << same << " for rank " << rank;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::testing

@@ -1,0 +1,205 @@
+// Failures, restarts, signals and cleanup, on real processes.
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ddprun_paths.h"
+
+namespace ddprun::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+bool AllFilesExist(const TempDir& dir, const std::string& stem, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (!FileExists(dir / (stem + std::to_string(i)))) return false;
+  }
+  return true;
+}
+
+TEST(Lifecycle, ExitCodeIsTheRootCauseWorkers) {
+  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2"}, {"exit", "7"}));
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(" FAILED\n"));
+  EXPECT_THAT(r.err, HasSubstr("exitcode  : 7"));
+  EXPECT_THAT(r.err, HasSubstr("Root Cause (first observed failure):"));
+}
+
+TEST(Lifecycle, WorkerKilledBySignalGives128PlusSignal) {
+  ProcessResult r = RunProcess(DdprunWithTestWorker({}, {"kill-self", "9"}));
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("exitcode  : -9"));
+  EXPECT_THAT(r.err, HasSubstr("Signal 9 (SIGKILL) received by PID"));
+}
+
+TEST(Lifecycle, SummaryShowsStderrTailWhenNoErrorFile) {
+  TempDir dir;
+  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2"},
+                                             {"crash-once", "1", "3", dir.path()}));
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_THAT(r.err, HasSubstr("rank      : 1 (local_rank: 1)"));
+  EXPECT_THAT(r.err, HasSubstr("error_file: <N/A>"));
+  EXPECT_THAT(r.err, HasSubstr("stderr    : last 1 lines (stderr):\n    rank 1: simulated crash"));
+}
+
+TEST(Lifecycle, SummaryReadsTorchErrorFile) {
+  ProcessResult r = RunProcess(DdprunWithTestWorker({}, {"error-file", "4"}));
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_THAT(r.err, HasSubstr("traceback : RuntimeError: rank 0 hit a bad batch"));
+  EXPECT_THAT(r.err, HasSubstr("Traceback (most recent call last):"));
+  EXPECT_THAT(r.err, HasSubstr("/attempt_0/0/error.json"));
+}
+
+TEST(Lifecycle, RestartRunsEveryWorkerAgainWithCountAndFreshPort) {
+  TempDir dir;
+  const absl::Time start = absl::Now();
+  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=3", "--max-restarts=2"},
+                                             {"crash-once", "1", "3", dir.path()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // generous: the goal lives in bench/
+  const std::string first_port = ReadFile(dir / "port.0.0");
+  for (int rank = 0; rank < 3; ++rank) {
+    const std::string ran = dir / ("ran." + std::to_string(rank) + ".1");
+    ASSERT_TRUE(FileExists(ran)) << "rank " << rank << " was not restarted with count 1";
+    EXPECT_NE(ReadFile(ran), first_port) << "MASTER_PORT must be new on every attempt";
+  }
+  EXPECT_THAT(r.err, HasSubstr("restarting all workers (1 of --max-restarts=2 restarts used)"));
+}
+
+TEST(Lifecycle, BudgetSpentFailsWithTheRootCause) {
+  TempDir dir;
+  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "--max-restarts=0"},
+                                             {"crash-once", "0", "5", dir.path()}));
+  EXPECT_EQ(r.exit_code, 5);
+  EXPECT_THAT(r.err, Not(HasSubstr("restarting")));
+  EXPECT_FALSE(FileExists(dir / "ran.0.1"));
+}
+
+class SignalForwarding : public ::testing::TestWithParam<int> {};
+
+TEST_P(SignalForwarding, AgentForwardsTheSignalAndExits128PlusIt) {
+  const int sig = GetParam();
+  TempDir dir;
+  auto agent = ChildProcess::Start(DdprunWithTestWorker(
+      {"--nproc-per-node=2", "--signals-to-handle=SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,SIGUSR2"},
+      {"wait-signal", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return AllFilesExist(dir, "ready.", 2); }, absl::Seconds(10)));
+  kill(agent->pid(), sig);
+  ProcessResult r = agent->Wait(absl::Seconds(10));
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 128 + sig) << r.err;
+  const std::string name = std::string("SIG") + sigabbrev_np(sig);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(ReadFile(dir / ("signal." + std::to_string(rank))), name) << "rank " << rank;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, SignalForwarding,
+                         ::testing::Values(SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2));
+
+TEST(Lifecycle, UnhandledUsr1KillsTheAgentOnlyWhenNotListed) {
+  // SIGUSR1 is not in the default --signals-to-handle: like torchrun, the agent then has
+  // the default disposition and dies of it; its workers die with it (PDEATHSIG).
+  TempDir dir;
+  auto agent = ChildProcess::Start(DdprunWithTestWorker({}, {"wait-signal", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "ready.0"); }, absl::Seconds(10)));
+  kill(agent->pid(), SIGUSR1);
+  ProcessResult r = agent->Wait(absl::Seconds(10));
+  EXPECT_EQ(r.exit_code, 128 + SIGUSR1);
+}
+
+TEST(Lifecycle, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  TempDir dir;
+  auto agent = ChildProcess::Start(DdprunWithTestWorker(
+      {"--nproc-per-node=2", "--shutdown-timeout=0.3"}, {"ignore-term", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return AllFilesExist(dir, "ready.", 2); }, absl::Seconds(10)));
+  const absl::Time signalled = absl::Now();
+  kill(agent->pid(), SIGTERM);
+  ProcessResult r = agent->Wait(absl::Seconds(10));
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM);
+  EXPECT_GE(absl::Now() - signalled, absl::Milliseconds(300));
+  EXPECT_THAT(r.err, HasSubstr("still running after the grace period: SIGKILL"));
+}
+
+TEST(Lifecycle, SecondSignalKillsAtOnce) {
+  TempDir dir;
+  auto agent = ChildProcess::Start(DdprunWithTestWorker(
+      {"--shutdown-timeout=600"}, {"ignore-term", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "ready.0"); }, absl::Seconds(10)));
+  kill(agent->pid(), SIGTERM);
+  ASSERT_TRUE(WaitUntil([&] { return agent->ErrSoFar().find("received SIGTERM") != std::string::npos; },
+                        absl::Seconds(10)));
+  kill(agent->pid(), SIGTERM);  // the worker ignores SIGTERM; the agent must not wait 600 s
+  ProcessResult r = agent->Wait(absl::Seconds(10));
+  ASSERT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM);
+  EXPECT_THAT(r.err, HasSubstr("received SIGTERM again: killing the workers now"));
+}
+
+TEST(Lifecycle, KillNineOfTheAgentLeavesNoWorkerNorGrandchild) {
+  BecomeSubreaper();  // orphans come to this test process, so it can watch them die
+  TempDir dir;
+  auto agent = ChildProcess::Start(DdprunWithTestWorker({"--nproc-per-node=2"},
+                                                        {"fork-tree", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return AllFilesExist(dir, "pids.", 2); }, absl::Seconds(10)));
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < 2; ++rank) {
+    for (absl::string_view p : absl::StrSplit(ReadFile(dir / ("pids." + std::to_string(rank))), ' ')) {
+      int pid = 0;
+      ASSERT_TRUE(absl::SimpleAtoi(p, &pid));
+      pids.push_back(pid);
+    }
+  }
+  ASSERT_EQ(pids.size(), 4u);
+  for (pid_t pid : pids) ASSERT_TRUE(ProcessAlive(pid));
+  kill(agent->pid(), SIGKILL);
+  agent->Wait(absl::Seconds(5));
+  const bool all_gone = WaitUntil(
+      [&] {
+        ReapZombies();
+        for (pid_t pid : pids) {
+          if (ProcessAlive(pid)) return false;
+        }
+        return true;
+      },
+      absl::Seconds(5));
+  for (pid_t pid : pids) {
+    if (ProcessAlive(pid)) kill(pid, SIGKILL);  // do not leak into other tests
+  }
+  EXPECT_TRUE(all_gone) << "a worker or grandchild survived kill -9 of ddprun";
+}
+
+TEST(Lifecycle, GrandchildrenDieWhenTheAttemptEnds) {
+  BecomeSubreaper();
+  TempDir dir;
+  auto agent = ChildProcess::Start(DdprunWithTestWorker({"--shutdown-timeout=5"},
+                                                        {"fork-tree", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "pids.0"); }, absl::Seconds(10)));
+  std::vector<std::string> pids = absl::StrSplit(ReadFile(dir / "pids.0"), ' ');
+  int grandchild = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(pids.at(1), &grandchild));
+  kill(agent->pid(), SIGTERM);
+  ProcessResult r = agent->Wait(absl::Seconds(10));
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM);
+  EXPECT_TRUE(WaitUntil([&] { ReapZombies(); return !ProcessAlive(grandchild); }, absl::Seconds(5)));
+}
+
+TEST(Lifecycle, NoTemporaryFolderLeftAfterSuccess) {
+  TempDir tmp;
+  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2"}, {"exit", "0"}),
+                        {{"TMPDIR", tmp.path()}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ProcessResult ls = RunProcess({"/bin/ls", "-A", tmp.path()});
+  EXPECT_EQ(ls.out, "") << "ddprun left files behind in TMPDIR";
+}
+
+}  // namespace
+}  // namespace ddprun::testing

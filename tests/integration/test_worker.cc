@@ -1,0 +1,136 @@
+// A small worker program for the integration tests: each mode is one behaviour a real
+// training process can have (print its environment, crash, hang, ignore SIGTERM, fork,
+// flood its output). Files it writes let the tests wait on events instead of sleeping.
+//
+//   test_worker env DIR                 write the environment to DIR/env.<RANK>.<restart>
+//   test_worker crash-once RANK CODE DIR  on restart 0 that rank exits CODE, the others wait
+//                                       to be stopped; later attempts write DIR/ran.<RANK>.<n>
+//   test_worker wait-signal DIR         write DIR/ready.<RANK>, then on a signal write its
+//                                       name to DIR/signal.<RANK> and exit 128+signal
+//   test_worker ignore-term DIR         ignore SIGTERM, write DIR/ready.<RANK>, wait forever
+//   test_worker fork-tree DIR           fork a child that waits forever; write
+//                                       "<own pid> <child pid>" to DIR/pids.<RANK>; wait
+//   test_worker spew N                  print N numbered lines to stdout as fast as it can
+//   test_worker partial TEXT            print TEXT with no newline and exit 0
+//   test_worker error-file CODE         write a torch-format error file, exit CODE
+//   test_worker exit CODE               exit CODE
+//   test_worker kill-self SIG           die of signal SIG
+//   test_worker args ARGS...            print each argument on its own line: arg=<value>
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+extern char** environ;
+
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = getenv(name);
+  return v ? v : "";
+}
+
+std::string Rank() { return Env("RANK"); }
+std::string Restart() { return Env("TORCHELASTIC_RESTART_COUNT"); }
+
+// Writes `content` to `path` atomically (rename), so a test never reads half a file.
+void WriteFile(const std::string& path, const std::string& content) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << content;
+  }
+  rename(tmp.c_str(), path.c_str());
+}
+
+[[noreturn]] void WaitForever() {
+  for (;;) pause();
+}
+
+std::string g_signal_dir;
+void RecordSignal(int sig) {
+  const std::string path = g_signal_dir + "/signal." + Rank();
+  WriteFile(path, std::string("SIG") + sigabbrev_np(sig));
+  _exit(128 + sig);
+}
+
+int Usage() {
+  fprintf(stderr, "test_worker: unknown mode; see the comment at the top of test_worker.cc\n");
+  return 64;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return Usage();
+  const std::string mode = argv[1];
+  if (mode == "env" && argc == 3) {
+    std::string all;
+    for (char** e = environ; *e; ++e) all += std::string(*e) + "\n";
+    WriteFile(std::string(argv[2]) + "/env." + Rank() + "." + Restart(), all);
+    return 0;
+  }
+  if (mode == "crash-once" && argc == 5) {
+    const std::string dir = argv[4];
+    if (Restart() != "0") {
+      WriteFile(dir + "/ran." + Rank() + "." + Restart(), Env("MASTER_PORT"));
+      return 0;
+    }
+    WriteFile(dir + "/port." + Rank() + ".0", Env("MASTER_PORT"));
+    if (Rank() == argv[2]) {
+      fprintf(stderr, "rank %s: simulated crash\n", argv[2]);
+      return atoi(argv[3]);
+    }
+    WaitForever();
+  }
+  if (mode == "wait-signal" && argc == 3) {
+    g_signal_dir = argv[2];
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2}) signal(sig, RecordSignal);
+    WriteFile(g_signal_dir + "/ready." + Rank(), "");
+    WaitForever();
+  }
+  if (mode == "ignore-term" && argc == 3) {
+    signal(SIGTERM, SIG_IGN);
+    WriteFile(std::string(argv[2]) + "/ready." + Rank(), "");
+    WaitForever();
+  }
+  if (mode == "fork-tree" && argc == 3) {
+    const pid_t child = fork();
+    if (child == 0) WaitForever();
+    WriteFile(std::string(argv[2]) + "/pids." + Rank(),
+              std::to_string(getpid()) + " " + std::to_string(child));
+    WaitForever();
+  }
+  if (mode == "spew" && argc == 3) {
+    const long n = atol(argv[2]);
+    for (long i = 0; i < n; ++i) printf("rank %s line %ld\n", Rank().c_str(), i);
+    return 0;
+  }
+  if (mode == "partial" && argc == 3) {
+    fputs(argv[2], stdout);
+    return 0;
+  }
+  if (mode == "error-file" && argc == 3) {
+    WriteFile(Env("TORCHELASTIC_ERROR_FILE"),
+              "{\"message\": {\"message\": \"RuntimeError: rank " + Rank() +
+                  " hit a bad batch\", \"extraInfo\": {\"py_callstack\": \"Traceback (most "
+                  "recent call last):\\n  File \\\"train.py\\\", line 7\", \"timestamp\": \"" +
+                  std::to_string(time(nullptr)) + "\"}}}");
+    return atoi(argv[2]);
+  }
+  if (mode == "exit" && argc == 3) return atoi(argv[2]);
+  if (mode == "kill-self" && argc == 3) {
+    kill(getpid(), atoi(argv[2]));
+    WaitForever();
+  }
+  if (mode == "args") {
+    for (int i = 2; i < argc; ++i) printf("arg=%s\n", argv[i]);
+    return 0;
+  }
+  return Usage();
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what the tests need, builds, and runs the whole test suite with ctest.
+#   scripts/test.sh              every label that can run here: unit, integration, compat,
+#                                netns (when root), gpu (when a GPU is visible)
+#   scripts/test.sh --sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+build_dir=$(scripts/build.sh "$@" | tail -n 1)
+
+exclude=()
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "test: no GPU visible; skipping the 'gpu' label"
+  exclude+=(gpu)
+fi
+if [[ $(id -u) -ne 0 ]]; then
+  echo "test: not root; skipping the 'netns' label (network namespaces need root)"
+  exclude+=(netns)
+fi
+args=(--test-dir "$build_dir" --output-on-failure -j 2 --timeout 600)
+if ((${#exclude[@]})); then
+  args+=(-LE "^($(IFS='|'; echo "${exclude[*]}"))$")
+fi
+ctest "${args[@]}"

@@ -27,6 +27,10 @@ std::optional<absl::Time> ParseTimestamp(const Value& value) {
   } else if (!value.has_string_value() || !absl::SimpleAtod(value.string_value(), &seconds)) {
     return std::nullopt;
   }
+  // The worker writes this file: a NaN, infinite or absurd value must not make it the
+  // earliest failure (or overflow the conversion).
+  constexpr double kLatestSecond = 1e11;  // ~ year 5138
+  if (!(seconds >= 0 && seconds <= kLatestSecond)) return std::nullopt;
   return absl::FromUnixMicros(static_cast<int64_t>(seconds * 1e6));
 }
 

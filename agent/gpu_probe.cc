@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <set>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -45,16 +47,29 @@ int CountWithNvml() {
 
 int ApplyCudaVisibleDevices(const std::optional<std::string>& visible, int physical_count) {
   if (!visible) return physical_count;
-  int count = 0;
+  // PyTorch's reading of the list (torch.cuda._parse_visible_devices): it is all indices or
+  // all UUIDs, ends at the first entry of another kind or out of range, and a repeated
+  // index hides every device.
+  std::set<int> indices;
+  int uuids = 0;
+  bool numeric = true;
+  bool first = true;
   for (absl::string_view entry : absl::StrSplit(*visible, ',')) {
     entry = absl::StripAsciiWhitespace(entry);
-    int index = -1;
     const bool uuid = absl::StartsWith(entry, "GPU-") || absl::StartsWith(entry, "MIG-");
-    const bool valid_index = absl::SimpleAtoi(entry, &index) && index >= 0 && index < physical_count;
-    if (!uuid && !valid_index) break;
-    ++count;
+    int index = -1;
+    const bool is_index = absl::SimpleAtoi(entry, &index);
+    if (first) numeric = !uuid;
+    first = false;
+    if (numeric) {
+      if (!is_index || index < 0 || index >= physical_count) break;
+      if (!indices.insert(index).second) return 0;
+    } else {
+      if (!uuid) break;
+      ++uuids;
+    }
   }
-  return std::min(count, physical_count);
+  return std::min(numeric ? static_cast<int>(indices.size()) : uuids, physical_count);
 }
 
 absl::StatusOr<int> CountVisibleGpus() {

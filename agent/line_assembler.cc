@@ -3,11 +3,16 @@
 namespace ddprun {
 
 void LineAssembler::Feed(std::string_view chunk, const Emit& emit) {
+  if (just_split_ && !chunk.empty() && chunk.front() == '\n') chunk.remove_prefix(1);
+  just_split_ = false;
   while (!chunk.empty()) {
     const size_t newline = chunk.find('\n');
     if (newline == std::string_view::npos) {
       partial_.append(chunk);
-      if (partial_.size() >= kMaxLine) Flush(emit);
+      if (partial_.size() >= kMaxLine) {
+        Flush(emit);
+        just_split_ = true;
+      }
       return;
     }
     if (partial_.empty()) {

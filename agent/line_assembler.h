@@ -22,6 +22,7 @@ class LineAssembler {
 
  private:
   std::string partial_;
+  bool just_split_ = false;  // the last piece was cut at kMaxLine, not at a '\n'
 };
 
 /// The last `capacity` lines of a stream, for failure summaries.

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,28 +22,38 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
   return out;
 }
 
-// Runs in the forked child: async-signal-safe calls only.
-[[noreturn]] void ExecChild(const SpawnSpec& spec, char** argv, char** envp, pid_t agent_pid,
-                            int error_fd) {
+struct ChildArgs {
+  const SpawnSpec* spec;
+  char** argv;
+  char** envp;
+  pid_t agent_pid;
+  int exec_errno;  // written by the child when exec fails; read once the parent resumes
+};
+
+// Runs in the child before exec. The child shares the agent's memory (CLONE_VM) while the
+// agent is suspended (CLONE_VFORK), as posix_spawn does: only async-signal-safe calls, and
+// nothing written but `exec_errno`.
+int ExecChild(void* raw) {
+  auto* args = static_cast<ChildArgs*>(raw);
+  const SpawnSpec& spec = *args->spec;
   ::setpgid(0, 0);
   // The agent holds handled signals blocked; a worker starts with the default mask and
   // dispositions, as if launched from a shell.
-  sigset_t empty;
-  sigemptyset(&empty);
-  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
   for (int sig : {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD}) {
     ::signal(sig, SIG_DFL);
   }
+  sigset_t empty;
+  sigemptyset(&empty);
+  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
   // Die with the agent, even on SIGKILL; and if the agent died before this line, now.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != agent_pid) ::_exit(127);
-  if (spec.stdout_fd >= 0 && ::dup2(spec.stdout_fd, STDOUT_FILENO) < 0) goto fail;
-  if (spec.stderr_fd >= 0 && ::dup2(spec.stderr_fd, STDERR_FILENO) < 0) goto fail;
-  // execvpe searches PATH of the agent's own environment, as a shell would.
-  ::execvpe(argv[0], argv, envp);
-fail:
-  const int err = errno;
-  (void)!::write(error_fd, &err, sizeof(err));
+  if (::getppid() != args->agent_pid) ::_exit(127);
+  if ((spec.stdout_fd < 0 || ::dup2(spec.stdout_fd, STDOUT_FILENO) >= 0) &&
+      (spec.stderr_fd < 0 || ::dup2(spec.stderr_fd, STDERR_FILENO) >= 0)) {
+    // execvpe searches PATH of the agent's own environment, as a shell would.
+    ::execvpe(args->argv[0], args->argv, args->envp);
+  }
+  args->exec_errno = errno;
   ::_exit(127);
 }
 
@@ -52,26 +63,19 @@ absl::StatusOr<pid_t> SpawnWorkerProcess(const SpawnSpec& spec) {
   if (spec.argv.empty()) return absl::InvalidArgumentError("empty worker command");
   std::vector<char*> argv = CStrings(spec.argv);
   std::vector<char*> envp = CStrings(spec.env);
-  absl::StatusOr<Pipe> exec_errors = MakePipe(/*nonblocking_read=*/false);
-  if (!exec_errors.ok()) return exec_errors.status();
-  const pid_t agent_pid = ::getpid();
-
-  const pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus(errno, "fork");
-  if (pid == 0) ExecChild(spec, argv.data(), envp.data(), agent_pid, exec_errors->write_end.get());
-
-  ::setpgid(pid, pid);  // also here, so the group exists before the agent signals it
-  exec_errors->write_end.Reset();
-  // The close-on-exec pipe reads EOF once exec succeeded, or an errno when it failed.
-  int child_errno = 0;
-  ssize_t n;
-  do {
-    n = ::read(exec_errors->read_end.get(), &child_errno, sizeof(child_errno));
-  } while (n < 0 && errno == EINTR);
-  if (n == static_cast<ssize_t>(sizeof(child_errno))) {
+  ChildArgs args{&spec, argv.data(), envp.data(), ::getpid(), 0};
+  // vfork semantics: no copy of the agent's page tables and no copy-on-write faults
+  // afterwards, which makes a spawn several times cheaper than fork on virtual machines.
+  constexpr size_t kChildStack = 64 * 1024;
+  alignas(16) static thread_local char stack[kChildStack];
+  const pid_t pid = ::clone(ExecChild, stack + kChildStack, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  if (pid < 0) return ErrnoStatus(errno, "clone");
+  // The agent resumes once the child has exec'ed, or exited because exec failed.
+  if (args.exec_errno != 0) {
     ::waitpid(pid, nullptr, 0);
-    return ErrnoStatus(child_errno, absl::StrCat("cannot execute '", spec.argv[0], "'"));
+    return ErrnoStatus(args.exec_errno, absl::StrCat("cannot execute '", spec.argv[0], "'"));
   }
+  ::setpgid(pid, pid);  // harmless if the child did it already; needed if it had not
   return pid;
 }
 

@@ -80,6 +80,7 @@ CLI::Option* AddText(CLI::App& app, const std::string& short_name, const std::st
   return app.add_option(names, value, absl::StrCat(help, " [default: ", shown_default, "]"))
       ->envname(PetName(dashed))
       ->type_name("")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // as argparse: the last one wins
       ->group(group);
 }
 
@@ -88,7 +89,10 @@ CLI::Option* AddFlag(CLI::App& app, const std::string& short_name, const std::st
                      bool underscore_too = true) {
   std::string names = Spellings(dashed, underscore_too);
   if (!short_name.empty()) names = short_name + "," + names;
-  return app.add_flag(names, value, help)->envname(PetName(dashed))->group(group);
+  return app.add_flag(names, value, help)
+      ->envname(PetName(dashed))
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+      ->group(group);
 }
 
 void DeclareOptions(CLI::App& app, RawOptions& o) {

@@ -122,6 +122,10 @@ absl::StatusOr<std::vector<int>> ParseSignalList(const std::string& value) {
       const char* abbrev = ::sigabbrev_np(sig);
       if (abbrev != nullptr && name == abbrev) number = sig;
     }
+    // Names Python's signal module also knows, which sigabbrev_np spells another way.
+    if (name == "IOT") number = SIGABRT;
+    if (name == "POLL" || name == "IO") number = SIGIO;
+    if (name == "CLD") number = SIGCHLD;
     if (number == 0 || number == SIGKILL || number == SIGSTOP || number == SIGCHLD ||
         number == SIGSEGV || number == SIGBUS || number == SIGFPE || number == SIGILL) {
       return Invalid("--signals-to-handle", value,
@@ -161,7 +165,8 @@ absl::StatusOr<int> ParseNonNegativeInt(const std::string& option, const std::st
 absl::StatusOr<absl::Duration> ParseSeconds(const std::string& option, const std::string& value,
                                             bool positive) {
   double seconds = 0;
-  if (value.empty() || !absl::SimpleAtod(value, &seconds) || !(seconds >= 0) ||
+  if (value.empty() || absl::ascii_isspace(value.front()) || absl::ascii_isspace(value.back()) ||
+      !absl::SimpleAtod(value, &seconds) || !(seconds >= 0) ||
       (positive && seconds == 0) || seconds > 1e9) {
     return Invalid(option, value, positive ? "a number of seconds > 0" : "a number of seconds >= 0");
   }

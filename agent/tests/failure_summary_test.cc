@@ -1,0 +1,150 @@
+#include "agent/failure_summary.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ddprun {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+int Exited(int code) { return W_EXITCODE(code, 0); }
+int Killed(int sig) { return W_EXITCODE(0, sig); }
+
+WorkerFailure Failure(int rank, absl::Time time, int wait_status) {
+  WorkerFailure f;
+  f.time = time;
+  f.host = "node1";
+  f.rank = rank;
+  f.local_rank = rank;
+  f.wait_status = wait_status;
+  f.pid = 1000 + rank;
+  f.stderr_source = "/logs/run/attempt_0/" + std::to_string(rank) + "/stderr.log";
+  return f;
+}
+
+const absl::Time kT0 = absl::FromUnixSeconds(1700000000);
+
+TEST(ExitCodeTest, NormalExit) {
+  EXPECT_EQ(TorchExitCode(Exited(0)), 0);
+  EXPECT_EQ(TorchExitCode(Exited(1)), 1);
+  EXPECT_EQ(TorchExitCode(Exited(255)), 255);
+  EXPECT_EQ(ShellExitCode(Exited(0)), 0);
+  EXPECT_EQ(ShellExitCode(Exited(3)), 3);
+  EXPECT_EQ(ShellExitCode(Exited(255)), 255);
+}
+
+TEST(ExitCodeTest, KilledBySignal) {
+  EXPECT_EQ(TorchExitCode(Killed(SIGKILL)), -9);
+  EXPECT_EQ(TorchExitCode(Killed(SIGTERM)), -15);
+  EXPECT_EQ(ShellExitCode(Killed(SIGKILL)), 137);
+  EXPECT_EQ(ShellExitCode(Killed(SIGSEGV)), 139);
+}
+
+TEST(RootCauseIndexTest, PicksTheEarliest) {
+  std::vector<WorkerFailure> failures = {Failure(0, kT0 + absl::Seconds(3), Exited(1)),
+                                         Failure(1, kT0 + absl::Seconds(1), Exited(1)),
+                                         Failure(2, kT0 + absl::Seconds(2), Exited(1))};
+  EXPECT_EQ(RootCauseIndex(failures), 1u);
+}
+
+TEST(RootCauseIndexTest, TiesGoToTheFirstGiven) {
+  std::vector<WorkerFailure> failures = {Failure(0, kT0 + absl::Seconds(2), Exited(1)),
+                                         Failure(1, kT0, Exited(1)), Failure(2, kT0, Exited(1))};
+  EXPECT_EQ(RootCauseIndex(failures), 1u);
+  EXPECT_EQ(RootCauseIndex({Failure(0, kT0, Exited(1))}), 0u);
+}
+
+TEST(FormatFailureSummaryTest, OneFailureWithStderrTail) {
+  WorkerFailure f = Failure(0, kT0, Exited(3));
+  f.stderr_tail = {"Traceback (most recent call last):", "ValueError: bad"};
+  const std::string text = FormatFailureSummary("train.py", {f}, absl::UTCTimeZone());
+  EXPECT_THAT(text, HasSubstr("train.py FAILED"));
+  EXPECT_THAT(text, HasSubstr("Failures:\n  <NO_OTHER_FAILURES>\n"));
+  EXPECT_THAT(text, HasSubstr("Root Cause (first observed failure):\n[0]:\n"));
+  EXPECT_THAT(text, HasSubstr("time      : 2023-11-14_22:13:20"));
+  EXPECT_THAT(text, HasSubstr("host      : node1"));
+  EXPECT_THAT(text, HasSubstr("rank      : 0 (local_rank: 0)"));
+  EXPECT_THAT(text, HasSubstr("exitcode  : 3 (pid: 1000)"));
+  EXPECT_THAT(text, HasSubstr("error_file: <N/A>"));
+  EXPECT_THAT(text, HasSubstr("last 2 lines (/logs/run/attempt_0/0/stderr.log)"));
+  EXPECT_THAT(text, HasSubstr("    Traceback (most recent call last):\n    ValueError: bad\n"));
+}
+
+TEST(FormatFailureSummaryTest, EmptyStderrSaysSo) {
+  WorkerFailure f = Failure(0, kT0, Exited(1));
+  f.stderr_source = "stderr";
+  const std::string text = FormatFailureSummary("train.py", {f}, absl::UTCTimeZone());
+  EXPECT_THAT(text, HasSubstr("stderr    : <empty> (stderr)"));
+  EXPECT_THAT(text, HasSubstr("traceback : none written"));
+}
+
+TEST(FormatFailureSummaryTest, SignalNamesTheSignalAndPid) {
+  WorkerFailure f = Failure(1, kT0, Killed(SIGKILL));
+  const std::string text = FormatFailureSummary("train.py", {f}, absl::UTCTimeZone());
+  EXPECT_THAT(text, HasSubstr("exitcode  : -9 (pid: 1001)"));
+  EXPECT_THAT(text, HasSubstr("Signal 9 (SIGKILL) received by PID 1001"));
+}
+
+TEST(FormatFailureSummaryTest, ErrorFileGivesPathAndTraceback) {
+  WorkerFailure f = Failure(0, kT0, Exited(1));
+  f.error_file = "/logs/run/attempt_0/0/error.json";
+  f.error_message = "RuntimeError: boom";
+  f.traceback = "Traceback (most recent call last):\n  File \"train.py\", line 3\n";
+  f.stderr_tail = {"stderr line that must not show"};
+  const std::string text = FormatFailureSummary("train.py", {f}, absl::UTCTimeZone());
+  EXPECT_THAT(text, HasSubstr("error_file: /logs/run/attempt_0/0/error.json"));
+  EXPECT_THAT(text, HasSubstr("traceback : RuntimeError: boom\n"
+                              "              Traceback (most recent call last):\n"
+                              "                File \"train.py\", line 3\n"));
+  EXPECT_THAT(text, Not(HasSubstr("stderr line that must not show")));
+  EXPECT_THAT(text, Not(HasSubstr("<N/A>")));
+}
+
+TEST(FormatFailureSummaryTest, ErrorFileWithoutTracebackShowsTheMessage) {
+  WorkerFailure f = Failure(0, kT0, Exited(1));
+  f.error_file = "/e.json";
+  f.error_message = "plain";
+  const std::string text = FormatFailureSummary("train.py", {f}, absl::UTCTimeZone());
+  EXPECT_THAT(text, HasSubstr("traceback : plain\n"));
+}
+
+TEST(FormatFailureSummaryTest, OtherFailuresAreListedUnderFailures) {
+  std::vector<WorkerFailure> failures = {Failure(0, kT0 + absl::Seconds(5), Killed(SIGTERM)),
+                                         Failure(1, kT0, Exited(2)),
+                                         Failure(2, kT0 + absl::Seconds(6), Killed(SIGTERM))};
+  const std::string text = FormatFailureSummary("mod.train", failures, absl::UTCTimeZone());
+  EXPECT_THAT(text, HasSubstr("mod.train FAILED"));
+  EXPECT_THAT(text, Not(HasSubstr("<NO_OTHER_FAILURES>")));
+
+  const size_t failures_at = text.find("Failures:\n");
+  const size_t root_at = text.find("Root Cause (first observed failure):");
+  ASSERT_NE(failures_at, std::string::npos);
+  ASSERT_NE(root_at, std::string::npos);
+  const std::string others = text.substr(failures_at, root_at - failures_at);
+  const std::string root = text.substr(root_at);
+
+  EXPECT_THAT(others, HasSubstr("[1]:\n"));
+  EXPECT_THAT(others, HasSubstr("[2]:\n"));
+  EXPECT_THAT(others, Not(HasSubstr("[0]:")));
+  EXPECT_LT(others.find("rank      : 0"), others.find("rank      : 2"));
+  EXPECT_THAT(others, Not(HasSubstr("rank      : 1")));
+  EXPECT_THAT(root, HasSubstr("[0]:\n"));
+  EXPECT_THAT(root, HasSubstr("rank      : 1 (local_rank: 1)"));
+  EXPECT_THAT(root, HasSubstr("exitcode  : 2 (pid: 1001)"));
+}
+
+TEST(FormatFailureSummaryTest, FramedByRules) {
+  const std::string text =
+      FormatFailureSummary("train.py", {Failure(0, kT0, Exited(1))}, absl::UTCTimeZone());
+  const std::string heavy(60, '=');
+  EXPECT_EQ(text.rfind(heavy + "\ntrain.py FAILED\n", 0), 0u);
+  EXPECT_EQ(text.substr(text.size() - heavy.size() - 1), heavy + "\n");
+}
+
+}  // namespace
+}  // namespace ddprun

@@ -1,0 +1,552 @@
+#include "launcher/cli.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+extern char** environ;
+
+namespace ddprun {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+// Sets or unsets one environment variable for the scope, restoring the previous value after.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
+    if (const char* old = ::getenv(name_.c_str())) old_ = old;
+    if (value) {
+      ::setenv(name_.c_str(), value->c_str(), /*overwrite=*/1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
+
+// A fresh folder under the test temp dir, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = ::testing::TempDir() + "ddprun_cli_test_XXXXXX";
+    path_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : "";
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+  std::string WriteFile(const std::string& name, const std::string& contents, mode_t mode) const {
+    const std::string file = path_ + "/" + name;
+    std::ofstream(file) << contents;
+    ::chmod(file.c_str(), mode);
+    return file;
+  }
+
+ private:
+  std::string path_;
+};
+
+DeviceCounts FakeDevices(int gpus = 0, int cpus = 4) {
+  DeviceCounts devices;
+  devices.count_gpus = [gpus]() -> absl::StatusOr<int> { return gpus; };
+  devices.cpu_count = cpus;
+  return devices;
+}
+
+bool LooksLikeUuid4(const std::string& id) {
+  if (id.size() != 36) return false;
+  for (size_t i = 0; i < id.size(); ++i) {
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (id[i] != '-') return false;
+    } else if (!std::isxdigit(static_cast<unsigned char>(id[i])) ||
+               std::isupper(static_cast<unsigned char>(id[i]))) {
+      return false;
+    }
+  }
+  return id[14] == '4' && std::string("89ab").find(id[19]) != std::string::npos;
+}
+
+// Every test starts from an environment without the variables ParseCommandLine reads.
+class ParseCommandLineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::vector<std::string> names = {"PYTHON_EXEC", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
+                                      "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT",
+                                      "TORCHELASTIC_SIGNALS_TO_HANDLE"};
+    for (char** entry = environ; *entry != nullptr; ++entry) {
+      const std::string kv(*entry);
+      if (absl::StartsWith(kv, "PET_")) names.push_back(kv.substr(0, kv.find('=')));
+    }
+    for (const std::string& name : names) {
+      cleared_.push_back(std::make_unique<ScopedEnv>(name, std::nullopt));
+    }
+  }
+  void TearDown() override {
+    // Restore in reverse order of clearing.
+    while (!cleared_.empty()) cleared_.pop_back();
+  }
+
+  // Parses `args` and expects success.
+  CliOutcome ParseOk(const std::vector<std::string>& args,
+                     const DeviceCounts& devices = FakeDevices()) {
+    absl::StatusOr<CliOutcome> outcome = ParseCommandLine(args, devices);
+    EXPECT_TRUE(outcome.ok()) << outcome.status();
+    return outcome.ok() ? *std::move(outcome) : CliOutcome{};
+  }
+
+  // Parses `args` and expects an error; returns its message.
+  absl::Status ParseError(const std::vector<std::string>& args,
+                          const DeviceCounts& devices = FakeDevices()) {
+    absl::StatusOr<CliOutcome> outcome = ParseCommandLine(args, devices);
+    EXPECT_FALSE(outcome.ok()) << "parsed without error";
+    return outcome.status();
+  }
+
+  static std::string Message(const absl::Status& status) { return std::string(status.message()); }
+
+ private:
+  std::vector<std::unique_ptr<ScopedEnv>> cleared_;
+};
+
+// ---------------------------------------------------------------------------- defaults
+
+TEST_F(ParseCommandLineTest, DefaultsForAProgram) {
+  CliOutcome out = ParseOk({"--no-python", "/bin/sh"});
+  EXPECT_EQ(out.action, CliOutcome::Action::kRun);
+  const AgentConfig& c = out.config;
+  EXPECT_EQ(c.min_nodes, 1);
+  EXPECT_EQ(c.max_nodes, 1);
+  EXPECT_EQ(c.nproc_per_node, 1);
+  EXPECT_EQ(c.node_rank, 0);
+  EXPECT_EQ(c.rdzv_backend, "static");
+  EXPECT_EQ(c.run_id, "none");
+  EXPECT_FALSE(c.standalone);
+  EXPECT_EQ(c.master_addr, "localhost");
+  EXPECT_FALSE(c.master_port.has_value());
+  EXPECT_EQ(c.role, "default");
+  EXPECT_EQ(c.max_restarts, 0);
+  EXPECT_THAT(c.worker_argv, ElementsAre("/bin/sh"));
+  EXPECT_EQ(c.entrypoint_name, "/bin/sh");
+  EXPECT_EQ(c.redirects.all_ranks, kStdNone);
+  EXPECT_EQ(c.tee.all_ranks, kStdNone);
+  EXPECT_FALSE(c.local_ranks_filter.has_value());
+  EXPECT_THAT(c.signals_to_handle, ElementsAre(SIGTERM, SIGINT, SIGHUP, SIGQUIT));
+  EXPECT_EQ(c.shutdown_timeout, absl::Seconds(30));
+  EXPECT_EQ(c.exit_barrier_timeout, absl::Seconds(300));
+  EXPECT_TRUE(out.notices.empty());
+}
+
+// ---------------------------------------------------------------------------- --nproc-per-node
+
+TEST_F(ParseCommandLineTest, NprocDashedSpellingWithEquals) {
+  CliOutcome out = ParseOk({"--nproc-per-node=2", "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.nproc_per_node, 2);
+}
+
+TEST_F(ParseCommandLineTest, NprocUnderscoreSpellingWithSpace) {
+  CliOutcome out = ParseOk({"--nproc_per_node", "2", "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.nproc_per_node, 2);
+}
+
+TEST_F(ParseCommandLineTest, NprocAutoUsesInjectedDevices) {
+  EXPECT_EQ(ParseOk({"--nproc-per-node=auto", "--no-python", "/bin/sh"}, FakeDevices(3, 8))
+                .config.nproc_per_node,
+            3);
+  EXPECT_EQ(ParseOk({"--nproc-per-node=auto", "--no-python", "/bin/sh"}, FakeDevices(0, 8))
+                .config.nproc_per_node,
+            8);
+}
+
+TEST_F(ParseCommandLineTest, NprocBadValueIsAnError) {
+  absl::Status status = ParseError({"--nproc-per-node=abc", "--no-python", "/bin/sh"});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(status), HasSubstr("--nproc-per-node='abc'"));
+}
+
+TEST_F(ParseCommandLineTest, PetEnvironmentGivesTheDefault) {
+  ScopedEnv pet("PET_NPROC_PER_NODE", "3");
+  CliOutcome out = ParseOk({"--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.nproc_per_node, 3);
+}
+
+TEST_F(ParseCommandLineTest, ExplicitFlagBeatsPetEnvironment) {
+  ScopedEnv pet("PET_NPROC_PER_NODE", "3");
+  CliOutcome out = ParseOk({"--nproc-per-node=2", "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.nproc_per_node, 2);
+}
+
+TEST_F(ParseCommandLineTest, BadPetValueIsAnError) {
+  ScopedEnv pet("PET_NPROC_PER_NODE", "zero");
+  absl::Status status = ParseError({"--no-python", "/bin/sh"});
+  EXPECT_THAT(Message(status), HasSubstr("--nproc-per-node"));
+  EXPECT_THAT(Message(status), HasSubstr("'zero'"));
+}
+
+// ---------------------------------------------------------------------------- rendezvous
+
+TEST_F(ParseCommandLineTest, StandaloneUsesC10dAndARandomRunId) {
+  CliOutcome first = ParseOk({"--standalone", "--no-python", "/bin/sh"});
+  CliOutcome second = ParseOk({"--standalone", "--no-python", "/bin/sh"});
+  EXPECT_TRUE(first.config.standalone);
+  EXPECT_EQ(first.config.rdzv_backend, "c10d");
+  EXPECT_TRUE(LooksLikeUuid4(first.config.run_id)) << first.config.run_id;
+  EXPECT_TRUE(LooksLikeUuid4(second.config.run_id)) << second.config.run_id;
+  EXPECT_NE(first.config.run_id, second.config.run_id);
+}
+
+TEST_F(ParseCommandLineTest, StandaloneIgnoresRdzvOptions) {
+  CliOutcome out = ParseOk({"--standalone", "--rdzv-backend=static", "--rdzv-id=job1",
+                            "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.rdzv_backend, "c10d");
+  EXPECT_NE(out.config.run_id, "job1");
+}
+
+TEST_F(ParseCommandLineTest, RdzvOptions) {
+  CliOutcome out = ParseOk({"--rdzv-backend=c10d", "--rdzv_endpoint=host:29400", "--rdzv-id=job7",
+                            "--rdzv-conf=join_timeout=5", "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.rdzv_backend, "c10d");
+  EXPECT_EQ(out.config.rdzv_endpoint, "host:29400");
+  EXPECT_EQ(out.config.run_id, "job7");
+  EXPECT_THAT(out.config.rdzv_conf, ElementsAre(Pair("join_timeout", "5")));
+}
+
+TEST_F(ParseCommandLineTest, BadRdzvValuesAreErrors) {
+  EXPECT_THAT(Message(ParseError({"--rdzv-backend=etcd", "--no-python", "/bin/sh"})),
+              HasSubstr("--rdzv-backend='etcd'"));
+  EXPECT_THAT(Message(ParseError({"--rdzv-conf=a=1,a=2", "--no-python", "/bin/sh"})),
+              HasSubstr("--rdzv-conf='a=1,a=2'"));
+  EXPECT_THAT(Message(ParseError({"--rdzv-id=a/b", "--no-python", "/bin/sh"})),
+              HasSubstr("--rdzv-id='a/b'"));
+}
+
+TEST_F(ParseCommandLineTest, MultiNodeIsNotAvailableYet) {
+  absl::Status status = ParseError({"--nnodes=2", "--no-python", "/bin/sh"});
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(Message(status), HasSubstr("--nnodes=2"));
+  EXPECT_THAT(Message(status), HasSubstr("multi-node"));
+  EXPECT_THAT(Message(status), HasSubstr("not available"));
+
+  status = ParseError({"--nnodes=1:2", "--no-python", "/bin/sh"});
+  EXPECT_THAT(Message(status), HasSubstr("multi-node"));
+}
+
+TEST_F(ParseCommandLineTest, BadNnodesIsAnError) {
+  absl::Status status = ParseError({"--nnodes=0", "--no-python", "/bin/sh"});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(status), HasSubstr("--nnodes='0'"));
+}
+
+TEST_F(ParseCommandLineTest, MasterAddressAndPort) {
+  CliOutcome out = ParseOk({"--master-addr=10.0.0.1", "--master-port=29500", "--no-python",
+                            "/bin/sh"});
+  EXPECT_EQ(out.config.master_addr, "10.0.0.1");
+  EXPECT_EQ(out.config.master_port, 29500);
+
+  out = ParseOk({"--local-addr=10.0.0.2", "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.master_addr, "10.0.0.2");
+  EXPECT_EQ(out.config.local_addr, "10.0.0.2");
+
+  for (const std::string port : {"0", "65536", "x"}) {
+    EXPECT_THAT(Message(ParseError({"--master-port=" + port, "--no-python", "/bin/sh"})),
+                HasSubstr("--master-port='" + port + "'"));
+  }
+}
+
+// ---------------------------------------------------------------------------- worker command
+
+TEST_F(ParseCommandLineTest, ScriptArgumentsPassVerbatim) {
+  CliOutcome out = ParseOk({"--no-python", "/bin/sh", "-c", "echo --nnodes=5"});
+  EXPECT_THAT(out.config.worker_argv, ElementsAre("/bin/sh", "-c", "echo --nnodes=5"));
+  EXPECT_EQ(out.config.nproc_per_node, 1);
+  EXPECT_EQ(out.config.max_nodes, 1);
+}
+
+TEST_F(ParseCommandLineTest, OptionLikeScriptArgumentsAreNotParsed) {
+  CliOutcome out = ParseOk(
+      {"--no-python", "/bin/sh", "--help", "--nproc-per-node=9", "--version", "-m", "--"});
+  EXPECT_EQ(out.action, CliOutcome::Action::kRun);
+  EXPECT_EQ(out.config.nproc_per_node, 1);
+  EXPECT_THAT(out.config.worker_argv,
+              ElementsAre("/bin/sh", "--help", "--nproc-per-node=9", "--version", "-m", "--"));
+}
+
+TEST_F(ParseCommandLineTest, DoubleDashEndsTheOptions) {
+  CliOutcome out = ParseOk({"--no-python", "--", "/bin/sh", "-c", "true"});
+  EXPECT_THAT(out.config.worker_argv, ElementsAre("/bin/sh", "-c", "true"));
+}
+
+TEST_F(ParseCommandLineTest, PythonScriptRunsWithPythonExec) {
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const std::string script = dir.WriteFile("train.py", "print('hi')\n", 0644);
+  ScopedEnv python("PYTHON_EXEC", "/bin/sh");
+  CliOutcome out = ParseOk({script, "--lr", "0.1", "--nnodes=7"});
+  EXPECT_THAT(out.config.worker_argv, ElementsAre("/bin/sh", "-u", script, "--lr", "0.1",
+                                                  "--nnodes=7"));
+  EXPECT_EQ(out.config.entrypoint_name, script);
+  EXPECT_EQ(out.config.max_nodes, 1);
+}
+
+TEST_F(ParseCommandLineTest, PythonScriptThatIsNotAFileIsAnError) {
+  TempDir dir;
+  ScopedEnv python("PYTHON_EXEC", "/bin/sh");
+  absl::Status status = ParseError({dir.path() + "/missing.py"});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(status), HasSubstr("missing.py"));
+  EXPECT_THAT(Message(status), HasSubstr("is not a file"));
+
+  status = ParseError({dir.path()});  // a folder
+  EXPECT_THAT(Message(status), HasSubstr("is not a file"));
+}
+
+TEST_F(ParseCommandLineTest, MissingPythonInterpreterIsAnError) {
+  TempDir dir;
+  const std::string script = dir.WriteFile("train.py", "", 0644);
+  ScopedEnv python("PYTHON_EXEC", dir.path() + "/no-such-python");
+  absl::Status status = ParseError({script});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(status), HasSubstr("no-such-python"));
+  EXPECT_THAT(Message(status), HasSubstr("PYTHON_EXEC"));
+}
+
+TEST_F(ParseCommandLineTest, ModuleBuildsDashM) {
+  ScopedEnv python("PYTHON_EXEC", "/bin/sh");
+  CliOutcome out = ParseOk({"-m", "pkg.train", "--epochs", "2"});
+  EXPECT_THAT(out.config.worker_argv, ElementsAre("/bin/sh", "-u", "-m", "pkg.train", "--epochs",
+                                                  "2"));
+  EXPECT_EQ(out.config.entrypoint_name, "pkg.train");
+
+  out = ParseOk({"--module", "pkg.train"});
+  EXPECT_THAT(out.config.worker_argv, ElementsAre("/bin/sh", "-u", "-m", "pkg.train"));
+}
+
+TEST_F(ParseCommandLineTest, ModuleWithNoPythonIsAnError) {
+  absl::Status status = ParseError({"-m", "--no-python", "/bin/sh"});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(status), HasSubstr("--no-python"));
+  EXPECT_THAT(Message(status), HasSubstr("--module"));
+}
+
+TEST_F(ParseCommandLineTest, UnknownOptionIsAnError) {
+  absl::Status status = ParseError({"--no-such-option", "--no-python", "/bin/sh"});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(status), HasSubstr("--no-such-option"));
+}
+
+TEST_F(ParseCommandLineTest, MissingScriptIsAnError) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{}, std::vector<std::string>{"--nproc-per-node=2"},
+        std::vector<std::string>{"--no-python", "--"}}) {
+    absl::Status status = ParseError(args);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(Message(status), HasSubstr("missing training_script"));
+  }
+}
+
+TEST_F(ParseCommandLineTest, NoPythonWithNonexistentProgramIsAnError) {
+  TempDir dir;
+  const std::string program = dir.path() + "/no-such-program";
+  absl::Status status = ParseError({"--no-python", program});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(status), HasSubstr(program));
+  EXPECT_THAT(Message(status), HasSubstr("does not exist"));
+}
+
+TEST_F(ParseCommandLineTest, NoPythonWithNonExecutableFileIsAnError) {
+  TempDir dir;
+  const std::string program = dir.WriteFile("prog", "#!/bin/sh\n", 0644);
+  absl::Status status = ParseError({"--no-python", program});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(status), HasSubstr(program));
+  EXPECT_THAT(Message(status), HasSubstr("not executable"));
+}
+
+TEST_F(ParseCommandLineTest, NoPythonWithExecutableFile) {
+  TempDir dir;
+  const std::string program = dir.WriteFile("prog", "#!/bin/sh\n", 0755);
+  CliOutcome out = ParseOk({"--no-python", program, "a"});
+  EXPECT_THAT(out.config.worker_argv, ElementsAre(program, "a"));
+}
+
+TEST_F(ParseCommandLineTest, NoPythonSearchesPath) {
+  CliOutcome out = ParseOk({"--no-python", "sh", "-c", "true"});
+  EXPECT_THAT(out.config.worker_argv, ElementsAre("sh", "-c", "true"));
+  absl::Status status = ParseError({"--no-python", "ddprun-no-such-program-on-path"});
+  EXPECT_THAT(Message(status), HasSubstr("was not found on PATH"));
+}
+
+// ---------------------------------------------------------------------------- --help, --version
+
+TEST_F(ParseCommandLineTest, HelpPrintsTheOptions) {
+  for (const std::string flag : {"--help", "-h"}) {
+    absl::StatusOr<CliOutcome> out = ParseCommandLine({flag}, FakeDevices());
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->action, CliOutcome::Action::kPrint);
+    EXPECT_THAT(out->text, HasSubstr("--nproc-per-node"));
+    EXPECT_THAT(out->text, HasSubstr("PET_"));
+  }
+}
+
+TEST_F(ParseCommandLineTest, VersionPrintsTheVersion) {
+  absl::StatusOr<CliOutcome> out = ParseCommandLine({"--version"}, FakeDevices());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->action, CliOutcome::Action::kPrint);
+  EXPECT_THAT(out->text, HasSubstr("ddprun "));
+  EXPECT_THAT(out->text, HasSubstr(VersionText()));
+  EXPECT_THAT(VersionText(), ::testing::StartsWith("ddprun "));
+}
+
+// ---------------------------------------------------------------------------- -r / -t
+
+TEST_F(ParseCommandLineTest, TeeImpliesRedirectForAllRanks) {
+  CliOutcome out = ParseOk({"--nproc-per-node=2", "-t", "1", "-r", "2", "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.tee.all_ranks, kStdOut);
+  EXPECT_EQ(out.config.redirects.all_ranks, kStdBoth);
+}
+
+TEST_F(ParseCommandLineTest, TeeImpliesRedirectPerRank) {
+  CliOutcome out = ParseOk({"--nproc-per-node=4", "--tee=0:1,2:2", "--redirects=0:2,1:1",
+                            "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.tee.ForRank(0), kStdOut);
+  EXPECT_EQ(out.config.tee.ForRank(2), kStdErr);
+  EXPECT_EQ(out.config.redirects.ForRank(0), kStdBoth);
+  EXPECT_EQ(out.config.redirects.ForRank(1), kStdOut);
+  EXPECT_EQ(out.config.redirects.ForRank(2), kStdErr);
+  EXPECT_EQ(out.config.redirects.ForRank(3), kStdNone);
+}
+
+TEST_F(ParseCommandLineTest, PerRankTeeCombinesWithAllRanksRedirect) {
+  CliOutcome out =
+      ParseOk({"--nproc-per-node=3", "-r", "1", "-t", "2:2", "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.redirects.ForRank(0), kStdOut);
+  EXPECT_EQ(out.config.redirects.ForRank(1), kStdOut);
+  EXPECT_EQ(out.config.redirects.ForRank(2), kStdBoth);
+}
+
+TEST_F(ParseCommandLineTest, PerRankSpecNamingARankBeyondNprocIsAnError) {
+  absl::Status status =
+      ParseError({"--nproc-per-node=2", "-r", "0:1,2:3", "--no-python", "/bin/sh"});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(status), HasSubstr("--redirects"));
+  EXPECT_THAT(Message(status), HasSubstr("local rank 2"));
+
+  status = ParseError({"--nproc-per-node=2", "--tee=5:1", "--no-python", "/bin/sh"});
+  EXPECT_THAT(Message(status), HasSubstr("--tee"));
+  EXPECT_THAT(Message(status), HasSubstr("local rank 5"));
+}
+
+TEST_F(ParseCommandLineTest, BadRedirectValueIsAnError) {
+  absl::Status status = ParseError({"-r", "4", "--no-python", "/bin/sh"});
+  EXPECT_THAT(Message(status), HasSubstr("--redirects='4'"));
+}
+
+TEST_F(ParseCommandLineTest, LocalRanksFilter) {
+  CliOutcome out =
+      ParseOk({"--nproc-per-node=4", "--local-ranks-filter=0,3", "--no-python", "/bin/sh"});
+  ASSERT_TRUE(out.config.local_ranks_filter.has_value());
+  EXPECT_THAT(*out.config.local_ranks_filter, ElementsAre(0, 3));
+
+  absl::Status status =
+      ParseError({"--nproc-per-node=2", "--local-ranks-filter=2", "--no-python", "/bin/sh"});
+  EXPECT_THAT(Message(status), HasSubstr("--local-ranks-filter='2'"));
+}
+
+// ---------------------------------------------------------------------------- shutdown
+
+TEST_F(ParseCommandLineTest, SignalsToHandle) {
+  CliOutcome out =
+      ParseOk({"--signals-to-handle=SIGUSR1,SIGTERM", "--no-python", "/bin/sh"});
+  EXPECT_THAT(out.config.signals_to_handle, ElementsAre(SIGUSR1, SIGTERM));
+}
+
+TEST_F(ParseCommandLineTest, BadSignalNameIsAnError) {
+  absl::Status status = ParseError({"--signals-to-handle=SIGNOPE", "--no-python", "/bin/sh"});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(status), HasSubstr("--signals-to-handle='SIGNOPE'"));
+}
+
+TEST_F(ParseCommandLineTest, TorchElasticSignalsEnvironmentGivesTheDefault) {
+  ScopedEnv signals("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGUSR2");
+  EXPECT_THAT(ParseOk({"--no-python", "/bin/sh"}).config.signals_to_handle, ElementsAre(SIGUSR2));
+  EXPECT_THAT(ParseOk({"--signals-to-handle=SIGINT", "--no-python", "/bin/sh"})
+                  .config.signals_to_handle,
+              ElementsAre(SIGINT));
+}
+
+TEST_F(ParseCommandLineTest, ShutdownTimeoutFlag) {
+  CliOutcome out = ParseOk({"--shutdown-timeout=2.5", "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.shutdown_timeout, absl::Milliseconds(2500));
+}
+
+TEST_F(ParseCommandLineTest, TorchElasticShutdownTimeoutEnvironmentWhenFlagAbsent) {
+  ScopedEnv timeout("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7");
+  EXPECT_EQ(ParseOk({"--no-python", "/bin/sh"}).config.shutdown_timeout, absl::Seconds(7));
+  EXPECT_EQ(ParseOk({"--shutdown-timeout=3", "--no-python", "/bin/sh"}).config.shutdown_timeout,
+            absl::Seconds(3));
+}
+
+TEST_F(ParseCommandLineTest, TorchElasticExitBarrierTimeoutEnvironmentWhenFlagAbsent) {
+  ScopedEnv timeout("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "12");
+  EXPECT_EQ(ParseOk({"--no-python", "/bin/sh"}).config.exit_barrier_timeout, absl::Seconds(12));
+}
+
+// ---------------------------------------------------------------------------- other options
+
+TEST_F(ParseCommandLineTest, MaxRestartsAndRole) {
+  CliOutcome out =
+      ParseOk({"--max-restarts=3", "--role=trainer", "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.max_restarts, 3);
+  EXPECT_EQ(out.config.role, "trainer");
+  EXPECT_THAT(Message(ParseError({"--max-restarts=-1", "--no-python", "/bin/sh"})),
+              HasSubstr("--max-restarts='-1'"));
+}
+
+TEST_F(ParseCommandLineTest, StartMethodOtherThanSpawnGivesANotice) {
+  CliOutcome out = ParseOk({"--start-method=fork", "--no-python", "/bin/sh"});
+  ASSERT_EQ(out.notices.size(), 1u);
+  EXPECT_THAT(out.notices[0], HasSubstr("--start-method=fork"));
+  EXPECT_THAT(Message(ParseError({"--start-method=thread", "--no-python", "/bin/sh"})),
+              HasSubstr("--start-method='thread'"));
+}
+
+TEST_F(ParseCommandLineTest, LogDir) {
+  CliOutcome out = ParseOk({"--log-dir=/tmp/logs", "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.log_dir, "/tmp/logs");
+}
+
+TEST_F(ParseCommandLineTest, RepeatedOptionTakesTheLastValueAsTorchrunDoes) {
+  CliOutcome out = ParseOk({"--nproc-per-node=2", "--nproc-per-node=3", "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.nproc_per_node, 3);
+}
+
+}  // namespace
+}  // namespace ddprun

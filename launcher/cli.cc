@@ -299,6 +299,11 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
   }
   config.rdzv_backend = o.rdzv_backend;
   config.rdzv_endpoint = o.rdzv_endpoint;
+  if (!o.rdzv_endpoint.empty()) {
+    // c10d's default port, as torchrun; for static the port comes from --master-port.
+    absl::StatusOr<Endpoint> endpoint = ParseEndpoint(o.rdzv_endpoint, 29400);
+    if (!endpoint.ok()) return endpoint.status();
+  }
   config.run_id = o.rdzv_id;
   absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(o.rdzv_conf);
   if (!conf.ok()) return conf.status();

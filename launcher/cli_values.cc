@@ -46,6 +46,39 @@ absl::StatusOr<NodeRange> ParseNnodes(const std::string& value) {
   return range;
 }
 
+absl::StatusOr<Endpoint> ParseEndpoint(const std::string& value, int default_port) {
+  const std::string expected = "HOST, HOST:PORT, [IPV6] or [IPV6]:PORT with PORT 0-65535";
+  Endpoint endpoint{value, default_port};
+  std::string port_text;
+  if (!value.empty() && value.front() == '[') {
+    const size_t close = value.find(']');
+    if (close == std::string::npos || close == 1) return Invalid("--rdzv-endpoint", value, expected);
+    endpoint.host = value.substr(1, close - 1);
+    const std::string rest = value.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return Invalid("--rdzv-endpoint", value, expected);
+      port_text = rest.substr(1);
+      if (port_text.empty()) return Invalid("--rdzv-endpoint", value, expected);
+    }
+  } else {
+    const size_t colon = value.find(':');
+    if (colon != std::string::npos) {
+      if (value.find(':', colon + 1) != std::string::npos) {
+        return Invalid("--rdzv-endpoint", value, expected + " (write IPv6 addresses in brackets)");
+      }
+      endpoint.host = value.substr(0, colon);
+      port_text = value.substr(colon + 1);
+      if (port_text.empty()) return Invalid("--rdzv-endpoint", value, expected);
+    }
+  }
+  if (endpoint.host.empty()) return Invalid("--rdzv-endpoint", value, expected);
+  if (!port_text.empty() &&
+      (!ParseStrictInt(port_text, endpoint.port) || endpoint.port < 0 || endpoint.port > 65535)) {
+    return Invalid("--rdzv-endpoint", value, expected);
+  }
+  return endpoint;
+}
+
 absl::StatusOr<int> ParseNprocPerNode(const std::string& value, const DeviceCounts& devices) {
   if (value == "cpu") return std::max(devices.cpu_count, 1);
   if (value == "gpu" || value == "auto") {

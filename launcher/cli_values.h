@@ -23,6 +23,14 @@ struct NodeRange {
 /// --nnodes: "N" or "MIN:MAX", with 1 <= MIN <= MAX.
 absl::StatusOr<NodeRange> ParseNnodes(const std::string& value);
 
+struct Endpoint {
+  std::string host;
+  int port = 0;
+};
+
+/// --rdzv-endpoint: HOST, HOST:PORT, [IPV6] or [IPV6]:PORT; `default_port` when none is given.
+absl::StatusOr<Endpoint> ParseEndpoint(const std::string& value, int default_port);
+
 /// Where --nproc-per-node's gpu/auto/cpu values come from; injected so tests need no GPU.
 struct DeviceCounts {
   std::function<absl::StatusOr<int>()> count_gpus;

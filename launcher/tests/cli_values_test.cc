@@ -382,5 +382,32 @@ TEST(ParseSecondsTest, SurroundingBlanksAreRejectedLikeWholeNumbers) {
   EXPECT_FALSE(ParseSeconds("--shutdown-timeout", "5 ").ok());
 }
 
+TEST(ParseEndpointTest, HostPortForms) {
+  auto plain = ParseEndpoint("node1", 29400);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->host, "node1");
+  EXPECT_EQ(plain->port, 29400);
+  auto with_port = ParseEndpoint("10.0.0.1:1234", 29400);
+  ASSERT_TRUE(with_port.ok());
+  EXPECT_EQ(with_port->host, "10.0.0.1");
+  EXPECT_EQ(with_port->port, 1234);
+  auto v6 = ParseEndpoint("[::1]:0", 29400);
+  ASSERT_TRUE(v6.ok());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_EQ(v6->port, 0);
+  auto v6_default = ParseEndpoint("[fe80::1]", 29400);
+  ASSERT_TRUE(v6_default.ok());
+  EXPECT_EQ(v6_default->port, 29400);
+}
+
+TEST(ParseEndpointTest, BadFormsNameTheOption) {
+  for (const char* bad : {"", ":80", "host:", "host:x", "host:70000", "::1", "[::1", "[]:80",
+                          "[::1]80", "host:-1"}) {
+    auto endpoint = ParseEndpoint(bad, 29400);
+    ASSERT_FALSE(endpoint.ok()) << bad;
+    EXPECT_THAT(std::string(endpoint.status().message()), ::testing::HasSubstr("--rdzv-endpoint"));
+  }
+}
+
 }  // namespace
 }  // namespace ddprun

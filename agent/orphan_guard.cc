@@ -1,6 +1,7 @@
 #include "agent/orphan_guard.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +26,12 @@ namespace {
     from_agent = 3;
   }
   ::close_range(4, ~0U, 0);
+  // Nor the agent's console: a pipe reading ddprun's output must end when the agent does.
+  const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (devnull >= 0) {
+    for (int fd = 0; fd < 3; ++fd) ::dup2(devnull, fd);
+    ::close(devnull);
+  }
   std::set<pid_t> groups;
   std::string pending;
   char buf[512];

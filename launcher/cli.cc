@@ -336,6 +336,11 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
                                                : "localhost";
 
   config.log_dir = o.log_dir;
+  if (!config.log_dir.empty() && config.log_dir.front() != '/') {
+    // Workers get TORCHELASTIC_ERROR_FILE under it: it must stay valid if they chdir.
+    char cwd[4096];
+    if (::getcwd(cwd, sizeof(cwd)) != nullptr) config.log_dir = absl::StrCat(cwd, "/", config.log_dir);
+  }
   absl::StatusOr<StdSpec> redirects = ParseStdSpec("--redirects", o.redirects);
   if (!redirects.ok()) return redirects.status();
   absl::StatusOr<StdSpec> tee = ParseStdSpec("--tee", o.tee);

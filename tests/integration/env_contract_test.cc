@@ -1,5 +1,7 @@
 // The environment each worker sees, checked on real processes started by the real binary.
 
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -128,6 +130,26 @@ TEST(EnvContract, PythonExecChoosesTheInterpreter) {
   ProcessResult r = RunProcess({kDdprun, dir / "train.py", "a"}, {{"PYTHON_EXEC", dir / "fakepython"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("fake -u " + dir / "train.py" + " a"));
+}
+
+TEST(EnvContract, AutoWithoutGpusStartsOneWorkerPerCpu) {
+  TempDir dir;
+  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=auto"}, {"env", dir.path()}),
+                               {{"CUDA_VISIBLE_DEVICES", ""}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  EXPECT_EQ(ParseEnvFile(dir / "env.0.0")["WORLD_SIZE"], std::to_string(cpus));
+}
+
+TEST(EnvContract, RelativeLogDirGivesWorkersAnAbsoluteErrorFile) {
+  TempDir dir;
+  ProcessResult r = RunProcess({"/bin/sh", "-c",
+                                "cd " + dir.path() + " && exec " + kDdprun +
+                                    " --log-dir=logs --rdzv-id=rel --no-python " + kTestWorker +
+                                    " env " + dir.path()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ParseEnvFile(dir / "env.0.0")["TORCHELASTIC_ERROR_FILE"],
+            dir.path() + "/logs/rel/attempt_0/0/error.json");
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/exit_codes.h"
@@ -53,6 +55,12 @@ absl::Status ElasticAgent::SetUp() {
     log_root_ = config_.log_dir;
     if (log_root_ != "/dev/null") {
       if (absl::Status s = MakeDirs(RunLogDir(log_root_, config_.run_id)); !s.ok()) return s;
+      attempt_offset_ = FirstFreeAttempt();
+      if (attempt_offset_ > 0) {
+        spdlog::warn("{} holds attempts of an earlier run with the same --rdzv-id; this run's "
+                     "logs start at attempt_{}", RunLogDir(log_root_, config_.run_id),
+                     attempt_offset_);
+      }
     }
   }
   if (WillDefaultOmpThreads(base_env_, config_.nproc_per_node)) {
@@ -93,18 +101,18 @@ int ElasticAgent::Run() {
     absl::StatusOr<AttemptResult> result = RunAttempt(*round);
     if (!result.ok()) {
       spdlog::error("cannot run the workers: {}", result.status().message());
-      CleanUpLogRoot(/*keep=*/true);
+      CleanUpLogRoot();
       return kExitInternal;
     }
     switch (result->kind) {
       case AttemptResult::Kind::kSucceeded:
         spdlog::info("all {} workers succeeded", config_.nproc_per_node);
-        CleanUpLogRoot(/*keep=*/false);
+        CleanUpLogRoot();
         return kExitSuccess;
       case AttemptResult::Kind::kInterrupted:
         spdlog::warn("stopped by {}: exiting {}", SignalName(result->signal),
                      ExitCodeForSignal(result->signal));
-        CleanUpLogRoot(/*keep=*/true);
+        CleanUpLogRoot();
         return ExitCodeForSignal(result->signal);
       case AttemptResult::Kind::kFailed: {
         last_failures = std::move(result->failures);
@@ -126,6 +134,7 @@ int ElasticAgent::Run() {
 absl::StatusOr<ElasticAgent::AttemptResult> ElasticAgent::RunAttempt(const RoundAssignment& round) {
   AttemptPlan plan;
   plan.round = round.round;
+  plan.log_attempt = attempt_offset_ + round.round;
   plan.restart_count = round.restart_count;
   plan.group_rank = round.group_rank;
   plan.group_world_size = round.group_world_size;
@@ -144,7 +153,11 @@ absl::StatusOr<ElasticAgent::AttemptResult> ElasticAgent::RunAttempt(const Round
     return s;
   }
   if (absl::Status s = loop_->WatchReadable(timer_fd, [&](uint32_t) {
-        if (grace_timer_->Acknowledge()) workers.KillRemaining();
+        if (grace_timer_->Acknowledge()) {
+          workers.KillRemaining(absl::StrCat(
+              "after the ", absl::FormatDuration(config_.shutdown_timeout),
+              " grace period (--shutdown-timeout)"));
+        }
       });
       !s.ok()) {
     loop_->Unwatch(signal_fd);
@@ -167,6 +180,10 @@ absl::StatusOr<ElasticAgent::AttemptResult> ElasticAgent::RunAttempt(const Round
   loop_->Unwatch(signal_fd);
   loop_->Unwatch(timer_fd);
   workers.Finish();
+  if (const int strays = KillStrayChildren(guard_.pid()); strays > 0) {
+    spdlog::warn("killed {} process(es) that workers had left running outside their process "
+                 "groups", strays);
+  }
   if (!status.ok()) return status;
 
   AttemptResult result;
@@ -193,7 +210,7 @@ void ElasticAgent::OnSignals(WorkerSupervisor& workers) {
       BeginStop(workers, sig);
     } else {
       spdlog::warn("received {} again: killing the workers now", SignalName(sig));
-      workers.KillRemaining();
+      workers.KillRemaining(absl::StrCat("at a second ", SignalName(sig)));
     }
   }
   // A SIGCHLD coalesced with others is still reflected by waitpid; reap once more.
@@ -223,26 +240,32 @@ int ElasticAgent::FinishFailed(const std::vector<WorkerFailure>& failures) {
   const WorkerFailure& root = failures[RootCauseIndex(failures)];
   std::string summary = FormatFailureSummary(config_.entrypoint_name, failures);
   (void)WriteAll(STDERR_FILENO, summary);
-  bool keep = false;
-  for (const WorkerFailure& f : failures) keep = keep || !f.error_file.empty();
-  CleanUpLogRoot(keep);
+  CleanUpLogRoot();
   const int code = ShellExitCode(root.wait_status);
   spdlog::error("job failed after {} restarts; exiting with rank {}'s status {}",
                 config_.max_restarts, root.rank, code);
   return code;
 }
 
-void ElasticAgent::CleanUpLogRoot(bool keep) {
-  const bool files_requested =
-      config_.redirects.all_ranks != kStdNone || !config_.redirects.per_rank.empty() ||
-      config_.local_ranks_filter.has_value();
+void ElasticAgent::CleanUpLogRoot() {
   if (!log_root_is_temporary_) return;
-  if (keep || files_requested) {
+  // Only what holds something is kept: log files that -r/-t/--local-ranks-filter asked
+  // for, and error files workers wrote. A run that left nothing leaves no folder.
+  if (!RemoveEmptyDirs(log_root_)) {
     spdlog::warn("worker logs and error files are in {} (use --log-dir to choose the place)",
                  RunLogDir(log_root_, config_.run_id));
-    return;
   }
-  if (absl::Status s = RemoveTree(log_root_); !s.ok()) spdlog::warn("{}", s.message());
+}
+
+int ElasticAgent::FirstFreeAttempt() const {
+  int next = 0;
+  for (const std::string& name : ListDir(RunLogDir(log_root_, config_.run_id))) {
+    int n = 0;
+    if (absl::StartsWith(name, "attempt_") && absl::SimpleAtoi(name.substr(8), &n)) {
+      next = std::max(next, n + 1);
+    }
+  }
+  return next;
 }
 
 }  // namespace ddprun

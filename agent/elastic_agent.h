@@ -39,7 +39,8 @@ class ElasticAgent {
   void ReapChildren(WorkerSupervisor& workers);
   void BeginStop(WorkerSupervisor& workers, int signal);
   int FinishFailed(const std::vector<WorkerFailure>& failures);
-  void CleanUpLogRoot(bool keep);
+  void CleanUpLogRoot();
+  int FirstFreeAttempt() const;
 
   const AgentConfig& config_;
   EnvMap base_env_;
@@ -48,6 +49,7 @@ class ElasticAgent {
   std::string host_;
   std::string log_root_;
   bool log_root_is_temporary_ = false;
+  int attempt_offset_ = 0;  // attempts of earlier runs with the same id and --log-dir
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<SignalChannel> signals_;
   std::unique_ptr<OneShotTimer> grace_timer_;

@@ -47,14 +47,28 @@ void PipedStream::Consume(std::string_view chunk) {
       file_.Reset();
     }
   }
-  if (console_fd_ < 0 && tail_ == nullptr) return;
+  if (console_fd_ >= 0 && prefix_.empty()) {
+    const size_t cut = chunk.find_last_of("\r\n");
+    if (cut == std::string_view::npos) {
+      raw_pending_.append(chunk);
+      if (raw_pending_.size() >= LineAssembler::kMaxLine) {  // never hold bytes without bound
+        (void)WriteAll(console_fd_, raw_pending_);
+        raw_pending_.clear();
+      }
+    } else {
+      raw_pending_.append(chunk.substr(0, cut + 1));
+      (void)WriteAll(console_fd_, raw_pending_);
+      raw_pending_.assign(chunk.substr(cut + 1));
+    }
+  }
+  if (tail_ == nullptr && (console_fd_ < 0 || prefix_.empty())) return;
   assembler_.Feed(chunk, [this](std::string_view line) { EmitLine(line); });
   FlushConsole();
 }
 
 void PipedStream::EmitLine(std::string_view line) {
   if (tail_ != nullptr) tail_->Add(line);
-  if (console_fd_ < 0) return;
+  if (console_fd_ < 0 || prefix_.empty()) return;
   console_buffer_.append(prefix_);
   console_buffer_.append(line);
   console_buffer_.push_back('\n');
@@ -70,6 +84,11 @@ void PipedStream::FlushConsole() {
 void PipedStream::Close() {
   assembler_.Flush([this](std::string_view line) { EmitLine(line); });
   FlushConsole();
+  if (!raw_pending_.empty()) {  // a partial last line still ends with a newline on the console
+    raw_pending_.push_back('\n');
+    (void)WriteAll(console_fd_, raw_pending_);
+    raw_pending_.clear();
+  }
   read_end_.Reset();
 }
 

@@ -40,6 +40,7 @@ class PipedStream {
   LineTail* tail_;
   LineAssembler assembler_;
   std::string console_buffer_;
+  std::string raw_pending_;  // raw mode: bytes after the last '\n' or '\r' written
 };
 
 }  // namespace ddprun

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <ftw.h>
 #include <poll.h>
 #include <string.h>
@@ -90,6 +91,29 @@ absl::Status RemoveTree(const std::string& path) {
     return ErrnoStatus(errno, absl::StrCat("cannot remove ", path));
   }
   return absl::OkStatus();
+}
+
+std::vector<std::string> ListDir(const std::string& path) {
+  std::vector<std::string> names;
+  DIR* dir = ::opendir(path.c_str());
+  if (dir == nullptr) return names;
+  while (dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+bool RemoveEmptyDirs(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return true;
+  if (!S_ISDIR(st.st_mode)) return false;
+  bool empty = true;
+  for (const std::string& name : ListDir(path)) {
+    empty = RemoveEmptyDirs(path + "/" + name) && empty;
+  }
+  return empty && ::rmdir(path.c_str()) == 0;
 }
 
 }  // namespace ddprun

@@ -4,6 +4,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -52,6 +53,13 @@ absl::Status MakeDirs(const std::string& path);
 
 /// rm -rf; errors other than "not there" are returned.
 absl::Status RemoveTree(const std::string& path);
+
+/// Removes the empty folders under `path` (and `path` itself if it ends up empty); files and
+/// the folders holding them stay. Returns true when `path` is gone.
+bool RemoveEmptyDirs(const std::string& path);
+
+/// The names in folder `path` (not . and ..); empty if it cannot be read.
+std::vector<std::string> ListDir(const std::string& path);
 
 /// An absl::Status for a failed system call: "<what>: <strerror(err)>".
 absl::Status ErrnoStatus(int err, absl::string_view what);

@@ -44,7 +44,8 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
     worker->rank = plan.base_rank + local_rank;
     worker->stderr_tail = LineTail(kStderrTailLines);
     if (files_enabled_) {
-      worker->paths = WorkerLogPathsFor(plan.log_root, config_.run_id, plan.round, local_rank);
+      worker->paths = WorkerLogPathsFor(plan.log_root, config_.run_id, plan.log_attempt,
+                                        local_rank);
       if (absl::Status s = MakeDirs(worker->paths.dir); !s.ok()) return s;
       ::unlink(worker->paths.error_file.c_str());  // a stale file would blame this attempt
       worker->error_file_enabled = true;
@@ -137,11 +138,9 @@ absl::Status WorkerSupervisor::SetUpStream(Worker& worker, int which, const std:
     if (is_stderr) worker.stderr_in_file = files_enabled_;
     return absl::OkStatus();
   }
-  if (!teed && !is_stderr) {
-    child_fd = -1;  // stdout shared with the agent, as with torchrun without -r/-t
-    return absl::OkStatus();
-  }
-  // Through the agent: tee'd streams, and stderr always, so that a failure can show its tail.
+  // Through the agent: tee'd streams with a prefix; the others unchanged but cut at line
+  // ends, so that two workers' lines never mix mid-line (torchrun hands workers its own
+  // terminal, where they do), and stderr's last lines are kept for the failure summary.
   absl::StatusOr<Pipe> pipe = MakePipe(/*nonblocking_read=*/true);
   if (!pipe.ok()) return pipe.status();
   UniqueFd file;
@@ -194,12 +193,12 @@ void WorkerSupervisor::Stop(int signal) {
   }
 }
 
-void WorkerSupervisor::KillRemaining() {
+void WorkerSupervisor::KillRemaining(const std::string& why) {
   stopping_ = true;
   for (auto& worker : workers_) {
     if (worker->state != WorkerState::kRunning) continue;
-    spdlog::warn("local_rank {} (pid {}) still running after the grace period: SIGKILL",
-                 worker->local_rank, worker->pid);
+    spdlog::warn("local_rank {} (pid {}) still running {}: SIGKILL", worker->local_rank,
+                 worker->pid, why);
     ::killpg(worker->pid, SIGKILL);
   }
 }
@@ -264,7 +263,9 @@ WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
       failure.traceback = report->traceback;
       if (report->timestamp) failure.time = *report->timestamp;
     } else if (!absl::IsNotFound(report.status())) {
-      failure.error_message = std::string(report.status().message());
+      failure.error_file = worker.paths.error_file;
+      failure.error_message =
+          absl::StrCat("(the error file is unreadable: ", report.status().message(), ")");
     }
   }
   if (!worker.start_error.empty()) {

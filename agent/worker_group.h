@@ -29,6 +29,7 @@ namespace ddprun {
 /// What the whole node's part of the job looks like in one round.
 struct AttemptPlan {
   int round = 0;
+  int log_attempt = 0;  // attempt_<n> folder: the round, after any attempts of earlier runs
   int restart_count = 0;
   int group_rank = 0;
   int group_world_size = 1;
@@ -56,8 +57,8 @@ class WorkerSupervisor {
 
   /// Sends `signal` to the process group of every running worker.
   void Stop(int signal);
-  /// SIGKILL to every worker group that is still running.
-  void KillRemaining();
+  /// SIGKILL to every worker group that is still running; `why` goes into the log line.
+  void KillRemaining(const std::string& why);
 
   bool stopping() const { return stopping_; }
   bool AllExited() const;

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 #include "agent/unique_fd.h"
 
@@ -30,18 +32,23 @@ struct ChildArgs {
   int exec_errno;  // written by the child when exec fails; read once the parent resumes
 };
 
+constexpr int kSignalsToReset[] = {SIGPIPE, SIGINT,  SIGQUIT, SIGTERM,
+                                   SIGHUP,  SIGUSR1, SIGUSR2, SIGCHLD};
+
 // Runs in the child before exec. The child shares the agent's memory (CLONE_VM) while the
 // agent is suspended (CLONE_VFORK), as posix_spawn does: only async-signal-safe calls, and
-// nothing written but `exec_errno`.
-int ExecChild(void* raw) {
+// nothing written but `exec_errno`. Not instrumented: a sanitizer's shadow memory is shared
+// too, and the child's stack bookkeeping there would corrupt the agent's.
+__attribute__((no_sanitize("address", "undefined"))) int ExecChild(void* raw) {
   auto* args = static_cast<ChildArgs*>(raw);
   const SpawnSpec& spec = *args->spec;
-  ::setpgid(0, 0);
+  // A session of its own (as torchrun's start_new_session=True): its own process group for
+  // killpg, and no controlling terminal, so reading the terminal cannot stop it with
+  // SIGTTIN the way a background process group of the agent's session would be.
+  ::setsid();
   // The agent holds handled signals blocked; a worker starts with the default mask and
   // dispositions, as if launched from a shell.
-  for (int sig : {SIGPIPE, SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD}) {
-    ::signal(sig, SIG_DFL);
-  }
+  for (int sig : kSignalsToReset) ::signal(sig, SIG_DFL);
   sigset_t empty;
   sigemptyset(&empty);
   ::sigprocmask(SIG_SETMASK, &empty, nullptr);
@@ -75,8 +82,25 @@ absl::StatusOr<pid_t> SpawnWorkerProcess(const SpawnSpec& spec) {
     ::waitpid(pid, nullptr, 0);
     return ErrnoStatus(args.exec_errno, absl::StrCat("cannot execute '", spec.argv[0], "'"));
   }
-  ::setpgid(pid, pid);  // harmless if the child did it already; needed if it had not
-  return pid;
+  return pid;  // the child called setsid() before exec, so its group id is its pid
+}
+
+int KillStrayChildren(pid_t keep) {
+  // The agent is single-threaded, so its main task's list is all of its children.
+  std::ifstream list(absl::StrCat("/proc/self/task/", ::getpid(), "/children"));
+  int killed = 0;
+  pid_t child;
+  while (list >> child) {
+    if (child == keep) continue;
+    std::ifstream stat(absl::StrCat("/proc/", child, "/stat"));
+    std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = content.rfind(')');
+    if (paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] == 'Z') {
+      continue;  // already dead, only not reaped yet
+    }
+    if (::kill(child, SIGKILL) == 0) ++killed;
+  }
+  return killed;
 }
 
 std::string SignalName(int signal) {

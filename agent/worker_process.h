@@ -1,5 +1,5 @@
 #pragma once
-// Starting one worker process: fork/exec into its own process group, with a parent-death
+// Starting one worker process: clone/exec into its own session and process group, with a parent-death
 // signal so it can never outlive the agent, and exec errors reported back instead of lost.
 
 #include <sys/types.h>
@@ -21,6 +21,11 @@ struct SpawnSpec {
 /// Starts the process and returns its pid, which is also its process group id. Returns an
 /// error (and leaves no process) when exec fails: "cannot execute 'x': No such file...".
 absl::StatusOr<pid_t> SpawnWorkerProcess(const SpawnSpec& spec);
+
+/// SIGKILLs every child of this process except `keep`: what workers left behind that
+/// re-parented to the agent (a child subreaper) after their parent exited, even if it left
+/// the worker's session with setsid(). Returns how many it killed.
+int KillStrayChildren(pid_t keep);
 
 /// A human form of a waitpid status: "exit code 3" or "signal 9 (SIGKILL)".
 std::string DescribeWaitStatus(int wait_status);

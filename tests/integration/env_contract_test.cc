@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 
@@ -150,6 +151,23 @@ TEST(EnvContract, RelativeLogDirGivesWorkersAnAbsoluteErrorFile) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(ParseEnvFile(dir / "env.0.0")["TORCHELASTIC_ERROR_FILE"],
             dir.path() + "/logs/rel/attempt_0/0/error.json");
+}
+
+TEST(EnvContract, UnprefixedLinesOfTwoPythonWorkersNeverMixMidLine) {
+  TempDir dir;
+  // Unbuffered Python writes a print() in several pieces; on a shared terminal two workers'
+  // pieces would mix. Through the agent every line arrives whole.
+  WriteFile(dir / "talk.py",
+            "import os\nr = os.environ['RANK']\nfor i in range(300):\n    print('rank', r, 'says', i)\n");
+  ProcessResult r = RunProcess({kDdprun, "--nproc-per-node=2", dir / "talk.py"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int lines = 0;
+  for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
+    EXPECT_TRUE(absl::StartsWith(line, "rank 0 says ") || absl::StartsWith(line, "rank 1 says "))
+        << "mixed line: " << line;
+    ++lines;
+  }
+  EXPECT_EQ(lines, 600);
 }
 
 }  // namespace

@@ -126,7 +126,7 @@ TEST(Lifecycle, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
   ProcessResult r = agent->Wait(absl::Seconds(10));
   EXPECT_EQ(r.exit_code, 128 + SIGTERM);
   EXPECT_GE(absl::Now() - signalled, absl::Milliseconds(300));
-  EXPECT_THAT(r.err, HasSubstr("still running after the grace period: SIGKILL"));
+  EXPECT_THAT(r.err, HasSubstr("grace period (--shutdown-timeout): SIGKILL"));
 }
 
 TEST(Lifecycle, SecondSignalKillsAtOnce) {
@@ -199,6 +199,18 @@ TEST(Lifecycle, NoTemporaryFolderLeftAfterSuccess) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ProcessResult ls = RunProcess({"/bin/ls", "-A", tmp.path()});
   EXPECT_EQ(ls.out, "") << "ddprun left files behind in TMPDIR";
+}
+
+TEST(Lifecycle, ChildrenThatLeftTheWorkersSessionDieWhenTheJobEnds) {
+  BecomeSubreaper();
+  TempDir dir;
+  ProcessResult r = RunProcess(DdprunWithTestWorker({}, {"escape", dir.path()}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int escaped = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(ReadFile(dir / "escaped.0"), &escaped));
+  const bool gone = WaitUntil([&] { ReapZombies(); return !ProcessAlive(escaped); }, absl::Seconds(5));
+  if (!gone) kill(escaped, SIGKILL);
+  EXPECT_TRUE(gone) << "a process that called setsid() outlived the job";
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <regex>
+#include <signal.h>
 
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
@@ -22,19 +24,22 @@ TEST(Output, TeeOfAHundredThousandFastLinesPerWorkerLosesAndSplitsNone) {
       {"--nproc-per-node=2", "-t", "3", "--log-dir", logs.path(), "--rdzv-id=spew"},
       {"spew", std::to_string(kLines)}));
   ASSERT_EQ(r.exit_code, 0) << r.err.substr(0, 2000);
-  const std::regex well_formed(R"(\[default([01])\]:rank ([01]) line ([0-9]+))");
   int counts[2] = {0, 0};
   int next[2] = {0, 0};
   bool in_order = true;
   for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
-    std::cmatch m;
-    ASSERT_TRUE(std::regex_match(line.begin(), line.end(), m, well_formed))
-        << "torn or foreign line: " << line;
-    const int prefix_rank = std::stoi(m[1]);
-    ASSERT_EQ(prefix_rank, std::stoi(m[2]));
-    in_order = in_order && std::stoi(m[3]) == next[prefix_rank];
-    next[prefix_rank] = std::stoi(m[3]) + 1;
-    ++counts[prefix_rank];
+    // Every line must be exactly "[default<r>]:rank <r> line <n>".
+    std::vector<absl::string_view> words = absl::StrSplit(line, ' ');
+    ASSERT_EQ(words.size(), 4u) << "torn or foreign line: " << line;
+    const int rank = words[0] == "[default0]:rank" ? 0 : words[0] == "[default1]:rank" ? 1 : -1;
+    ASSERT_NE(rank, -1) << "torn or foreign line: " << line;
+    ASSERT_EQ(words[1], std::to_string(rank)) << line;
+    ASSERT_EQ(words[2], "line") << line;
+    int n = -1;
+    ASSERT_TRUE(absl::SimpleAtoi(words[3], &n)) << line;
+    in_order = in_order && n == next[rank];
+    next[rank] = n + 1;
+    ++counts[rank];
   }
   EXPECT_EQ(counts[0], kLines);
   EXPECT_EQ(counts[1], kLines);
@@ -114,6 +119,57 @@ TEST(Output, PrefixTemplateFromTheEnvironment) {
                         {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "${role_name}/${rank}> "}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "trainer/0> rank 0 line 0\n");
+}
+
+TEST(Output, StderrCarriageReturnReachesTheConsoleAtOnce) {
+  TempDir dir;
+  auto agent = ChildProcess::Start(DdprunWithTestWorker({}, {"progress", dir.path()}));
+  // A progress bar redrawn with '\r' must show before the line ends.
+  const bool shown = WaitUntil(
+      [&] { return agent->ErrSoFar().find("progress 50%\r") != std::string::npos; },
+      absl::Seconds(10));
+  WriteFile(dir / "release", "");
+  ProcessResult r = agent->Wait(absl::Seconds(10));
+  EXPECT_TRUE(shown);
+  EXPECT_EQ(r.exit_code, 0);
+}
+
+TEST(Output, UntouchedStderrKeepsItsBytes) {
+  ProcessResult r = RunProcess({kDdprun, "--no-python", "/bin/sh", "-c",
+                                "printf 'a\\r b\\n' >&2; printf 'tail' >&2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "a\r b\ntail\n");
+}
+
+TEST(Output, ASecondRunWithTheSameIdContinuesTheAttemptNumbers) {
+  TempDir logs;
+  const auto argv = DdprunWithTestWorker({"-r", "1", "--log-dir", logs.path(), "--rdzv-id=again"},
+                                         {"spew", "1"});
+  ASSERT_EQ(RunProcess(argv).exit_code, 0);
+  ProcessResult second = RunProcess(argv);
+  ASSERT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_EQ(ReadFile(logs / "again/attempt_0/0/stdout.log"), "rank 0 line 0\n");
+  EXPECT_EQ(ReadFile(logs / "again/attempt_1/0/stdout.log"), "rank 0 line 0\n");
+  EXPECT_THAT(second.err, HasSubstr("this run's logs start at attempt_1"));
+}
+
+TEST(Output, InterruptedRunLeavesNoEmptyTemporaryFolder) {
+  TempDir tmp, dir;
+  auto agent = ChildProcess::Start(DdprunWithTestWorker({}, {"wait-signal", dir.path()}),
+                                   {{"TMPDIR", tmp.path()}});
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "ready.0"); }, absl::Seconds(10)));
+  kill(agent->pid(), SIGINT);
+  ProcessResult r = agent->Wait(absl::Seconds(10));
+  EXPECT_EQ(r.exit_code, 128 + SIGINT);
+  EXPECT_EQ(RunProcess({"/bin/ls", "-A", tmp.path()}).out, "");
+  EXPECT_THAT(r.err, Not(HasSubstr("worker logs and error files are in")));
+}
+
+TEST(Output, TemporaryFolderIsKeptAndNamedWhenItHoldsAnErrorFile) {
+  TempDir tmp;
+  ProcessResult r = RunProcess(DdprunWithTestWorker({}, {"error-file", "4"}), {{"TMPDIR", tmp.path()}});
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_THAT(r.err, HasSubstr("worker logs and error files are in " + tmp.path() + "/ddprun-"));
 }
 
 }  // namespace

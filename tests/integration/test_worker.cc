@@ -10,6 +10,9 @@
 //   test_worker ignore-term DIR         ignore SIGTERM, write DIR/ready.<RANK>, wait forever
 //   test_worker fork-tree DIR           fork a child that waits forever; write
 //                                       "<own pid> <child pid>" to DIR/pids.<RANK>; wait
+//   test_worker escape DIR              fork a child that calls setsid() and waits forever;
+//                                       write its pid to DIR/escaped.<RANK>; exit 0
+//   test_worker progress DIR            write "progress 50%\r" to stderr, wait for DIR/release
 //   test_worker spew N                  print N numbered lines to stdout as fast as it can
 //   test_worker partial TEXT            print TEXT with no newline and exit 0
 //   test_worker error-file CODE         write a torch-format error file, exit CODE
@@ -105,6 +108,21 @@ int main(int argc, char** argv) {
     WriteFile(std::string(argv[2]) + "/pids." + Rank(),
               std::to_string(getpid()) + " " + std::to_string(child));
     WaitForever();
+  }
+  if (mode == "escape" && argc == 3) {
+    const pid_t child = fork();
+    if (child == 0) {
+      setsid();
+      WaitForever();
+    }
+    WriteFile(std::string(argv[2]) + "/escaped." + Rank(), std::to_string(child));
+    return 0;
+  }
+  if (mode == "progress" && argc == 3) {
+    fputs("progress 50%\r", stderr);
+    const std::string release = std::string(argv[2]) + "/release";
+    while (access(release.c_str(), F_OK) != 0) usleep(2000);
+    return 0;
   }
   if (mode == "spew" && argc == 3) {
     const long n = atol(argv[2]);

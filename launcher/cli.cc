@@ -19,7 +19,7 @@ constexpr char kRdzvGroup[] = "Rendezvous";
 constexpr char kLaunchGroup[] = "User-code launch";
 constexpr char kLogGroup[] = "Logs";
 constexpr char kShutdownGroup[] = "Shutdown and signals";
-constexpr char kStaticGroup[] = "Static backend (node rank, master address and port)";
+constexpr char kStaticGroup[] = "Node rank, master address and port";
 
 // Every option's raw text. Values are parsed by cli_values.h, so messages are ours.
 struct RawOptions {
@@ -108,8 +108,8 @@ void DeclareOptions(CLI::App& app, RawOptions& o) {
           "polling", kWorkerGroup);
   AddText(app, "", "--start-method", o.start_method,
           "Accepted for torchrun compatibility (spawn, fork, forkserver); it has no effect: "
-          "workers are always separate processes started with fork+exec", kWorkerGroup);
-  AddText(app, "", "--role", o.role, "Worker role: ROLE_NAME and the log prefix [<role><rank>]:",
+          "every worker is a new process started with clone+exec", kWorkerGroup);
+  AddText(app, "", "--role", o.role, "Worker role: ROLE_NAME and the tee prefix [<role><local_rank>]:",
           kWorkerGroup, false);
 
   AddText(app, "", "--rdzv-backend", o.rdzv_backend, "Rendezvous backend: c10d or static",
@@ -122,8 +122,8 @@ void DeclareOptions(CLI::App& app, RawOptions& o) {
           "Rendezvous settings as key=value,... (join_timeout, last_call_timeout, ...)",
           kRdzvGroup);
   AddFlag(app, "", "--standalone", o.standalone,
-          "One-node job with an embedded master on a free port and a random run id; "
-          "ignores --rdzv-* [default: off]", kRdzvGroup, false);
+          "One-node job: rendezvous in-process, a random run id (overrides --rdzv-id and "
+          "--rdzv-endpoint) [default: off]", kRdzvGroup, false);
 
   AddFlag(app, "-m", "--module", o.module,
           "Run the script as a Python module: python -u -m <script> [default: off]",
@@ -156,12 +156,13 @@ void DeclareOptions(CLI::App& app, RawOptions& o) {
           "Seconds a node that finished waits for the others (multi-node)", kShutdownGroup);
 
   AddText(app, "", "--node-rank", o.node_rank,
-          "This node's rank (static backend); a rank-order hint for c10d", kStaticGroup);
+          "This node's rank with the static backend (multi-node: not available yet)",
+          kStaticGroup);
   AddText(app, "", "--master-addr", o.master_addr,
-          "Address of node 0 (static backend); unset: this node's --local-addr or localhost",
+          "MASTER_ADDR given to workers; unset: this node's --local-addr, else localhost",
           kStaticGroup);
   AddText(app, "", "--master-port", o.master_port,
-          "MASTER_PORT for the static backend; unset: a free port, new on every attempt",
+          "MASTER_PORT given to workers; unset: a free port, new on every attempt",
           kStaticGroup);
   AddText(app, "", "--local-addr", o.local_addr,
           "This node's address as other nodes reach it (MASTER_ADDR when it is rank 0)",
@@ -288,7 +289,7 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
   }
   if (o.start_method != "spawn") {
     notices.push_back(absl::StrCat("--start-method=", o.start_method,
-                                   " has no effect: ddprun starts every worker with fork+exec"));
+                                   " has no effect: ddprun starts every worker as a new process (clone+exec)"));
   }
   if (o.role.empty()) return absl::InvalidArgumentError("--role='' is not valid: expected a name");
   config.role = o.role;
@@ -403,15 +404,63 @@ void ApplyTorchEnvDefaults(RawOptions& o, const CLI::App& app) {
   }
 }
 
+// CLI11 reads "--opt=" as "--opt" and then takes the next argument as the value; argparse
+// (torchrun) gives the empty string. Such tokens are marked before parsing and unmarked after.
+constexpr char kEmptyValueMark[] = "\x1f";
+
+std::vector<std::string> MarkEmptyValues(const std::vector<std::string>& args) {
+  std::vector<std::string> out = args;
+  for (std::string& arg : out) {
+    if (absl::StartsWith(arg, "--") && arg.size() > 3 && arg.back() == '=' &&
+        arg.find('=') == arg.size() - 1) {
+      arg += kEmptyValueMark;
+    }
+  }
+  return out;
+}
+
+void UnmarkEmptyValue(std::string& value) {
+  if (absl::EndsWith(value, kEmptyValueMark)) value.resize(value.size() - 1);
+}
+
+void UnmarkEmptyValues(RawOptions& o, std::vector<std::string>& positional) {
+  for (std::string* field :
+       {&o.nnodes, &o.nproc_per_node, &o.rdzv_backend, &o.rdzv_endpoint, &o.rdzv_id,
+        &o.rdzv_conf, &o.max_restarts, &o.monitor_interval, &o.start_method, &o.role,
+        &o.log_dir, &o.redirects, &o.tee, &o.local_ranks_filter, &o.node_rank, &o.master_addr,
+        &o.master_port, &o.local_addr, &o.signals_to_handle, &o.shutdown_timeout,
+        &o.exit_barrier_timeout}) {
+    UnmarkEmptyValue(*field);
+  }
+  for (std::string& arg : positional) UnmarkEmptyValue(arg);  // script arguments, verbatim
+}
+
+// CLI11 says "--x: 1 required  missing"; say what to do instead.
+std::string DescribeParseError(const CLI::ParseError& e) {
+  const std::string what = e.what();
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
+    const std::string option = what.substr(0, what.find(':'));
+    return absl::StrCat("option ", option, " needs a value, e.g. ", option,
+                        "=VALUE; see ddprun --help");
+  }
+  return absl::StrCat(what, "; see ddprun --help");
+}
+
+class UsageFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App*, std::string) const override {
+    return "Usage: ddprun [OPTIONS] training_script [args...]\n";
+  }
+};
+
 }  // namespace
 
 std::string VersionText() { return absl::StrCat("ddprun ", DDPRUN_VERSION); }
 
 absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args,
                                             const DeviceCounts& devices) {
-  CLI::App app("ddprun: a fast, torchrun-compatible launcher for distributed training.\n"
-               "Run: ddprun [options] training_script [args...]",
-               "ddprun");
+  CLI::App app("ddprun: a fast, torchrun-compatible launcher for distributed training.", "ddprun");
+  app.formatter(std::make_shared<UsageFormatter>());
   app.prefix_command();
   app.set_version_flag("--version", VersionText(), "Print ddprun's version and exit");
   app.footer(kFooter);
@@ -419,7 +468,8 @@ absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args
   RawOptions raw;
   DeclareOptions(app, raw);
 
-  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  const std::vector<std::string> marked = MarkEmptyValues(args);
+  std::vector<std::string> reversed(marked.rbegin(), marked.rend());
   CliOutcome outcome;
   try {
     app.parse(reversed);
@@ -432,9 +482,10 @@ absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args
     outcome.text = VersionText() + "\n";
     return outcome;
   } catch (const CLI::ParseError& e) {
-    return absl::InvalidArgumentError(absl::StrCat(e.what(), "; see ddprun --help"));
+    return absl::InvalidArgumentError(DescribeParseError(e));
   }
   std::vector<std::string> positional = app.remaining();
+  UnmarkEmptyValues(raw, positional);
   if (!positional.empty() && positional[0] == "--") positional.erase(positional.begin());
   if (positional.empty()) {
     return absl::InvalidArgumentError(

@@ -59,9 +59,6 @@ bool ConfigureLogging(std::string& error) {
 int main(int argc, char** argv) {
   // A closed console must not kill the agent (and with it every worker): writes just fail.
   ::signal(SIGPIPE, SIG_IGN);
-  std::string log_error;
-  if (!ConfigureLogging(log_error)) return UsageError(log_error);
-
   ddprun::DeviceCounts devices;
   devices.count_gpus = ddprun::CountVisibleGpus;
   devices.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
@@ -72,6 +69,8 @@ int main(int argc, char** argv) {
     std::fputs(cli->text.c_str(), stdout);
     return ddprun::kExitSuccess;
   }
+  std::string log_error;
+  if (!ConfigureLogging(log_error)) return UsageError(log_error);
   for (const std::string& notice : cli->notices) spdlog::warn("{}", notice);
 
   // Orphaned grandchildren of workers come back to the agent to be reaped, not to init.

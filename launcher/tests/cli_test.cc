@@ -548,5 +548,20 @@ TEST_F(ParseCommandLineTest, RepeatedOptionTakesTheLastValueAsTorchrunDoes) {
   EXPECT_EQ(out.config.nproc_per_node, 3);
 }
 
+TEST_F(ParseCommandLineTest, EmptyValueWithEqualsIsEmptyNotTheNextArgument) {
+  CliOutcome out = ParseOk({"--log-dir=", "--no-python", "/bin/sh", "--x=", "y"});
+  EXPECT_EQ(out.config.log_dir, "");
+  EXPECT_THAT(out.config.worker_argv, ElementsAre("/bin/sh", "--x=", "y"));
+  EXPECT_THAT(Message(ParseError({"--role=", "--no-python", "/bin/sh"})), HasSubstr("--role=''"));
+}
+
+TEST_F(ParseCommandLineTest, MissingValueSaysWhatToWrite) {
+  EXPECT_THAT(Message(ParseError({"--nnodes"})), HasSubstr("option --nnodes needs a value"));
+}
+
+TEST_F(ParseCommandLineTest, HelpShowsTheTrainingScriptInTheUsageLine) {
+  CliOutcome out = ParseOk({"--help"});
+  EXPECT_THAT(out.text, HasSubstr("Usage: ddprun [OPTIONS] training_script [args...]"));
+}
 }  // namespace
 }  // namespace ddprun

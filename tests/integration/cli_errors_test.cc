@@ -64,7 +64,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"bad_backend", {"--rdzv-backend=etcd", kScript}, "--rdzv-backend='etcd'"},
         BadInput{"bad_start_method", {"--start-method=thread", kScript}, "--start-method='thread'"},
         BadInput{"bad_master_port", {"--master-port=70000", kScript}, "--master-port='70000'"},
-        BadInput{"missing_value", {"--nnodes"}, "--nnodes"},
+        BadInput{"missing_value", {"--nnodes"}, "option --nnodes needs a value"},
         BadInput{"multi_node_not_yet", {"--nnodes=2", kScript}, "multi-node jobs are not available"}),
     [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
 
@@ -99,6 +99,12 @@ TEST(CliInfo, HelpListsEveryOptionWithDefaultAndEnv) {
         "--exit-barrier-timeout", "PET_NPROC_PER_NODE", "Exit status"}) {
     EXPECT_THAT(r.out, HasSubstr(option));
   }
+}
+
+TEST(CliInfo, HelpWorksWhateverLogLevelSays) {
+  ProcessResult r = RunProcess({kDdprun, "--help"}, {{"LOGLEVEL", "LOUD"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("--nproc-per-node"));
 }
 
 TEST(CliInfo, Version) {

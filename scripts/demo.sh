@@ -12,7 +12,7 @@ cat <<'INTRO'
 === ddprun demo ===========================================================
   ddprun --standalone --nproc-per-node=4 --max-restarts=3 --tee=3 \
          --no-python examples/demo_train.sh
-4 workers start; rank 2 crashes at step 2 of the first attempt; ddprun sees it at once,
+4 workers start (the rendezvous is embedded in the agent); rank 2 crashes at step 2 of the first attempt; ddprun sees it at once,
 stops the other 3 (SIGTERM), and restarts all 4 with TORCHELASTIC_RESTART_COUNT=1 and a
 fresh MASTER_PORT. Lines from workers carry a [default<local_rank>]: prefix; ddprun's own
 lines start with [ddprun].

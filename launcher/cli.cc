@@ -185,7 +185,7 @@ Exit status:
   N        the root-cause worker's exit code (128+S if it died of signal S)
   128+S    ddprun received signal S and stopped the workers
   2        bad command line or environment: nothing was started
-  70       ddprun could not run the job (spawn, pipe or file system error)
+  70       ddprun could not set the job up (event loop, signals, log folder, port)
 )";
 
 std::string MakeRunId() {

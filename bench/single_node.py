@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Single-node benchmarks, ddprun and torchrun side by side on the same machine, same run.
+
+  launch:  `--standalone --nproc-per-node=N` with a trivial binary worker: from the moment
+           the launcher is started to the moment the last worker is running (each worker
+           records its own start with the wall clock), and the whole job's wall time.
+  restart: rank 1 crashes on the first attempt: from its exit to the moment the last
+           replacement worker is running.
+  rss:     the agent's peak RSS (VmHWM) while its workers run.
+
+Prints a table and writes JSON (--json). torchrun is Debian's python3-torch 1.13.1 run
+through tests/compat/torchrun_py311.py, with its 1.13 default monitor interval (5 s) and
+with --monitor-interval 0.1 (the default since PyTorch 2.4).
+
+  bench/single_node.py --ddprun build/launcher/ddprun --worker build/bench/bench_worker
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCHRUN_SHIM = os.path.join(HERE, "..", "tests", "compat", "torchrun_py311.py")
+TORCH_PYTHON = "/usr/bin/python3"
+
+
+def read_ns(path):
+    with open(path) as f:
+        return int(f.read())
+
+
+def wait_for(paths, timeout):
+    deadline = time.monotonic() + timeout
+    while not all(os.path.exists(p) for p in paths):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout}s for {paths}")
+        time.sleep(0.001)
+
+
+def launcher_cmd(name, nproc, worker, work_dir, mode, max_restarts=0):
+    opts = ["--standalone", f"--nproc_per_node={nproc}", f"--max_restarts={max_restarts}",
+            "--no_python"]  # torch 1.13 knows only the underscore spellings
+    if name == "ddprun":
+        return [ARGS.ddprun, *opts, worker, work_dir, mode]
+    interval = "5" if name == "torchrun-1.13-default" else "0.1"
+    return [TORCH_PYTHON, TORCHRUN_SHIM, f"--monitor_interval={interval}", *opts, worker,
+            work_dir, mode]
+
+
+def run_launch(name, nproc):
+    work = tempfile.mkdtemp(prefix="ddprun-bench-")
+    try:
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        t0 = time.time_ns()
+        proc = subprocess.run(launcher_cmd(name, nproc, ARGS.worker, work, "exit"), env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        t_end = time.time_ns()
+        if proc.returncode != 0:
+            raise RuntimeError(f"{name} exited {proc.returncode}")
+        starts = [read_ns(f"{work}/start.{r}.0") for r in range(nproc)]
+        return (max(starts) - t0) / 1e6, (t_end - t0) / 1e6
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_restart(name, nproc):
+    work = tempfile.mkdtemp(prefix="ddprun-bench-")
+    try:
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        proc = subprocess.run(launcher_cmd(name, nproc, ARGS.worker, work, "crash-once", 1),
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=120)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{name} exited {proc.returncode}")
+        crash = read_ns(f"{work}/crash")
+        restarted = [read_ns(f"{work}/start.{r}.1") for r in range(nproc)]
+        return (max(restarted) - crash) / 1e6
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def vm_hwm_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmHWM")
+
+
+def run_rss(name, nproc):
+    work = tempfile.mkdtemp(prefix="ddprun-bench-")
+    try:
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        proc = subprocess.Popen(launcher_cmd(name, nproc, ARGS.worker, work, "hold"), env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for([f"{work}/start.{r}.0" for r in range(nproc)], 60)
+        time.sleep(0.2)  # let the launcher settle into its steady state before sampling
+        peak = vm_hwm_kib(proc.pid) / 1024
+        open(f"{work}/release", "w").close()
+        if proc.wait(timeout=60) != 0:
+            raise RuntimeError(f"{name} exited {proc.returncode}")
+        return peak
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def summarize(values):
+    return {"min": min(values), "median": statistics.median(values), "max": max(values),
+            "n": len(values)}
+
+
+def main():
+    launchers = ["ddprun"]
+    if not ARGS.no_torchrun:
+        if not shutil.which(TORCH_PYTHON) or subprocess.run(
+                [TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
+            sys.exit("torchrun needs Debian's python3-torch (scripts/install-deps.sh); "
+                     "or pass --no-torchrun")
+        launchers += ["torchrun-0.1s", "torchrun-1.13-default"]
+    results = {}
+    for name in launchers:
+        runs = ARGS.runs if name == "ddprun" else ARGS.torchrun_runs
+        r = {}
+        for nproc in (2, 8):
+            launch, wall = zip(*[run_launch(name, nproc) for _ in range(runs)])
+            r[f"launch_ms_nproc{nproc}"] = summarize(launch)
+            r[f"job_wall_ms_nproc{nproc}"] = summarize(wall)
+        r["restart_ms_nproc2"] = summarize([run_restart(name, 2) for _ in range(runs)])
+        r["peak_rss_mib"] = summarize([run_rss(name, 2) for _ in range(min(runs, 3))])
+        results[name] = r
+    metrics = list(results["ddprun"].keys())
+    width = max(len(m) for m in metrics) + 2
+    print(f"{'metric (min / median / max)':<{width}}" + "".join(f"{n:>34}" for n in launchers))
+    for m in metrics:
+        cells = "".join(
+            f"{results[n][m]['min']:>10.1f} /{results[n][m]['median']:>9.1f} /{results[n][m]['max']:>9.1f}"
+            for n in launchers)
+        print(f"{m:<{width}}{cells}")
+    if "torchrun-0.1s" in results:
+        print("\nratios, torchrun --monitor-interval 0.1 median / ddprun median:")
+        for m in metrics:
+            ratio = results["torchrun-0.1s"][m]["median"] / results["ddprun"][m]["median"]
+            print(f"  {m:<{width}}{ratio:8.1f}x")
+    if ARGS.json:
+        with open(ARGS.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ddprun", default="build/launcher/ddprun")
+    parser.add_argument("--worker", default="build/bench/bench_worker")
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--torchrun-runs", type=int, default=5)
+    parser.add_argument("--no-torchrun", action="store_true")
+    parser.add_argument("--json")
+    ARGS = parser.parse_args()
+    ARGS.ddprun = os.path.abspath(ARGS.ddprun)
+    ARGS.worker = os.path.abspath(ARGS.worker)
+    main()

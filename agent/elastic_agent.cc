@@ -180,7 +180,7 @@ absl::StatusOr<ElasticAgent::AttemptResult> ElasticAgent::RunAttempt(const Round
   loop_->Unwatch(signal_fd);
   loop_->Unwatch(timer_fd);
   workers.Finish();
-  if (const int strays = KillStrayChildren(guard_.pid()); strays > 0) {
+  if (const int strays = KillStrayChildren(guard_.pid(), workers.pids()); strays > 0) {
     spdlog::warn("killed {} process(es) that workers had left running outside their process "
                  "groups", strays);
   }

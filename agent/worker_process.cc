@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "agent/unique_fd.h"
@@ -85,22 +86,26 @@ absl::StatusOr<pid_t> SpawnWorkerProcess(const SpawnSpec& spec) {
   return pid;  // the child called setsid() before exec, so its group id is its pid
 }
 
-int KillStrayChildren(pid_t keep) {
+int KillStrayChildren(pid_t keep, const std::vector<pid_t>& known_groups) {
   // The agent is single-threaded, so its main task's list is all of its children.
   std::ifstream list(absl::StrCat("/proc/self/task/", ::getpid(), "/children"));
-  int killed = 0;
+  int strays = 0;
   pid_t child;
   while (list >> child) {
     if (child == keep) continue;
+    // /proc/<pid>/stat: "pid (comm) state ppid pgrp ..."; comm may hold spaces and ')'.
     std::ifstream stat(absl::StrCat("/proc/", child, "/stat"));
     std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
     const size_t paren = content.rfind(')');
-    if (paren != std::string::npos && paren + 2 < content.size() && content[paren + 2] == 'Z') {
-      continue;  // already dead, only not reaped yet
-    }
-    if (::kill(child, SIGKILL) == 0) ++killed;
+    if (paren == std::string::npos || paren + 2 >= content.size()) continue;  // gone
+    if (content[paren + 2] == 'Z') continue;  // already dead, only not reaped yet
+    pid_t ppid = 0, pgrp = 0;
+    std::istringstream fields(content.substr(paren + 4));
+    fields >> ppid >> pgrp;
+    if (::kill(child, SIGKILL) != 0) continue;
+    if (std::find(known_groups.begin(), known_groups.end(), pgrp) == known_groups.end()) ++strays;
   }
-  return killed;
+  return strays;
 }
 
 std::string SignalName(int signal) {

@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <algorithm>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,8 +25,9 @@ absl::StatusOr<pid_t> SpawnWorkerProcess(const SpawnSpec& spec);
 
 /// SIGKILLs every child of this process except `keep`: what workers left behind that
 /// re-parented to the agent (a child subreaper) after their parent exited, even if it left
-/// the worker's session with setsid(). Returns how many it killed.
-int KillStrayChildren(pid_t keep);
+/// the worker's session with setsid(). Returns how many of those were outside
+/// `known_groups` (process groups the caller has already killed).
+int KillStrayChildren(pid_t keep, const std::vector<pid_t>& known_groups);
 
 /// A human form of a waitpid status: "exit code 3" or "signal 9 (SIGKILL)".
 std::string DescribeWaitStatus(int wait_status);

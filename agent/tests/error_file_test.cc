@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun {
 namespace {
@@ -18,27 +19,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-// A fresh folder under the test temp dir, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "ddprun_error_file_test_XXXXXX";
-    path_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : "";
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  std::string Write(const std::string& name, const std::string& contents) const {
-    const std::string file = path_ + "/" + name;
-    std::ofstream(file, std::ios::binary) << contents;
-    return file;
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::ddprun::testing::TempDir;
 
 constexpr char kTorchFormat[] = R"({
   "message": {

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
 
 extern char** environ;
 
@@ -51,29 +52,7 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
-// A fresh folder under the test temp dir, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = ::testing::TempDir() + "ddprun_cli_test_XXXXXX";
-    path_ = ::mkdtemp(pattern.data()) != nullptr ? pattern : "";
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
-  std::string WriteFile(const std::string& name, const std::string& contents, mode_t mode) const {
-    const std::string file = path_ + "/" + name;
-    std::ofstream(file) << contents;
-    ::chmod(file.c_str(), mode);
-    return file;
-  }
-
- private:
-  std::string path_;
-};
+using ::ddprun::testing::TempDir;
 
 DeviceCounts FakeDevices(int gpus = 0, int cpus = 4) {
   DeviceCounts devices;
@@ -307,7 +286,7 @@ TEST_F(ParseCommandLineTest, DoubleDashEndsTheOptions) {
 TEST_F(ParseCommandLineTest, PythonScriptRunsWithPythonExec) {
   TempDir dir;
   ASSERT_FALSE(dir.path().empty());
-  const std::string script = dir.WriteFile("train.py", "print('hi')\n", 0644);
+  const std::string script = dir.Write("train.py", "print('hi')\n", 0644);
   ScopedEnv python("PYTHON_EXEC", "/bin/sh");
   CliOutcome out = ParseOk({script, "--lr", "0.1", "--nnodes=7"});
   EXPECT_THAT(out.config.worker_argv, ElementsAre("/bin/sh", "-u", script, "--lr", "0.1",
@@ -330,7 +309,7 @@ TEST_F(ParseCommandLineTest, PythonScriptThatIsNotAFileIsAnError) {
 
 TEST_F(ParseCommandLineTest, MissingPythonInterpreterIsAnError) {
   TempDir dir;
-  const std::string script = dir.WriteFile("train.py", "", 0644);
+  const std::string script = dir.Write("train.py", "", 0644);
   ScopedEnv python("PYTHON_EXEC", dir.path() + "/no-such-python");
   absl::Status status = ParseError({script});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -383,7 +362,7 @@ TEST_F(ParseCommandLineTest, NoPythonWithNonexistentProgramIsAnError) {
 
 TEST_F(ParseCommandLineTest, NoPythonWithNonExecutableFileIsAnError) {
   TempDir dir;
-  const std::string program = dir.WriteFile("prog", "#!/bin/sh\n", 0644);
+  const std::string program = dir.Write("prog", "#!/bin/sh\n", 0644);
   absl::Status status = ParseError({"--no-python", program});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(Message(status), HasSubstr(program));
@@ -392,7 +371,7 @@ TEST_F(ParseCommandLineTest, NoPythonWithNonExecutableFileIsAnError) {
 
 TEST_F(ParseCommandLineTest, NoPythonWithExecutableFile) {
   TempDir dir;
-  const std::string program = dir.WriteFile("prog", "#!/bin/sh\n", 0755);
+  const std::string program = dir.Write("prog", "#!/bin/sh\n", 0755);
   CliOutcome out = ParseOk({"--no-python", program, "a"});
   EXPECT_THAT(out.config.worker_argv, ElementsAre(program, "a"));
 }

@@ -139,18 +139,6 @@ bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout) {
   return true;
 }
 
-TempDir::TempDir() {
-  const char* tmp = getenv("TMPDIR");
-  std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/ddprun-test-XXXXXX";
-  if (mkdtemp(templ.data()) == nullptr) abort();
-  path_ = templ;
-}
-
-TempDir::~TempDir() {
-  nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
-       16, FTW_DEPTH | FTW_PHYS);
-}
-
 bool FileExists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
 
 std::string ReadFile(const std::string& path) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun::testing {
 
@@ -58,18 +59,6 @@ ProcessResult RunProcess(const std::vector<std::string>& argv,
 
 /// Polls `condition` every few milliseconds until it holds or `timeout` passes.
 bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout);
-
-/// A fresh empty directory, removed with everything in it when the object goes away.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 bool FileExists(const std::string& path);
 std::string ReadFile(const std::string& path);

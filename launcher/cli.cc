@@ -1,9 +1,11 @@
 #include "launcher/cli.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <random>
 
 #include "CLI/CLI.hpp"
@@ -149,7 +151,9 @@ void DeclareOptions(CLI::App& app, RawOptions& o) {
           "log files", kLogGroup);
 
   AddText(app, "", "--signals-to-handle", o.signals_to_handle,
-          "Signals the agent forwards to every worker before stopping them", kShutdownGroup);
+          "Signals the agent forwards to every worker before stopping them; SIGTERM, SIGINT, "
+          "SIGHUP and SIGQUIT always are, and the list adds to them (e.g. SIGUSR1,SIGUSR2)",
+          kShutdownGroup);
   AddText(app, "", "--shutdown-timeout", o.shutdown_timeout,
           "Seconds between the stop signal and SIGKILL", kShutdownGroup);
   AddText(app, "", "--exit-barrier-timeout", o.exit_barrier_timeout,
@@ -372,7 +376,16 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
 
   absl::StatusOr<std::vector<int>> signals = ParseSignalList(o.signals_to_handle);
   if (!signals.ok()) return signals.status();
-  config.signals_to_handle = *signals;
+  // SIGTERM, SIGINT, SIGHUP and SIGQUIT are always handled, and the list adds to them:
+  // "--signals-to-handle=SIGUSR1" for Slurm preemption must not turn a plain SIGTERM into
+  // an agent dying without a grace period for its workers.
+  config.signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  for (int sig : *signals) {
+    if (std::find(config.signals_to_handle.begin(), config.signals_to_handle.end(), sig) ==
+        config.signals_to_handle.end()) {
+      config.signals_to_handle.push_back(sig);
+    }
+  }
   absl::StatusOr<absl::Duration> shutdown = ParseSeconds("--shutdown-timeout", o.shutdown_timeout);
   if (!shutdown.ok()) return shutdown.status();
   config.shutdown_timeout = *shutdown;

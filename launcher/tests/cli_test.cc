@@ -461,12 +461,6 @@ TEST_F(ParseCommandLineTest, LocalRanksFilter) {
 
 // ---------------------------------------------------------------------------- shutdown
 
-TEST_F(ParseCommandLineTest, SignalsToHandle) {
-  CliOutcome out =
-      ParseOk({"--signals-to-handle=SIGUSR1,SIGTERM", "--no-python", "/bin/sh"});
-  EXPECT_THAT(out.config.signals_to_handle, ElementsAre(SIGUSR1, SIGTERM));
-}
-
 TEST_F(ParseCommandLineTest, BadSignalNameIsAnError) {
   absl::Status status = ParseError({"--signals-to-handle=SIGNOPE", "--no-python", "/bin/sh"});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -475,10 +469,11 @@ TEST_F(ParseCommandLineTest, BadSignalNameIsAnError) {
 
 TEST_F(ParseCommandLineTest, TorchElasticSignalsEnvironmentGivesTheDefault) {
   ScopedEnv signals("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGUSR2");
-  EXPECT_THAT(ParseOk({"--no-python", "/bin/sh"}).config.signals_to_handle, ElementsAre(SIGUSR2));
+  EXPECT_THAT(ParseOk({"--no-python", "/bin/sh"}).config.signals_to_handle,
+              ElementsAre(SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR2));
   EXPECT_THAT(ParseOk({"--signals-to-handle=SIGINT", "--no-python", "/bin/sh"})
                   .config.signals_to_handle,
-              ElementsAre(SIGINT));
+              ElementsAre(SIGTERM, SIGINT, SIGHUP, SIGQUIT));
 }
 
 TEST_F(ParseCommandLineTest, ShutdownTimeoutFlag) {
@@ -541,6 +536,10 @@ TEST_F(ParseCommandLineTest, MissingValueSaysWhatToWrite) {
 TEST_F(ParseCommandLineTest, HelpShowsTheTrainingScriptInTheUsageLine) {
   CliOutcome out = ParseOk({"--help"});
   EXPECT_THAT(out.text, HasSubstr("Usage: ddprun [OPTIONS] training_script [args...]"));
+}
+TEST_F(ParseCommandLineTest, SignalsToHandleAddToTheDefaultFour) {
+  CliOutcome out = ParseOk({"--signals-to-handle=SIGUSR1,SIGTERM", "--no-python", "/bin/sh"});
+  EXPECT_THAT(out.config.signals_to_handle, ElementsAre(SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1));
 }
 }  // namespace
 }  // namespace ddprun

@@ -1,0 +1,367 @@
+#include "rendezvous/round_state_machine.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace ddprun {
+
+bool NaturalLess(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    if (absl::ascii_isdigit(a[i]) && absl::ascii_isdigit(b[j])) {
+      size_t i_end = i, j_end = j;
+      while (i_end < a.size() && absl::ascii_isdigit(a[i_end])) ++i_end;
+      while (j_end < b.size() && absl::ascii_isdigit(b[j_end])) ++j_end;
+      // Compare the numbers without converting: skip leading zeros, then length, then digits.
+      size_t i_sig = i, j_sig = j;
+      while (i_sig + 1 < i_end && a[i_sig] == '0') ++i_sig;
+      while (j_sig + 1 < j_end && b[j_sig] == '0') ++j_sig;
+      const size_t i_len = i_end - i_sig, j_len = j_end - j_sig;
+      if (i_len != j_len) return i_len < j_len;
+      const int cmp = a.compare(i_sig, i_len, b, j_sig, j_len);
+      if (cmp != 0) return cmp < 0;
+      i = i_end;
+      j = j_end;
+      continue;
+    }
+    if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+    ++i;
+    ++j;
+  }
+  return (a.size() - i) < (b.size() - j);
+}
+
+RoundStateMachine::RoundStateMachine(RendezvousSettings settings, absl::Time now)
+    : settings_(std::move(settings)), gathering_since_(now) {}
+
+absl::Duration RoundStateMachine::DeadAfter() const {
+  return settings_.keep_alive_interval * settings_.keep_alive_max_attempt;
+}
+
+absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, absl::Time now) {
+  if (phase_ == Phase::kEnded) {
+    return absl::FailedPreconditionError(
+        "this run has already ended; start the job again with a new --rdzv-id");
+  }
+  for (const auto& [other, existing] : nodes_) {
+    if (other != session && existing.info.incarnation == node.incarnation) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "an agent with the same identity (", node.host, ", pid ", node.pid,
+          ") is already in this run on another connection; is the same agent joining twice?"));
+    }
+  }
+  auto [it, inserted] = nodes_.try_emplace(session);
+  Node& entry = it->second;
+  entry.info = node;
+  entry.last_seen = now;
+  const bool member = std::find(members_.begin(), members_.end(), session) != members_.end();
+  if (phase_ == Phase::kGathering) {
+    entry.joined = true;
+    MaybeCloseRound(now);
+    return absl::OkStatus();
+  }
+  entry.joined = true;
+  if (member) {
+    // A member asking for a new round while its round runs has restarted its side.
+    EndRound(StopReason::kMembershipChanged,
+             absl::StrCat(node.host, " rejoined while its round was running"), now);
+  } else if (phase_ == Phase::kRunning &&
+             static_cast<int>(members_.size()) < settings_.max_nodes) {
+    EndRound(StopReason::kMembershipChanged,
+             absl::StrCat(node.host, " joins the job (", members_.size() + 1, " nodes)"), now);
+  }
+  // Otherwise it waits: the job is at --nnodes' maximum, or finishing.
+  return absl::OkStatus();
+}
+
+void RoundStateMachine::Heartbeat(SessionId session, absl::Time now) {
+  auto it = nodes_.find(session);
+  if (it != nodes_.end()) it->second.last_seen = now;
+}
+
+void RoundStateMachine::Disconnect(SessionId session, absl::Time now) {
+  if (nodes_.count(session) == 0) return;
+  RemoveNode(session, "its connection to the master broke", now);
+}
+
+void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
+                                      std::vector<ReportedFailure> failures, absl::Time now) {
+  if (round != round_ || failures.empty() ||
+      std::find(members_.begin(), members_.end(), session) == members_.end()) {
+    return;  // a report about a round that has already ended
+  }
+  Heartbeat(session, now);
+  const ReportedFailure first = *std::min_element(
+      failures.begin(), failures.end(),
+      [](const ReportedFailure& a, const ReportedFailure& b) { return a.time < b.time; });
+  failures_.insert(failures_.end(), failures.begin(), failures.end());
+  const std::string what = absl::StrCat("rank ", first.rank, " on ", first.host,
+                                        " failed (exitcode ", first.exit_code, ")");
+  if (phase_ == Phase::kFinishing) {
+    EndRun(RunOutcome::kFailed,
+           absl::StrCat(what, " after another node had finished: no restart is possible"), now);
+  } else if (phase_ == Phase::kRunning && restarts_spent_ < settings_.max_restarts) {
+    ++restarts_spent_;
+    EndRound(StopReason::kWorkerFailed,
+             absl::StrCat(what, "; restart ", restarts_spent_, " of --max-restarts=",
+                          settings_.max_restarts),
+             now);
+  } else if (phase_ == Phase::kRunning) {
+    EndRun(RunOutcome::kFailed,
+           absl::StrCat(what, "; restart budget spent (--max-restarts=", settings_.max_restarts,
+                        ")"),
+           now);
+  }
+}
+
+void RoundStateMachine::ReportSuccess(SessionId session, int64_t round, absl::Time now) {
+  if (round != round_ || (phase_ != Phase::kRunning && phase_ != Phase::kFinishing) ||
+      std::find(members_.begin(), members_.end(), session) == members_.end()) {
+    return;
+  }
+  Heartbeat(session, now);
+  nodes_[session].finished = true;
+  if (phase_ == Phase::kRunning) {
+    phase_ = Phase::kFinishing;
+    finishing_deadline_ = now + settings_.exit_barrier_timeout;
+  }
+  const bool all_done = std::all_of(members_.begin(), members_.end(), [&](SessionId s) {
+    auto it = nodes_.find(s);
+    return it != nodes_.end() && it->second.finished;
+  });
+  if (all_done) EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
+}
+
+void RoundStateMachine::Tick(absl::Time now) {
+  if (phase_ == Phase::kEnded) return;
+  std::vector<SessionId> silent;
+  for (const auto& [session, node] : nodes_) {
+    if (now - node.last_seen >= DeadAfter()) silent.push_back(session);
+  }
+  for (SessionId session : silent) {
+    if (phase_ == Phase::kEnded) return;
+    RemoveNode(session,
+               absl::StrCat("no heartbeat for ", absl::FormatDuration(DeadAfter()),
+                            " (keep_alive_interval x keep_alive_max_attempt)"),
+               now);
+  }
+  if (phase_ == Phase::kGathering) {
+    if (last_call_deadline_ && now >= *last_call_deadline_) {
+      CloseRound(now);
+    } else if (JoinedCount() < settings_.min_nodes &&
+               now - gathering_since_ >= settings_.join_timeout) {
+      EndRun(RunOutcome::kTimedOut,
+             absl::StrCat("rendezvous timed out after join_timeout=",
+                          absl::FormatDuration(settings_.join_timeout), ": ", DescribeMissing()),
+             now);
+    }
+  } else if (phase_ == Phase::kFinishing && finishing_deadline_ && now >= *finishing_deadline_) {
+    std::vector<std::string> running;
+    for (SessionId s : members_) {
+      if (!nodes_[s].finished) running.push_back(nodes_[s].info.host);
+    }
+    EndRun(RunOutcome::kSucceeded,
+           absl::StrCat("exit barrier timed out after ",
+                        absl::FormatDuration(settings_.exit_barrier_timeout),
+                        " (--exit-barrier-timeout); still running: ", absl::StrJoin(running, ", ")),
+           now);
+  }
+}
+
+std::vector<Outbound> RoundStateMachine::TakeOutbound() {
+  std::vector<Outbound> out;
+  out.swap(outbound_);
+  return out;
+}
+
+absl::Time RoundStateMachine::NextDeadline() const {
+  absl::Time next = absl::InfiniteFuture();
+  if (phase_ == Phase::kEnded) return next;
+  for (const auto& [session, node] : nodes_) next = std::min(next, node.last_seen + DeadAfter());
+  if (phase_ == Phase::kGathering) {
+    if (last_call_deadline_) next = std::min(next, *last_call_deadline_);
+    if (JoinedCount() < settings_.min_nodes) {
+      next = std::min(next, gathering_since_ + settings_.join_timeout);
+    }
+  }
+  if (phase_ == Phase::kFinishing && finishing_deadline_) next = std::min(next, *finishing_deadline_);
+  return next;
+}
+
+std::vector<SessionId> RoundStateMachine::waiting() const {
+  std::vector<SessionId> out;
+  for (const auto& [session, node] : nodes_) {
+    if (node.joined) out.push_back(session);
+  }
+  return out;
+}
+
+int RoundStateMachine::JoinedCount() const {
+  int n = 0;
+  for (const auto& [session, node] : nodes_) n += node.joined ? 1 : 0;
+  return n;
+}
+
+bool RoundStateMachine::AllPreviousMembersBack() const {
+  if (previous_members_.empty()) return false;
+  for (SessionId s : previous_members_) {
+    auto it = nodes_.find(s);
+    if (it == nodes_.end() || !it->second.joined) return false;
+  }
+  return true;
+}
+
+void RoundStateMachine::MaybeCloseRound(absl::Time now) {
+  const int joined = JoinedCount();
+  if (joined >= settings_.max_nodes || (joined >= settings_.min_nodes && AllPreviousMembersBack())) {
+    CloseRound(now);
+  } else if (joined >= settings_.min_nodes) {
+    if (!last_call_deadline_) last_call_deadline_ = now + settings_.last_call_timeout;
+    if (now >= *last_call_deadline_) CloseRound(now);
+  } else {
+    last_call_deadline_.reset();
+  }
+}
+
+std::vector<SessionId> RoundStateMachine::OrderForNextRound() const {
+  // Members of the previous round keep their relative order; newcomers follow, by
+  // --node-rank hint, then host name in natural order, then pid.
+  std::vector<SessionId> order;
+  for (SessionId s : previous_members_) {
+    auto it = nodes_.find(s);
+    if (it != nodes_.end() && it->second.joined) order.push_back(s);
+  }
+  std::vector<SessionId> newcomers;
+  for (const auto& [session, node] : nodes_) {
+    if (node.joined && std::find(order.begin(), order.end(), session) == order.end()) {
+      newcomers.push_back(session);
+    }
+  }
+  std::sort(newcomers.begin(), newcomers.end(), [this](SessionId a, SessionId b) {
+    const NodeInfo& x = nodes_.at(a).info;
+    const NodeInfo& y = nodes_.at(b).info;
+    const int hx = x.node_rank_hint < 0 ? INT_MAX : x.node_rank_hint;
+    const int hy = y.node_rank_hint < 0 ? INT_MAX : y.node_rank_hint;
+    if (hx != hy) return hx < hy;
+    if (x.host != y.host) return NaturalLess(x.host, y.host);
+    if (x.pid != y.pid) return x.pid < y.pid;
+    return x.incarnation < y.incarnation;
+  });
+  order.insert(order.end(), newcomers.begin(), newcomers.end());
+  if (static_cast<int>(order.size()) > settings_.max_nodes) order.resize(settings_.max_nodes);
+  return order;
+}
+
+void RoundStateMachine::CloseRound(absl::Time now) {
+  (void)now;
+  members_ = OrderForNextRound();
+  ++round_;
+  phase_ = Phase::kRunning;
+  last_call_deadline_.reset();
+  finishing_deadline_.reset();
+  int world_size = 0;
+  for (SessionId s : members_) world_size += nodes_.at(s).info.local_world_size;
+  const NodeInfo& rank0 = nodes_.at(members_.front()).info;
+  int base_rank = 0;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    Node& node = nodes_.at(members_[i]);
+    node.joined = false;
+    node.finished = false;
+    Outbound out;
+    out.session = members_[i];
+    out.kind = Outbound::Kind::kAssign;
+    out.assignment.round = round_;
+    out.assignment.restart_count = restarts_spent_;
+    out.assignment.group_rank = static_cast<int>(i);
+    out.assignment.group_world_size = static_cast<int>(members_.size());
+    out.assignment.base_rank = base_rank;
+    out.assignment.world_size = world_size;
+    out.assignment.master_addr = rank0.addr;
+    out.assignment.master_port = rank0.master_port;
+    outbound_.push_back(std::move(out));
+    base_rank += node.info.local_world_size;
+  }
+}
+
+void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, absl::Time now) {
+  for (SessionId s : members_) {
+    Outbound out;
+    out.session = s;
+    out.kind = Outbound::Kind::kStop;
+    out.stop_reason = reason;
+    out.detail = detail;
+    outbound_.push_back(std::move(out));
+  }
+  previous_members_ = members_;
+  members_.clear();
+  phase_ = Phase::kGathering;
+  gathering_since_ = now;
+  last_call_deadline_.reset();
+  finishing_deadline_.reset();
+  MaybeCloseRound(now);  // nodes waiting to join may already be enough; members must rejoin
+}
+
+void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail, absl::Time now) {
+  (void)now;
+  phase_ = Phase::kEnded;
+  std::vector<ReportedFailure> root;
+  if (!failures_.empty()) {
+    root.push_back(*std::min_element(
+        failures_.begin(), failures_.end(),
+        [](const ReportedFailure& a, const ReportedFailure& b) { return a.time < b.time; }));
+  }
+  for (const auto& [session, node] : nodes_) {
+    Outbound out;
+    out.session = session;
+    out.kind = Outbound::Kind::kEnd;
+    out.outcome = outcome;
+    out.detail = detail;
+    out.root_cause = root;
+    outbound_.push_back(std::move(out));
+  }
+}
+
+void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, absl::Time now) {
+  auto it = nodes_.find(session);
+  if (it == nodes_.end()) return;
+  const std::string host = it->second.info.host;
+  const bool finished = it->second.finished;
+  nodes_.erase(it);
+  previous_members_.erase(std::remove(previous_members_.begin(), previous_members_.end(), session),
+                          previous_members_.end());
+  const auto member = std::find(members_.begin(), members_.end(), session);
+  if (member == members_.end()) {
+    if (phase_ == Phase::kGathering) MaybeCloseRound(now);
+    return;
+  }
+  members_.erase(member);
+  const std::string detail = absl::StrCat(host, " left the job: ", why);
+  if (phase_ == Phase::kRunning) {
+    EndRound(StopReason::kMembershipChanged, detail, now);
+  } else if (phase_ == Phase::kFinishing && !finished) {
+    EndRun(RunOutcome::kFailed, absl::StrCat(detail, ", before its workers finished"), now);
+  } else if (phase_ == Phase::kFinishing) {
+    const bool all_done = std::all_of(members_.begin(), members_.end(),
+                                      [&](SessionId s) { return nodes_.at(s).finished; });
+    if (all_done) EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
+  }
+}
+
+std::string RoundStateMachine::DescribeMissing() const {
+  std::vector<std::string> joined;
+  for (const auto& [session, node] : nodes_) {
+    if (node.joined) joined.push_back(node.info.host);
+  }
+  std::sort(joined.begin(), joined.end(), NaturalLess);
+  return absl::StrCat(joined.size(), " of the at least ", settings_.min_nodes,
+                      " nodes needed (--nnodes=", settings_.min_nodes, ":", settings_.max_nodes,
+                      ") joined", joined.empty() ? "" : ": ", absl::StrJoin(joined, ", "),
+                      "; check that every node runs ddprun with the same --rdzv-endpoint and "
+                      "--rdzv-id and can reach the endpoint");
+}
+
+}  // namespace ddprun

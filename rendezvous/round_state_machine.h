@@ -1,0 +1,160 @@
+#pragma once
+// RoundStateMachine: the rendezvous rules of one run, as the master applies them. Pure: no
+// sockets, no threads, no clock of its own. The gRPC layer feeds it events with the master's
+// monotonic time and sends the messages it emits; tests drive it with a fake clock.
+//
+//   GATHERING --(min nodes joined)--> last call --(deadline, max nodes, or every member of
+//       ^                                           the previous round back)--> RUNNING
+//       |                                                                          |
+//       +--(a worker failed and the budget allows; a member died; a node waits)----+
+//   RUNNING --(one node's workers all succeeded)--> FINISHING --(all done)--> ENDED
+//   any --(budget spent, join_timeout, fewer than min nodes for join_timeout)--> ENDED
+//
+// Every agent holds one session; a session joins, heartbeats, reports, and is told what to
+// do. Sessions are identified by the caller (the gRPC layer's stream id).
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace ddprun {
+
+using SessionId = uint64_t;
+
+struct RendezvousSettings {
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int max_restarts = 0;
+  absl::Duration join_timeout = absl::Seconds(600);
+  absl::Duration last_call_timeout = absl::Seconds(30);
+  absl::Duration keep_alive_interval = absl::Seconds(5);
+  int keep_alive_max_attempt = 3;
+  absl::Duration exit_barrier_timeout = absl::Seconds(300);
+};
+
+/// What an agent says about itself when it joins.
+struct NodeInfo {
+  std::string host;         // for ordering and messages
+  std::string addr;         // where its workers are reachable (MASTER_ADDR if group rank 0)
+  int pid = 0;
+  std::string incarnation;  // random per agent process: tells a restarted agent apart
+  int local_world_size = 1;
+  int node_rank_hint = -1;  // --node-rank when given, else -1
+  int master_port = 0;      // a free port on that node, for MASTER_PORT if it is rank 0
+};
+
+/// One failed worker, as an agent reports it.
+struct ReportedFailure {
+  std::string host;
+  int rank = 0;
+  int local_rank = 0;
+  int exit_code = 0;  // torchrun's: -N for signal N
+  int pid = 0;
+  absl::Time time;
+  std::string message;  // error-file message or the stderr tail, already formatted
+};
+
+struct Assignment {
+  int64_t round = 0;
+  int restart_count = 0;
+  int group_rank = 0;
+  int group_world_size = 0;
+  int base_rank = 0;
+  int world_size = 0;
+  std::string master_addr;
+  int master_port = 0;
+};
+
+enum class StopReason { kWorkerFailed, kMembershipChanged, kRunEnded };
+
+enum class RunOutcome { kSucceeded, kFailed, kTimedOut };
+
+/// A message for one session, to be sent by the I/O layer in the order emitted.
+struct Outbound {
+  enum class Kind { kAssign, kStop, kEnd };
+  SessionId session = 0;
+  Kind kind = Kind::kAssign;
+  Assignment assignment;  // kAssign
+  StopReason stop_reason = StopReason::kWorkerFailed;  // kStop
+  RunOutcome outcome = RunOutcome::kSucceeded;          // kEnd
+  std::string detail;  // kStop/kEnd: what happened, for the agent's log and summary
+  std::vector<ReportedFailure> root_cause;  // kEnd with kFailed: the earliest failure
+};
+
+class RoundStateMachine {
+ public:
+  enum class Phase { kGathering, kRunning, kFinishing, kEnded };
+
+  RoundStateMachine(RendezvousSettings settings, absl::Time now);
+
+  /// A session asks to be in the next round. Errors: AlreadyExists for an incarnation that
+  /// another live session holds; FailedPrecondition once the run has ended.
+  absl::Status Join(SessionId session, const NodeInfo& node, absl::Time now);
+  /// Proof of life; unknown sessions are ignored.
+  void Heartbeat(SessionId session, absl::Time now);
+  /// The session's stream broke: the node is gone at once, no waiting for heartbeats.
+  void Disconnect(SessionId session, absl::Time now);
+  /// Workers of `round` on this session's node failed (`failures` not empty).
+  void ReportFailure(SessionId session, int64_t round, std::vector<ReportedFailure> failures,
+                     absl::Time now);
+  /// Every worker of `round` on this session's node exited 0.
+  void ReportSuccess(SessionId session, int64_t round, absl::Time now);
+  /// Applies every deadline that has passed by `now`.
+  void Tick(absl::Time now);
+
+  /// Messages emitted since the last call, in order.
+  std::vector<Outbound> TakeOutbound();
+  /// When Tick must next be called (InfiniteFuture when nothing is pending).
+  absl::Time NextDeadline() const;
+
+  Phase phase() const { return phase_; }
+  int64_t round() const { return round_; }
+  int restarts_spent() const { return restarts_spent_; }
+  /// Sessions in the current (or last) round, in group-rank order.
+  const std::vector<SessionId>& members() const { return members_; }
+  /// Sessions that joined and wait for the next round to close.
+  std::vector<SessionId> waiting() const;
+
+ private:
+  struct Node {
+    NodeInfo info;
+    absl::Time last_seen;
+    bool joined = false;     // waiting for the next round
+    bool finished = false;   // reported success in the current round
+  };
+
+  void BeginGathering(absl::Time now);
+  void MaybeCloseRound(absl::Time now);
+  void CloseRound(absl::Time now);
+  void EndRound(StopReason reason, const std::string& detail, absl::Time now);
+  void EndRun(RunOutcome outcome, const std::string& detail, absl::Time now);
+  void RemoveNode(SessionId session, const std::string& why, absl::Time now);
+  std::vector<SessionId> OrderForNextRound() const;
+  int JoinedCount() const;
+  bool AllPreviousMembersBack() const;
+  std::string DescribeMissing() const;
+  absl::Duration DeadAfter() const;
+
+  RendezvousSettings settings_;
+  Phase phase_ = Phase::kGathering;
+  int64_t round_ = -1;  // the last round closed; -1 before the first
+  int restarts_spent_ = 0;
+  std::map<SessionId, Node> nodes_;
+  std::vector<SessionId> members_;           // current round, in group-rank order
+  std::vector<SessionId> previous_members_;  // round before, for the fast path and order
+  absl::Time gathering_since_;
+  std::optional<absl::Time> last_call_deadline_;
+  std::optional<absl::Time> finishing_deadline_;
+  std::vector<ReportedFailure> failures_;  // every failure reported in this run
+  std::vector<Outbound> outbound_;
+};
+
+/// "node2" < "node10": digits compare as numbers, the rest as bytes.
+bool NaturalLess(const std::string& a, const std::string& b);
+
+}  // namespace ddprun

@@ -1,0 +1,332 @@
+#include "rendezvous/round_state_machine.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace ddprun {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using Kind = Outbound::Kind;
+
+// Drives a RoundStateMachine with a fake clock.
+class RoundStateMachineTest : public ::testing::Test {
+ protected:
+  void Make(int min_nodes, int max_nodes, int max_restarts = 0) {
+    RendezvousSettings settings;
+    settings.min_nodes = min_nodes;
+    settings.max_nodes = max_nodes;
+    settings.max_restarts = max_restarts;
+    settings.join_timeout = absl::Seconds(600);
+    settings.last_call_timeout = absl::Seconds(30);
+    settings.keep_alive_interval = absl::Seconds(5);
+    settings.keep_alive_max_attempt = 3;
+    settings.exit_barrier_timeout = absl::Seconds(300);
+    sm_ = std::make_unique<RoundStateMachine>(settings, now_);
+  }
+
+  static NodeInfo Node(const std::string& host, int nproc = 2, int hint = -1) {
+    NodeInfo n;
+    n.host = host;
+    n.addr = host + ".addr";
+    n.pid = 100;
+    n.incarnation = "inc-" + host;
+    n.local_world_size = nproc;
+    n.node_rank_hint = hint;
+    n.master_port = 29000 + static_cast<int>(host.size());
+    return n;
+  }
+
+  absl::Status Join(SessionId s, const NodeInfo& n) { return sm_->Join(s, n, now_); }
+  void Advance(absl::Duration d) {
+    now_ += d;
+    sm_->Tick(now_);
+  }
+  // Keeps every listed session alive while time passes.
+  void AdvanceWithHeartbeats(absl::Duration d, const std::vector<SessionId>& alive) {
+    const absl::Time end = now_ + d;
+    while (now_ < end) {
+      now_ = std::min(end, now_ + absl::Seconds(1));
+      for (SessionId s : alive) sm_->Heartbeat(s, now_);
+      sm_->Tick(now_);
+    }
+  }
+  std::vector<Outbound> Take() { return sm_->TakeOutbound(); }
+  static std::vector<Outbound> OfKind(const std::vector<Outbound>& all, Kind kind) {
+    std::vector<Outbound> out;
+    for (const auto& o : all) {
+      if (o.kind == kind) out.push_back(o);
+    }
+    return out;
+  }
+  ReportedFailure Failure(const std::string& host, int rank, absl::Duration ago) {
+    ReportedFailure f;
+    f.host = host;
+    f.rank = rank;
+    f.exit_code = 3;
+    f.time = now_ - ago;
+    return f;
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1000000);
+  std::unique_ptr<RoundStateMachine> sm_;
+};
+
+TEST_F(RoundStateMachineTest, ClosesAtOnceWhenMaxNodesJoin) {
+  Make(2, 2);
+  ASSERT_TRUE(Join(1, Node("node1")).ok());
+  EXPECT_TRUE(Take().empty());
+  ASSERT_TRUE(Join(2, Node("node2", 3)).ok());
+  auto out = Take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(sm_->phase(), RoundStateMachine::Phase::kRunning);
+  EXPECT_EQ(out[0].session, 1u);
+  EXPECT_EQ(out[0].assignment.group_rank, 0);
+  EXPECT_EQ(out[0].assignment.base_rank, 0);
+  EXPECT_EQ(out[1].assignment.group_rank, 1);
+  EXPECT_EQ(out[1].assignment.base_rank, 2);  // after node1's 2 workers
+  for (const auto& o : out) {
+    EXPECT_EQ(o.assignment.world_size, 5);  // nproc may differ per node
+    EXPECT_EQ(o.assignment.group_world_size, 2);
+    EXPECT_EQ(o.assignment.round, 0);
+    EXPECT_EQ(o.assignment.master_addr, "node1.addr");
+    EXPECT_EQ(o.assignment.master_port, Node("node1").master_port);
+  }
+}
+
+TEST_F(RoundStateMachineTest, LastCallWaitsThenClosesWithWhoeverCame) {
+  Make(1, 3);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  AdvanceWithHeartbeats(absl::Seconds(10), {1});
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  EXPECT_TRUE(Take().empty());
+  AdvanceWithHeartbeats(absl::Seconds(19), {1, 2});
+  EXPECT_EQ(sm_->phase(), RoundStateMachine::Phase::kGathering);
+  AdvanceWithHeartbeats(absl::Seconds(1), {1, 2});
+  EXPECT_EQ(sm_->phase(), RoundStateMachine::Phase::kRunning);
+  EXPECT_EQ(OfKind(Take(), Kind::kAssign).size(), 2u);
+}
+
+TEST_F(RoundStateMachineTest, BelowMinNodesTheJoinTimesOutNamingWhoCame) {
+  Make(3, 3);
+  ASSERT_TRUE(Join(1, Node("node7")).ok());
+  AdvanceWithHeartbeats(absl::Seconds(599), {1});
+  EXPECT_TRUE(Take().empty());
+  AdvanceWithHeartbeats(absl::Seconds(1), {1});
+  auto out = Take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].kind, Kind::kEnd);
+  EXPECT_EQ(out[0].outcome, RunOutcome::kTimedOut);
+  EXPECT_THAT(out[0].detail, HasSubstr("1 of the at least 3 nodes needed (--nnodes=3:3) joined: node7"));
+  EXPECT_THAT(out[0].detail, HasSubstr("--rdzv-endpoint"));
+  EXPECT_EQ(sm_->phase(), RoundStateMachine::Phase::kEnded);
+}
+
+TEST_F(RoundStateMachineTest, NewcomersOrderedByHintThenNaturalHostOrder) {
+  Make(4, 4);
+  ASSERT_TRUE(Join(1, Node("node10")).ok());
+  ASSERT_TRUE(Join(2, Node("node2")).ok());
+  ASSERT_TRUE(Join(3, Node("zeta", 2, /*hint=*/0)).ok());
+  ASSERT_TRUE(Join(4, Node("node9")).ok());
+  auto out = Take();
+  ASSERT_EQ(out.size(), 4u);
+  std::vector<SessionId> order;
+  for (const auto& o : out) order.push_back(o.session);
+  EXPECT_THAT(order, ElementsAre(3u, 2u, 4u, 1u));  // zeta (hint 0), node2, node9, node10
+  EXPECT_THAT(sm_->members(), ElementsAre(3u, 2u, 4u, 1u));
+}
+
+TEST_F(RoundStateMachineTest, WorkerFailureRestartsEveryoneWithOneGlobalCount) {
+  Make(2, 2, /*max_restarts=*/1);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->ReportFailure(2, 0, {Failure("b", 3, absl::ZeroDuration())}, now_);
+  auto stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 2u);  // both nodes stop, the failing one included
+  EXPECT_EQ(stops[0].stop_reason, StopReason::kWorkerFailed);
+  EXPECT_THAT(stops[0].detail, HasSubstr("rank 3 on b failed"));
+  EXPECT_EQ(sm_->restarts_spent(), 1);
+  // Fast path: both previous members back closes the round at once, in the same order.
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  EXPECT_TRUE(Take().empty());
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  auto assigns = OfKind(Take(), Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 2u);
+  for (const auto& a : assigns) {
+    EXPECT_EQ(a.assignment.restart_count, 1);
+    EXPECT_EQ(a.assignment.round, 1);
+  }
+  EXPECT_THAT(sm_->members(), ElementsAre(1u, 2u));
+}
+
+TEST_F(RoundStateMachineTest, SpentBudgetEndsTheRunWithTheEarliestFailureAcrossNodes) {
+  Make(2, 2, /*max_restarts=*/0);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->ReportFailure(2, 0, {Failure("b", 2, absl::Seconds(1)), Failure("b", 3, absl::Seconds(5))},
+                     now_);
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_EQ(ends[0].outcome, RunOutcome::kFailed);
+  ASSERT_EQ(ends[0].root_cause.size(), 1u);
+  EXPECT_EQ(ends[0].root_cause[0].rank, 3);
+  EXPECT_THAT(ends[0].detail, HasSubstr("restart budget spent"));
+}
+
+TEST_F(RoundStateMachineTest, ReportsAboutAnEndedRoundAreIgnored) {
+  Make(1, 1, 5);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  Take();
+  sm_->ReportFailure(1, 0, {Failure("a", 0, absl::ZeroDuration())}, now_);
+  Take();
+  sm_->ReportFailure(1, 0, {Failure("a", 0, absl::ZeroDuration())}, now_);  // late duplicate
+  EXPECT_EQ(sm_->restarts_spent(), 1);
+  EXPECT_TRUE(Take().empty());
+}
+
+TEST_F(RoundStateMachineTest, BrokenStreamEndsTheRoundAtOnceWithoutSpendingBudget) {
+  Make(1, 2, /*max_restarts=*/0);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->Disconnect(2, now_);
+  auto stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].session, 1u);
+  EXPECT_EQ(stops[0].stop_reason, StopReason::kMembershipChanged);
+  EXPECT_THAT(stops[0].detail, HasSubstr("b left the job: its connection to the master broke"));
+  EXPECT_EQ(sm_->restarts_spent(), 0);
+  ASSERT_TRUE(Join(1, Node("a")).ok());  // the survivor is every previous member: fast path
+  auto assigns = OfKind(Take(), Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 1u);
+  EXPECT_EQ(assigns[0].assignment.world_size, 2);
+  EXPECT_EQ(assigns[0].assignment.restart_count, 0);
+}
+
+TEST_F(RoundStateMachineTest, MissingHeartbeatsKillANodeAfterIntervalTimesAttempts) {
+  Make(1, 2);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  AdvanceWithHeartbeats(absl::Seconds(14), {1});  // b is silent
+  EXPECT_TRUE(Take().empty());
+  AdvanceWithHeartbeats(absl::Seconds(1), {1});
+  auto stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_THAT(stops[0].detail, HasSubstr("no heartbeat for 15s"));
+}
+
+TEST_F(RoundStateMachineTest, NodeJoiningARunningJobBelowMaxRestartsEveryoneForFree) {
+  Make(1, 3, /*max_restarts=*/0);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  AdvanceWithHeartbeats(absl::Seconds(30), {1});
+  ASSERT_EQ(OfKind(Take(), Kind::kAssign).size(), 1u);
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  auto stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].stop_reason, StopReason::kMembershipChanged);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  auto assigns = OfKind(Take(), Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 2u);
+  EXPECT_EQ(assigns[0].assignment.group_rank, 0);
+  EXPECT_EQ(assigns[0].session, 1u);  // the survivor keeps rank 0; the newcomer follows
+  EXPECT_EQ(assigns[1].session, 2u);
+  EXPECT_EQ(sm_->restarts_spent(), 0);
+}
+
+TEST_F(RoundStateMachineTest, AtMaxNodesANewcomerWaitsForASlot) {
+  Make(1, 1);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  Take();
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  EXPECT_TRUE(Take().empty());
+  EXPECT_THAT(sm_->waiting(), ElementsAre(2u));
+  sm_->Disconnect(1, now_);
+  auto assigns = OfKind(Take(), Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 1u);  // b takes the free slot
+  EXPECT_EQ(assigns[0].session, 2u);
+}
+
+TEST_F(RoundStateMachineTest, SuccessOnOneNodeFinishesTheRunWhenAllAreDone) {
+  Make(2, 2);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->ReportSuccess(1, 0, now_);
+  EXPECT_EQ(sm_->phase(), RoundStateMachine::Phase::kFinishing);
+  EXPECT_TRUE(Take().empty());
+  ASSERT_TRUE(Join(3, Node("c")).ok());  // no new rounds while finishing
+  EXPECT_TRUE(Take().empty());
+  sm_->ReportSuccess(2, 0, now_);
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 3u);  // the waiting node is told too
+  EXPECT_EQ(ends[0].outcome, RunOutcome::kSucceeded);
+}
+
+TEST_F(RoundStateMachineTest, FailureWhileFinishingFailsTheRun) {
+  Make(2, 2, /*max_restarts=*/3);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->ReportSuccess(1, 0, now_);
+  sm_->ReportFailure(2, 0, {Failure("b", 2, absl::ZeroDuration())}, now_);
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_EQ(ends[0].outcome, RunOutcome::kFailed);
+  EXPECT_THAT(ends[0].detail, HasSubstr("after another node had finished"));
+}
+
+TEST_F(RoundStateMachineTest, ExitBarrierTimesOutNamingTheNodesStillRunning) {
+  Make(2, 2);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->ReportSuccess(1, 0, now_);
+  AdvanceWithHeartbeats(absl::Seconds(300), {1, 2});
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_THAT(ends[0].detail, HasSubstr("exit barrier timed out"));
+  EXPECT_THAT(ends[0].detail, HasSubstr("still running: b"));
+}
+
+TEST_F(RoundStateMachineTest, EndedRunRefusesJoins) {
+  Make(1, 1);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  sm_->ReportSuccess(1, 0, now_);
+  absl::Status status = Join(2, Node("b"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("new --rdzv-id"));
+}
+
+TEST_F(RoundStateMachineTest, DuplicateIncarnationIsRefused) {
+  Make(2, 2);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  absl::Status status = Join(2, Node("a"));
+  EXPECT_EQ(status.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(status.message()), HasSubstr("same identity"));
+}
+
+TEST_F(RoundStateMachineTest, DeadlineIsTheEarliestPendingOne) {
+  Make(2, 2);
+  EXPECT_EQ(sm_->NextDeadline(), now_ + absl::Seconds(600));  // join_timeout
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  EXPECT_EQ(sm_->NextDeadline(), now_ + absl::Seconds(15));  // a's keep-alive
+}
+
+TEST(NaturalLessTest, DigitsCompareAsNumbers) {
+  EXPECT_TRUE(NaturalLess("node2", "node10"));
+  EXPECT_FALSE(NaturalLess("node10", "node2"));
+  EXPECT_TRUE(NaturalLess("node002", "node10"));
+  EXPECT_TRUE(NaturalLess("a", "b"));
+  EXPECT_TRUE(NaturalLess("node1", "node1a"));
+  EXPECT_FALSE(NaturalLess("node1", "node1"));
+  EXPECT_TRUE(NaturalLess("10.0.0.9", "10.0.0.10"));
+}
+
+}  // namespace
+}  // namespace ddprun

@@ -1,0 +1,141 @@
+#include "rendezvous/kv_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <optional>
+
+namespace ddprun {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// Runs a store's completions and remembers what each waiter got.
+class KvStoreTest : public ::testing::Test {
+ protected:
+  KvStore::Done Capture(std::optional<absl::StatusOr<std::vector<std::string>>>& slot) {
+    return [&slot](absl::StatusOr<std::vector<std::string>> result) { slot = std::move(result); };
+  }
+  void RunCompletions() {
+    for (auto& completion : store_.TakeCompletions()) completion();
+  }
+
+  KvStore store_;
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+};
+
+TEST_F(KvStoreTest, SetThenGetAtOnce) {
+  ASSERT_TRUE(store_.Set("k", "v").ok());
+  std::optional<absl::StatusOr<std::vector<std::string>>> got;
+  store_.WaitFor({"k"}, now_ + absl::Seconds(1), Capture(got));
+  RunCompletions();
+  ASSERT_TRUE(got.has_value());
+  ASSERT_TRUE(got->ok());
+  EXPECT_THAT(**got, ElementsAre("v"));
+}
+
+TEST_F(KvStoreTest, GetBlocksUntilTheKeyIsSet) {
+  std::optional<absl::StatusOr<std::vector<std::string>>> got;
+  store_.WaitFor({"id"}, now_ + absl::Seconds(60), Capture(got));
+  RunCompletions();
+  EXPECT_FALSE(got.has_value());
+  EXPECT_EQ(store_.NextDeadline(), now_ + absl::Seconds(60));
+  ASSERT_TRUE(store_.Set("id", std::string("\0\1", 2)).ok());
+  RunCompletions();
+  ASSERT_TRUE(got.has_value() && got->ok());
+  EXPECT_EQ((**got)[0], std::string("\0\1", 2));
+  EXPECT_EQ(store_.NextDeadline(), absl::InfiniteFuture());
+}
+
+TEST_F(KvStoreTest, WaitTimesOutNamingTheMissingKeys) {
+  ASSERT_TRUE(store_.Set("a", "1").ok());
+  std::optional<absl::StatusOr<std::vector<std::string>>> got;
+  store_.WaitFor({"a", "b", "c"}, now_ + absl::Seconds(5), Capture(got));
+  store_.Expire(now_ + absl::Seconds(4));
+  RunCompletions();
+  EXPECT_FALSE(got.has_value());
+  store_.Expire(now_ + absl::Seconds(5));
+  RunCompletions();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(got->status().message()), HasSubstr("b, c"));
+  EXPECT_THAT(std::string(got->status().message()), HasSubstr("may have crashed"));
+}
+
+TEST_F(KvStoreTest, CancelledWaiterIsNeverCompleted) {
+  std::optional<absl::StatusOr<std::vector<std::string>>> got;
+  const auto id = store_.WaitFor({"k"}, now_ + absl::Seconds(5), Capture(got));
+  store_.Cancel(id);
+  ASSERT_TRUE(store_.Set("k", "v").ok());
+  store_.Expire(now_ + absl::Seconds(10));
+  RunCompletions();
+  EXPECT_FALSE(got.has_value());
+}
+
+TEST_F(KvStoreTest, AddCountsFromZeroAndRejectsNonIntegers) {
+  EXPECT_EQ(*store_.Add("n", 1), 1);
+  EXPECT_EQ(*store_.Add("n", 5), 6);
+  EXPECT_EQ(*store_.Add("n", -10), -4);
+  ASSERT_TRUE(store_.Set("s", "text").ok());
+  EXPECT_EQ(store_.Add("s", 1).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(KvStoreTest, AddWakesAWaiter) {
+  std::optional<absl::StatusOr<std::vector<std::string>>> got;
+  store_.WaitFor({"barrier"}, now_ + absl::Seconds(5), Capture(got));
+  ASSERT_TRUE(store_.Add("barrier", 1).ok());
+  RunCompletions();
+  ASSERT_TRUE(got.has_value() && got->ok());
+  EXPECT_THAT(**got, ElementsAre("1"));
+}
+
+TEST_F(KvStoreTest, CompareSetAsTorch) {
+  EXPECT_EQ(*store_.CompareSet("k", "", "first"), "first");  // absent matches empty
+  EXPECT_EQ(*store_.CompareSet("k", "wrong", "second"), "first");
+  EXPECT_EQ(*store_.CompareSet("k", "first", "second"), "second");
+  EXPECT_EQ(*store_.CompareSet("absent", "x", "y"), "x");  // torch returns expected
+  EXPECT_FALSE(*store_.Check({"absent"}));
+}
+
+TEST_F(KvStoreTest, CheckDeleteNumKeys) {
+  ASSERT_TRUE(store_.MultiSet({"a", "b"}, {"1", "2"}).ok());
+  EXPECT_EQ(store_.NumKeys(), 2);
+  EXPECT_TRUE(*store_.Check({"a", "b"}));
+  EXPECT_FALSE(*store_.Check({"a", "c"}));
+  EXPECT_TRUE(*store_.Delete("a"));
+  EXPECT_FALSE(*store_.Delete("a"));
+  EXPECT_EQ(store_.NumKeys(), 1);
+}
+
+TEST_F(KvStoreTest, MultiGetReturnsValuesInKeyOrder) {
+  ASSERT_TRUE(store_.MultiSet({"x", "y"}, {"1", "2"}).ok());
+  std::optional<absl::StatusOr<std::vector<std::string>>> got;
+  store_.WaitFor({"y", "x"}, now_, Capture(got));
+  RunCompletions();
+  ASSERT_TRUE(got.has_value() && got->ok());
+  EXPECT_THAT(**got, ElementsAre("2", "1"));
+}
+
+TEST_F(KvStoreTest, LimitsAreEnforcedWithClearErrors) {
+  const std::string long_key(KvStore::kMaxKeyBytes + 1, 'k');
+  absl::Status s = store_.Set(long_key, "v");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("the limit is 8192"));
+  EXPECT_TRUE(store_.Set(std::string(KvStore::kMaxKeyBytes, 'k'), "v").ok());
+  s = store_.Set("big", std::string(KvStore::kMaxValueBytes + 1, 'v'));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("'big'"));
+  EXPECT_TRUE(store_.Set("big", std::string(KvStore::kMaxValueBytes, 'v')).ok());
+  EXPECT_EQ(store_.Set("", "v").code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.MultiSet({"a"}, {"1", "2"}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_.Check({}).status().code(), absl::StatusCode::kInvalidArgument);
+  std::optional<absl::StatusOr<std::vector<std::string>>> got;
+  store_.WaitFor({long_key}, now_ + absl::Seconds(1), Capture(got));
+  RunCompletions();
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace ddprun

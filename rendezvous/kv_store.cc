@@ -136,6 +136,13 @@ void KvStore::WakeWaiters() {
   }
 }
 
+void KvStore::AbortAll(const absl::Status& status) {
+  for (auto& [id, waiter] : waiters_) {
+    completions_.push_back([done = std::move(waiter.done), status] { done(status); });
+  }
+  waiters_.clear();
+}
+
 void KvStore::Expire(absl::Time now) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     if (it->second.deadline > now) {

@@ -43,6 +43,8 @@ class KvStore {
   WaiterId WaitFor(std::vector<std::string> keys, absl::Time deadline, Done done);
   /// Drops a waiter (its caller went away); it is never completed.
   void Cancel(WaiterId id);
+  /// Completes every waiter with `status` (the round they belong to has ended).
+  void AbortAll(const absl::Status& status);
   /// Completes the waiters whose deadline is at or before `now`.
   void Expire(absl::Time now);
   absl::Time NextDeadline() const;

@@ -85,7 +85,7 @@ void RoundStateMachine::Heartbeat(SessionId session, absl::Time now) {
 
 void RoundStateMachine::Disconnect(SessionId session, absl::Time now) {
   if (nodes_.count(session) == 0) return;
-  RemoveNode(session, "its connection to the master broke", now);
+  RemoveNode(session, "its connection to the master broke", /*evict=*/false, now);
 }
 
 void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
@@ -147,7 +147,7 @@ void RoundStateMachine::Tick(absl::Time now) {
     RemoveNode(session,
                absl::StrCat("no heartbeat for ", absl::FormatDuration(DeadAfter()),
                             " (keep_alive_interval x keep_alive_max_attempt)"),
-               now);
+               /*evict=*/true, now);
   }
   if (phase_ == Phase::kGathering) {
     if (last_call_deadline_ && now >= *last_call_deadline_) {
@@ -325,12 +325,20 @@ void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail, ab
   }
 }
 
-void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, absl::Time now) {
+void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, bool evict,
+                                   absl::Time now) {
   auto it = nodes_.find(session);
   if (it == nodes_.end()) return;
   const std::string host = it->second.info.host;
   const bool finished = it->second.finished;
   nodes_.erase(it);
+  if (evict) {
+    Outbound out;
+    out.session = session;
+    out.kind = Outbound::Kind::kEvict;
+    out.detail = absl::StrCat("the master dropped ", host, ": ", why);
+    outbound_.push_back(std::move(out));
+  }
   previous_members_.erase(std::remove(previous_members_.begin(), previous_members_.end(), session),
                           previous_members_.end());
   const auto member = std::find(members_.begin(), members_.end(), session);

@@ -76,7 +76,9 @@ enum class RunOutcome { kSucceeded, kFailed, kTimedOut };
 
 /// A message for one session, to be sent by the I/O layer in the order emitted.
 struct Outbound {
-  enum class Kind { kAssign, kStop, kEnd };
+  // kEvict: the master dropped this session (it went silent); its stream should be closed
+  // with `detail`, so that the agent stops its workers and joins again.
+  enum class Kind { kAssign, kStop, kEnd, kEvict };
   SessionId session = 0;
   Kind kind = Kind::kAssign;
   Assignment assignment;  // kAssign
@@ -113,6 +115,7 @@ class RoundStateMachine {
   absl::Time NextDeadline() const;
 
   Phase phase() const { return phase_; }
+  const RendezvousSettings& settings() const { return settings_; }
   int64_t round() const { return round_; }
   int restarts_spent() const { return restarts_spent_; }
   /// Sessions in the current (or last) round, in group-rank order.
@@ -133,7 +136,7 @@ class RoundStateMachine {
   void CloseRound(absl::Time now);
   void EndRound(StopReason reason, const std::string& detail, absl::Time now);
   void EndRun(RunOutcome outcome, const std::string& detail, absl::Time now);
-  void RemoveNode(SessionId session, const std::string& why, absl::Time now);
+  void RemoveNode(SessionId session, const std::string& why, bool evict, absl::Time now);
   std::vector<SessionId> OrderForNextRound() const;
   int JoinedCount() const;
   bool AllPreviousMembersBack() const;

@@ -216,8 +216,14 @@ TEST_F(RoundStateMachineTest, MissingHeartbeatsKillANodeAfterIntervalTimesAttemp
   AdvanceWithHeartbeats(absl::Seconds(14), {1});  // b is silent
   EXPECT_TRUE(Take().empty());
   AdvanceWithHeartbeats(absl::Seconds(1), {1});
-  auto stops = OfKind(Take(), Kind::kStop);
+  auto out = Take();
+  auto evicted = OfKind(out, Kind::kEvict);
+  ASSERT_EQ(evicted.size(), 1u);  // the silent node is told too, if it can still hear
+  EXPECT_EQ(evicted[0].session, 2u);
+  EXPECT_THAT(evicted[0].detail, HasSubstr("the master dropped b: no heartbeat for 15s"));
+  auto stops = OfKind(out, Kind::kStop);
   ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].session, 1u);
   EXPECT_THAT(stops[0].detail, HasSubstr("no heartbeat for 15s"));
 }
 

@@ -1,0 +1,47 @@
+#pragma once
+// MasterServer: the rendezvous master over gRPC. It serves the Rendezvous service (one
+// Session stream per agent, driving one RoundStateMachine per run id) and the Store service
+// (one KvStore per run id). Hosted inside an agent (--standalone, or on the --rdzv-endpoint
+// host) or alone as `ddprun-master`.
+//
+// Threads: gRPC's callback threads and one ticker thread that applies deadlines. All run
+// state is guarded by one mutex; the state machines and stores are pure and never block.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ddprun {
+
+struct MasterOptions {
+  std::string host = "0.0.0.0";  // address to listen on
+  int port = 0;                  // 0: the kernel picks one
+  std::string token;             // empty: joins need no token
+  std::optional<std::string> only_run_id;  // set: refuse joins for any other run id
+};
+
+class MasterServer {
+ public:
+  /// Binds and starts serving. An error names the address (and says so when it is in use).
+  static absl::StatusOr<std::unique_ptr<MasterServer>> Start(const MasterOptions& options);
+  ~MasterServer();
+
+  /// The port it listens on.
+  int port() const;
+  /// Stops accepting, lets calls finish until `grace` has passed, then cancels the rest.
+  void Shutdown(absl::Duration grace);
+
+  class Impl;
+
+ private:
+  explicit MasterServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// A steady clock as absl::Time, so deadlines never move when the wall clock does.
+absl::Time MonotonicNow();
+
+}  // namespace ddprun

@@ -1,0 +1,359 @@
+// The gRPC master on loopback, driven by plain gRPC clients: what crosses the wire.
+
+#include "rendezvous/master_server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "ddprun/v1/rendezvous.grpc.pb.h"
+#include "ddprun/v1/store.grpc.pb.h"
+#include "rendezvous/wire.h"
+
+namespace ddprun {
+namespace {
+
+using ::testing::HasSubstr;
+namespace pb = ::ddprun::v1;
+
+// One agent's Session, read and written synchronously, every wait bounded by a deadline.
+class TestSession {
+ public:
+  TestSession(const std::shared_ptr<grpc::Channel>& channel, absl::Duration deadline = absl::Seconds(20))
+      : stub_(pb::Rendezvous::NewStub(channel)) {
+    context_.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    stream_ = stub_->Session(&context_);
+  }
+  bool Join(const std::string& run_id, const std::string& host, int min_nodes, int max_nodes,
+            int max_restarts = 0, const std::string& token = "", int version = 1,
+            absl::Duration keep_alive = absl::Seconds(5)) {
+    pb::AgentMessage message;
+    pb::Join* join = message.mutable_join();
+    join->set_version(static_cast<pb::ProtocolVersion>(version));
+    join->set_run_id(run_id);
+    join->set_token(token);
+    join->mutable_node()->set_host(host);
+    join->mutable_node()->set_addr(host + ".example");
+    join->mutable_node()->set_pid(1);
+    join->mutable_node()->set_incarnation("inc-" + host);
+    join->set_local_world_size(2);
+    join->set_node_rank_hint(-1);
+    join->set_master_port(29500);
+    RendezvousSettings settings;
+    settings.min_nodes = min_nodes;
+    settings.max_nodes = max_nodes;
+    settings.max_restarts = max_restarts;
+    settings.last_call_timeout = absl::Seconds(30);
+    settings.keep_alive_interval = keep_alive;
+    settings.keep_alive_max_attempt = 2;
+    *join->mutable_settings() = ToWire(settings);
+    return stream_->Write(message);
+  }
+  bool Heartbeat() {
+    pb::AgentMessage message;
+    message.mutable_heartbeat();
+    return stream_->Write(message);
+  }
+  bool ReportFailure(int64_t round, int rank) {
+    pb::AgentMessage message;
+    message.mutable_report()->set_round(round);
+    pb::WorkerFailure* f = message.mutable_report()->add_failures();
+    f->set_host("h");
+    f->set_rank(rank);
+    f->set_exit_code(3);
+    return stream_->Write(message);
+  }
+  std::optional<pb::MasterMessage> Read() {
+    pb::MasterMessage message;
+    if (!stream_->Read(&message)) return std::nullopt;
+    return message;
+  }
+  grpc::Status Close() {
+    stream_->WritesDone();
+    pb::MasterMessage ignored;
+    while (stream_->Read(&ignored)) {
+    }
+    return stream_->Finish();
+  }
+  void Cancel() { context_.TryCancel(); }
+
+ private:
+  std::unique_ptr<pb::Rendezvous::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<pb::AgentMessage, pb::MasterMessage>> stream_;
+};
+
+class MasterServerTest : public ::testing::Test {
+ protected:
+  void StartMaster(MasterOptions options = {}) {
+    options.host = "127.0.0.1";
+    auto master = MasterServer::Start(options);
+    ASSERT_TRUE(master.ok()) << master.status();
+    master_ = std::move(*master);
+    channel_ = NewChannel();
+  }
+  std::shared_ptr<grpc::Channel> NewChannel() {
+    grpc::ChannelArguments args;
+    args.SetInt("ddprun.test.unique", ++channels_);  // one connection per simulated agent
+    return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", master_->port()),
+                                     grpc::InsecureChannelCredentials(), args);
+  }
+  static grpc::ClientContext* WithDeadline(grpc::ClientContext& context) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+    return &context;
+  }
+
+  std::unique_ptr<MasterServer> master_;
+  std::shared_ptr<grpc::Channel> channel_;
+  int channels_ = 0;
+};
+
+TEST_F(MasterServerTest, TwoAgentsGetRanksOfOneRound) {
+  StartMaster();
+  TestSession a(NewChannel()), b(NewChannel());
+  ASSERT_TRUE(a.Join("job", "node1", 2, 2));
+  ASSERT_TRUE(b.Join("job", "node2", 2, 2));
+  auto ma = a.Read();
+  auto mb = b.Read();
+  ASSERT_TRUE(ma && ma->has_assignment());
+  ASSERT_TRUE(mb && mb->has_assignment());
+  EXPECT_EQ(ma->assignment().group_rank(), 0);
+  EXPECT_EQ(mb->assignment().group_rank(), 1);
+  EXPECT_EQ(mb->assignment().base_rank(), 2);
+  EXPECT_EQ(ma->assignment().world_size(), 4);
+  EXPECT_EQ(mb->assignment().master_addr(), "node1.example");
+  EXPECT_TRUE(a.Close().ok());
+}
+
+TEST_F(MasterServerTest, ABrokenStreamIsToldToTheOthersAtOnce) {
+  StartMaster();
+  TestSession a(NewChannel()), b(NewChannel());
+  ASSERT_TRUE(a.Join("job", "node1", 1, 2));
+  ASSERT_TRUE(b.Join("job", "node2", 1, 2));
+  // min 1 of max 2: the first round waits for last call unless max is reached: it is.
+  ASSERT_TRUE(a.Read()->has_assignment());
+  ASSERT_TRUE(b.Read()->has_assignment());
+  const absl::Time cut = absl::Now();
+  b.Cancel();
+  auto stop = a.Read();
+  ASSERT_TRUE(stop && stop->has_stop());
+  EXPECT_LT(absl::Now() - cut, absl::Seconds(2));
+  EXPECT_EQ(stop->stop().reason(), pb::StopOrder::MEMBERSHIP_CHANGED);
+  EXPECT_THAT(stop->stop().detail(), HasSubstr("node2 left the job"));
+  ASSERT_TRUE(a.Join("job", "node1", 1, 2));  // the survivor alone: fast path
+  auto again = a.Read();
+  ASSERT_TRUE(again && again->has_assignment());
+  EXPECT_EQ(again->assignment().world_size(), 2);
+  EXPECT_EQ(again->assignment().round(), 1);
+}
+
+TEST_F(MasterServerTest, FailureRestartsEveryNodeWithTheSameCount) {
+  StartMaster();
+  TestSession a(NewChannel()), b(NewChannel());
+  ASSERT_TRUE(a.Join("job", "node1", 2, 2, /*max_restarts=*/1));
+  ASSERT_TRUE(b.Join("job", "node2", 2, 2, 1));
+  ASSERT_TRUE(a.Read()->has_assignment());
+  ASSERT_TRUE(b.Read()->has_assignment());
+  ASSERT_TRUE(b.ReportFailure(0, 3));
+  auto sa = a.Read();
+  auto sb = b.Read();
+  ASSERT_TRUE(sa && sa->has_stop());
+  ASSERT_TRUE(sb && sb->has_stop());
+  EXPECT_EQ(sa->stop().reason(), pb::StopOrder::WORKER_FAILED);
+  ASSERT_TRUE(a.Join("job", "node1", 2, 2, 1));
+  ASSERT_TRUE(b.Join("job", "node2", 2, 2, 1));
+  auto ra = a.Read();
+  auto rb = b.Read();
+  ASSERT_TRUE(ra && ra->has_assignment());
+  EXPECT_EQ(ra->assignment().restart_count(), 1);
+  EXPECT_EQ(rb->assignment().restart_count(), 1);
+  // Budget spent now: the next failure ends the run everywhere with the root cause.
+  ASSERT_TRUE(a.ReportFailure(1, 0));
+  auto ea = a.Read();
+  auto eb = b.Read();
+  ASSERT_TRUE(ea && ea->has_end());
+  ASSERT_TRUE(eb && eb->has_end());
+  EXPECT_EQ(eb->end().outcome(), pb::RunEnd::FAILED);
+  ASSERT_EQ(eb->end().root_cause_size(), 1);
+}
+
+TEST_F(MasterServerTest, SilentAgentIsDroppedAndTheOthersAreTold) {
+  StartMaster();
+  TestSession a(NewChannel()), b(NewChannel());
+  const absl::Duration keep_alive = absl::Milliseconds(100);
+  ASSERT_TRUE(a.Join("job", "node1", 1, 2, 0, "", 1, keep_alive));
+  ASSERT_TRUE(b.Join("job", "node2", 1, 2, 0, "", 1, keep_alive));
+  ASSERT_TRUE(a.Read()->has_assignment());
+  ASSERT_TRUE(b.Read()->has_assignment());
+  std::atomic<bool> stop_beating{false};
+  std::thread beater([&] {  // a keeps its heartbeats; b goes silent
+    while (!stop_beating) {
+      a.Heartbeat();
+      absl::SleepFor(absl::Milliseconds(20));  // the heartbeat period itself, not a wait
+    }
+  });
+  auto told = a.Read();
+  stop_beating = true;
+  beater.join();
+  ASSERT_TRUE(told && told->has_stop());
+  EXPECT_THAT(told->stop().detail(), HasSubstr("node2 left the job: no heartbeat for 200ms"));
+  EXPECT_FALSE(b.Read().has_value());  // b's stream is closed, saying why
+  grpc::Status status = b.Close();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("the master dropped node2"));
+}
+
+TEST_F(MasterServerTest, WrongTokenIsRefusedWithTheSettingToCheck) {
+  MasterOptions options;
+  options.token = "s3cret";
+  StartMaster(options);
+  TestSession a(NewChannel());
+  ASSERT_TRUE(a.Join("job", "node1", 1, 1, 0, "wrong"));
+  EXPECT_FALSE(a.Read().has_value());
+  grpc::Status status = a.Close();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(status.error_message(), HasSubstr("DDPRUN_RDZV_TOKEN"));
+  TestSession none(NewChannel());
+  ASSERT_TRUE(none.Join("job", "node1", 1, 1));
+  EXPECT_FALSE(none.Read().has_value());
+  EXPECT_THAT(none.Close().error_message(), HasSubstr("none was given"));
+  TestSession right(NewChannel());
+  ASSERT_TRUE(right.Join("job", "node1", 1, 1, 0, "s3cret"));
+  EXPECT_TRUE(right.Read()->has_assignment());
+}
+
+TEST_F(MasterServerTest, WrongRunIdIsRefused) {
+  MasterOptions options;
+  options.only_run_id = "mine";
+  StartMaster(options);
+  TestSession a(NewChannel());
+  ASSERT_TRUE(a.Join("theirs", "node1", 1, 1));
+  EXPECT_FALSE(a.Read().has_value());
+  grpc::Status status = a.Close();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(status.error_message(), HasSubstr("serves run 'mine', not 'theirs'"));
+}
+
+TEST_F(MasterServerTest, OtherProtocolVersionAndMismatchedSettingsAreRefused) {
+  StartMaster();
+  TestSession old_agent(NewChannel());
+  ASSERT_TRUE(old_agent.Join("job", "node1", 1, 2, 0, "", /*version=*/7));
+  EXPECT_FALSE(old_agent.Read().has_value());
+  EXPECT_THAT(old_agent.Close().error_message(), HasSubstr("protocol version 7"));
+  TestSession a(NewChannel()), b(NewChannel());
+  ASSERT_TRUE(a.Join("job", "node1", 1, 1));
+  ASSERT_TRUE(a.Read()->has_assignment());  // the run exists with --nnodes=1:1 now
+  ASSERT_TRUE(b.Join("job", "node2", 2, 4));
+  EXPECT_FALSE(b.Read().has_value());
+  EXPECT_THAT(b.Close().error_message(), HasSubstr("start every node with the same values"));
+}
+
+TEST_F(MasterServerTest, TwoRunsOnOneMasterDoNotSeeEachOther) {
+  StartMaster();
+  TestSession a(NewChannel()), b(NewChannel());
+  ASSERT_TRUE(a.Join("job-a", "node1", 1, 1));
+  ASSERT_TRUE(b.Join("job-b", "node1", 1, 1));
+  auto ma = a.Read();
+  auto mb = b.Read();
+  EXPECT_EQ(ma->assignment().world_size(), 2);
+  EXPECT_EQ(mb->assignment().world_size(), 2);
+  EXPECT_EQ(mb->assignment().group_rank(), 0);
+}
+
+TEST_F(MasterServerTest, StoreVerbsOverTheWire) {
+  StartMaster();
+  auto store = pb::Store::NewStub(channel_);
+  {
+    grpc::ClientContext c;
+    pb::SetRequest set;
+    set.set_run_id("job");
+    set.set_key("k");
+    set.set_value("v");
+    pb::SetResponse r;
+    ASSERT_TRUE(store->Set(WithDeadline(c), set, &r).ok());
+  }
+  {
+    grpc::ClientContext c;
+    pb::GetRequest get;
+    get.set_run_id("job");
+    get.set_key("k");
+    pb::GetResponse r;
+    ASSERT_TRUE(store->Get(WithDeadline(c), get, &r).ok());
+    EXPECT_EQ(r.value(), "v");
+  }
+  {
+    grpc::ClientContext c;
+    pb::AddRequest add;
+    add.set_run_id("job");
+    add.set_key("n");
+    add.set_delta(5);
+    pb::AddResponse r;
+    ASSERT_TRUE(store->Add(WithDeadline(c), add, &r).ok());
+    EXPECT_EQ(r.value(), 5);
+  }
+  {
+    grpc::ClientContext c;
+    pb::GetRequest get;
+    get.set_run_id("other-job");  // runs are separate namespaces
+    get.set_key("k");
+    get.set_timeout_ms(50);
+    pb::GetResponse r;
+    grpc::Status status = store->Get(WithDeadline(c), get, &r);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    EXPECT_THAT(status.error_message(), HasSubstr("store keys not set in time: k"));
+  }
+  {
+    grpc::ClientContext c;
+    pb::SetRequest set;
+    set.set_run_id("job");
+    set.set_key(std::string(9000, 'x'));
+    pb::SetResponse r;
+    grpc::Status status = store->Set(WithDeadline(c), set, &r);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(status.error_message(), HasSubstr("the limit is 8192"));
+  }
+}
+
+TEST_F(MasterServerTest, BlockingGetIsWokenBySetFromAnotherClient) {
+  StartMaster();
+  auto store = pb::Store::NewStub(channel_);
+  grpc::Status get_status;
+  pb::GetResponse got;
+  std::thread reader([&] {
+    grpc::ClientContext c;
+    pb::GetRequest get;
+    get.set_run_id("job");
+    get.set_key("ncclUniqueId");
+    get.set_timeout_ms(20000);
+    get_status = store->Get(WithDeadline(c), get, &got);
+  });
+  auto writer = pb::Store::NewStub(NewChannel());
+  grpc::ClientContext c;
+  pb::SetRequest set;
+  set.set_run_id("job");
+  set.set_key("ncclUniqueId");
+  set.set_value("128 bytes");
+  pb::SetResponse r;
+  ASSERT_TRUE(writer->Set(WithDeadline(c), set, &r).ok());
+  reader.join();
+  ASSERT_TRUE(get_status.ok()) << get_status.error_message();
+  EXPECT_EQ(got.value(), "128 bytes");
+}
+
+TEST_F(MasterServerTest, PortInUseIsAClearError) {
+  StartMaster();
+  MasterOptions options;
+  options.host = "127.0.0.1";
+  options.port = master_->port();
+  auto second = MasterServer::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr("the port is in use"));
+}
+
+}  // namespace
+}  // namespace ddprun

@@ -1,0 +1,134 @@
+#include "rendezvous/wire.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace ddprun {
+
+RendezvousSettings FromWire(const v1::RunSettings& s) {
+  RendezvousSettings out;
+  out.min_nodes = s.min_nodes();
+  out.max_nodes = s.max_nodes();
+  out.max_restarts = s.max_restarts();
+  out.join_timeout = absl::Milliseconds(s.join_timeout_ms());
+  out.last_call_timeout = absl::Milliseconds(s.last_call_timeout_ms());
+  out.keep_alive_interval = absl::Milliseconds(s.keep_alive_interval_ms());
+  out.keep_alive_max_attempt = s.keep_alive_max_attempt();
+  out.exit_barrier_timeout = absl::Milliseconds(s.exit_barrier_timeout_ms());
+  return out;
+}
+
+v1::RunSettings ToWire(const RendezvousSettings& s) {
+  v1::RunSettings out;
+  out.set_min_nodes(s.min_nodes);
+  out.set_max_nodes(s.max_nodes);
+  out.set_max_restarts(s.max_restarts);
+  out.set_join_timeout_ms(absl::ToInt64Milliseconds(s.join_timeout));
+  out.set_last_call_timeout_ms(absl::ToInt64Milliseconds(s.last_call_timeout));
+  out.set_keep_alive_interval_ms(absl::ToInt64Milliseconds(s.keep_alive_interval));
+  out.set_keep_alive_max_attempt(s.keep_alive_max_attempt);
+  out.set_exit_barrier_timeout_ms(absl::ToInt64Milliseconds(s.exit_barrier_timeout));
+  return out;
+}
+
+NodeInfo NodeFromJoin(const v1::Join& join) {
+  NodeInfo node;
+  node.host = join.node().host();
+  node.addr = join.node().addr();
+  node.pid = join.node().pid();
+  node.incarnation = join.node().incarnation();
+  node.local_world_size = join.local_world_size();
+  node.node_rank_hint = join.node_rank_hint();
+  node.master_port = join.master_port();
+  return node;
+}
+
+std::vector<ReportedFailure> FromWire(
+    const google::protobuf::RepeatedPtrField<v1::WorkerFailure>& failures) {
+  std::vector<ReportedFailure> out;
+  for (const v1::WorkerFailure& f : failures) {
+    ReportedFailure r;
+    r.host = f.host();
+    r.rank = f.rank();
+    r.local_rank = f.local_rank();
+    r.exit_code = f.exit_code();
+    r.pid = f.pid();
+    r.time = absl::FromUnixMicros(f.time_unix_us());
+    r.message = f.message();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+v1::WorkerFailure ToWire(const ReportedFailure& f) {
+  v1::WorkerFailure out;
+  out.set_host(f.host);
+  out.set_rank(f.rank);
+  out.set_local_rank(f.local_rank);
+  out.set_exit_code(f.exit_code);
+  out.set_pid(f.pid);
+  out.set_time_unix_us(absl::ToUnixMicros(f.time));
+  out.set_message(f.message);
+  return out;
+}
+
+v1::MasterMessage ToWire(const Outbound& out) {
+  v1::MasterMessage message;
+  switch (out.kind) {
+    case Outbound::Kind::kAssign: {
+      v1::RoundAssignment* a = message.mutable_assignment();
+      a->set_round(out.assignment.round);
+      a->set_restart_count(out.assignment.restart_count);
+      a->set_group_rank(out.assignment.group_rank);
+      a->set_group_world_size(out.assignment.group_world_size);
+      a->set_base_rank(out.assignment.base_rank);
+      a->set_world_size(out.assignment.world_size);
+      a->set_master_addr(out.assignment.master_addr);
+      a->set_master_port(out.assignment.master_port);
+      break;
+    }
+    case Outbound::Kind::kStop: {
+      v1::StopOrder* stop = message.mutable_stop();
+      stop->set_reason(out.stop_reason == StopReason::kWorkerFailed
+                           ? v1::StopOrder::WORKER_FAILED
+                           : v1::StopOrder::MEMBERSHIP_CHANGED);
+      stop->set_detail(out.detail);
+      break;
+    }
+    case Outbound::Kind::kEvict:  // not a message: the master closes the stream instead
+      break;
+    case Outbound::Kind::kEnd: {
+      v1::RunEnd* end = message.mutable_end();
+      end->set_outcome(out.outcome == RunOutcome::kSucceeded ? v1::RunEnd::SUCCEEDED
+                       : out.outcome == RunOutcome::kFailed  ? v1::RunEnd::FAILED
+                                                             : v1::RunEnd::TIMED_OUT);
+      end->set_detail(out.detail);
+      for (const ReportedFailure& f : out.root_cause) *end->add_root_cause() = ToWire(f);
+      break;
+    }
+  }
+  return message;
+}
+
+absl::Status SameJobSettings(const RendezvousSettings& run, const RendezvousSettings& joiner) {
+  if (run.min_nodes == joiner.min_nodes && run.max_nodes == joiner.max_nodes &&
+      run.max_restarts == joiner.max_restarts) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "this node was started with --nnodes=", joiner.min_nodes, ":", joiner.max_nodes,
+      " --max-restarts=", joiner.max_restarts, " but the run uses --nnodes=", run.min_nodes, ":",
+      run.max_nodes, " --max-restarts=", run.max_restarts,
+      ": start every node with the same values"));
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+}  // namespace ddprun

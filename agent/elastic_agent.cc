@@ -6,26 +6,42 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <random>
+
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "absl/strings/str_format.h"
 #include "agent/exit_codes.h"
 #include "agent/free_port.h"
+#include "agent/log_format.h"
 #include "agent/log_layout.h"
 #include "agent/worker_process.h"
-#include "agent/log_format.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
+namespace {
+
+std::string RandomIncarnation() {
+  std::random_device rd;
+  return absl::StrFormat("%08x%08x", rd(), rd());
+}
+
+// torchrun's exit-code field (-N for signal N) as the status a shell reports.
+int ShellCodeFromTorch(int torch_code) { return torch_code < 0 ? 128 - torch_code : torch_code; }
+
+}  // namespace
 
 ElasticAgent::ElasticAgent(const AgentConfig& config, EnvMap base_env,
-                           RendezvousHandler& rendezvous, OrphanGuard& guard)
+                           RendezvousConnection& rendezvous, OrphanGuard& guard)
     : config_(config),
       base_env_(std::move(base_env)),
       rendezvous_(rendezvous),
       guard_(guard),
-      host_(HostName()) {}
+      host_(HostName()),
+      incarnation_(RandomIncarnation()) {}
+
+ElasticAgent::~ElasticAgent() = default;
 
 absl::Status ElasticAgent::SetUp() {
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
@@ -76,152 +92,121 @@ int ElasticAgent::Run() {
     spdlog::error("cannot start the job: {}", s.message());
     return kExitInternal;
   }
-  RoundReason reason = RoundReason::kFirstJoin;
-  std::vector<WorkerFailure> last_failures;
-  for (;;) {
-    JoinRequest join;
-    join.host = host_;
-    join.addr = config_.master_addr;
-    join.local_world_size = config_.nproc_per_node;
-    join.reason = reason;
-    if (config_.master_port) {
-      join.reserved_master_port = *config_.master_port;
-    } else if (absl::StatusOr<int> port = ReserveFreePort(); port.ok()) {
-      join.reserved_master_port = *port;
-    } else {
-      spdlog::error("{}", port.status().message());
-      return kExitInternal;
-    }
-    absl::StatusOr<RoundAssignment> round = rendezvous_.NextRound(join);
-    if (!round.ok()) {
-      if (absl::IsResourceExhausted(round.status())) return FinishFailed(last_failures);
-      spdlog::error("rendezvous failed: {}", round.status().message());
-      return kExitInternal;
-    }
-    absl::StatusOr<AttemptResult> result = RunAttempt(*round);
-    if (!result.ok()) {
-      spdlog::error("cannot run the workers: {}", result.status().message());
-      CleanUpLogRoot();
-      return kExitInternal;
-    }
-    switch (result->kind) {
-      case AttemptResult::Kind::kSucceeded:
-        spdlog::info("all {} workers succeeded", config_.nproc_per_node);
-        CleanUpLogRoot();
-        return kExitSuccess;
-      case AttemptResult::Kind::kInterrupted:
-        spdlog::warn("stopped by {}: exiting {}", SignalName(result->signal),
-                     ExitCodeForSignal(result->signal));
-        CleanUpLogRoot();
-        return ExitCodeForSignal(result->signal);
-      case AttemptResult::Kind::kFailed: {
-        last_failures = std::move(result->failures);
-        const WorkerFailure& root = last_failures[RootCauseIndex(last_failures)];
-        spdlog::warn("attempt {} failed: rank {} (local_rank {}, pid {}) ended with {}",
-                     round->round, root.rank, root.local_rank, root.pid,
-                     DescribeWaitStatus(root.wait_status));
-        if (round->restart_count < config_.max_restarts) {
-          spdlog::warn("restarting all workers ({} of --max-restarts={} restarts used)",
-                       round->restart_count + 1, config_.max_restarts);
-        }
-        reason = RoundReason::kWorkerFailure;
-        break;
+  absl::Status watched = loop_->WatchReadable(signals_->fd(), [this](uint32_t) { OnSignals(); });
+  if (watched.ok()) {
+    watched = loop_->WatchReadable(grace_timer_->fd(), [this](uint32_t) {
+      if (grace_timer_->Acknowledge() && workers_) {
+        workers_->KillRemaining(absl::StrCat("after the ",
+                                             absl::FormatDuration(config_.shutdown_timeout),
+                                             " grace period (--shutdown-timeout)"));
       }
+    });
+  }
+  if (watched.ok()) {
+    watched = loop_->WatchReadable(rendezvous_.event_fd(),
+                                   [this](uint32_t) { OnRendezvousEvents(); });
+  }
+  if (!watched.ok()) {
+    spdlog::error("cannot start the job: {}", watched.message());
+    return kExitInternal;
+  }
+  JoinNextRound();
+  while (state_ != State::kDone) {
+    if (absl::Status s = loop_->RunOnce(absl::InfiniteDuration()); !s.ok()) {
+      spdlog::error("the agent's event loop failed: {}; killing the workers", s.message());
+      if (workers_) {
+        workers_->Stop(SIGKILL);
+        workers_->Finish();
+      }
+      Finish(kExitInternal);
     }
   }
+  CleanUpLogRoot();
+  return exit_code_;
 }
 
-absl::StatusOr<ElasticAgent::AttemptResult> ElasticAgent::RunAttempt(const RoundAssignment& round) {
-  AttemptPlan plan;
-  plan.round = round.round;
-  plan.log_attempt = attempt_offset_ + round.round;
-  plan.restart_count = round.restart_count;
-  plan.group_rank = round.group_rank;
-  plan.group_world_size = round.group_world_size;
-  plan.base_rank = round.base_rank;
-  plan.world_size = round.world_size;
-  plan.master_addr = round.master_addr;
-  plan.master_port = round.master_port;
-  plan.store_addr = round.store_addr;
-  plan.log_root = log_root_;
-
-  WorkerSupervisor workers(config_, base_env_, *loop_, guard_, host_);
-  const int signal_fd = signals_->fd();
-  const int timer_fd = grace_timer_->fd();
-  if (absl::Status s = loop_->WatchReadable(signal_fd, [&](uint32_t) { OnSignals(workers); });
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = loop_->WatchReadable(timer_fd, [&](uint32_t) {
-        if (grace_timer_->Acknowledge()) {
-          workers.KillRemaining(absl::StrCat(
-              "after the ", absl::FormatDuration(config_.shutdown_timeout),
-              " grace period (--shutdown-timeout)"));
-        }
-      });
-      !s.ok()) {
-    loop_->Unwatch(signal_fd);
-    return s;
-  }
-  absl::Status status = workers.Start(plan);
-  spdlog::info("attempt {}: started {} workers (restart {}, MASTER_ADDR={} MASTER_PORT={})",
-               round.round, workers.size(), round.restart_count, plan.master_addr,
-               plan.master_port);
-  if (interrupted_by_ != 0) BeginStop(workers, interrupted_by_);
-  while (status.ok() && !workers.AllExited()) {
-    if (!workers.stopping() && workers.HasFailures()) BeginStop(workers, SIGTERM);
-    if (workers.AllExited()) break;
-    status = loop_->RunOnce(absl::InfiniteDuration());
-  }
-  if (!status.ok()) {  // the loop itself broke: never leave workers behind
-    workers.Stop(SIGKILL);
-  }
-  grace_timer_->Disarm();
-  loop_->Unwatch(signal_fd);
-  loop_->Unwatch(timer_fd);
-  workers.Finish();
-  if (const int strays = KillStrayChildren(guard_.pid(), workers.pids()); strays > 0) {
-    spdlog::warn("killed {} process(es) that workers had left running outside their process "
-                 "groups", strays);
-  }
-  if (!status.ok()) return status;
-
-  AttemptResult result;
-  if (interrupted_by_ != 0) {
-    result.kind = AttemptResult::Kind::kInterrupted;
-    result.signal = interrupted_by_;
-  } else if (workers.AllSucceeded()) {
-    result.kind = AttemptResult::Kind::kSucceeded;
+void ElasticAgent::JoinNextRound() {
+  if (interrupted_by_ != 0) return Finish(ExitCodeForSignal(interrupted_by_));
+  NodeInfo node;
+  node.host = host_;
+  node.addr = config_.master_addr;
+  node.pid = static_cast<int>(::getpid());
+  node.incarnation = incarnation_;
+  node.local_world_size = config_.nproc_per_node;
+  node.node_rank_hint = -1;
+  if (config_.master_port) {
+    node.master_port = *config_.master_port;
+  } else if (absl::StatusOr<int> port = ReserveFreePort(); port.ok()) {
+    node.master_port = *port;
   } else {
-    result.kind = AttemptResult::Kind::kFailed;
-    result.failures = workers.CollectFailures();
+    spdlog::error("{}", port.status().message());
+    return Finish(kExitInternal);
   }
-  return result;
+  state_ = State::kJoining;
+  rendezvous_.Join(node);
 }
 
-void ElasticAgent::OnSignals(WorkerSupervisor& workers) {
+void ElasticAgent::StartAttempt(const Assignment& assignment) {
+  assignment_ = assignment;
+  AttemptPlan plan;
+  plan.round = static_cast<int>(assignment.round);
+  plan.log_attempt = attempt_offset_ + plan.round;
+  plan.restart_count = assignment.restart_count;
+  plan.group_rank = assignment.group_rank;
+  plan.group_world_size = assignment.group_world_size;
+  plan.base_rank = assignment.base_rank;
+  plan.world_size = assignment.world_size;
+  plan.master_addr = assignment.master_addr;
+  plan.master_port = assignment.master_port;
+  plan.store_addr = rendezvous_.store_addr();
+  plan.log_root = log_root_;
+  workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *loop_, guard_, host_);
+  failure_reported_ = false;
+  rejoin_after_attempt_ = false;
+  state_ = State::kRunning;
+  if (absl::Status s = workers_->Start(plan); !s.ok()) {
+    spdlog::error("cannot start the workers: {}", s.message());
+    workers_->Stop(SIGKILL);
+    workers_->Finish();
+    workers_.reset();
+    return Finish(kExitInternal);
+  }
+  spdlog::info("attempt {}: started {} workers (restart {}, MASTER_ADDR={} MASTER_PORT={})",
+               plan.round, workers_->size(), plan.restart_count, plan.master_addr,
+               plan.master_port);
+  OnWorkersChanged();  // a worker that could not be started counts as failed at once
+}
+
+void ElasticAgent::OnSignals() {
   for (int sig : signals_->Drain()) {
     if (sig == SIGCHLD) {
-      ReapChildren(workers);
+      ReapChildren();
     } else if (interrupted_by_ == 0) {
       interrupted_by_ = sig;
-      spdlog::warn("received {}: forwarding it to {} workers, SIGKILL after {}s", SignalName(sig),
-                   workers.size(), absl::ToDoubleSeconds(config_.shutdown_timeout));
-      BeginStop(workers, sig);
-    } else {
+      if (workers_) {
+        spdlog::warn("received {}: forwarding it to {} workers, SIGKILL after {}s",
+                     SignalName(sig), workers_->size(),
+                     absl::ToDoubleSeconds(config_.shutdown_timeout));
+        BeginStop(sig);
+      } else {
+        spdlog::warn("received {}: no workers are running; exiting", SignalName(sig));
+        Finish(ExitCodeForSignal(sig));
+      }
+    } else if (workers_) {
       spdlog::warn("received {} again: killing the workers now", SignalName(sig));
-      workers.KillRemaining(absl::StrCat("at a second ", SignalName(sig)));
+      workers_->KillRemaining(absl::StrCat("at a second ", SignalName(sig)));
     }
   }
   // A SIGCHLD coalesced with others is still reflected by waitpid; reap once more.
-  ReapChildren(workers);
+  ReapChildren();
+  OnWorkersChanged();
 }
 
-void ElasticAgent::ReapChildren(WorkerSupervisor& workers) {
+void ElasticAgent::ReapChildren() {
   int status = 0;
   pid_t pid;
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-    if (workers.OnProcessExited(pid, status)) continue;
+    if (workers_ && workers_->OnProcessExited(pid, status)) continue;
     if (pid == guard_.pid()) {
       spdlog::warn("the orphan guard (pid {}) exited: {}; workers still die with the agent via "
                    "PR_SET_PDEATHSIG, but their children would not", pid,
@@ -231,20 +216,154 @@ void ElasticAgent::ReapChildren(WorkerSupervisor& workers) {
   }
 }
 
-void ElasticAgent::BeginStop(WorkerSupervisor& workers, int signal) {
-  workers.Stop(signal);
+void ElasticAgent::OnWorkersChanged() {
+  if (!workers_) return;
+  if (state_ == State::kRunning && !failure_reported_ && workers_->HasFailures()) {
+    // Tell the rendezvous at once, so that other nodes stop too, and stop ours meanwhile.
+    failure_reported_ = true;
+    if (!workers_->stopping()) BeginStop(SIGTERM);
+    rendezvous_.ReportFailure(assignment_.round, ForMaster(workers_->CollectFailures()));
+  }
+  if (workers_->AllExited()) {
+    EndAttempt();
+    AfterAttempt();
+  }
+}
+
+void ElasticAgent::EndAttempt() {
+  grace_timer_->Disarm();
+  workers_->Finish();
+  if (const int strays = KillStrayChildren(guard_.pid(), workers_->pids()); strays > 0) {
+    spdlog::warn("killed {} process(es) that workers had left running outside their process "
+                 "groups", strays);
+  }
+  if (workers_->HasFailures()) {
+    last_failures_ = workers_->CollectFailures();
+    const WorkerFailure& root = last_failures_[RootCauseIndex(last_failures_)];
+    spdlog::warn("attempt {} failed: rank {} (local_rank {}, pid {}) ended with {}",
+                 assignment_.round, root.rank, root.local_rank, root.pid,
+                 DescribeWaitStatus(root.wait_status));
+  }
+}
+
+void ElasticAgent::AfterAttempt() {
+  const bool succeeded = workers_->AllSucceeded();
+  workers_.reset();
+  if (interrupted_by_ != 0) {
+    spdlog::warn("stopped by {}: exiting {}", SignalName(interrupted_by_),
+                 ExitCodeForSignal(interrupted_by_));
+    return Finish(ExitCodeForSignal(interrupted_by_));
+  }
+  if (end_after_attempt_) return FinishRun(*end_after_attempt_);
+  if (rejoin_after_attempt_) return JoinNextRound();
+  if (succeeded) {
+    spdlog::info("all {} workers succeeded", config_.nproc_per_node);
+    rendezvous_.ReportSuccess(assignment_.round);
+  }
+  // Failed (already reported) or succeeded: the rendezvous decides what comes next.
+  state_ = State::kFinishing;
+}
+
+void ElasticAgent::OnRendezvousEvents() {
+  for (RendezvousEvent& event : rendezvous_.TakeEvents()) {
+    if (state_ == State::kDone) return;
+    switch (event.kind) {
+      case RendezvousEvent::Kind::kAssigned:
+        if (state_ == State::kJoining) StartAttempt(event.assignment);
+        break;
+      case RendezvousEvent::Kind::kStop:
+        spdlog::warn("{}{}", event.detail,
+                     event.stop_reason == StopReason::kMembershipChanged
+                         ? ": restarting all workers (membership change, no restart spent)"
+                         : "");
+        if (workers_) {
+          rejoin_after_attempt_ = true;
+          if (!workers_->stopping()) BeginStop(SIGTERM);
+        } else {
+          JoinNextRound();
+        }
+        break;
+      case RendezvousEvent::Kind::kEnd:
+        if (workers_) {
+          end_after_attempt_ = std::move(event);
+          if (!workers_->stopping()) BeginStop(SIGTERM);
+        } else {
+          FinishRun(event);
+        }
+        break;
+      case RendezvousEvent::Kind::kLost:
+        spdlog::error("rendezvous failed: {}", event.status.message());
+        if (workers_) {
+          RendezvousEvent end;
+          end.kind = RendezvousEvent::Kind::kEnd;
+          end.outcome = RunOutcome::kTimedOut;
+          end.detail = std::string(event.status.message());
+          end_after_attempt_ = std::move(end);
+          if (!workers_->stopping()) BeginStop(SIGTERM);
+        } else {
+          Finish(kExitRendezvous);
+        }
+        break;
+    }
+  }
+  OnWorkersChanged();
+}
+
+void ElasticAgent::BeginStop(int signal) {
+  workers_->Stop(signal);
   grace_timer_->Arm(config_.shutdown_timeout);
 }
 
-int ElasticAgent::FinishFailed(const std::vector<WorkerFailure>& failures) {
-  const WorkerFailure& root = failures[RootCauseIndex(failures)];
-  std::string summary = FormatFailureSummary(config_.entrypoint_name, failures);
-  (void)WriteAll(STDERR_FILENO, summary);
-  CleanUpLogRoot();
-  const int code = ShellExitCode(root.wait_status);
-  spdlog::error("job failed after {} restarts; exiting with rank {}'s status {}",
-                config_.max_restarts, root.rank, code);
-  return code;
+void ElasticAgent::Finish(int exit_code) {
+  exit_code_ = exit_code;
+  state_ = State::kDone;
+}
+
+void ElasticAgent::FinishRun(const RendezvousEvent& end) {
+  switch (end.outcome) {
+    case RunOutcome::kSucceeded:
+      return Finish(kExitSuccess);
+    case RunOutcome::kTimedOut:
+      spdlog::error("{}", end.detail);
+      return Finish(kExitRendezvous);
+    case RunOutcome::kFailed:
+      break;
+  }
+  int code = 1;
+  if (!last_failures_.empty()) {
+    (void)WriteAll(STDERR_FILENO, FormatFailureSummary(config_.entrypoint_name, last_failures_));
+    code = ShellExitCode(last_failures_[RootCauseIndex(last_failures_)].wait_status);
+  }
+  if (!end.root_cause.empty()) {
+    const ReportedFailure& root = end.root_cause.front();
+    const bool here = root.host == host_ && !last_failures_.empty() &&
+                      last_failures_[RootCauseIndex(last_failures_)].rank == root.rank;
+    if (!here) {
+      spdlog::error("root cause across the job: rank {} on {} failed with exitcode {}: {}",
+                    root.rank, root.host, root.exit_code, root.message);
+    }
+    code = ShellCodeFromTorch(root.exit_code);
+  }
+  spdlog::error("job failed ({}); exiting with status {}", end.detail, code);
+  Finish(code);
+}
+
+std::vector<ReportedFailure> ElasticAgent::ForMaster(
+    const std::vector<WorkerFailure>& failures) const {
+  std::vector<ReportedFailure> out;
+  for (const WorkerFailure& f : failures) {
+    ReportedFailure r;
+    r.host = f.host;
+    r.rank = f.rank;
+    r.local_rank = f.local_rank;
+    r.exit_code = TorchExitCode(f.wait_status);
+    r.pid = f.pid;
+    r.time = f.time;
+    r.message = f.error_message.empty() && !f.stderr_tail.empty() ? f.stderr_tail.back()
+                                                                  : f.error_message;
+    out.push_back(std::move(r));
+  }
+  return out;
 }
 
 void ElasticAgent::CleanUpLogRoot() {

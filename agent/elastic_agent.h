@@ -1,8 +1,16 @@
 #pragma once
-// The agent's main loop: join a round, start this node's workers, watch them, and on a
-// failure stop them all and start again while the restart budget lasts.
+// The agent's main loop: join a round, start this node's workers, watch them, report to the
+// rendezvous, and follow its orders (stop and rejoin, or end). One thread, one event loop:
+// signals, worker exits, worker output, timers and rendezvous events all arrive as fds.
+//
+//   joining --(assigned)--> running --(a worker failed: report, stop the rest)--+
+//      ^                       |  \--(all succeeded: report)--> finishing       |
+//      |                       |                                    |           |
+//      +---(stop order, once the workers have exited) <--------------+-----------+
+//   any --(run ended, once the workers have exited)--> done (exit status)
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,47 +21,61 @@
 #include "agent/orphan_guard.h"
 #include "agent/worker_env.h"
 #include "agent/worker_group.h"
-#include "rendezvous/rendezvous_handler.h"
+#include "rendezvous/rendezvous_connection.h"
 
 namespace ddprun {
 
 class ElasticAgent {
  public:
   /// `guard` must have been started before any thread; `base_env` is what workers inherit.
-  ElasticAgent(const AgentConfig& config, EnvMap base_env, RendezvousHandler& rendezvous,
+  ElasticAgent(const AgentConfig& config, EnvMap base_env, RendezvousConnection& rendezvous,
                OrphanGuard& guard);
+  ~ElasticAgent();
 
   /// Runs the job to its end and returns the exit status for the ddprun process.
   int Run();
 
  private:
-  struct AttemptResult {
-    enum class Kind { kSucceeded, kFailed, kInterrupted } kind = Kind::kSucceeded;
-    int signal = 0;  // kInterrupted: the signal the agent received
-    std::vector<WorkerFailure> failures;
-  };
+  enum class State { kJoining, kRunning, kFinishing, kDone };
 
   absl::Status SetUp();
-  absl::StatusOr<AttemptResult> RunAttempt(const RoundAssignment& round);
-  void OnSignals(WorkerSupervisor& workers);
-  void ReapChildren(WorkerSupervisor& workers);
-  void BeginStop(WorkerSupervisor& workers, int signal);
-  int FinishFailed(const std::vector<WorkerFailure>& failures);
+  void JoinNextRound();
+  void StartAttempt(const Assignment& assignment);
+  void OnSignals();
+  void ReapChildren();
+  void OnRendezvousEvents();
+  void OnWorkersChanged();
+  void EndAttempt();
+  void AfterAttempt();
+  void BeginStop(int signal);
+  void Finish(int exit_code);
+  void FinishRun(const RendezvousEvent& end);
   void CleanUpLogRoot();
   int FirstFreeAttempt() const;
+  std::vector<ReportedFailure> ForMaster(const std::vector<WorkerFailure>& failures) const;
 
   const AgentConfig& config_;
   EnvMap base_env_;
-  RendezvousHandler& rendezvous_;
+  RendezvousConnection& rendezvous_;
   OrphanGuard& guard_;
   std::string host_;
+  std::string incarnation_;
   std::string log_root_;
   bool log_root_is_temporary_ = false;
   int attempt_offset_ = 0;  // attempts of earlier runs with the same id and --log-dir
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<SignalChannel> signals_;
   std::unique_ptr<OneShotTimer> grace_timer_;
-  int interrupted_by_ = 0;  // the first terminating signal received, 0 if none
+
+  State state_ = State::kJoining;
+  int exit_code_ = 0;
+  int interrupted_by_ = 0;          // the first terminating signal received, 0 if none
+  std::unique_ptr<WorkerSupervisor> workers_;  // the current attempt; null between attempts
+  Assignment assignment_;           // of the current attempt
+  bool failure_reported_ = false;   // this attempt's failure went to the rendezvous
+  bool rejoin_after_attempt_ = false;            // a stop order arrived
+  std::optional<RendezvousEvent> end_after_attempt_;  // the run ended
+  std::vector<WorkerFailure> last_failures_;     // of the last attempt that had any
 };
 
 }  // namespace ddprun

@@ -9,6 +9,8 @@ inline constexpr int kExitSuccess = 0;
 inline constexpr int kExitUsage = 2;
 /// The agent itself could not run the job (spawn, pipe, signal setup failed).
 inline constexpr int kExitInternal = 70;  // EX_SOFTWARE
+/// The rendezvous failed: it timed out, refused this node, or the master was lost.
+inline constexpr int kExitRendezvous = 75;  // EX_TEMPFAIL
 
 /// The status a shell reports for a process that ended by `signal`.
 inline constexpr int ExitCodeForSignal(int signal) { return 128 + signal; }

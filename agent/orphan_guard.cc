@@ -75,7 +75,6 @@ void OrphanGuard::Send(char op, pid_t pgid) {
   (void)WriteAll(to_guard_.get(), line);
 }
 
-void OrphanGuard::Watch(pid_t pgid) { Send('+', pgid); }
 void OrphanGuard::Forget(pid_t pgid) { Send('-', pgid); }
 
 }  // namespace ddprun

@@ -4,8 +4,8 @@
 //
 // PR_SET_PDEATHSIG kills each worker with the agent, but not the worker's children, which
 // the kernel re-parents to init. So at start-up the agent forks this small guard process
-// before it does anything else. The agent tells it each worker process group it creates,
-// over a pipe; when that pipe reads end-of-file — the agent exited, however it died — the
+// before it does anything else. Each worker registers its process group over a pipe before
+// it execs, and the agent unregisters groups that are gone; when that pipe reads end-of-file — the agent exited, however it died — the
 // guard sends SIGKILL to every group still listed, and exits.
 
 #include <sys/types.h>
@@ -20,8 +20,9 @@ class OrphanGuard {
   /// Forks the guard. Call before any thread is started.
   static absl::StatusOr<OrphanGuard> Start();
 
-  /// The guard will kill process group `pgid` if the agent dies.
-  void Watch(pid_t pgid);
+  /// The pipe a new worker writes "+<pgid>\n" to itself before exec (see SpawnSpec), so
+  /// that the guard knows its group before anything in it can fork.
+  int registration_fd() const { return to_guard_.get(); }
   /// Group `pgid` is gone; the guard must not touch it (its id may be reused).
   void Forget(pid_t pgid);
 

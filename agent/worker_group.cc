@@ -101,10 +101,10 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
   if (absl::Status s = SetUpStreams(worker, spec.stdout_fd, spec.stderr_fd, child_ends); !s.ok()) {
     return s;
   }
+  spec.guard_fd = guard_.registration_fd();
   absl::StatusOr<pid_t> pid = SpawnWorkerProcess(spec);
   if (!pid.ok()) return pid.status();
   worker.pid = *pid;
-  guard_.Watch(worker.pid);
   spdlog::debug("started local_rank={} rank={} pid={}", worker.local_rank, worker.rank, worker.pid);
   return absl::OkStatus();
 }

@@ -47,6 +47,16 @@ __attribute__((no_sanitize("address", "undefined"))) int ExecChild(void* raw) {
   // killpg, and no controlling terminal, so reading the terminal cannot stop it with
   // SIGTTIN the way a background process group of the agent's session would be.
   ::setsid();
+  if (spec.guard_fd >= 0) {
+    // "+<pgid>\n", formatted by hand: the child may call only async-signal-safe functions.
+    char line[24];
+    char* end = line + sizeof(line);
+    char* p = end;
+    *--p = '\n';
+    for (pid_t pid = ::getpid(); pid > 0; pid /= 10) *--p = static_cast<char>('0' + pid % 10);
+    *--p = '+';
+    (void)!::write(spec.guard_fd, p, static_cast<size_t>(end - p));  // atomic: < PIPE_BUF
+  }
   // The agent holds handled signals blocked; a worker starts with the default mask and
   // dispositions, as if launched from a shell.
   for (int sig : kSignalsToReset) ::signal(sig, SIG_DFL);
@@ -81,6 +91,9 @@ absl::StatusOr<pid_t> SpawnWorkerProcess(const SpawnSpec& spec) {
   // The agent resumes once the child has exec'ed, or exited because exec failed.
   if (args.exec_errno != 0) {
     ::waitpid(pid, nullptr, 0);
+    if (spec.guard_fd >= 0) {  // the child registered its group; it is gone
+      (void)WriteAll(spec.guard_fd, absl::StrCat("-", pid, "\n"));
+    }
     return ErrnoStatus(args.exec_errno, absl::StrCat("cannot execute '", spec.argv[0], "'"));
   }
   return pid;  // the child called setsid() before exec, so its group id is its pid

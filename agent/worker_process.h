@@ -17,6 +17,9 @@ struct SpawnSpec {
   std::vector<std::string> env;   // "KEY=VALUE"
   int stdout_fd = -1;             // dup2'ed onto fd 1 in the child; -1 inherits the agent's
   int stderr_fd = -1;             // likewise for fd 2
+  /// The orphan guard's pipe: the child registers its process group there itself, before
+  /// exec, so that nothing it forks can exist unknown to the guard (-1: no guard).
+  int guard_fd = -1;
 };
 
 /// Starts the process and returns its pid, which is also its process group id. Returns an

@@ -16,7 +16,7 @@
 #include "agent/orphan_guard.h"
 #include "agent/worker_env.h"
 #include "launcher/cli.h"
-#include "rendezvous/single_node_rendezvous.h"
+#include "rendezvous/rendezvous_connection.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "agent/log_format.h"
 #include "spdlog/spdlog.h"
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     spdlog::error("cannot start: {}", guard.status().message());
     return ddprun::kExitInternal;
   }
-  ddprun::SingleNodeRendezvous rendezvous(cli->config.max_restarts);
+  ddprun::LocalRendezvous rendezvous(cli->config.max_restarts);
   ddprun::ElasticAgent agent(cli->config, ddprun::CurrentEnvironment(), rendezvous, *guard);
   return agent.Run();
 }

@@ -107,8 +107,8 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
   } else if (phase_ == Phase::kRunning && restarts_spent_ < settings_.max_restarts) {
     ++restarts_spent_;
     EndRound(StopReason::kWorkerFailed,
-             absl::StrCat(what, "; restart ", restarts_spent_, " of --max-restarts=",
-                          settings_.max_restarts),
+             absl::StrCat(what, ": restarting all workers (", restarts_spent_,
+                          " of --max-restarts=", settings_.max_restarts, " restarts used)"),
              now);
   } else if (phase_ == Phase::kRunning) {
     EndRun(RunOutcome::kFailed,

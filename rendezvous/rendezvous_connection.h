@@ -1,0 +1,93 @@
+#pragma once
+// The agent's side of a rendezvous: it joins, reports and heartbeats; the rendezvous answers
+// with events (a round to run, an order to stop, the end of the run, a lost master). Events
+// arrive on a file descriptor so the agent's single-threaded event loop can wait on them
+// with everything else. Two implementations: LocalRendezvous (one-node jobs, in-process)
+// and GrpcRendezvous (a master over the network).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "rendezvous/round_state_machine.h"
+
+namespace ddprun {
+
+struct RendezvousEvent {
+  enum class Kind { kAssigned, kStop, kEnd, kLost };
+  Kind kind = Kind::kAssigned;
+  Assignment assignment;                          // kAssigned
+  StopReason stop_reason = StopReason::kWorkerFailed;  // kStop
+  RunOutcome outcome = RunOutcome::kSucceeded;         // kEnd
+  std::string detail;                             // kStop, kEnd: what happened
+  std::vector<ReportedFailure> root_cause;        // kEnd, failed: the earliest failure anywhere
+  absl::Status status;                            // kLost: why the master is out of reach
+};
+
+class RendezvousConnection {
+ public:
+  virtual ~RendezvousConnection() = default;
+
+  /// Readable while events are pending; TakeEvents() drains it.
+  virtual int event_fd() const = 0;
+  virtual std::vector<RendezvousEvent> TakeEvents() = 0;
+
+  /// Asks for the next round (first join, and after every stop order).
+  virtual void Join(const NodeInfo& node) = 0;
+  virtual void ReportFailure(int64_t round, std::vector<ReportedFailure> failures) = 0;
+  virtual void ReportSuccess(int64_t round) = 0;
+  virtual void Heartbeat() = 0;
+  /// Opens a new session after kLost (the caller joins again once it is open).
+  virtual void Reconnect() = 0;
+
+  /// Where workers reach the Store service (DDPRUN_STORE_ADDR); empty when there is none.
+  virtual std::string store_addr() const = 0;
+};
+
+/// A thread-safe queue of events with an eventfd that is readable while it is not empty.
+class EventQueue {
+ public:
+  EventQueue();
+  ~EventQueue();
+  EventQueue(const EventQueue&) = delete;
+  EventQueue& operator=(const EventQueue&) = delete;
+
+  int fd() const { return fd_; }
+  void Push(RendezvousEvent event);
+  std::vector<RendezvousEvent> Take();
+
+ private:
+  int fd_;
+  struct State;
+  State* state_;
+};
+
+/// The events for one session out of a state machine's outbound messages.
+std::vector<RendezvousEvent> EventsFor(SessionId session, std::vector<Outbound> outbound);
+
+/// The rendezvous of a one-node job: the same rules as the master's (RoundStateMachine with
+/// min = max = 1), in-process, without network or heartbeats.
+class LocalRendezvous : public RendezvousConnection {
+ public:
+  explicit LocalRendezvous(int max_restarts);
+
+  int event_fd() const override { return events_.fd(); }
+  std::vector<RendezvousEvent> TakeEvents() override { return events_.Take(); }
+  void Join(const NodeInfo& node) override;
+  void ReportFailure(int64_t round, std::vector<ReportedFailure> failures) override;
+  void ReportSuccess(int64_t round) override;
+  void Heartbeat() override {}
+  void Reconnect() override {}
+  std::string store_addr() const override { return ""; }
+
+ private:
+  void Publish();
+
+  static constexpr SessionId kSelf = 1;
+  RoundStateMachine rounds_;
+  EventQueue events_;
+};
+
+}  // namespace ddprun

@@ -31,12 +31,24 @@ struct AgentConfig {
   int max_nodes = 1;
   int nproc_per_node = 1;
   int node_rank = 0;
+  bool node_rank_given = false;  // --node-rank was set: a rank-order hint for c10d
 
   // Rendezvous.
   std::string rdzv_backend = "static";
   std::string rdzv_endpoint;
   std::string run_id = "none";
-  std::map<std::string, std::string> rdzv_conf;
+  std::map<std::string, std::string> rdzv_conf;  // as given; the parsed values follow
+  absl::Duration join_timeout = absl::Seconds(600);
+  absl::Duration last_call_timeout = absl::Seconds(30);
+  absl::Duration close_timeout = absl::Seconds(30);
+  absl::Duration keep_alive_interval = absl::Seconds(5);
+  int keep_alive_max_attempt = 3;
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  absl::Duration read_timeout = absl::Seconds(60);
+  std::optional<bool> is_host;  // unset: inferred from --rdzv-endpoint
+  std::string token;            // from token_file= or DDPRUN_RDZV_TOKEN; empty: none
+  std::string endpoint_host;    // --rdzv-endpoint (c10d) or --master-addr (static)
+  int endpoint_port = 29400;
   bool standalone = false;
   std::string master_addr = "127.0.0.1";
   std::optional<int> master_port;

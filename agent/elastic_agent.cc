@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "agent/exit_codes.h"
-#include "agent/free_port.h"
+#include "agent/host_info.h"
 #include "agent/log_format.h"
 #include "agent/log_layout.h"
 #include "agent/worker_process.h"
@@ -54,9 +54,11 @@ absl::Status ElasticAgent::SetUp() {
   if (!signals.ok()) return signals.status();
   signals_ = std::make_unique<SignalChannel>(std::move(*signals));
 
-  absl::StatusOr<OneShotTimer> timer = OneShotTimer::Create();
-  if (!timer.ok()) return timer.status();
-  grace_timer_ = std::make_unique<OneShotTimer>(std::move(*timer));
+  for (auto* timer : {&grace_timer_, &heartbeat_timer_, &join_timer_}) {
+    absl::StatusOr<OneShotTimer> created = OneShotTimer::Create();
+    if (!created.ok()) return created.status();
+    *timer = std::make_unique<OneShotTimer>(std::move(*created));
+  }
 
   if (config_.log_dir.empty()) {
     const char* tmp = ::getenv("TMPDIR");
@@ -106,6 +108,20 @@ int ElasticAgent::Run() {
     watched = loop_->WatchReadable(rendezvous_.event_fd(),
                                    [this](uint32_t) { OnRendezvousEvents(); });
   }
+  const absl::Duration heartbeat = rendezvous_.heartbeat_interval();
+  if (watched.ok()) {
+    watched = loop_->WatchReadable(heartbeat_timer_->fd(), [this, heartbeat](uint32_t) {
+      if (!heartbeat_timer_->Acknowledge()) return;
+      rendezvous_.Heartbeat();
+      heartbeat_timer_->Arm(heartbeat);
+    });
+  }
+  if (watched.ok()) {
+    watched = loop_->WatchReadable(join_timer_->fd(), [this](uint32_t) {
+      if (join_timer_->Acknowledge()) OnJoinTimeout();
+    });
+  }
+  if (heartbeat != absl::InfiniteDuration()) heartbeat_timer_->Arm(heartbeat);
   if (!watched.ok()) {
     spdlog::error("cannot start the job: {}", watched.message());
     return kExitInternal;
@@ -128,12 +144,14 @@ int ElasticAgent::Run() {
 void ElasticAgent::JoinNextRound() {
   if (interrupted_by_ != 0) return Finish(ExitCodeForSignal(interrupted_by_));
   NodeInfo node;
-  node.host = host_;
+  node.host = config_.local_addr.empty() ? host_ : config_.local_addr;  // the ordering key
   node.addr = config_.master_addr;
   node.pid = static_cast<int>(::getpid());
   node.incarnation = incarnation_;
   node.local_world_size = config_.nproc_per_node;
-  node.node_rank_hint = -1;
+  node.node_rank_hint = config_.node_rank_given || config_.rdzv_backend == "static"
+                            ? config_.node_rank
+                            : -1;
   if (config_.master_port) {
     node.master_port = *config_.master_port;
   } else if (absl::StatusOr<int> port = ReserveFreePort(); port.ok()) {
@@ -143,7 +161,52 @@ void ElasticAgent::JoinNextRound() {
     return Finish(kExitInternal);
   }
   state_ = State::kJoining;
+  // The master applies join_timeout too, and says who is missing; this one catches a
+  // master that cannot be reached at all, so it fires a little later.
+  if (rendezvous_.heartbeat_interval() != absl::InfiniteDuration()) {
+    join_timer_->Arm(config_.join_timeout + config_.keep_alive_interval);
+  }
   rendezvous_.Join(node);
+}
+
+void ElasticAgent::OnJoinTimeout() {
+  if (state_ != State::kJoining) return;
+  spdlog::error("no round was formed within join_timeout={}: check that the rendezvous "
+                "master at {} is up and reachable from this node (port open, same --rdzv-id "
+                "on every node)",
+                absl::FormatDuration(config_.join_timeout), rendezvous_.store_addr());
+  Finish(kExitRendezvous);
+}
+
+void ElasticAgent::OnMasterLost(const absl::Status& status) {
+  // Refusals will not change by trying again; a lost connection may.
+  const bool refused = absl::IsPermissionDenied(status) || absl::IsNotFound(status) ||
+                       absl::IsFailedPrecondition(status) || absl::IsInvalidArgument(status) ||
+                       absl::IsAlreadyExists(status) || absl::IsUnimplemented(status);
+  if (refused) {
+    spdlog::error("the rendezvous refused this node: {}", status.message());
+    RendezvousEvent end;
+    end.kind = RendezvousEvent::Kind::kEnd;
+    end.outcome = RunOutcome::kTimedOut;
+    end.detail = std::string(status.message());
+    if (workers_) {
+      end_after_attempt_ = std::move(end);
+      if (!workers_->stopping()) BeginStop(SIGTERM);
+    } else {
+      Finish(kExitRendezvous);
+    }
+    return;
+  }
+  // A node cut off from the master must not go on training in a round that may be over.
+  spdlog::warn("lost the rendezvous master: {}; stopping this node's workers and rejoining",
+               status.message());
+  if (workers_) {
+    reconnect_after_attempt_ = true;
+    if (!workers_->stopping()) BeginStop(SIGTERM);
+  } else {
+    rendezvous_.Reconnect();
+    JoinNextRound();
+  }
 }
 
 void ElasticAgent::StartAttempt(const Assignment& assignment) {
@@ -163,6 +226,7 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
   workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *loop_, guard_, host_);
   failure_reported_ = false;
   rejoin_after_attempt_ = false;
+  reconnect_after_attempt_ = false;
   state_ = State::kRunning;
   if (absl::Status s = workers_->Start(plan); !s.ok()) {
     spdlog::error("cannot start the workers: {}", s.message());
@@ -255,6 +319,11 @@ void ElasticAgent::AfterAttempt() {
     return Finish(ExitCodeForSignal(interrupted_by_));
   }
   if (end_after_attempt_) return FinishRun(*end_after_attempt_);
+  if (reconnect_after_attempt_) {
+    reconnect_after_attempt_ = false;
+    rendezvous_.Reconnect();
+    return JoinNextRound();
+  }
   if (rejoin_after_attempt_) return JoinNextRound();
   if (succeeded) {
     spdlog::info("all {} workers succeeded", config_.nproc_per_node);
@@ -269,7 +338,10 @@ void ElasticAgent::OnRendezvousEvents() {
     if (state_ == State::kDone) return;
     switch (event.kind) {
       case RendezvousEvent::Kind::kAssigned:
-        if (state_ == State::kJoining) StartAttempt(event.assignment);
+        if (state_ == State::kJoining) {
+          join_timer_->Disarm();
+          StartAttempt(event.assignment);
+        }
         break;
       case RendezvousEvent::Kind::kStop:
         spdlog::warn("{}{}", event.detail,
@@ -292,17 +364,7 @@ void ElasticAgent::OnRendezvousEvents() {
         }
         break;
       case RendezvousEvent::Kind::kLost:
-        spdlog::error("rendezvous failed: {}", event.status.message());
-        if (workers_) {
-          RendezvousEvent end;
-          end.kind = RendezvousEvent::Kind::kEnd;
-          end.outcome = RunOutcome::kTimedOut;
-          end.detail = std::string(event.status.message());
-          end_after_attempt_ = std::move(end);
-          if (!workers_->stopping()) BeginStop(SIGTERM);
-        } else {
-          Finish(kExitRendezvous);
-        }
+        OnMasterLost(event.status);
         break;
     }
   }

@@ -44,6 +44,8 @@ class ElasticAgent {
   void OnSignals();
   void ReapChildren();
   void OnRendezvousEvents();
+  void OnMasterLost(const absl::Status& status);
+  void OnJoinTimeout();
   void OnWorkersChanged();
   void EndAttempt();
   void AfterAttempt();
@@ -66,6 +68,8 @@ class ElasticAgent {
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<SignalChannel> signals_;
   std::unique_ptr<OneShotTimer> grace_timer_;
+  std::unique_ptr<OneShotTimer> heartbeat_timer_;  // re-armed every heartbeat_interval
+  std::unique_ptr<OneShotTimer> join_timer_;       // armed while waiting for a round
 
   State state_ = State::kJoining;
   int exit_code_ = 0;
@@ -74,6 +78,7 @@ class ElasticAgent {
   Assignment assignment_;           // of the current attempt
   bool failure_reported_ = false;   // this attempt's failure went to the rendezvous
   bool rejoin_after_attempt_ = false;            // a stop order arrived
+  bool reconnect_after_attempt_ = false;         // the master was lost: reconnect, rejoin
   std::optional<RendezvousEvent> end_after_attempt_;  // the run ended
   std::vector<WorkerFailure> last_failures_;     // of the last attempt that had any
 };

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "CLI/CLI.hpp"
+#include "agent/host_info.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -44,6 +45,7 @@ struct RawOptions {
   std::string tee = "0";
   std::string local_ranks_filter;
   std::string node_rank = "0";
+  bool node_rank_given = false;  // on the command line or in PET_NODE_RANK
   std::string master_addr;
   std::string master_port;
   std::string local_addr;
@@ -160,7 +162,8 @@ void DeclareOptions(CLI::App& app, RawOptions& o) {
           "Seconds a node that finished waits for the others (multi-node)", kShutdownGroup);
 
   AddText(app, "", "--node-rank", o.node_rank,
-          "This node's rank with the static backend (multi-node: not available yet)",
+          "This node's rank with the static backend; with c10d, a hint for the order of "
+          "new nodes", 
           kStaticGroup);
   AddText(app, "", "--master-addr", o.master_addr,
           "MASTER_ADDR given to workers; unset: this node's --local-addr, else localhost",
@@ -308,11 +311,17 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
     // c10d's default port, as torchrun; for static the port comes from --master-port.
     absl::StatusOr<Endpoint> endpoint = ParseEndpoint(o.rdzv_endpoint, 29400);
     if (!endpoint.ok()) return endpoint.status();
+    config.endpoint_host = endpoint->host;
+    config.endpoint_port = endpoint->port;
   }
   config.run_id = o.rdzv_id;
   absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(o.rdzv_conf);
   if (!conf.ok()) return conf.status();
   config.rdzv_conf = *conf;
+  if (absl::Status s = ApplyRdzvConf(config.rdzv_conf, config); !s.ok()) return s;
+  if (config.token.empty()) {
+    if (const char* token = ::getenv("DDPRUN_RDZV_TOKEN"); token != nullptr) config.token = token;
+  }
   config.standalone = o.standalone;
   if (o.standalone) {
     config.rdzv_backend = "c10d";
@@ -327,6 +336,7 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
   absl::StatusOr<int> node_rank = ParseNonNegativeInt("--node-rank", o.node_rank);
   if (!node_rank.ok()) return node_rank.status();
   config.node_rank = *node_rank;
+  config.node_rank_given = o.node_rank_given;
   if (!o.master_port.empty()) {
     absl::StatusOr<int> port = ParseNonNegativeInt("--master-port", o.master_port);
     if (!port.ok() || *port < 1 || *port > 65535) {
@@ -395,9 +405,39 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
   config.exit_barrier_timeout = *barrier;
 
   if (config.max_nodes > 1) {
-    return absl::UnimplementedError(absl::StrCat(
-        "--nnodes=", o.nnodes, ": multi-node jobs are not available in this ddprun version yet; "
-        "it runs one-node jobs (--standalone, or --nnodes=1)"));
+    if (config.rdzv_backend == "c10d" && o.rdzv_endpoint.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--nnodes=", o.nnodes, " with --rdzv-backend=c10d needs --rdzv-endpoint=HOST[:PORT]: "
+          "the address of the node (or ddprun-master) that all nodes can reach"));
+    }
+    if (config.rdzv_backend == "static") {
+      // The static backend's master is node 0, at --master-addr:--master-port.
+      if (config.min_nodes != config.max_nodes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--nnodes=", o.nnodes, " with --rdzv-backend=static must be a fixed count: use "
+            "--rdzv-backend=c10d for an elastic range"));
+      }
+      if (o.master_addr.empty() || !config.master_port) {
+        return absl::InvalidArgumentError(
+            "--rdzv-backend=static with several nodes needs --master-addr and --master-port: "
+            "the address and port of node 0, where the rendezvous master runs");
+      }
+      if (config.node_rank >= config.max_nodes) {
+        return absl::InvalidArgumentError(absl::StrCat("--node-rank=", config.node_rank,
+                                                       " is not valid: expected 0 to ",
+                                                       config.max_nodes - 1));
+      }
+      config.endpoint_host = o.master_addr;
+      config.endpoint_port = *config.master_port;
+      if (!config.is_host) config.is_host = config.node_rank == 0;
+    }
+    // MASTER_ADDR for the workers is the address of group rank 0's node: each node offers
+    // its own (--local-addr, else its host name); MASTER_PORT is a fresh port there.
+    config.master_addr = !o.local_addr.empty() ? o.local_addr : HostName();
+    config.master_port.reset();
+  }
+  if (config.is_host && *config.is_host && config.max_nodes > 1 && config.endpoint_host.empty()) {
+    return absl::InvalidArgumentError("--rdzv-conf is_host=1 needs --rdzv-endpoint");
   }
   return absl::OkStatus();
 }
@@ -509,6 +549,7 @@ absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args
                                                    "'; see ddprun --help for the options"));
   }
   ApplyTorchEnvDefaults(raw, app);
+  raw.node_rank_given = app.get_option("--node-rank")->count() > 0;
   if (absl::Status s = FillConfig(raw, devices, outcome.config, outcome.notices); !s.ok()) return s;
   if (absl::Status s = BuildWorkerCommand(raw, positional, outcome.config); !s.ok()) return s;
   return outcome;

@@ -1,6 +1,8 @@
 #include "launcher/cli_values.h"
 
 #include <signal.h>
+
+#include <fstream>
 #include <string.h>
 
 #include "absl/strings/ascii.h"
@@ -143,6 +145,59 @@ absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::stri
     }
   }
   return conf;
+}
+
+absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, AgentConfig& config) {
+  const std::map<std::string, absl::Duration*> durations = {
+      {"join_timeout", &config.join_timeout},
+      {"last_call_timeout", &config.last_call_timeout},
+      {"close_timeout", &config.close_timeout},
+      {"keep_alive_interval", &config.keep_alive_interval},
+      {"heartbeat_timeout", &config.heartbeat_timeout},
+      {"read_timeout", &config.read_timeout},
+  };
+  for (const auto& [key, value] : conf) {
+    const std::string option = absl::StrCat("--rdzv-conf ", key);
+    if (auto it = durations.find(key); it != durations.end()) {
+      absl::StatusOr<absl::Duration> d = ParseSeconds(option, value, /*positive=*/true);
+      if (!d.ok()) return d.status();
+      *it->second = *d;
+    } else if (key == "keep_alive_max_attempt") {
+      int n = 0;
+      if (!ParseStrictInt(value, n) || n < 1) return Invalid(option, value, "a whole number >= 1");
+      config.keep_alive_max_attempt = n;
+    } else if (key == "is_host") {
+      const std::string v = absl::AsciiStrToLower(value);
+      if (v == "1" || v == "true" || v == "yes") {
+        config.is_host = true;
+      } else if (v == "0" || v == "false" || v == "no") {
+        config.is_host = false;
+      } else {
+        return Invalid(option, value, "true or false (1 or 0)");
+      }
+    } else if (key == "token_file") {
+      std::ifstream in(value);
+      std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!in) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--rdzv-conf token_file='", value, "' cannot be read"));
+      }
+      token = std::string(absl::StripAsciiWhitespace(token));
+      if (token.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--rdzv-conf token_file='", value, "' is empty"));
+      }
+      config.token = token;
+    } else if (key == "timeout" || key == "store_type") {
+      // torchrun keys that do not apply to ddprun's c10d; accepted so command lines work.
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv-conf key '", key, "' is not known: expected join_timeout, last_call_timeout, "
+          "close_timeout, keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout, "
+          "read_timeout, is_host or token_file"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int>> ParseSignalList(const std::string& value) {

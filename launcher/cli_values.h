@@ -47,6 +47,11 @@ absl::StatusOr<StdSpec> ParseStdSpec(const std::string& option, const std::strin
 /// --rdzv-conf: "key=value,key=value" (empty: none). Every key and value non-empty, no key twice.
 absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value);
 
+/// Applies the --rdzv-conf keys to `config` (join_timeout, last_call_timeout, close_timeout,
+/// keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout, read_timeout, is_host,
+/// token_file). An unknown key or a bad value is an error that lists what is accepted.
+absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, AgentConfig& config);
+
 /// --signals-to-handle: comma-separated names such as SIGTERM,SIGUSR1 (the SIG may be left off).
 absl::StatusOr<std::vector<int>> ParseSignalList(const std::string& value);
 

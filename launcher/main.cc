@@ -1,5 +1,7 @@
 // ddprun: torchrun's command line, ddprun's agent.
 
+#include <grpc/support/log.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,9 @@
 #include "agent/orphan_guard.h"
 #include "agent/worker_env.h"
 #include "launcher/cli.h"
+#include "agent/host_info.h"
+#include "rendezvous/grpc_rendezvous.h"
+#include "rendezvous/master_server.h"
 #include "rendezvous/rendezvous_connection.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "agent/log_format.h"
@@ -54,6 +59,52 @@ bool ConfigureLogging(std::string& error) {
   return true;
 }
 
+// gRPC's own log lines (e.g. a failed bind when another agent won the race for the master's
+// port) are details: debug level, behind ddprun's prefix.
+void LogGrpc(gpr_log_func_args* args) {
+  spdlog::debug("grpc {}:{}: {}", args->file, args->line, args->message);
+}
+
+// The agent on the --rdzv-endpoint host (is_host, inferred as torchrun does unless
+// --rdzv-conf is_host= says) serves the master in-process. When several agents on one host
+// race for the port, the losers simply join the winner's master.
+std::unique_ptr<ddprun::MasterServer> MaybeHostMaster(const ddprun::AgentConfig& config) {
+  const bool is_host = config.is_host ? *config.is_host : ddprun::IsThisHost(config.endpoint_host);
+  if (!is_host) return nullptr;
+  ddprun::MasterOptions options;
+  options.host = config.endpoint_host;
+  options.port = config.endpoint_port;
+  options.token = config.token;
+  options.only_run_id = config.run_id;
+  absl::StatusOr<std::unique_ptr<ddprun::MasterServer>> master = ddprun::MasterServer::Start(options);
+  if (!master.ok()) {
+    spdlog::info("not hosting the rendezvous master ({}); joining the one at {}:{}",
+                 master.status().message(), config.endpoint_host, config.endpoint_port);
+    return nullptr;
+  }
+  spdlog::info("hosting the rendezvous master for run '{}' on {}:{}", config.run_id,
+               config.endpoint_host, (*master)->port());
+  return std::move(*master);
+}
+
+ddprun::GrpcRendezvousOptions RendezvousOptions(const ddprun::AgentConfig& config) {
+  ddprun::GrpcRendezvousOptions options;
+  const bool v6 = config.endpoint_host.find(':') != std::string::npos;
+  options.endpoint = v6 ? "[" + config.endpoint_host + "]:" + std::to_string(config.endpoint_port)
+                        : config.endpoint_host + ":" + std::to_string(config.endpoint_port);
+  options.run_id = config.run_id;
+  options.token = config.token;
+  options.settings.min_nodes = config.min_nodes;
+  options.settings.max_nodes = config.max_nodes;
+  options.settings.max_restarts = config.max_restarts;
+  options.settings.join_timeout = config.join_timeout;
+  options.settings.last_call_timeout = config.last_call_timeout;
+  options.settings.keep_alive_interval = config.keep_alive_interval;
+  options.settings.keep_alive_max_attempt = config.keep_alive_max_attempt;
+  options.settings.exit_barrier_timeout = config.exit_barrier_timeout;
+  return options;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -73,6 +124,15 @@ int main(int argc, char** argv) {
   if (!ConfigureLogging(log_error)) return UsageError(log_error);
   for (const std::string& notice : cli->notices) spdlog::warn("{}", notice);
 
+  // The agent reads its signals from a signalfd: they must be blocked in every thread, so
+  // before gRPC or anything else starts one (a SIGCHLD taken by another thread is lost).
+  sigset_t handled;
+  sigemptyset(&handled);
+  sigaddset(&handled, SIGCHLD);
+  for (int sig : cli->config.signals_to_handle) sigaddset(&handled, sig);
+  ::pthread_sigmask(SIG_BLOCK, &handled, nullptr);
+  gpr_set_log_function(LogGrpc);
+
   // Orphaned grandchildren of workers come back to the agent to be reaped, not to init.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   absl::StatusOr<ddprun::OrphanGuard> guard = ddprun::OrphanGuard::Start();
@@ -80,7 +140,18 @@ int main(int argc, char** argv) {
     spdlog::error("cannot start: {}", guard.status().message());
     return ddprun::kExitInternal;
   }
-  ddprun::LocalRendezvous rendezvous(cli->config.max_restarts);
-  ddprun::ElasticAgent agent(cli->config, ddprun::CurrentEnvironment(), rendezvous, *guard);
-  return agent.Run();
+  const ddprun::AgentConfig& config = cli->config;
+  std::unique_ptr<ddprun::MasterServer> master;
+  std::unique_ptr<ddprun::RendezvousConnection> rendezvous;
+  if (config.max_nodes == 1) {
+    rendezvous = std::make_unique<ddprun::LocalRendezvous>(config.max_restarts);
+  } else {
+    master = MaybeHostMaster(config);
+    rendezvous = std::make_unique<ddprun::GrpcRendezvous>(RendezvousOptions(config));
+  }
+  ddprun::ElasticAgent agent(config, ddprun::CurrentEnvironment(), *rendezvous, *guard);
+  const int status = agent.Run();
+  rendezvous.reset();
+  if (master) master->Shutdown(config.close_timeout);
+  return status;
 }

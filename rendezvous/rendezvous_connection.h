@@ -44,6 +44,8 @@ class RendezvousConnection {
 
   /// Where workers reach the Store service (DDPRUN_STORE_ADDR); empty when there is none.
   virtual std::string store_addr() const = 0;
+  /// How often Heartbeat() must be called (InfiniteDuration: never).
+  virtual absl::Duration heartbeat_interval() const = 0;
 };
 
 /// A thread-safe queue of events with an eventfd that is readable while it is not empty.
@@ -81,6 +83,7 @@ class LocalRendezvous : public RendezvousConnection {
   void Heartbeat() override {}
   void Reconnect() override {}
   std::string store_addr() const override { return ""; }
+  absl::Duration heartbeat_interval() const override { return absl::InfiniteDuration(); }
 
  private:
   void Publish();

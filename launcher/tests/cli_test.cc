@@ -227,15 +227,63 @@ TEST_F(ParseCommandLineTest, BadRdzvValuesAreErrors) {
               HasSubstr("--rdzv-id='a/b'"));
 }
 
-TEST_F(ParseCommandLineTest, MultiNodeIsNotAvailableYet) {
-  absl::Status status = ParseError({"--nnodes=2", "--no-python", "/bin/sh"});
-  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(Message(status), HasSubstr("--nnodes=2"));
-  EXPECT_THAT(Message(status), HasSubstr("multi-node"));
-  EXPECT_THAT(Message(status), HasSubstr("not available"));
+TEST_F(ParseCommandLineTest, MultiNodeC10dNeedsAnEndpoint) {
+  absl::Status status =
+      ParseError({"--nnodes=2", "--rdzv-backend=c10d", "--no-python", "/bin/sh"});
+  EXPECT_THAT(Message(status), HasSubstr("needs --rdzv-endpoint=HOST[:PORT]"));
+  CliOutcome out = ParseOk({"--nnodes=1:3", "--rdzv-backend=c10d", "--rdzv-endpoint=head:1234",
+                            "--local-addr=10.0.0.7", "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.endpoint_host, "head");
+  EXPECT_EQ(out.config.endpoint_port, 1234);
+  EXPECT_EQ(out.config.master_addr, "10.0.0.7");  // what this node offers as MASTER_ADDR
+  EXPECT_FALSE(out.config.master_port.has_value());
+  EXPECT_FALSE(out.config.is_host.has_value());  // inferred at start-up
+  EXPECT_EQ(ParseOk({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=head",
+                     "--no-python", "/bin/sh"})
+                .config.endpoint_port,
+            29400);
+}
 
-  status = ParseError({"--nnodes=1:2", "--no-python", "/bin/sh"});
-  EXPECT_THAT(Message(status), HasSubstr("multi-node"));
+TEST_F(ParseCommandLineTest, MultiNodeStaticUsesNodeZeroAsTheMaster) {
+  EXPECT_THAT(Message(ParseError({"--nnodes=2", "--no-python", "/bin/sh"})),
+              HasSubstr("needs --master-addr and --master-port"));
+  EXPECT_THAT(Message(ParseError({"--nnodes=1:2", "--master-addr=h", "--master-port=1",
+                                  "--no-python", "/bin/sh"})),
+              HasSubstr("must be a fixed count"));
+  EXPECT_THAT(Message(ParseError({"--nnodes=2", "--node-rank=2", "--master-addr=h",
+                                  "--master-port=1", "--no-python", "/bin/sh"})),
+              HasSubstr("--node-rank=2 is not valid"));
+  CliOutcome node0 = ParseOk({"--nnodes=2", "--node-rank=0", "--master-addr=head",
+                              "--master-port=29500", "--no-python", "/bin/sh"});
+  EXPECT_EQ(node0.config.endpoint_host, "head");
+  EXPECT_EQ(node0.config.endpoint_port, 29500);
+  EXPECT_EQ(node0.config.is_host, std::optional<bool>(true));
+  CliOutcome node1 = ParseOk({"--nnodes=2", "--node-rank=1", "--master-addr=head",
+                              "--master-port=29500", "--no-python", "/bin/sh"});
+  EXPECT_EQ(node1.config.is_host, std::optional<bool>(false));
+  EXPECT_TRUE(node1.config.node_rank_given);
+}
+
+TEST_F(ParseCommandLineTest, RdzvConfKeys) {
+  TempDir dir;
+  const std::string token_file = dir.Write("token", "  s3cret\n");
+  CliOutcome out = ParseOk({"--rdzv-conf=join_timeout=5,last_call_timeout=0.5,keep_alive_interval=1,"
+                            "keep_alive_max_attempt=4,is_host=0,token_file=" + token_file,
+                            "--no-python", "/bin/sh"});
+  EXPECT_EQ(out.config.join_timeout, absl::Seconds(5));
+  EXPECT_EQ(out.config.last_call_timeout, absl::Milliseconds(500));
+  EXPECT_EQ(out.config.keep_alive_interval, absl::Seconds(1));
+  EXPECT_EQ(out.config.keep_alive_max_attempt, 4);
+  EXPECT_EQ(out.config.is_host, std::optional<bool>(false));
+  EXPECT_EQ(out.config.token, "s3cret");
+  EXPECT_THAT(Message(ParseError({"--rdzv-conf=joint_timeout=5", "--no-python", "/bin/sh"})),
+              HasSubstr("key 'joint_timeout' is not known"));
+  EXPECT_THAT(Message(ParseError({"--rdzv-conf=join_timeout=soon", "--no-python", "/bin/sh"})),
+              HasSubstr("--rdzv-conf join_timeout='soon'"));
+  EXPECT_THAT(Message(ParseError({"--rdzv-conf=token_file=/no/such/file", "--no-python", "/bin/sh"})),
+              HasSubstr("cannot be read"));
+  ScopedEnv token("DDPRUN_RDZV_TOKEN", "from-env");
+  EXPECT_EQ(ParseOk({"--no-python", "/bin/sh"}).config.token, "from-env");
 }
 
 TEST_F(ParseCommandLineTest, BadNnodesIsAnError) {

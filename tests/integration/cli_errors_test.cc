@@ -65,7 +65,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"bad_start_method", {"--start-method=thread", kScript}, "--start-method='thread'"},
         BadInput{"bad_master_port", {"--master-port=70000", kScript}, "--master-port='70000'"},
         BadInput{"missing_value", {"--nnodes"}, "option --nnodes needs a value"},
-        BadInput{"multi_node_not_yet", {"--nnodes=2", kScript}, "multi-node jobs are not available"}),
+        BadInput{"multi_node_c10d_without_endpoint", {"--nnodes=2", "--rdzv-backend=c10d", kScript},
+                 "needs --rdzv-endpoint"},
+        BadInput{"unknown_rdzv_conf_key", {"--rdzv-conf=joint_timeout=5", kScript},
+                 "key 'joint_timeout' is not known"}),
     [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
 
 TEST(CliErrorsEnv, BadPetDefaultIsNamed) {

@@ -1,4 +1,5 @@
 #pragma once
+// Facts about this host: a free port, its name, whether an address is its own.
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -11,5 +12,10 @@ absl::StatusOr<int> ReserveFreePort();
 
 /// This host's name (gethostname), for MASTER_ADDR and failure reports.
 std::string HostName();
+
+/// Whether `host` names this machine: localhost or a loopback address, this host's name,
+/// or a name or address that resolves to one of its interfaces' addresses (torchrun's
+/// is_host inference for --rdzv-endpoint).
+bool IsThisHost(const std::string& host);
 
 }  // namespace ddprun

@@ -1,0 +1,88 @@
+#include "agent/host_info.h"
+
+#include <errno.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <set>
+
+#include "agent/unique_fd.h"
+
+namespace ddprun {
+
+absl::StatusOr<int> ReserveFreePort() {
+  // Dual-stack when IPv6 exists, so the port is free for both families; IPv4 otherwise.
+  UniqueFd sock(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (sock.valid()) {
+    sockaddr_in6 addr{};
+    addr.sin6_family = AF_INET6;
+    addr.sin6_addr = in6addr_any;
+    socklen_t len = sizeof(addr);
+    if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), len) == 0 &&
+        ::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+      return ntohs(addr.sin6_port);
+    }
+  }
+  sock.Reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!sock.valid()) return ErrnoStatus(errno, "socket");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  socklen_t len = sizeof(addr);
+  if (::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      ::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    return ErrnoStatus(errno, "cannot find a free TCP port for MASTER_PORT");
+  }
+  return ntohs(addr.sin_port);
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+namespace {
+
+std::string AddressText(const sockaddr* addr) {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr->sa_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, text, sizeof(text));
+  } else if (addr->sa_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, text,
+                sizeof(text));
+  }
+  return text;
+}
+
+}  // namespace
+
+bool IsThisHost(const std::string& host) {
+  if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return true;
+  if (host == HostName()) return true;
+  std::set<std::string> own;
+  ifaddrs* interfaces = nullptr;
+  if (::getifaddrs(&interfaces) == 0) {
+    for (ifaddrs* i = interfaces; i != nullptr; i = i->ifa_next) {
+      if (i->ifa_addr != nullptr) own.insert(AddressText(i->ifa_addr));
+    }
+    ::freeifaddrs(interfaces);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &resolved) != 0) return false;
+  bool mine = false;
+  for (addrinfo* a = resolved; a != nullptr && !mine; a = a->ai_next) {
+    const std::string text = AddressText(a->ai_addr);
+    mine = own.count(text) > 0 || text.rfind("127.", 0) == 0 || text == "::1";
+  }
+  ::freeaddrinfo(resolved);
+  return mine;
+}
+
+}  // namespace ddprun

@@ -38,7 +38,8 @@ ElasticAgent::ElasticAgent(const AgentConfig& config, EnvMap base_env,
       base_env_(std::move(base_env)),
       rendezvous_(rendezvous),
       guard_(guard),
-      host_(HostName()),
+      // How this node is named in reports and ordered among nodes: --local-addr if given.
+      host_(config.local_addr.empty() ? HostName() : config.local_addr),
       incarnation_(RandomIncarnation()) {}
 
 ElasticAgent::~ElasticAgent() = default;
@@ -144,7 +145,7 @@ int ElasticAgent::Run() {
 void ElasticAgent::JoinNextRound() {
   if (interrupted_by_ != 0) return Finish(ExitCodeForSignal(interrupted_by_));
   NodeInfo node;
-  node.host = config_.local_addr.empty() ? host_ : config_.local_addr;  // the ordering key
+  node.host = host_;
   node.addr = config_.master_addr;
   node.pid = static_cast<int>(::getpid());
   node.incarnation = incarnation_;

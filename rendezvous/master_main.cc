@@ -1,0 +1,108 @@
+// ddprun-master: the rendezvous master alone, for a fixed service address that outlives any
+// one agent (a Kubernetes Service, a Slurm head node). Serves any number of runs by run id.
+//
+//   ddprun-master --host 0.0.0.0 --port 29400 [--token-file PATH]
+//
+// SIGTERM or SIGINT: stop accepting, give open sessions --grace seconds, exit 0.
+
+#include <grpc/support/log.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <fstream>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "rendezvous/master_server.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr int kExitCannotServe = 75;
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "ddprun-master: error: %s\n", message.c_str());
+  return kExitUsage;
+}
+
+void LogGrpc(gpr_log_func_args* args) {
+  spdlog::debug("grpc {}:{}: {}", args->file, args->line, args->message);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("ddprun-master: the ddprun rendezvous master and Store, on its own.",
+               "ddprun-master");
+  std::string host = "0.0.0.0";
+  int port = 29400;
+  std::string token_file;
+  double grace_seconds = 5;
+  bool verbose = false;
+  app.add_option("--host", host, "Address to listen on [default: 0.0.0.0]");
+  app.add_option("--port", port, "Port to listen on; 0 picks a free one [default: 29400]")
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--token-file", token_file,
+                 "File holding the join token agents must present (--rdzv-conf token_file= "
+                 "or DDPRUN_RDZV_TOKEN on the agents) [default: none]");
+  app.add_option("--grace", grace_seconds, "Seconds open sessions get at shutdown [default: 5]")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("-v,--verbose", verbose, "Log every join and round");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return UsageError(absl::StrCat(e.what(), "; see ddprun-master --help"));
+  }
+
+  auto logger = spdlog::stderr_logger_st("ddprun-master");
+  logger->set_pattern("[ddprun-master] %Y-%m-%d %H:%M:%S.%e %l: %v");
+  spdlog::set_default_logger(logger);
+  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
+  logger->flush_on(spdlog::level::trace);
+  gpr_set_log_function(LogGrpc);
+
+  ddprun::MasterOptions options;
+  options.host = host;
+  options.port = port;
+  if (!token_file.empty()) {
+    std::ifstream in(token_file);
+    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (!in) return UsageError(absl::StrCat("--token-file='", token_file, "' cannot be read"));
+    options.token = std::string(absl::StripAsciiWhitespace(token));
+    if (options.token.empty()) {
+      return UsageError(absl::StrCat("--token-file='", token_file, "' is empty"));
+    }
+  }
+
+  // SIGTERM and SIGINT are waited for below; block them before gRPC starts its threads.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<ddprun::MasterServer>> master =
+      ddprun::MasterServer::Start(options);
+  if (!master.ok()) {
+    spdlog::error("{}", std::string(master.status().message()));
+    return kExitCannotServe;
+  }
+  // The "listening" line is what scripts wait for; it carries the real port.
+  spdlog::info("listening on {}:{}{}", host, (*master)->port(),
+               options.token.empty() ? "" : " (joins need the token)");
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  spdlog::info("received {}: shutting down (grace {}s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
+               grace_seconds);
+  (*master)->Shutdown(absl::Seconds(grace_seconds));
+  return 0;
+}

@@ -1,0 +1,246 @@
+// Several agents as separate processes on loopback, each with its own --local-addr, with
+// the master embedded in one of them or run alone as ddprun-master.
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ddprun_paths.h"
+
+namespace ddprun::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kMaster = DDPRUN_MASTER_BIN;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), len);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// The command line of one agent of a c10d job on loopback address 127.0.0.<node>.
+std::vector<std::string> Agent(int port, int node, const std::string& nnodes,
+                               std::vector<std::string> worker_args,
+                               std::vector<std::string> extra = {}) {
+  std::vector<std::string> options = {"--nnodes=" + nnodes,
+                                      "--nproc-per-node=2",
+                                      "--rdzv-backend=c10d",
+                                      absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
+                                      "--rdzv-id=job",
+                                      absl::StrCat("--local-addr=127.0.0.", node)};
+  // Node 1 hosts the master; the others only join, so that the tests know where it is.
+  std::string conf = node != 1 ? "is_host=0" : "";
+  for (const std::string& option : extra) {
+    if (option.rfind("--rdzv-conf=", 0) == 0) {
+      conf += (conf.empty() ? "" : ",") + option.substr(12);
+    } else {
+      options.push_back(option);
+    }
+  }
+  if (!conf.empty()) options.push_back("--rdzv-conf=" + conf);
+  return DdprunWithTestWorker(options, worker_args);
+}
+
+bool AllExist(const TempDir& dir, const std::vector<std::string>& names) {
+  for (const auto& name : names) {
+    if (!FileExists(dir / name)) return false;
+  }
+  return true;
+}
+
+TEST(MultiNode, TwoByTwoGetsRanksZeroToThree) {
+  TempDir dir;
+  const int port = FreePort();
+  auto a = ChildProcess::Start(Agent(port, 1, "2", {"env", dir.path()}));
+  auto b = ChildProcess::Start(Agent(port, 2, "2", {"env", dir.path()}));
+  ProcessResult ra = a->Wait(absl::Seconds(30));
+  ProcessResult rb = b->Wait(absl::Seconds(30));
+  ASSERT_EQ(ra.exit_code, 0) << ra.err;
+  ASSERT_EQ(rb.exit_code, 0) << rb.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE(rank);
+    auto env = ParseEnvFile(dir / absl::StrCat("env.", rank, ".0"));
+    EXPECT_EQ(env["RANK"], std::to_string(rank));
+    EXPECT_EQ(env["LOCAL_RANK"], std::to_string(rank % 2));
+    EXPECT_EQ(env["WORLD_SIZE"], "4");
+    EXPECT_EQ(env["GROUP_RANK"], std::to_string(rank / 2));
+    EXPECT_EQ(env["GROUP_WORLD_SIZE"], "2");
+    EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");  // group rank 0: natural order of addresses
+    EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "job");
+    EXPECT_EQ(env["DDPRUN_STORE_ADDR"], absl::StrCat("127.0.0.1:", port));
+  }
+  EXPECT_EQ(ParseEnvFile(dir / "env.0.0")["MASTER_PORT"], ParseEnvFile(dir / "env.3.0")["MASTER_PORT"]);
+}
+
+TEST(MultiNode, ACrashOnOneNodeRestartsAllFourWithOneCount) {
+  TempDir dir;
+  const int port = FreePort();
+  const absl::Time start = absl::Now();
+  auto a = ChildProcess::Start(
+      Agent(port, 1, "2", {"crash-once", "3", "7", dir.path()}, {"--max-restarts=1"}));
+  auto b = ChildProcess::Start(
+      Agent(port, 2, "2", {"crash-once", "3", "7", dir.path()}, {"--max-restarts=1"}));
+  ProcessResult ra = a->Wait(absl::Seconds(30));
+  ProcessResult rb = b->Wait(absl::Seconds(30));
+  ASSERT_EQ(ra.exit_code, 0) << ra.err;
+  ASSERT_EQ(rb.exit_code, 0) << rb.err;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_TRUE(AllExist(dir, {"ran.0.1", "ran.1.1", "ran.2.1", "ran.3.1"}))
+      << "every rank on both nodes must run again with TORCHELASTIC_RESTART_COUNT=1";
+  EXPECT_THAT(ra.err, HasSubstr("rank 3 on 127.0.0.2 failed"));
+}
+
+TEST(MultiNode, BudgetSpentFailsEveryNodeWithTheRootCause) {
+  TempDir dir;
+  const int port = FreePort();
+  auto a = ChildProcess::Start(Agent(port, 1, "2", {"crash-once", "2", "9", dir.path()}));
+  auto b = ChildProcess::Start(Agent(port, 2, "2", {"crash-once", "2", "9", dir.path()}));
+  ProcessResult ra = a->Wait(absl::Seconds(30));
+  ProcessResult rb = b->Wait(absl::Seconds(30));
+  EXPECT_EQ(rb.exit_code, 9) << rb.err;
+  EXPECT_EQ(ra.exit_code, 9) << ra.err;  // the global root cause's code, on every node
+  EXPECT_THAT(ra.err, HasSubstr("root cause across the job: rank 2 on 127.0.0.2"));
+  EXPECT_THAT(rb.err, HasSubstr("rank      : 2 (local_rank: 0)"));
+}
+
+TEST(MultiNode, KillNineOfOneAgentLeavesTheOtherRunningAlone) {
+  TempDir dir;
+  const int port = FreePort();
+  auto a = ChildProcess::Start(Agent(port, 1, "1:2", {"round-env", dir.path()}));
+  auto b = ChildProcess::Start(Agent(port, 2, "1:2", {"round-env", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, {"env.0.r0", "env.1.r0", "env.2.r0", "env.3.r0"}); },
+                        absl::Seconds(20)));
+  const absl::Time killed = absl::Now();
+  kill(b->pid(), SIGKILL);  // 127.0.0.2: not the host of the master
+  b->Wait(absl::Seconds(10));
+  ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, {"env.0.r1", "env.1.r1"}); }, absl::Seconds(20)));
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(5));
+  auto env = ParseEnvFile(dir / "env.0.r1");
+  EXPECT_EQ(env["WORLD_SIZE"], "2");
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "0");  // membership changes spend no restart
+  WriteFile(dir / "release", "");
+  ProcessResult ra = a->Wait(absl::Seconds(20));
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_THAT(ra.err, HasSubstr("127.0.0.2 left the job"));
+}
+
+TEST(MultiNode, ALateJoinerGrowsTheJobWithoutSpendingBudget) {
+  TempDir dir;
+  const int port = FreePort();
+  const std::vector<std::string> quick = {"--rdzv-conf=last_call_timeout=0.2"};
+  auto a = ChildProcess::Start(Agent(port, 1, "1:3", {"round-env", dir.path()}, quick));
+  ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, {"env.0.r0", "env.1.r0"}); }, absl::Seconds(20)));
+  EXPECT_EQ(ParseEnvFile(dir / "env.0.r0")["WORLD_SIZE"], "2");
+  auto b = ChildProcess::Start(Agent(port, 2, "1:3", {"round-env", dir.path()}, quick));
+  ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, {"env.0.r1", "env.1.r1", "env.2.r1", "env.3.r1"}); },
+                        absl::Seconds(20)));
+  auto env = ParseEnvFile(dir / "env.3.r1");
+  EXPECT_EQ(env["WORLD_SIZE"], "4");
+  EXPECT_EQ(env["GROUP_RANK"], "1");  // the first node keeps rank 0
+  EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "0");
+  WriteFile(dir / "release", "");
+  EXPECT_EQ(a->Wait(absl::Seconds(20)).exit_code, 0);
+  EXPECT_EQ(b->Wait(absl::Seconds(20)).exit_code, 0);
+}
+
+TEST(MultiNode, StandaloneMasterStartedAfterTheAgents) {
+  TempDir dir;
+  const int port = FreePort();
+  const std::vector<std::string> client = {"--rdzv-conf=is_host=0"};
+  auto a = ChildProcess::Start(Agent(port, 1, "2", {"env", dir.path()}, client));
+  auto b = ChildProcess::Start(Agent(port, 2, "2", {"env", dir.path()}));  // a client already
+  auto master = ChildProcess::Start({kMaster, "--host=127.0.0.1", absl::StrCat("--port=", port)});
+  ProcessResult ra = a->Wait(absl::Seconds(30));
+  ProcessResult rb = b->Wait(absl::Seconds(30));
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  EXPECT_EQ(ParseEnvFile(dir / "env.3.0")["WORLD_SIZE"], "4");
+  kill(master->pid(), SIGTERM);
+  ProcessResult rm = master->Wait(absl::Seconds(10));
+  EXPECT_EQ(rm.exit_code, 0) << rm.err;
+  EXPECT_THAT(rm.err, HasSubstr(absl::StrCat("listening on 127.0.0.1:", port)));
+}
+
+TEST(MultiNode, WrongTokenIsRefusedWithStatus75AndTheSettingToCheck) {
+  TempDir dir;
+  const int port = FreePort();
+  const std::string token = dir.Write("token", "right\n");
+  auto master = ChildProcess::Start({kMaster, "--host=127.0.0.1", absl::StrCat("--port=", port),
+                                     "--token-file=" + token});
+  ProcessResult r = RunProcess(Agent(port, 1, "2", {"env", dir.path()}, {"--rdzv-conf=is_host=0"}),
+                               {{"DDPRUN_RDZV_TOKEN", "wrong"}}, absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 75) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("the join token does not match"));
+  EXPECT_THAT(r.err, HasSubstr("DDPRUN_RDZV_TOKEN"));
+  kill(master->pid(), SIGTERM);
+}
+
+TEST(MultiNode, WrongRunIdIsRefused) {
+  TempDir dir;
+  const int port = FreePort();
+  auto a = ChildProcess::Start(Agent(port, 1, "2", {"env", dir.path()},
+                                     {"--rdzv-conf=join_timeout=3"}),
+                               {{"LOGLEVEL", "INFO"}});
+  ASSERT_TRUE(WaitUntil([&] { return a->ErrSoFar().find("hosting the rendezvous master") !=
+                                     std::string::npos; },
+                        absl::Seconds(10)));
+  std::vector<std::string> other = Agent(port, 2, "2", {"env", dir.path()});
+  for (auto& arg : other) {
+    if (arg == "--rdzv-id=job") arg = "--rdzv-id=another-job";
+  }
+  ProcessResult rb = RunProcess(other, {}, absl::Seconds(30));
+  EXPECT_EQ(rb.exit_code, 75) << rb.err;
+  EXPECT_THAT(rb.err, HasSubstr("serves run 'job', not 'another-job'"));
+  ProcessResult ra = a->Wait(absl::Seconds(30));
+  EXPECT_EQ(ra.exit_code, 75);
+}
+
+TEST(MultiNode, JoinTimeoutNamesWhoCameAndWhatWasExpected) {
+  TempDir dir;
+  const int port = FreePort();
+  ProcessResult r = RunProcess(Agent(port, 1, "2:3", {"env", dir.path()}, {"--rdzv-conf=join_timeout=1"}),
+                               {}, absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 75) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("1 of the at least 2 nodes needed (--nnodes=2:3) joined: 127.0.0.1"));
+}
+
+TEST(MultiNode, StaticBackendTwoByTwo) {
+  TempDir dir;
+  const int port = FreePort();
+  auto node = [&](int rank) {
+    return DdprunWithTestWorker({"--nnodes=2", "--nproc-per-node=2", absl::StrCat("--node-rank=", rank),
+                                 "--master-addr=127.0.0.1", absl::StrCat("--master-port=", port),
+                                 absl::StrCat("--local-addr=127.0.0.", 9 - rank)},
+                                {"env", dir.path()});
+  };
+  // Node 1 first, with the higher address: --node-rank decides the order, not the address.
+  auto b = ChildProcess::Start(node(1));
+  auto a = ChildProcess::Start(node(0));
+  ProcessResult rb = b->Wait(absl::Seconds(30));
+  ProcessResult ra = a->Wait(absl::Seconds(30));
+  ASSERT_EQ(ra.exit_code, 0) << ra.err;
+  ASSERT_EQ(rb.exit_code, 0) << rb.err;
+  auto env = ParseEnvFile(dir / "env.0.0");
+  EXPECT_EQ(env["GROUP_RANK"], "0");
+  EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.9");  // node 0's --local-addr
+  EXPECT_EQ(ParseEnvFile(dir / "env.2.0")["MASTER_ADDR"], "127.0.0.9");
+  EXPECT_EQ(ParseEnvFile(dir / "env.3.0")["WORLD_SIZE"], "4");
+}
+
+}  // namespace
+}  // namespace ddprun::testing

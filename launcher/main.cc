@@ -1,6 +1,5 @@
 // ddprun: torchrun's command line, ddprun's agent.
 
-#include <grpc/support/log.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,8 +18,7 @@
 #include "agent/worker_env.h"
 #include "launcher/cli.h"
 #include "agent/host_info.h"
-#include "rendezvous/grpc_rendezvous.h"
-#include "rendezvous/master_server.h"
+#include "rendezvous/network_plugin.h"
 #include "rendezvous/rendezvous_connection.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "agent/log_format.h"
@@ -59,24 +57,19 @@ bool ConfigureLogging(std::string& error) {
   return true;
 }
 
-// gRPC's own log lines (e.g. a failed bind when another agent won the race for the master's
-// port) are details: debug level, behind ddprun's prefix.
-void LogGrpc(gpr_log_func_args* args) {
-  spdlog::debug("grpc {}:{}: {}", args->file, args->line, args->message);
-}
-
 // The agent on the --rdzv-endpoint host (is_host, inferred as torchrun does unless
 // --rdzv-conf is_host= says) serves the master in-process. When several agents on one host
 // race for the port, the losers simply join the winner's master.
-std::unique_ptr<ddprun::MasterServer> MaybeHostMaster(const ddprun::AgentConfig& config) {
+std::unique_ptr<ddprun::HostedMaster> MaybeHostMaster(const ddprun::NetworkPlugin& network,
+                                                      const ddprun::AgentConfig& config) {
   const bool is_host = config.is_host ? *config.is_host : ddprun::IsThisHost(config.endpoint_host);
   if (!is_host) return nullptr;
-  ddprun::MasterOptions options;
+  ddprun::HostedMasterOptions options;
   options.host = config.endpoint_host;
   options.port = config.endpoint_port;
   options.token = config.token;
   options.only_run_id = config.run_id;
-  absl::StatusOr<std::unique_ptr<ddprun::MasterServer>> master = ddprun::MasterServer::Start(options);
+  absl::StatusOr<std::unique_ptr<ddprun::HostedMaster>> master = network.host_master(options);
   if (!master.ok()) {
     spdlog::info("not hosting the rendezvous master ({}); joining the one at {}:{}",
                  master.status().message(), config.endpoint_host, config.endpoint_port);
@@ -87,8 +80,8 @@ std::unique_ptr<ddprun::MasterServer> MaybeHostMaster(const ddprun::AgentConfig&
   return std::move(*master);
 }
 
-ddprun::GrpcRendezvousOptions RendezvousOptions(const ddprun::AgentConfig& config) {
-  ddprun::GrpcRendezvousOptions options;
+ddprun::NetworkRendezvousOptions RendezvousOptions(const ddprun::AgentConfig& config) {
+  ddprun::NetworkRendezvousOptions options;
   const bool v6 = config.endpoint_host.find(':') != std::string::npos;
   options.endpoint = v6 ? "[" + config.endpoint_host + "]:" + std::to_string(config.endpoint_port)
                         : config.endpoint_host + ":" + std::to_string(config.endpoint_port);
@@ -131,7 +124,6 @@ int main(int argc, char** argv) {
   sigaddset(&handled, SIGCHLD);
   for (int sig : cli->config.signals_to_handle) sigaddset(&handled, sig);
   ::pthread_sigmask(SIG_BLOCK, &handled, nullptr);
-  gpr_set_log_function(LogGrpc);
 
   // Orphaned grandchildren of workers come back to the agent to be reaped, not to init.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
@@ -141,13 +133,18 @@ int main(int argc, char** argv) {
     return ddprun::kExitInternal;
   }
   const ddprun::AgentConfig& config = cli->config;
-  std::unique_ptr<ddprun::MasterServer> master;
+  std::unique_ptr<ddprun::HostedMaster> master;
   std::unique_ptr<ddprun::RendezvousConnection> rendezvous;
   if (config.max_nodes == 1) {
     rendezvous = std::make_unique<ddprun::LocalRendezvous>(config.max_restarts);
   } else {
-    master = MaybeHostMaster(config);
-    rendezvous = std::make_unique<ddprun::GrpcRendezvous>(RendezvousOptions(config));
+    absl::StatusOr<ddprun::NetworkPlugin> network = ddprun::LoadNetworkPlugin();
+    if (!network.ok()) {
+      spdlog::error("{}", network.status().message());
+      return ddprun::kExitInternal;
+    }
+    master = MaybeHostMaster(*network, config);
+    rendezvous = network->connect(RendezvousOptions(config));
   }
   ddprun::ElasticAgent agent(config, ddprun::CurrentEnvironment(), *rendezvous, *guard);
   const int status = agent.Run();

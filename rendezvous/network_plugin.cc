@@ -1,0 +1,57 @@
+// The plugin side of network_plugin.h: built into libddprun_network.so only.
+
+#include "rendezvous/network_plugin.h"
+
+#include <grpc/support/log.h>
+
+#include "rendezvous/grpc_rendezvous.h"
+#include "rendezvous/master_server.h"
+#include "spdlog/spdlog.h"
+
+namespace ddprun {
+namespace {
+
+class GrpcHostedMaster : public HostedMaster {
+ public:
+  explicit GrpcHostedMaster(std::unique_ptr<MasterServer> server) : server_(std::move(server)) {}
+  int port() const override { return server_->port(); }
+  void Shutdown(absl::Duration grace) override { server_->Shutdown(grace); }
+
+ private:
+  std::unique_ptr<MasterServer> server_;
+};
+
+std::unique_ptr<RendezvousConnection> Connect(const NetworkRendezvousOptions& options) {
+  GrpcRendezvousOptions grpc_options;
+  grpc_options.endpoint = options.endpoint;
+  grpc_options.run_id = options.run_id;
+  grpc_options.token = options.token;
+  grpc_options.settings = options.settings;
+  return std::make_unique<GrpcRendezvous>(grpc_options);
+}
+
+absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const HostedMasterOptions& options) {
+  MasterOptions master_options;
+  master_options.host = options.host;
+  master_options.port = options.port;
+  master_options.token = options.token;
+  if (!options.only_run_id.empty()) master_options.only_run_id = options.only_run_id;
+  absl::StatusOr<std::unique_ptr<MasterServer>> server = MasterServer::Start(master_options);
+  if (!server.ok()) return server.status();
+  return std::unique_ptr<HostedMaster>(new GrpcHostedMaster(std::move(*server)));
+}
+
+// gRPC's own log lines (e.g. a failed bind when another agent won the race for the master's
+// port) are details: debug level, behind the agent's prefix.
+void LogGrpc(gpr_log_func_args* args) {
+  spdlog::debug("grpc {}:{}: {}", args->file, args->line, args->message);
+}
+
+}  // namespace
+}  // namespace ddprun
+
+extern "C" void ddprun_network_plugin_v1(ddprun::NetworkPlugin* plugin) {
+  gpr_set_log_function(&ddprun::LogGrpc);
+  plugin->connect = &ddprun::Connect;
+  plugin->host_master = &ddprun::HostMaster;
+}

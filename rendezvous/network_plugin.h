@@ -1,0 +1,54 @@
+#pragma once
+// The multi-node half of the agent (gRPC, protobuf's services) lives in a shared library,
+// libddprun_network.so, that `ddprun` loads only when a job spans several nodes. A one-node
+// job therefore maps none of gRPC: it starts faster and stays smaller (docs/performance.md).
+// This header is all the agent sees of it: plain C entry points and abstract classes.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "rendezvous/rendezvous_connection.h"
+
+namespace ddprun {
+
+/// A rendezvous master served inside this process.
+class HostedMaster {
+ public:
+  virtual ~HostedMaster() = default;
+  virtual int port() const = 0;
+  /// Stops accepting, lets open sessions finish until `grace` has passed, then cancels.
+  virtual void Shutdown(absl::Duration grace) = 0;
+};
+
+struct NetworkRendezvousOptions {
+  std::string endpoint;  // host:port of the master
+  std::string run_id;
+  std::string token;
+  RendezvousSettings settings;
+};
+
+struct HostedMasterOptions {
+  std::string host;
+  int port = 0;
+  std::string token;
+  std::string only_run_id;  // empty: any run
+};
+
+/// The plugin's entry points, looked up with dlsym.
+struct NetworkPlugin {
+  std::unique_ptr<RendezvousConnection> (*connect)(const NetworkRendezvousOptions&);
+  absl::StatusOr<std::unique_ptr<HostedMaster>> (*host_master)(const HostedMasterOptions&);
+};
+
+/// Loads libddprun_network.so from next to the running executable, then from
+/// ../lib/ddprun/, then from the library path. The error says where it looked.
+absl::StatusOr<NetworkPlugin> LoadNetworkPlugin();
+
+}  // namespace ddprun
+
+extern "C" {
+/// Defined in the plugin: fills `plugin` with its entry points.
+void ddprun_network_plugin_v1(ddprun::NetworkPlugin* plugin);
+}

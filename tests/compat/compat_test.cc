@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
@@ -76,6 +77,62 @@ TEST(Compat, WorkersGetEveryVariableTorchrunSets) {
       EXPECT_EQ(d_env[same], t_env[same]) << same << " for rank " << rank;
     }
   }
+}
+
+int FreePort() {
+  ProcessResult r = RunProcess({kPython, "-c",
+                                "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
+                                "print(s.getsockname()[1])"});
+  return std::stoi(r.out);
+}
+
+void ExpectTwoNodesTrain(const std::vector<std::string>& node0, const std::vector<std::string>& node1,
+                         const TempDir& out) {
+  const std::map<std::string, std::optional<std::string>> env = {{"PYTHON_EXEC", kPython}};
+  auto a = ChildProcess::Start(node0, env);
+  auto b = ChildProcess::Start(node1, env);
+  ProcessResult ra = a->Wait(absl::Seconds(240));
+  ProcessResult rb = b->Wait(absl::Seconds(240));
+  ASSERT_EQ(ra.exit_code, 0) << ra.out << ra.err;
+  ASSERT_EQ(rb.exit_code, 0) << rb.out << rb.err;
+  std::string digest;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::vector<std::string> fields = absl::StrSplit(ReadFile(out / absl::StrCat("rank", rank, ".txt")), ' ');
+    ASSERT_EQ(fields.size(), 3u) << "rank " << rank;
+    if (rank == 0) digest = fields[0];
+    EXPECT_EQ(fields[0], digest) << "rank " << rank << " ended with other parameters";
+    double before = 0, after = 0;
+    ASSERT_TRUE(absl::SimpleAtod(fields[1], &before));
+    ASSERT_TRUE(absl::SimpleAtod(absl::StripAsciiWhitespace(fields[2]), &after));
+    EXPECT_LT(after, before * 0.05);
+  }
+}
+
+TEST(Compat, DdpOnTwoAgentsWithTwoWorkersEachC10d) {
+  TempDir out;
+  const std::string endpoint = absl::StrCat("--rdzv-endpoint=127.0.0.1:", FreePort());
+  auto node = [&](int n, const std::string& extra) {
+    std::vector<std::string> argv = {kDdprun, "--nnodes=2", "--nproc-per-node=2",
+                                     "--rdzv-backend=c10d", endpoint, "--rdzv-id=ddp",
+                                     absl::StrCat("--local-addr=127.0.0.", n)};
+    if (!extra.empty()) argv.push_back(extra);
+    argv.push_back(kCompatDir + "/ddp_train.py");
+    argv.push_back(out.path());
+    return argv;
+  };
+  ExpectTwoNodesTrain(node(1, ""), node(2, "--rdzv-conf=is_host=0"), out);
+}
+
+TEST(Compat, DdpOnTwoAgentsWithTwoWorkersEachStatic) {
+  TempDir out;
+  const std::string port = absl::StrCat("--master-port=", FreePort());
+  auto node = [&](int rank) {
+    return std::vector<std::string>{kDdprun, "--nnodes=2", "--nproc-per-node=2",
+                                    absl::StrCat("--node-rank=", rank), "--master-addr=127.0.0.1",
+                                    port, absl::StrCat("--local-addr=127.0.0.", rank + 1),
+                                    kCompatDir + "/ddp_train.py", out.path()};
+  };
+  ExpectTwoNodesTrain(node(0), node(1), out);
 }
 
 }  // namespace

@@ -172,9 +172,9 @@ void ElasticAgent::JoinNextRound() {
 
 void ElasticAgent::OnJoinTimeout() {
   if (state_ != State::kJoining) return;
-  spdlog::error("no round was formed within join_timeout={}: check that the rendezvous "
-                "master at {} is up and reachable from this node (port open, same --rdzv-id "
-                "on every node)",
+  spdlog::error("this node got no round within join_timeout={}: either the rendezvous master "
+                "at {} is not reachable from here (is it up? is the port open?), or the job is "
+                "at its --nnodes maximum and had no free slot for this node",
                 absl::FormatDuration(config_.join_timeout), rendezvous_.store_addr());
   Finish(kExitRendezvous);
 }

@@ -10,6 +10,7 @@
 
 #include "CLI/CLI.hpp"
 #include "agent/host_info.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -126,8 +127,8 @@ void DeclareOptions(CLI::App& app, RawOptions& o) {
           "Rendezvous settings as key=value,... (join_timeout, last_call_timeout, ...)",
           kRdzvGroup);
   AddFlag(app, "", "--standalone", o.standalone,
-          "One-node job: rendezvous in-process, a random run id (overrides --rdzv-id and "
-          "--rdzv-endpoint) [default: off]", kRdzvGroup, false);
+          "One-node job: rendezvous in-process and a random run id (instead of --rdzv-id "
+          "and --rdzv-endpoint) [default: off]", kRdzvGroup, false);
 
   AddFlag(app, "-m", "--module", o.module,
           "Run the script as a Python module: python -u -m <script> [default: off]",
@@ -166,10 +167,12 @@ void DeclareOptions(CLI::App& app, RawOptions& o) {
           "new nodes", 
           kStaticGroup);
   AddText(app, "", "--master-addr", o.master_addr,
-          "MASTER_ADDR given to workers; unset: this node's --local-addr, else localhost",
+          "One node: MASTER_ADDR for the workers (unset: --local-addr, else localhost). "
+          "Static backend: the address of node 0, where the rendezvous master runs",
           kStaticGroup);
   AddText(app, "", "--master-port", o.master_port,
-          "MASTER_PORT given to workers; unset: a free port, new on every attempt",
+          "One node: MASTER_PORT for the workers (unset: a free port, new on every attempt). "
+          "Static backend: the rendezvous master's port on node 0",
           kStaticGroup);
   AddText(app, "", "--local-addr", o.local_addr,
           "This node's address as other nodes reach it (MASTER_ADDR when it is rank 0)",
@@ -193,6 +196,8 @@ Exit status:
   128+S    ddprun received signal S and stopped the workers
   2        bad command line or environment: nothing was started
   70       ddprun could not set the job up (event loop, signals, log folder, port)
+  75       the rendezvous failed: timed out, refused this node (token, run id,
+           settings), or the master was unreachable within join_timeout
 )";
 
 std::string MakeRunId() {
@@ -320,7 +325,9 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
   config.rdzv_conf = *conf;
   if (absl::Status s = ApplyRdzvConf(config.rdzv_conf, config); !s.ok()) return s;
   if (config.token.empty()) {
-    if (const char* token = ::getenv("DDPRUN_RDZV_TOKEN"); token != nullptr) config.token = token;
+    if (const char* token = ::getenv("DDPRUN_RDZV_TOKEN"); token != nullptr) {
+      config.token = std::string(absl::StripAsciiWhitespace(token));  // as token files are
+    }
   }
   config.standalone = o.standalone;
   if (o.standalone) {
@@ -405,6 +412,11 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
   config.exit_barrier_timeout = *barrier;
 
   if (config.max_nodes > 1) {
+    if (o.standalone) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--standalone is for one-node jobs, but --nnodes=", o.nnodes, ": give every node "
+          "--rdzv-backend=c10d --rdzv-endpoint=HOST:PORT --rdzv-id=JOB instead"));
+    }
     if (config.rdzv_backend == "c10d" && o.rdzv_endpoint.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--nnodes=", o.nnodes, " with --rdzv-backend=c10d needs --rdzv-endpoint=HOST[:PORT]: "
@@ -435,9 +447,6 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
     // its own (--local-addr, else its host name); MASTER_PORT is a fresh port there.
     config.master_addr = !o.local_addr.empty() ? o.local_addr : HostName();
     config.master_port.reset();
-  }
-  if (config.is_host && *config.is_host && config.max_nodes > 1 && config.endpoint_host.empty()) {
-    return absl::InvalidArgumentError("--rdzv-conf is_host=1 needs --rdzv-endpoint");
   }
   return absl::OkStatus();
 }

@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
                  "or DDPRUN_RDZV_TOKEN on the agents) [default: none]");
   app.add_option("--grace", grace_seconds, "Seconds open sessions get at shutdown [default: 5]")
       ->check(CLI::NonNegativeNumber);
-  app.add_flag("-v,--verbose", verbose, "Log every join and round");
+  app.add_flag("-v,--verbose", verbose, "Log gRPC's own messages too (debug level)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

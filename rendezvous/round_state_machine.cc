@@ -65,10 +65,12 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
     return absl::OkStatus();
   }
   entry.joined = true;
-  if (member) {
+  if (member && phase_ == Phase::kRunning) {
     // A member asking for a new round while its round runs has restarted its side.
     EndRound(StopReason::kMembershipChanged,
              absl::StrCat(node.host, " rejoined while its round was running"), now);
+  } else if (member) {
+    // Finishing: no new rounds. It waits for the end of the run like everyone else.
   } else if (phase_ == Phase::kRunning &&
              static_cast<int>(members_.size()) < settings_.max_nodes) {
     EndRound(StopReason::kMembershipChanged,
@@ -228,12 +230,16 @@ void RoundStateMachine::MaybeCloseRound(absl::Time now) {
 }
 
 std::vector<SessionId> RoundStateMachine::OrderForNextRound() const {
-  // Members of the previous round keep their relative order; newcomers follow, by
-  // --node-rank hint, then host name in natural order, then pid.
+  // When every node gave --node-rank, those ranks decide (the static backend, and c10d
+  // users who pin their ranks). Otherwise members of the previous round keep their
+  // relative order, and newcomers follow by hint, then host name in natural order, then pid.
   std::vector<SessionId> order;
+  const bool all_hinted = std::all_of(nodes_.begin(), nodes_.end(), [](const auto& entry) {
+    return !entry.second.joined || entry.second.info.node_rank_hint >= 0;
+  });
   for (SessionId s : previous_members_) {
     auto it = nodes_.find(s);
-    if (it != nodes_.end() && it->second.joined) order.push_back(s);
+    if (!all_hinted && it != nodes_.end() && it->second.joined) order.push_back(s);
   }
   std::vector<SessionId> newcomers;
   for (const auto& [session, node] : nodes_) {
@@ -259,6 +265,8 @@ std::vector<SessionId> RoundStateMachine::OrderForNextRound() const {
 void RoundStateMachine::CloseRound(absl::Time now) {
   (void)now;
   members_ = OrderForNextRound();
+  departed_.clear();
+  failures_.clear();  // the root cause of a failed run is the earliest failure of its last round
   ++round_;
   phase_ = Phase::kRunning;
   last_call_deadline_.reset();
@@ -331,6 +339,9 @@ void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, bo
   if (it == nodes_.end()) return;
   const std::string host = it->second.info.host;
   const bool finished = it->second.finished;
+  const bool was_previous_member =
+      std::find(previous_members_.begin(), previous_members_.end(), session) !=
+      previous_members_.end();
   nodes_.erase(it);
   if (evict) {
     Outbound out;
@@ -342,6 +353,7 @@ void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, bo
   previous_members_.erase(std::remove(previous_members_.begin(), previous_members_.end(), session),
                           previous_members_.end());
   const auto member = std::find(members_.begin(), members_.end(), session);
+  if (member != members_.end() || was_previous_member) departed_.push_back(host);
   if (member == members_.end()) {
     if (phase_ == Phase::kGathering) MaybeCloseRound(now);
     return;
@@ -365,9 +377,15 @@ std::string RoundStateMachine::DescribeMissing() const {
     if (node.joined) joined.push_back(node.info.host);
   }
   std::sort(joined.begin(), joined.end(), NaturalLess);
+  std::vector<std::string> missing;
+  for (const std::string& host : departed_) {
+    if (std::find(joined.begin(), joined.end(), host) == joined.end()) missing.push_back(host);
+  }
   return absl::StrCat(joined.size(), " of the at least ", settings_.min_nodes,
                       " nodes needed (--nnodes=", settings_.min_nodes, ":", settings_.max_nodes,
                       ") joined", joined.empty() ? "" : ": ", absl::StrJoin(joined, ", "),
+                      missing.empty() ? "" : "; lost from the last round: ",
+                      absl::StrJoin(missing, ", "),
                       "; check that every node runs ddprun with the same --rdzv-endpoint and "
                       "--rdzv-id and can reach the endpoint");
 }

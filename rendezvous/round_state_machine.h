@@ -154,6 +154,7 @@ class RoundStateMachine {
   std::optional<absl::Time> last_call_deadline_;
   std::optional<absl::Time> finishing_deadline_;
   std::vector<ReportedFailure> failures_;  // every failure reported in this run
+  std::vector<std::string> departed_;       // hosts of members lost since the last round closed
   std::vector<Outbound> outbound_;
 };
 

@@ -589,5 +589,14 @@ TEST_F(ParseCommandLineTest, SignalsToHandleAddToTheDefaultFour) {
   CliOutcome out = ParseOk({"--signals-to-handle=SIGUSR1,SIGTERM", "--no-python", "/bin/sh"});
   EXPECT_THAT(out.config.signals_to_handle, ElementsAre(SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1));
 }
+TEST_F(ParseCommandLineTest, StandaloneWithSeveralNodesIsRefused) {
+  EXPECT_THAT(Message(ParseError({"--standalone", "--nnodes=2", "--no-python", "/bin/sh"})),
+              HasSubstr("--standalone is for one-node jobs"));
+}
+
+TEST_F(ParseCommandLineTest, TokenFromTheEnvironmentLosesItsNewline) {
+  ScopedEnv token("DDPRUN_RDZV_TOKEN", "s3cret\n");
+  EXPECT_EQ(ParseOk({"--no-python", "/bin/sh"}).config.token, "s3cret");
+}
 }  // namespace
 }  // namespace ddprun

@@ -324,6 +324,59 @@ TEST_F(RoundStateMachineTest, DeadlineIsTheEarliestPendingOne) {
   EXPECT_EQ(sm_->NextDeadline(), now_ + absl::Seconds(15));  // a's keep-alive
 }
 
+TEST_F(RoundStateMachineTest, BelowMinAfterALossTheTimeoutNamesTheLostNode) {
+  Make(2, 2, /*max_restarts=*/0);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->Disconnect(2, now_);
+  ASSERT_TRUE(Join(1, Node("a")).ok());  // a alone is below --nnodes=2: it waits
+  Take();
+  AdvanceWithHeartbeats(absl::Seconds(600), {1});
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_THAT(ends[0].detail, HasSubstr("joined: a; lost from the last round: b"));
+}
+
+TEST_F(RoundStateMachineTest, WhenEveryNodeGivesARankThoseRanksDecideEvenAfterALoss) {
+  Make(2, 2, /*max_restarts=*/0);
+  ASSERT_TRUE(Join(1, Node("b", 2, /*hint=*/1)).ok());
+  ASSERT_TRUE(Join(2, Node("a", 2, /*hint=*/0)).ok());
+  EXPECT_THAT(sm_->members(), ElementsAre(2u, 1u));
+  sm_->Disconnect(2, now_);  // node rank 0 is lost and comes back as a new session
+  Take();
+  ASSERT_TRUE(Join(1, Node("b", 2, 1)).ok());
+  ASSERT_TRUE(Join(3, Node("a", 2, 0)).ok());
+  EXPECT_THAT(sm_->members(), ElementsAre(3u, 1u));  // not "survivors first"
+}
+
+TEST_F(RoundStateMachineTest, RootCauseComesFromTheLastRound) {
+  Make(1, 1, /*max_restarts=*/1);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ReportedFailure early = Failure("a", 0, absl::Seconds(10));
+  early.exit_code = 3;
+  sm_->ReportFailure(1, 0, {early}, now_);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ReportedFailure late = Failure("a", 1, absl::ZeroDuration());
+  late.exit_code = 5;
+  sm_->ReportFailure(1, 1, {late}, now_);
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 1u);
+  ASSERT_EQ(ends[0].root_cause.size(), 1u);
+  EXPECT_EQ(ends[0].root_cause[0].exit_code, 5);
+}
+
+TEST_F(RoundStateMachineTest, AMemberJoiningAgainWhileFinishingStartsNoRound) {
+  Make(2, 2);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->ReportSuccess(1, 0, now_);
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(sm_->phase(), RoundStateMachine::Phase::kFinishing);
+}
+
 TEST(NaturalLessTest, DigitsCompareAsNumbers) {
   EXPECT_TRUE(NaturalLess("node2", "node10"));
   EXPECT_FALSE(NaturalLess("node10", "node2"));

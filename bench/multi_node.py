@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""Multi-node benchmarks on loopback, ddprun and torchrun side by side in the same run.
+
+  launch:  N agents (--nnodes=N, c10d, one trivial binary worker each) started together:
+           from starting them to the moment the last worker is running.
+  restart: rank 1 crashes on the first attempt (--max-restarts=1): from its exit to the
+           moment the last replacement worker on every agent is running.
+  loss:    2 agents with --nnodes=1:2; agent 2 is SIGKILLed: from the kill to the moment the
+           survivor's worker runs again with WORLD_SIZE=1 (torchrun's survivor is never told;
+           it is given --loss-timeout seconds).
+
+Each ddprun agent uses its own loopback address (127.0.0.N) as --local-addr (torch 1.13 has
+no such option). torchrun is Debian's
+python3-torch 1.13.1 through tests/compat/torchrun_py311.py with --monitor_interval=0.1.
+
+  bench/multi_node.py --ddprun build/launcher/ddprun --worker build/bench/bench_worker
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCHRUN_SHIM = os.path.join(HERE, "..", "tests", "compat", "torchrun_py311.py")
+TORCH_PYTHON = "/usr/bin/python3"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_ns(path):
+    with open(path) as f:
+        return int(f.read())
+
+
+def wait_for(paths, timeout):
+    deadline = time.monotonic() + timeout
+    while not all(os.path.exists(p) for p in paths):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout}s for {paths}")
+        time.sleep(0.001)
+
+
+def agent_cmd(launcher, node, nnodes, port, work, mode, max_restarts=0):
+    opts = [f"--nnodes={nnodes}", "--nproc_per_node=1", "--rdzv_backend=c10d",
+            f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=bench",
+            f"--max_restarts={max_restarts}", "--no_python"]
+    if launcher == "ddprun":
+        # Node 1 hosts the master; the others are told so, as a job script would.
+        conf = [] if node == 1 else ["--rdzv_conf=is_host=0"]
+        return [ARGS.ddprun, f"--local_addr=127.0.0.{node}", *conf, *opts, ARGS.worker, work, mode]
+    # torch 1.13 has no --local_addr: its agents tell themselves apart by pid.
+    return [TORCH_PYTHON, TORCHRUN_SHIM, "--monitor_interval=0.1", *opts, ARGS.worker, work, mode]
+
+
+def start(cmds):
+    env = dict(os.environ, OMP_NUM_THREADS="1", LOGLEVEL="ERROR")
+    return [subprocess.Popen(c, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True) for c in cmds]
+
+
+def finish(procs, timeout=120):
+    for p in procs:
+        try:
+            p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def run_launch(launcher, agents):
+    work = tempfile.mkdtemp(prefix="ddprun-bench-")
+    try:
+        port = free_port()
+        t0 = time.time_ns()
+        procs = start([agent_cmd(launcher, n, agents, port, work, "exit") for n in range(1, agents + 1)])
+        finish(procs)
+        starts = [read_ns(f"{work}/start.{r}.0") for r in range(agents)]
+        return (max(starts) - t0) / 1e6
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_restart(launcher, agents):
+    work = tempfile.mkdtemp(prefix="ddprun-bench-")
+    try:
+        port = free_port()
+        procs = start([agent_cmd(launcher, n, agents, port, work, "crash-once", 1)
+                       for n in range(1, agents + 1)])
+        finish(procs)
+        crash = read_ns(f"{work}/crash")
+        # torchrun restarts a healthy node without counting it (TORCHELASTIC_RESTART_COUNT is
+        # per agent there), so its replacement may write start.<rank>.0 again: take each
+        # rank's latest start, which must come after the crash.
+        restarted = []
+        for r in range(agents):
+            starts = [read_ns(f"{work}/{f}") for f in os.listdir(work)
+                      if f.startswith(f"start.{r}.") and not f.endswith(".tmp")]
+            latest = max(starts)
+            if latest <= crash:
+                raise RuntimeError(f"{launcher} did not restart rank {r}")
+            restarted.append(latest)
+        return (max(restarted) - crash) / 1e6
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_loss(launcher):
+    work = tempfile.mkdtemp(prefix="ddprun-bench-")
+    procs = []
+    try:
+        port = free_port()
+        procs = start([agent_cmd(launcher, n, "1:2", port, work, "hold-world") for n in (1, 2)])
+        wait_for([f"{work}/start.0.w2", f"{work}/start.1.w2"], 120)
+        killed = time.time_ns()
+        os.kill(procs[1].pid, signal.SIGKILL)  # agent 2 (its worker dies with it)
+        try:
+            wait_for([f"{work}/start.0.w1"], ARGS.loss_timeout)
+            return (read_ns(f"{work}/start.0.w1") - killed) / 1e6
+        except TimeoutError:
+            return None
+    finally:
+        open(f"{work}/release", "w").close()
+        for p in procs:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def summarize(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"min": min(values), "median": statistics.median(values), "max": max(values),
+            "n": len(values)}
+
+
+def main():
+    results = {}
+    for launcher in (["ddprun"] if ARGS.no_torchrun else ["ddprun", "torchrun-0.1s"]):
+        runs = ARGS.runs if launcher == "ddprun" else ARGS.torchrun_runs
+        name = "ddprun" if launcher == "ddprun" else "torchrun"
+        r = {
+            "launch_ms_2_agents": summarize([run_launch(name, 2) for _ in range(runs)]),
+            "launch_ms_4_agents": summarize([run_launch(name, 4) for _ in range(runs)]),
+            "restart_ms_2_agents": summarize([run_restart(name, 2) for _ in range(runs)]),
+            "restart_ms_4_agents": summarize([run_restart(name, 4) for _ in range(runs)]),
+            "agent_loss_ms": summarize([run_loss(name) for _ in range(ARGS.loss_runs if name == "torchrun" else runs)]),
+        }
+        results[launcher] = r
+    names = list(results)
+    print(f"{'metric (min / median / max)':<24}" + "".join(f"{n:>34}" for n in names))
+    for m in results["ddprun"]:
+        cells = ""
+        for n in names:
+            v = results[n][m]
+            cells += (f"{v['min']:>10.1f} /{v['median']:>9.1f} /{v['max']:>9.1f}" if v
+                      else f"{'never (within ' + str(ARGS.loss_timeout) + ' s)':>34}")
+        print(f"{m:<24}{cells}")
+    if "torchrun-0.1s" in results:
+        print("\nratios, torchrun median / ddprun median:")
+        for m in results["ddprun"]:
+            t, d = results["torchrun-0.1s"][m], results["ddprun"][m]
+            print(f"  {m:<24}" + (f"{t['median'] / d['median']:8.1f}x" if t and d else "     n/a"))
+    if ARGS.json:
+        with open(ARGS.json, "w") as f:
+            json.dump(results, f, indent=2)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ddprun", default="build/launcher/ddprun")
+    parser.add_argument("--worker", default="build/bench/bench_worker")
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--torchrun-runs", type=int, default=3)
+    parser.add_argument("--loss-runs", type=int, default=1)
+    parser.add_argument("--loss-timeout", type=float, default=60)
+    parser.add_argument("--no-torchrun", action="store_true")
+    parser.add_argument("--json")
+    ARGS = parser.parse_args()
+    ARGS.ddprun = os.path.abspath(ARGS.ddprun)
+    ARGS.worker = os.path.abspath(ARGS.worker)
+    main()

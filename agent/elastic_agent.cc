@@ -214,7 +214,9 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
   assignment_ = assignment;
   AttemptPlan plan;
   plan.round = static_cast<int>(assignment.round);
-  plan.log_attempt = attempt_offset_ + plan.round;
+  // A restarted master counts rounds from 0 again; the folders must not be reused.
+  plan.log_attempt = std::max(attempt_offset_ + plan.round, last_log_attempt_ + 1);
+  last_log_attempt_ = plan.log_attempt;
   plan.restart_count = assignment.restart_count;
   plan.group_rank = assignment.group_rank;
   plan.group_world_size = assignment.group_world_size;

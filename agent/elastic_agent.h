@@ -65,6 +65,7 @@ class ElasticAgent {
   std::string log_root_;
   bool log_root_is_temporary_ = false;
   int attempt_offset_ = 0;  // attempts of earlier runs with the same id and --log-dir
+  int last_log_attempt_ = -1;  // attempt_<n> folders only go up, even if a new master restarts rounds
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<SignalChannel> signals_;
   std::unique_ptr<OneShotTimer> grace_timer_;

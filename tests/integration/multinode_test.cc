@@ -176,6 +176,40 @@ TEST(MultiNode, StandaloneMasterStartedAfterTheAgents) {
   EXPECT_THAT(rm.err, HasSubstr(absl::StrCat("listening on 127.0.0.1:", port)));
 }
 
+TEST(MultiNode, MasterKilledAndRestartedTheAgentsRejoinAndTheJobContinues) {
+  TempDir dir;
+  const int port = FreePort();
+  const std::vector<std::string> master_argv = {kMaster, "--host=127.0.0.1",
+                                                absl::StrCat("--port=", port)};
+  auto master = ChildProcess::Start(master_argv);
+  const std::vector<std::string> client = {"--rdzv-conf=is_host=0"};
+  auto a = ChildProcess::Start(Agent(port, 1, "2", {"count-starts", dir.path()}, client));
+  auto b = ChildProcess::Start(Agent(port, 2, "2", {"count-starts", dir.path()}));
+  auto started = [&](int times) {
+    for (int rank = 0; rank < 4; ++rank) {
+      if (CountLinesContaining(ReadFile(dir / absl::StrCat("starts.", rank)), "started") < times) {
+        return false;
+      }
+    }
+    return true;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return started(1); }, absl::Seconds(20)));
+  kill(master->pid(), SIGKILL);
+  master->Wait(absl::Seconds(10));
+  // The agents stop their workers (a round they cannot confirm is over) and wait for a
+  // master; a new one on the same address takes them back.
+  auto second = ChildProcess::Start(master_argv);
+  ASSERT_TRUE(WaitUntil([&] { return started(2); }, absl::Seconds(20)));
+  WriteFile(dir / "release", "");
+  ProcessResult ra = a->Wait(absl::Seconds(20));
+  ProcessResult rb = b->Wait(absl::Seconds(20));
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  EXPECT_THAT(ra.err, HasSubstr("lost the rendezvous master"));
+  kill(second->pid(), SIGTERM);
+  EXPECT_EQ(second->Wait(absl::Seconds(10)).exit_code, 0);
+}
+
 TEST(MultiNode, WrongTokenIsRefusedWithStatus75AndTheSettingToCheck) {
   TempDir dir;
   const int port = FreePort();

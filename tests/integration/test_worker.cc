@@ -15,6 +15,7 @@
 //   test_worker progress DIR            write "progress 50%\r" to stderr, wait for DIR/release
 //   test_worker round-env DIR           write the environment to DIR/env.<RANK>.r<DDPRUN_ROUND>,
 //                                       then wait for DIR/release and exit 0
+//   test_worker count-starts DIR        append a line to DIR/starts.<RANK>, wait for DIR/release
 //   test_worker spew N                  print N numbered lines to stdout as fast as it can
 //   test_worker partial TEXT            print TEXT with no newline and exit 0
 //   test_worker error-file CODE         write a torch-format error file, exit CODE
@@ -131,6 +132,15 @@ int main(int argc, char** argv) {
     for (char** e = environ; *e; ++e) all += std::string(*e) + "\n";
     const std::string dir = argv[2];
     WriteFile(dir + "/env." + Rank() + ".r" + Env("DDPRUN_ROUND"), all);
+    const std::string release = dir + "/release";
+    while (access(release.c_str(), F_OK) != 0) usleep(2000);
+    return 0;
+  }
+  if (mode == "count-starts" && argc == 3) {
+    const std::string dir = argv[2];
+    {
+      std::ofstream(dir + "/starts." + Rank(), std::ios::app) << "started\n";
+    }
     const std::string release = dir + "/release";
     while (access(release.c_str(), F_OK) != 0) usleep(2000);
     return 0;

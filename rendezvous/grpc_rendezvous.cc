@@ -133,10 +133,11 @@ GrpcRendezvous::GrpcRendezvous(GrpcRendezvousOptions options)
               static_cast<int>(std::max<int64_t>(interval_ms * options_.settings.keep_alive_max_attempt, 1000)));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  // Reconnect quickly to a master that comes (back) up.
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  // Reconnect quickly to a master that comes (back) up: agents started together often
+  // try before the hosting agent listens, and a 100 ms first backoff doubled the launch.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   channel_->channel = grpc::CreateCustomChannel(options_.endpoint, grpc::InsecureChannelCredentials(), args);
   channel_->stub = pb::Rendezvous::NewStub(channel_->channel);
   stream_ = std::make_unique<Stream>(channel_->stub.get(), &events_, options_.endpoint);

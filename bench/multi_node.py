@@ -16,15 +16,15 @@ python3-torch 1.13.1 through tests/compat/torchrun_py311.py with --monitor_inter
   bench/multi_node.py --ddprun build/launcher/ddprun --worker build/bench/bench_worker
 """
 import argparse
-import json
 import os
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import tempfile
 import time
+
+from report import print_table, summarize, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCHRUN_SHIM = os.path.join(HERE, "..", "tests", "compat", "torchrun_py311.py")
@@ -139,12 +139,6 @@ def run_loss(launcher):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def summarize(values):
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"min": min(values), "median": statistics.median(values), "max": max(values),
-            "n": len(values)}
 
 
 def main():
@@ -160,23 +154,8 @@ def main():
             "agent_loss_ms": summarize([run_loss(name) for _ in range(ARGS.loss_runs if name == "torchrun" else runs)]),
         }
         results[launcher] = r
-    names = list(results)
-    print(f"{'metric (min / median / max)':<24}" + "".join(f"{n:>34}" for n in names))
-    for m in results["ddprun"]:
-        cells = ""
-        for n in names:
-            v = results[n][m]
-            cells += (f"{v['min']:>10.1f} /{v['median']:>9.1f} /{v['max']:>9.1f}" if v
-                      else f"{'never (within ' + str(ARGS.loss_timeout) + ' s)':>34}")
-        print(f"{m:<24}{cells}")
-    if "torchrun-0.1s" in results:
-        print("\nratios, torchrun median / ddprun median:")
-        for m in results["ddprun"]:
-            t, d = results["torchrun-0.1s"][m], results["ddprun"][m]
-            print(f"  {m:<24}" + (f"{t['median'] / d['median']:8.1f}x" if t and d else "     n/a"))
-    if ARGS.json:
-        with open(ARGS.json, "w") as f:
-            json.dump(results, f, indent=2)
+    print_table(results, "torchrun-0.1s", missing=f"never (within {ARGS.loss_timeout} s)")
+    write_json(ARGS.json, results)
 
 
 if __name__ == "__main__":

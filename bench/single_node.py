@@ -15,14 +15,14 @@ with --monitor-interval 0.1 (the default since PyTorch 2.4).
   bench/single_node.py --ddprun build/launcher/ddprun --worker build/bench/bench_worker
 """
 import argparse
-import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from report import print_table, summarize, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCHRUN_SHIM = os.path.join(HERE, "..", "tests", "compat", "torchrun_py311.py")
@@ -109,9 +109,6 @@ def run_rss(name, nproc):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def summarize(values):
-    return {"min": min(values), "median": statistics.median(values), "max": max(values),
-            "n": len(values)}
 
 
 def main():
@@ -133,22 +130,8 @@ def main():
         r["restart_ms_nproc2"] = summarize([run_restart(name, 2) for _ in range(runs)])
         r["peak_rss_mib"] = summarize([run_rss(name, 2) for _ in range(min(runs, 3))])
         results[name] = r
-    metrics = list(results["ddprun"].keys())
-    width = max(len(m) for m in metrics) + 2
-    print(f"{'metric (min / median / max)':<{width}}" + "".join(f"{n:>34}" for n in launchers))
-    for m in metrics:
-        cells = "".join(
-            f"{results[n][m]['min']:>10.1f} /{results[n][m]['median']:>9.1f} /{results[n][m]['max']:>9.1f}"
-            for n in launchers)
-        print(f"{m:<{width}}{cells}")
-    if "torchrun-0.1s" in results:
-        print("\nratios, torchrun --monitor-interval 0.1 median / ddprun median:")
-        for m in metrics:
-            ratio = results["torchrun-0.1s"][m]["median"] / results["ddprun"][m]["median"]
-            print(f"  {m:<{width}}{ratio:8.1f}x")
-    if ARGS.json:
-        with open(ARGS.json, "w") as f:
-            json.dump(results, f, indent=2)
+    print_table(results, "torchrun-0.1s")
+    write_json(ARGS.json, results)
 
 
 if __name__ == "__main__":

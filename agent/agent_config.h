@@ -43,8 +43,6 @@ struct AgentConfig {
   absl::Duration close_timeout = absl::Seconds(30);
   absl::Duration keep_alive_interval = absl::Seconds(5);
   int keep_alive_max_attempt = 3;
-  absl::Duration heartbeat_timeout = absl::Seconds(5);
-  absl::Duration read_timeout = absl::Seconds(60);
   std::optional<bool> is_host;  // unset: inferred from --rdzv-endpoint
   std::string token;            // from token_file= or DDPRUN_RDZV_TOKEN; empty: none
   std::string endpoint_host;    // --rdzv-endpoint (c10d) or --master-addr (static)

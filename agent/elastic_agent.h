@@ -20,7 +20,7 @@
 #include "agent/failure_summary.h"
 #include "agent/orphan_guard.h"
 #include "agent/worker_env.h"
-#include "agent/worker_group.h"
+#include "agent/worker_supervisor.h"
 #include "rendezvous/rendezvous_connection.h"
 
 namespace ddprun {

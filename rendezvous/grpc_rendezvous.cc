@@ -57,32 +57,7 @@ class GrpcRendezvous::Stream : public grpc::ClientBidiReactor<pb::AgentMessage, 
  private:
   void OnReadDone(bool ok) override {
     if (!ok) return;  // OnDone follows with the stream's status
-    RendezvousEvent event;
-    if (in_.has_assignment()) {
-      const pb::RoundAssignment& a = in_.assignment();
-      event.kind = RendezvousEvent::Kind::kAssigned;
-      event.assignment.round = a.round();
-      event.assignment.restart_count = a.restart_count();
-      event.assignment.group_rank = a.group_rank();
-      event.assignment.group_world_size = a.group_world_size();
-      event.assignment.base_rank = a.base_rank();
-      event.assignment.world_size = a.world_size();
-      event.assignment.master_addr = a.master_addr();
-      event.assignment.master_port = a.master_port();
-    } else if (in_.has_stop()) {
-      event.kind = RendezvousEvent::Kind::kStop;
-      event.stop_reason = in_.stop().reason() == pb::StopOrder::WORKER_FAILED
-                              ? StopReason::kWorkerFailed
-                              : StopReason::kMembershipChanged;
-      event.detail = in_.stop().detail();
-    } else if (in_.has_end()) {
-      event.kind = RendezvousEvent::Kind::kEnd;
-      event.outcome = in_.end().outcome() == pb::RunEnd::SUCCEEDED ? RunOutcome::kSucceeded
-                      : in_.end().outcome() == pb::RunEnd::FAILED  ? RunOutcome::kFailed
-                                                                   : RunOutcome::kTimedOut;
-      event.detail = in_.end().detail();
-      event.root_cause = FromWire(in_.end().root_cause());
-    }
+    RendezvousEvent event = EventFromWire(in_);
     events_->Push(std::move(event));
     StartRead(&in_);
   }
@@ -155,18 +130,7 @@ void GrpcRendezvous::Reconnect() {
 
 void GrpcRendezvous::Join(const NodeInfo& node) {
   pb::AgentMessage message;
-  pb::Join* join = message.mutable_join();
-  join->set_version(pb::PROTOCOL_VERSION_1);
-  join->set_run_id(options_.run_id);
-  join->set_token(options_.token);
-  join->mutable_node()->set_host(node.host);
-  join->mutable_node()->set_addr(node.addr);
-  join->mutable_node()->set_pid(node.pid);
-  join->mutable_node()->set_incarnation(node.incarnation);
-  join->set_local_world_size(node.local_world_size);
-  join->set_node_rank_hint(node.node_rank_hint);
-  join->set_master_port(node.master_port);
-  *join->mutable_settings() = ToWire(options_.settings);
+  *message.mutable_join() = JoinToWire(node, options_.run_id, options_.token, options_.settings);
   stream_->Send(std::move(message));
 }
 

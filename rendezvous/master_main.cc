@@ -5,7 +5,6 @@
 //
 // SIGTERM or SIGINT: stop accepting, give open sessions --grace seconds, exit 0.
 
-#include <grpc/support/log.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "rendezvous/master_server.h"
+#include "rendezvous/wire.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -31,9 +31,6 @@ int UsageError(const std::string& message) {
   return kExitUsage;
 }
 
-void LogGrpc(gpr_log_func_args* args) {
-  spdlog::debug("grpc {}:{}: {}", args->file, args->line, args->message);
-}
 
 }  // namespace
 
@@ -68,7 +65,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
   logger->flush_on(spdlog::level::trace);
-  gpr_set_log_function(LogGrpc);
+  ddprun::RouteGrpcLogsToSpdlog();
 
   ddprun::MasterOptions options;
   options.host = host;

@@ -2,11 +2,9 @@
 
 #include "rendezvous/network_plugin.h"
 
-#include <grpc/support/log.h>
-
 #include "rendezvous/grpc_rendezvous.h"
 #include "rendezvous/master_server.h"
-#include "spdlog/spdlog.h"
+#include "rendezvous/wire.h"
 
 namespace ddprun {
 namespace {
@@ -41,17 +39,11 @@ absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const HostedMasterOptio
   return std::unique_ptr<HostedMaster>(new GrpcHostedMaster(std::move(*server)));
 }
 
-// gRPC's own log lines (e.g. a failed bind when another agent won the race for the master's
-// port) are details: debug level, behind the agent's prefix.
-void LogGrpc(gpr_log_func_args* args) {
-  spdlog::debug("grpc {}:{}: {}", args->file, args->line, args->message);
-}
-
 }  // namespace
 }  // namespace ddprun
 
 extern "C" void ddprun_network_plugin_v1(ddprun::NetworkPlugin* plugin) {
-  gpr_set_log_function(&ddprun::LogGrpc);
+  ddprun::RouteGrpcLogsToSpdlog();
   plugin->connect = &ddprun::Connect;
   plugin->host_master = &ddprun::HostMaster;
 }

@@ -1,6 +1,9 @@
 #include "rendezvous/wire.h"
 
+#include <grpc/support/log.h>
+
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 
 namespace ddprun {
 
@@ -40,6 +43,23 @@ NodeInfo NodeFromJoin(const v1::Join& join) {
   node.node_rank_hint = join.node_rank_hint();
   node.master_port = join.master_port();
   return node;
+}
+
+v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::string& token,
+                    const RendezvousSettings& settings) {
+  v1::Join join;
+  join.set_version(v1::PROTOCOL_VERSION_1);
+  join.set_run_id(run_id);
+  join.set_token(token);
+  join.mutable_node()->set_host(node.host);
+  join.mutable_node()->set_addr(node.addr);
+  join.mutable_node()->set_pid(node.pid);
+  join.mutable_node()->set_incarnation(node.incarnation);
+  join.set_local_world_size(node.local_world_size);
+  join.set_node_rank_hint(node.node_rank_hint);
+  join.set_master_port(node.master_port);
+  *join.mutable_settings() = ToWire(settings);
+  return join;
 }
 
 std::vector<ReportedFailure> FromWire(
@@ -108,6 +128,44 @@ v1::MasterMessage ToWire(const Outbound& out) {
   }
   return message;
 }
+
+RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
+  RendezvousEvent event;
+  if (message.has_assignment()) {
+    const v1::RoundAssignment& a = message.assignment();
+    event.kind = RendezvousEvent::Kind::kAssigned;
+    event.assignment.round = a.round();
+    event.assignment.restart_count = a.restart_count();
+    event.assignment.group_rank = a.group_rank();
+    event.assignment.group_world_size = a.group_world_size();
+    event.assignment.base_rank = a.base_rank();
+    event.assignment.world_size = a.world_size();
+    event.assignment.master_addr = a.master_addr();
+    event.assignment.master_port = a.master_port();
+  } else if (message.has_stop()) {
+    event.kind = RendezvousEvent::Kind::kStop;
+    event.stop_reason = message.stop().reason() == v1::StopOrder::WORKER_FAILED
+                            ? StopReason::kWorkerFailed
+                            : StopReason::kMembershipChanged;
+    event.detail = message.stop().detail();
+  } else if (message.has_end()) {
+    event.kind = RendezvousEvent::Kind::kEnd;
+    event.outcome = message.end().outcome() == v1::RunEnd::SUCCEEDED ? RunOutcome::kSucceeded
+                    : message.end().outcome() == v1::RunEnd::FAILED  ? RunOutcome::kFailed
+                                                                     : RunOutcome::kTimedOut;
+    event.detail = message.end().detail();
+    event.root_cause = FromWire(message.end().root_cause());
+  }
+  return event;
+}
+
+namespace {
+void LogGrpc(gpr_log_func_args* args) {
+  spdlog::debug("grpc {}:{}: {}", args->file, args->line, args->message);
+}
+}  // namespace
+
+void RouteGrpcLogsToSpdlog() { gpr_set_log_function(&LogGrpc); }
 
 absl::Status SameJobSettings(const RendezvousSettings& run, const RendezvousSettings& joiner) {
   if (run.min_nodes == joiner.min_nodes && run.max_nodes == joiner.max_nodes &&

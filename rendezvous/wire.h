@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "ddprun/v1/rendezvous.pb.h"
+#include "rendezvous/rendezvous_connection.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
@@ -16,13 +17,22 @@ RendezvousSettings FromWire(const v1::RunSettings& settings);
 v1::RunSettings ToWire(const RendezvousSettings& settings);
 
 NodeInfo NodeFromJoin(const v1::Join& join);
+/// The Join an agent sends (protocol version 1).
+v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::string& token,
+                    const RendezvousSettings& settings);
 
 std::vector<ReportedFailure> FromWire(
     const google::protobuf::RepeatedPtrField<v1::WorkerFailure>& failures);
 v1::WorkerFailure ToWire(const ReportedFailure& failure);
 
-/// What the master sends for one Outbound of its state machine.
+/// What the master sends for one Outbound of its state machine, and what the agent makes
+/// of it: the two directions of the same mapping (EventsFor does it in-process).
 v1::MasterMessage ToWire(const Outbound& out);
+RendezvousEvent EventFromWire(const v1::MasterMessage& message);
+
+/// Sends gRPC's own log lines to spdlog at debug level (e.g. the failed bind of an agent
+/// that lost the race for the master's port is a detail, not an error).
+void RouteGrpcLogsToSpdlog();
 
 /// FailedPrecondition naming the difference when two agents disagree on the job's shape.
 absl::Status SameJobSettings(const RendezvousSettings& run, const RendezvousSettings& joiner);

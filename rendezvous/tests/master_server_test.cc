@@ -355,5 +355,50 @@ TEST_F(MasterServerTest, PortInUseIsAClearError) {
   EXPECT_THAT(std::string(second.status().message()), HasSubstr("the port is in use"));
 }
 
+TEST(WireTest, EveryOutboundSurvivesTheWireAsTheSameEvent) {
+  std::vector<Outbound> all(3);
+  all[0].kind = Outbound::Kind::kAssign;
+  all[0].assignment = {4, 1, 2, 3, 6, 12, "node9", 29511};
+  all[1].kind = Outbound::Kind::kStop;
+  all[1].stop_reason = StopReason::kMembershipChanged;
+  all[1].detail = "b left";
+  all[2].kind = Outbound::Kind::kEnd;
+  all[2].outcome = RunOutcome::kFailed;
+  all[2].detail = "budget spent";
+  all[2].root_cause.push_back(ReportedFailure{"b", 7, 1, -9, 42, absl::FromUnixSeconds(5), "m"});
+  const std::vector<RendezvousEvent> local = EventsFor(0, all);
+  ASSERT_EQ(local.size(), 3u);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const RendezvousEvent remote = EventFromWire(ToWire(all[i]));
+    EXPECT_EQ(remote.kind, local[i].kind);
+    EXPECT_EQ(remote.detail, local[i].detail);
+    EXPECT_EQ(remote.stop_reason, local[i].stop_reason);
+    EXPECT_EQ(remote.outcome, local[i].outcome);
+    EXPECT_EQ(remote.assignment.round, local[i].assignment.round);
+    EXPECT_EQ(remote.assignment.base_rank, local[i].assignment.base_rank);
+    EXPECT_EQ(remote.assignment.master_addr, local[i].assignment.master_addr);
+    EXPECT_EQ(remote.assignment.master_port, local[i].assignment.master_port);
+    ASSERT_EQ(remote.root_cause.size(), local[i].root_cause.size());
+    if (!remote.root_cause.empty()) {
+      EXPECT_EQ(remote.root_cause[0].exit_code, -9);
+      EXPECT_EQ(remote.root_cause[0].time, absl::FromUnixSeconds(5));
+    }
+  }
+}
+
+TEST(WireTest, JoinCarriesTheNodeAndTheJobSettings) {
+  NodeInfo node{"h", "10.0.0.2", 77, "inc", 8, 3, 29600};
+  RendezvousSettings settings;
+  settings.min_nodes = 2;
+  settings.max_nodes = 4;
+  const NodeInfo back = NodeFromJoin(JoinToWire(node, "job", "tok", settings));
+  EXPECT_EQ(back.host, "h");
+  EXPECT_EQ(back.addr, "10.0.0.2");
+  EXPECT_EQ(back.local_world_size, 8);
+  EXPECT_EQ(back.node_rank_hint, 3);
+  EXPECT_EQ(back.master_port, 29600);
+  EXPECT_EQ(FromWire(JoinToWire(node, "job", "tok", settings).settings()).max_nodes, 4);
+}
+
 }  // namespace
 }  // namespace ddprun

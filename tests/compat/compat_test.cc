@@ -79,12 +79,6 @@ TEST(Compat, WorkersGetEveryVariableTorchrunSets) {
   }
 }
 
-int FreePort() {
-  ProcessResult r = RunProcess({kPython, "-c",
-                                "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); "
-                                "print(s.getsockname()[1])"});
-  return std::stoi(r.out);
-}
 
 void ExpectTwoNodesTrain(const std::vector<std::string>& node0, const std::vector<std::string>& node1,
                          const TempDir& out) {
@@ -110,7 +104,7 @@ void ExpectTwoNodesTrain(const std::vector<std::string>& node0, const std::vecto
 
 TEST(Compat, DdpOnTwoAgentsWithTwoWorkersEachC10d) {
   TempDir out;
-  const std::string endpoint = absl::StrCat("--rdzv-endpoint=127.0.0.1:", FreePort());
+  const std::string endpoint = absl::StrCat("--rdzv-endpoint=127.0.0.1:", FreeLoopbackPort());
   auto node = [&](int n, const std::string& extra) {
     std::vector<std::string> argv = {kDdprun, "--nnodes=2", "--nproc-per-node=2",
                                      "--rdzv-backend=c10d", endpoint, "--rdzv-id=ddp",
@@ -125,7 +119,7 @@ TEST(Compat, DdpOnTwoAgentsWithTwoWorkersEachC10d) {
 
 TEST(Compat, DdpOnTwoAgentsWithTwoWorkersEachStatic) {
   TempDir out;
-  const std::string port = absl::StrCat("--master-port=", FreePort());
+  const std::string port = absl::StrCat("--master-port=", FreeLoopbackPort());
   auto node = [&](int rank) {
     return std::vector<std::string>{kDdprun, "--nnodes=2", "--nproc-per-node=2",
                                     absl::StrCat("--node-rank=", rank), "--master-addr=127.0.0.1",

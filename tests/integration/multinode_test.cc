@@ -1,9 +1,7 @@
 // Several agents as separate processes on loopback, each with its own --local-addr, with
 // the master embedded in one of them or run alone as ddprun-master.
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -21,17 +19,6 @@ using ::testing::HasSubstr;
 
 const std::string kMaster = DDPRUN_MASTER_BIN;
 
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), len);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
 
 // The command line of one agent of a c10d job on loopback address 127.0.0.<node>.
 std::vector<std::string> Agent(int port, int node, const std::string& nnodes,
@@ -65,7 +52,7 @@ bool AllExist(const TempDir& dir, const std::vector<std::string>& names) {
 
 TEST(MultiNode, TwoByTwoGetsRanksZeroToThree) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   auto a = ChildProcess::Start(Agent(port, 1, "2", {"env", dir.path()}));
   auto b = ChildProcess::Start(Agent(port, 2, "2", {"env", dir.path()}));
   ProcessResult ra = a->Wait(absl::Seconds(30));
@@ -89,7 +76,7 @@ TEST(MultiNode, TwoByTwoGetsRanksZeroToThree) {
 
 TEST(MultiNode, ACrashOnOneNodeRestartsAllFourWithOneCount) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const absl::Time start = absl::Now();
   auto a = ChildProcess::Start(
       Agent(port, 1, "2", {"crash-once", "3", "7", dir.path()}, {"--max-restarts=1"}));
@@ -107,7 +94,7 @@ TEST(MultiNode, ACrashOnOneNodeRestartsAllFourWithOneCount) {
 
 TEST(MultiNode, BudgetSpentFailsEveryNodeWithTheRootCause) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   auto a = ChildProcess::Start(Agent(port, 1, "2", {"crash-once", "2", "9", dir.path()}));
   auto b = ChildProcess::Start(Agent(port, 2, "2", {"crash-once", "2", "9", dir.path()}));
   ProcessResult ra = a->Wait(absl::Seconds(30));
@@ -120,7 +107,7 @@ TEST(MultiNode, BudgetSpentFailsEveryNodeWithTheRootCause) {
 
 TEST(MultiNode, KillNineOfOneAgentLeavesTheOtherRunningAlone) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   auto a = ChildProcess::Start(Agent(port, 1, "1:2", {"round-env", dir.path()}));
   auto b = ChildProcess::Start(Agent(port, 2, "1:2", {"round-env", dir.path()}));
   ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, {"env.0.r0", "env.1.r0", "env.2.r0", "env.3.r0"}); },
@@ -141,7 +128,7 @@ TEST(MultiNode, KillNineOfOneAgentLeavesTheOtherRunningAlone) {
 
 TEST(MultiNode, ALateJoinerGrowsTheJobWithoutSpendingBudget) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const std::vector<std::string> quick = {"--rdzv-conf=last_call_timeout=0.2"};
   auto a = ChildProcess::Start(Agent(port, 1, "1:3", {"round-env", dir.path()}, quick));
   ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, {"env.0.r0", "env.1.r0"}); }, absl::Seconds(20)));
@@ -160,7 +147,7 @@ TEST(MultiNode, ALateJoinerGrowsTheJobWithoutSpendingBudget) {
 
 TEST(MultiNode, StandaloneMasterStartedAfterTheAgents) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const std::vector<std::string> client = {"--rdzv-conf=is_host=0"};
   auto a = ChildProcess::Start(Agent(port, 1, "2", {"env", dir.path()}, client));
   auto b = ChildProcess::Start(Agent(port, 2, "2", {"env", dir.path()}));  // a client already
@@ -178,7 +165,7 @@ TEST(MultiNode, StandaloneMasterStartedAfterTheAgents) {
 
 TEST(MultiNode, MasterKilledAndRestartedTheAgentsRejoinAndTheJobContinues) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const std::vector<std::string> master_argv = {kMaster, "--host=127.0.0.1",
                                                 absl::StrCat("--port=", port)};
   auto master = ChildProcess::Start(master_argv);
@@ -212,7 +199,7 @@ TEST(MultiNode, MasterKilledAndRestartedTheAgentsRejoinAndTheJobContinues) {
 
 TEST(MultiNode, WrongTokenIsRefusedWithStatus75AndTheSettingToCheck) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   const std::string token = dir.Write("token", "right\n");
   auto master = ChildProcess::Start({kMaster, "--host=127.0.0.1", absl::StrCat("--port=", port),
                                      "--token-file=" + token});
@@ -226,7 +213,7 @@ TEST(MultiNode, WrongTokenIsRefusedWithStatus75AndTheSettingToCheck) {
 
 TEST(MultiNode, WrongRunIdIsRefused) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   auto a = ChildProcess::Start(Agent(port, 1, "2", {"env", dir.path()},
                                      {"--rdzv-conf=join_timeout=3"}),
                                {{"LOGLEVEL", "INFO"}});
@@ -246,7 +233,7 @@ TEST(MultiNode, WrongRunIdIsRefused) {
 
 TEST(MultiNode, JoinTimeoutNamesWhoCameAndWhatWasExpected) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   ProcessResult r = RunProcess(Agent(port, 1, "2:3", {"env", dir.path()}, {"--rdzv-conf=join_timeout=1"}),
                                {}, absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 75) << r.err;
@@ -255,7 +242,7 @@ TEST(MultiNode, JoinTimeoutNamesWhoCameAndWhatWasExpected) {
 
 TEST(MultiNode, StaticBackendTwoByTwo) {
   TempDir dir;
-  const int port = FreePort();
+  const int port = FreeLoopbackPort();
   auto node = [&](int rank) {
     return DdprunWithTestWorker({"--nnodes=2", "--nproc-per-node=2", absl::StrCat("--node-rank=", rank),
                                  "--master-addr=127.0.0.1", absl::StrCat("--master-port=", port),

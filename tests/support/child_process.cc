@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -178,6 +180,20 @@ void BecomeSubreaper() { prctl(PR_SET_CHILD_SUBREAPER, 1); }
 void ReapZombies() {
   while (waitpid(-1, nullptr, WNOHANG) > 0) {
   }
+}
+
+int FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    abort();
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
 }
 
 int CountLinesContaining(const std::string& text, const std::string& needle) {

@@ -74,6 +74,9 @@ bool ProcessAlive(pid_t pid);
 void BecomeSubreaper();
 void ReapZombies();
 
+/// A TCP port free on 127.0.0.1 right now (the kernel picks it; the socket is closed).
+int FreeLoopbackPort();
+
 /// Number of lines in `text` that contain `needle`.
 int CountLinesContaining(const std::string& text, const std::string& needle);
 

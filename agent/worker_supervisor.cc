@@ -1,4 +1,4 @@
-#include "agent/worker_group.h"
+#include "agent/worker_supervisor.h"
 
 #include <errno.h>
 #include <signal.h>

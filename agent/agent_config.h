@@ -43,6 +43,12 @@ struct AgentConfig {
   absl::Duration close_timeout = absl::Seconds(30);
   absl::Duration keep_alive_interval = absl::Seconds(5);
   int keep_alive_max_attempt = 3;
+  // How long an agent waits for the master to answer one keep-alive ping before it takes
+  // the master for lost (torchrun: the deadline of one keep-alive operation).
+  absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // How long a blocking Store read without its own timeout waits on a master this agent
+  // hosts (torchrun: the c10d store's timeout).
+  absl::Duration read_timeout = absl::Seconds(60);
   std::optional<bool> is_host;  // unset: inferred from --rdzv-endpoint
   std::string token;            // from token_file= or DDPRUN_RDZV_TOKEN; empty: none
   std::string endpoint_host;    // --rdzv-endpoint (c10d) or --master-addr (static)

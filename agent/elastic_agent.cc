@@ -161,6 +161,10 @@ void ElasticAgent::JoinNextRound() {
     spdlog::error("{}", port.status().message());
     return Finish(kExitInternal);
   }
+  if (assigned_once_) {
+    node.last_round = assignment_.round;
+    node.restarts_seen = assignment_.restart_count;
+  }
   state_ = State::kJoining;
   // The master applies join_timeout too, and says who is missing; this one catches a
   // master that cannot be reached at all, so it fires a little later.
@@ -183,7 +187,7 @@ void ElasticAgent::OnMasterLost(const absl::Status& status) {
   // Refusals will not change by trying again; a lost connection may.
   const bool refused = absl::IsPermissionDenied(status) || absl::IsNotFound(status) ||
                        absl::IsFailedPrecondition(status) || absl::IsInvalidArgument(status) ||
-                       absl::IsAlreadyExists(status) || absl::IsUnimplemented(status);
+                       absl::IsUnimplemented(status);
   if (refused) {
     spdlog::error("the rendezvous refused this node: {}", status.message());
     RendezvousEvent end;
@@ -212,9 +216,11 @@ void ElasticAgent::OnMasterLost(const absl::Status& status) {
 
 void ElasticAgent::StartAttempt(const Assignment& assignment) {
   assignment_ = assignment;
+  assigned_once_ = true;
   AttemptPlan plan;
   plan.round = static_cast<int>(assignment.round);
-  // A restarted master counts rounds from 0 again; the folders must not be reused.
+  // Rounds only go up, also across a restarted master (agents tell it where they were);
+  // the folders must never be reused, whatever a master says.
   plan.log_attempt = std::max(attempt_offset_ + plan.round, last_log_attempt_ + 1);
   last_log_attempt_ = plan.log_attempt;
   plan.restart_count = assignment.restart_count;
@@ -387,6 +393,10 @@ void ElasticAgent::Finish(int exit_code) {
 void ElasticAgent::FinishRun(const RendezvousEvent& end) {
   switch (end.outcome) {
     case RunOutcome::kSucceeded:
+      return Finish(kExitSuccess);
+    case RunOutcome::kReleased:
+      spdlog::warn("{}; exiting 0 (their outcome is in their own logs)", end.detail);
+      others_still_run_ = true;
       return Finish(kExitSuccess);
     case RunOutcome::kTimedOut:
       spdlog::error("{}", end.detail);

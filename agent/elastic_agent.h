@@ -34,6 +34,8 @@ class ElasticAgent {
 
   /// Runs the job to its end and returns the exit status for the ddprun process.
   int Run();
+  /// This node left the run while others still ran (the exit barrier timed out).
+  bool others_still_run() const { return others_still_run_; }
 
  private:
   enum class State { kJoining, kRunning, kFinishing, kDone };
@@ -77,6 +79,8 @@ class ElasticAgent {
   int interrupted_by_ = 0;          // the first terminating signal received, 0 if none
   std::unique_ptr<WorkerSupervisor> workers_;  // the current attempt; null between attempts
   Assignment assignment_;           // of the current attempt
+  bool assigned_once_ = false;
+  bool others_still_run_ = false;      // assignment_ holds a round this agent ran
   bool failure_reported_ = false;   // this attempt's failure went to the rendezvous
   bool rejoin_after_attempt_ = false;            // a stop order arrived
   bool reconnect_after_attempt_ = false;         // the master was lost: reconnect, rejoin

@@ -153,20 +153,15 @@ absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, Agent
       {"last_call_timeout", &config.last_call_timeout},
       {"close_timeout", &config.close_timeout},
       {"keep_alive_interval", &config.keep_alive_interval},
+      {"heartbeat_timeout", &config.heartbeat_timeout},
+      {"read_timeout", &config.read_timeout},
   };
-  // torchrun's keys without an effect in ddprun yet: checked, so a typo in a value still
-  // fails, but not kept.
-  const std::set<std::string> accepted_durations = {"heartbeat_timeout", "read_timeout"};
   for (const auto& [key, value] : conf) {
     const std::string option = absl::StrCat("--rdzv-conf ", key);
     if (auto it = durations.find(key); it != durations.end()) {
       absl::StatusOr<absl::Duration> d = ParseSeconds(option, value, /*positive=*/true);
       if (!d.ok()) return d.status();
       *it->second = *d;
-    } else if (accepted_durations.count(key) > 0) {
-      if (absl::StatusOr<absl::Duration> d = ParseSeconds(option, value, true); !d.ok()) {
-        return d.status();
-      }
     } else if (key == "keep_alive_max_attempt") {
       int n = 0;
       if (!ParseStrictInt(value, n) || n < 1) return Invalid(option, value, "a whole number >= 1");

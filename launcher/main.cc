@@ -4,7 +4,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include <string>
@@ -15,6 +18,7 @@
 #include "agent/exit_codes.h"
 #include "agent/gpu_probe.h"
 #include "agent/orphan_guard.h"
+#include "agent/unique_fd.h"
 #include "agent/worker_env.h"
 #include "launcher/cli.h"
 #include "agent/host_info.h"
@@ -69,6 +73,7 @@ std::unique_ptr<ddprun::HostedMaster> MaybeHostMaster(const ddprun::NetworkPlugi
   options.port = config.endpoint_port;
   options.token = config.token;
   options.only_run_id = config.run_id;
+  options.store_timeout = config.read_timeout;
   absl::StatusOr<std::unique_ptr<ddprun::HostedMaster>> master = network.host_master(options);
   if (!master.ok()) {
     spdlog::info("not hosting the rendezvous master ({}); joining the one at {}:{}",
@@ -78,6 +83,25 @@ std::unique_ptr<ddprun::HostedMaster> MaybeHostMaster(const ddprun::NetworkPlugi
   spdlog::info("hosting the rendezvous master for run '{}' on {}:{}", config.run_id,
                config.endpoint_host, (*master)->port());
   return std::move(*master);
+}
+
+// An agent that hosts the master cannot leave while other nodes still use it (after the
+// exit barrier timed out on this node): it serves on until they are gone, or until one of
+// the signals it handles asks it to stop.
+void ServeWhileOthersRun(const ddprun::HostedMaster& master, const ddprun::AgentConfig& config) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : config.signals_to_handle) sigaddset(&stop, sig);
+  ddprun::UniqueFd signals(::signalfd(-1, &stop, SFD_CLOEXEC));
+  spdlog::warn("other nodes still run and this node hosts their rendezvous master: serving "
+               "it until they finish (send SIGTERM to stop now, which ends their run)");
+  while (master.SessionCount(config.run_id) > 0) {
+    pollfd fds[2] = {{master.session_end_fd(), POLLIN, 0}, {signals.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents != 0) return;
+    uint64_t count = 0;
+    (void)!::read(master.session_end_fd(), &count, sizeof count);
+  }
 }
 
 ddprun::NetworkRendezvousOptions RendezvousOptions(const ddprun::AgentConfig& config) {
@@ -95,6 +119,7 @@ ddprun::NetworkRendezvousOptions RendezvousOptions(const ddprun::AgentConfig& co
   options.settings.keep_alive_interval = config.keep_alive_interval;
   options.settings.keep_alive_max_attempt = config.keep_alive_max_attempt;
   options.settings.exit_barrier_timeout = config.exit_barrier_timeout;
+  options.heartbeat_timeout = config.heartbeat_timeout;
   return options;
 }
 
@@ -149,6 +174,9 @@ int main(int argc, char** argv) {
   ddprun::ElasticAgent agent(config, ddprun::CurrentEnvironment(), *rendezvous, *guard);
   const int status = agent.Run();
   rendezvous.reset();
-  if (master) master->Shutdown(config.close_timeout);
+  if (master) {
+    if (agent.others_still_run()) ServeWhileOthersRun(*master, config);
+    master->Shutdown(config.close_timeout);
+  }
   return status;
 }

@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <deque>
 
 #include "absl/strings/str_cat.h"
@@ -101,11 +103,15 @@ class GrpcRendezvous::Stream : public grpc::ClientBidiReactor<pb::AgentMessage, 
 GrpcRendezvous::GrpcRendezvous(GrpcRendezvousOptions options)
     : options_(std::move(options)), channel_(std::make_unique<Channel>()) {
   grpc::ChannelArguments args;
-  // Notice a dead master or a partition within the keep-alive window even when idle.
-  const int64_t interval_ms = absl::ToInt64Milliseconds(options_.settings.keep_alive_interval);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(std::max<int64_t>(interval_ms, 1000)));
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
-              static_cast<int>(std::max<int64_t>(interval_ms * options_.settings.keep_alive_max_attempt, 1000)));
+  // Notice a dead master or a partition even when idle: a ping every keep_alive_interval,
+  // answered within heartbeat_timeout. With the defaults (5 s + 5 s) a cut-off agent stops
+  // its workers before the master's 15 s keep-alive window gives its place away, so two
+  // rounds never train at once.
+  const auto ms = [](absl::Duration d) {
+    return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 100, INT32_MAX));
+  };
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ms(options_.settings.keep_alive_interval));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(options_.heartbeat_timeout));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   // Reconnect quickly to a master that comes (back) up: agents started together often

@@ -15,6 +15,7 @@ struct GrpcRendezvousOptions {
   std::string run_id;
   std::string token;
   RendezvousSettings settings;
+  absl::Duration heartbeat_timeout = absl::Seconds(5);  // see AgentConfig
 };
 
 class GrpcRendezvous : public RendezvousConnection {

@@ -1,7 +1,7 @@
 // ddprun-master: the rendezvous master alone, for a fixed service address that outlives any
 // one agent (a Kubernetes Service, a Slurm head node). Serves any number of runs by run id.
 //
-//   ddprun-master --host 0.0.0.0 --port 29400 [--token-file PATH]
+//   ddprun-master --host 0.0.0.0 --port 29400 [--token-file PATH] [--read-timeout S]
 //
 // SIGTERM or SIGINT: stop accepting, give open sessions --grace seconds, exit 0.
 
@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   int port = 29400;
   std::string token_file;
   double grace_seconds = 5;
+  double read_timeout_seconds = 60;
   bool verbose = false;
   app.add_option("--host", host, "Address to listen on [default: 0.0.0.0]");
   app.add_option("--port", port, "Port to listen on; 0 picks a free one [default: 29400]")
@@ -50,6 +51,10 @@ int main(int argc, char** argv) {
                  "or DDPRUN_RDZV_TOKEN on the agents) [default: none]");
   app.add_option("--grace", grace_seconds, "Seconds open sessions get at shutdown [default: 5]")
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--read-timeout", read_timeout_seconds,
+                 "Seconds a blocking Store read without its own timeout waits (like "
+                 "--rdzv-conf read_timeout on a hosting agent) [default: 60]")
+      ->check(CLI::PositiveNumber);
   app.add_flag("-v,--verbose", verbose, "Log gRPC's own messages too (debug level)");
   try {
     app.parse(argc, argv);
@@ -70,6 +75,7 @@ int main(int argc, char** argv) {
   ddprun::MasterOptions options;
   options.host = host;
   options.port = port;
+  options.store_timeout = absl::Seconds(read_timeout_seconds);
   if (!token_file.empty()) {
     std::ifstream in(token_file);
     std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -1,6 +1,8 @@
 #include "rendezvous/master_server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <deque>
@@ -31,9 +33,6 @@ namespace {
 
 namespace pb = ::ddprun::v1;
 
-// torch's TCPStore default for blocking reads without a timeout.
-constexpr absl::Duration kDefaultStoreTimeout = absl::Seconds(300);
-
 }  // namespace
 
 class SessionReactor;
@@ -41,7 +40,17 @@ class SessionReactor;
 /// Everything the master knows; one mutex guards it all.
 class MasterServer::Impl {
  public:
-  explicit Impl(MasterOptions options) : options_(std::move(options)) {}
+  explicit Impl(MasterOptions options)
+      : options_(std::move(options)), session_end_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  ~Impl() { ::close(session_end_fd_); }
+
+  const MasterOptions& options() const { return options_; }
+  int session_end_fd() const { return session_end_fd_; }
+  int SessionCount(const std::string& run_id) {
+    absl::MutexLock lock(&mu_);
+    auto it = runs_.find(run_id);
+    return it == runs_.end() ? 0 : static_cast<int>(it->second.sessions.size());
+  }
 
   // --- Sessions (called from gRPC threads) ---
   SessionId NewSessionId() {
@@ -90,9 +99,11 @@ class MasterServer::Impl {
   void Dispatch(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeStoreCompletions(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunPending() ABSL_LOCKS_EXCLUDED(mu_);
+  void SessionEnded(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TickerLoop();
 
   const MasterOptions options_;
+  const int session_end_fd_;
   absl::Mutex mu_;
   absl::CondVar wake_;
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mu_);
@@ -270,6 +281,7 @@ void MasterServer::Impl::OnSessionClosed(SessionReactor* reactor) {
       Dispatch(it->second);
       wake_.Signal();
     }
+    SessionEnded(reactor->run_id);  // also after an eviction, which dropped it already
   }
   lock.Release();
   RunPending();
@@ -292,10 +304,28 @@ void MasterServer::Impl::Dispatch(Run& run) {
       SessionReactor* reactor = it->second;
       run.sessions.erase(it);  // the state machine has forgotten it already
       reactor->Close(grpc::Status(grpc::StatusCode::ABORTED, out.detail));
+      const uint64_t one = 1;
+      (void)!::write(session_end_fd_, &one, sizeof one);
       continue;
     }
     it->second->Send(ToWire(out));
   }
+}
+
+void MasterServer::Impl::SessionEnded(const std::string& run_id) {
+  const uint64_t one = 1;
+  (void)!::write(session_end_fd_, &one, sizeof one);
+  // An ended run is forgotten once its last agent has gone, so that a long-lived
+  // ddprun-master does not grow with every job, and a job started again under the same
+  // --rdzv-id (a requeued Slurm job) gets a fresh run.
+  auto it = runs_.find(run_id);
+  if (it == runs_.end() || !it->second.sessions.empty() || !it->second.rounds ||
+      it->second.rounds->phase() != RoundStateMachine::Phase::kEnded) {
+    return;
+  }
+  it->second.store.AbortAll(absl::AbortedError("the run has ended"));
+  TakeStoreCompletions(it->second);
+  runs_.erase(it);
 }
 
 void MasterServer::Impl::TakeStoreCompletions(Run& run) {
@@ -364,12 +394,12 @@ class RendezvousService : public pb::Rendezvous::CallbackService {
   MasterServer::Impl* master_;
 };
 
-// A blocking read's deadline: its own timeout (torch's 300 s when 0), and never past the
-// client's gRPC deadline.
-absl::Time StoreDeadline(int64_t timeout_ms, const grpc::CallbackServerContext* context) {
+// A blocking read's deadline: its own timeout (the master's store_timeout when 0), and never
+// past the client's gRPC deadline.
+absl::Time StoreDeadline(int64_t timeout_ms, absl::Duration default_timeout,
+                         const grpc::CallbackServerContext* context) {
   const absl::Time now = MonotonicNow();
-  absl::Time deadline =
-      now + (timeout_ms > 0 ? absl::Milliseconds(timeout_ms) : kDefaultStoreTimeout);
+  absl::Time deadline = now + (timeout_ms > 0 ? absl::Milliseconds(timeout_ms) : default_timeout);
   const auto client_deadline = context->deadline();
   if (client_deadline != std::chrono::system_clock::time_point::max()) {
     const absl::Duration left = absl::FromChrono(client_deadline) - absl::Now();
@@ -393,7 +423,7 @@ class StoreService : public pb::Store::CallbackService {
                                 pb::GetResponse* response) override {
     auto* reactor = context->DefaultReactor();
     master_->StoreWait(request->run_id(), {request->key()},
-                       StoreDeadline(request->timeout_ms(), context),
+                       StoreDeadline(request->timeout_ms(), master_->options().store_timeout, context),
                        [reactor, response](absl::StatusOr<std::vector<std::string>> values) {
                          if (values.ok()) response->set_value(std::move(values->front()));
                          reactor->Finish(ToGrpcStatus(values.status()));
@@ -423,7 +453,7 @@ class StoreService : public pb::Store::CallbackService {
                                  const pb::WaitRequest* request, pb::WaitResponse*) override {
     auto* reactor = context->DefaultReactor();
     master_->StoreWait(request->run_id(), {request->keys().begin(), request->keys().end()},
-                       StoreDeadline(request->timeout_ms(), context),
+                       StoreDeadline(request->timeout_ms(), master_->options().store_timeout, context),
                        [reactor](absl::StatusOr<std::vector<std::string>> values) {
                          reactor->Finish(ToGrpcStatus(values.status()));
                        });
@@ -462,7 +492,7 @@ class StoreService : public pb::Store::CallbackService {
                                      pb::MultiGetResponse* response) override {
     auto* reactor = context->DefaultReactor();
     master_->StoreWait(request->run_id(), {request->keys().begin(), request->keys().end()},
-                       StoreDeadline(request->timeout_ms(), context),
+                       StoreDeadline(request->timeout_ms(), master_->options().store_timeout, context),
                        [reactor, response](absl::StatusOr<std::vector<std::string>> values) {
                          if (values.ok()) {
                            for (std::string& v : *values) response->add_values(std::move(v));
@@ -499,6 +529,12 @@ MasterServer::MasterServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 MasterServer::~MasterServer() { Shutdown(absl::Seconds(1)); }
 
 int MasterServer::port() const { return impl_->port; }
+
+int MasterServer::SessionCount(const std::string& run_id) const {
+  return impl_->SessionCount(run_id);
+}
+
+int MasterServer::session_end_fd() const { return impl_->session_end_fd(); }
 
 absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOptions& options) {
   auto impl = std::make_unique<Impl>(options);

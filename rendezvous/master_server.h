@@ -21,6 +21,8 @@ struct MasterOptions {
   int port = 0;                  // 0: the kernel picks one
   std::string token;             // empty: joins need no token
   std::optional<std::string> only_run_id;  // set: refuse joins for any other run id
+  // How long a blocking Store read without its own timeout waits (torchrun's read_timeout).
+  absl::Duration store_timeout = absl::Seconds(60);
 };
 
 class MasterServer {
@@ -31,6 +33,10 @@ class MasterServer {
 
   /// The port it listens on.
   int port() const;
+  /// How many agents hold a session in `run_id` now.
+  int SessionCount(const std::string& run_id) const;
+  /// Readable (an eventfd; read it to reset) whenever a session ends.
+  int session_end_fd() const;
   /// Stops accepting, lets calls finish until `grace` has passed, then cancels the rest.
   void Shutdown(absl::Duration grace);
 

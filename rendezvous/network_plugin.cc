@@ -14,6 +14,10 @@ class GrpcHostedMaster : public HostedMaster {
   explicit GrpcHostedMaster(std::unique_ptr<MasterServer> server) : server_(std::move(server)) {}
   int port() const override { return server_->port(); }
   void Shutdown(absl::Duration grace) override { server_->Shutdown(grace); }
+  int SessionCount(const std::string& run_id) const override {
+    return server_->SessionCount(run_id);
+  }
+  int session_end_fd() const override { return server_->session_end_fd(); }
 
  private:
   std::unique_ptr<MasterServer> server_;
@@ -25,6 +29,7 @@ std::unique_ptr<RendezvousConnection> Connect(const NetworkRendezvousOptions& op
   grpc_options.run_id = options.run_id;
   grpc_options.token = options.token;
   grpc_options.settings = options.settings;
+  grpc_options.heartbeat_timeout = options.heartbeat_timeout;
   return std::make_unique<GrpcRendezvous>(grpc_options);
 }
 
@@ -33,6 +38,7 @@ absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const HostedMasterOptio
   master_options.host = options.host;
   master_options.port = options.port;
   master_options.token = options.token;
+  master_options.store_timeout = options.store_timeout;
   if (!options.only_run_id.empty()) master_options.only_run_id = options.only_run_id;
   absl::StatusOr<std::unique_ptr<MasterServer>> server = MasterServer::Start(master_options);
   if (!server.ok()) return server.status();

@@ -20,6 +20,9 @@ class HostedMaster {
   virtual int port() const = 0;
   /// Stops accepting, lets open sessions finish until `grace` has passed, then cancels.
   virtual void Shutdown(absl::Duration grace) = 0;
+  /// How many agents hold a session in `run_id`, and an eventfd readable when one leaves.
+  virtual int SessionCount(const std::string& run_id) const = 0;
+  virtual int session_end_fd() const = 0;
 };
 
 struct NetworkRendezvousOptions {
@@ -27,6 +30,7 @@ struct NetworkRendezvousOptions {
   std::string run_id;
   std::string token;
   RendezvousSettings settings;
+  absl::Duration heartbeat_timeout = absl::Seconds(5);  // see AgentConfig
 };
 
 struct HostedMasterOptions {
@@ -34,6 +38,7 @@ struct HostedMasterOptions {
   int port = 0;
   std::string token;
   std::string only_run_id;  // empty: any run
+  absl::Duration store_timeout = absl::Seconds(60);
 };
 
 /// The plugin's entry points, looked up with dlsym.

@@ -43,16 +43,26 @@ absl::Duration RoundStateMachine::DeadAfter() const {
 }
 
 absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, absl::Time now) {
-  if (phase_ == Phase::kEnded) {
-    return absl::FailedPreconditionError(
-        "this run has already ended; start the job again with a new --rdzv-id");
-  }
+  // An agent holds one session at a time: one that joins on a new session has given up the
+  // old one (it lost the master, e.g. in a partition, and stopped its workers), even if the
+  // old one has not timed out here yet.
+  std::vector<SessionId> replaced;
   for (const auto& [other, existing] : nodes_) {
-    if (other != session && existing.info.incarnation == node.incarnation) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "an agent with the same identity (", node.host, ", pid ", node.pid,
-          ") is already in this run on another connection; is the same agent joining twice?"));
-    }
+    if (other != session && existing.info.incarnation == node.incarnation) replaced.push_back(other);
+  }
+  for (SessionId other : replaced) {
+    RemoveNode(other, "it reconnected on a new session", /*evict=*/true, now);
+  }
+  if (phase_ == Phase::kEnded) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this run has already ended (", end_detail_,
+        "); start the job again with a new --rdzv-id"));
+  }
+  if (phase_ == Phase::kGathering) {
+    // A restarted master learns from the agents where the run was, so that rounds and
+    // TORCHELASTIC_RESTART_COUNT go on and the restart budget is not handed out afresh.
+    round_ = std::max(round_, node.last_round);
+    restarts_spent_ = std::max(restarts_spent_, node.restarts_seen);
   }
   auto [it, inserted] = nodes_.try_emplace(session);
   Node& entry = it->second;
@@ -162,15 +172,36 @@ void RoundStateMachine::Tick(absl::Time now) {
              now);
     }
   } else if (phase_ == Phase::kFinishing && finishing_deadline_ && now >= *finishing_deadline_) {
-    std::vector<std::string> running;
-    for (SessionId s : members_) {
-      if (!nodes_[s].finished) running.push_back(nodes_[s].info.host);
+    ReleaseFinishedMembers();
+  }
+}
+
+void RoundStateMachine::ReleaseFinishedMembers() {
+  // The exit barrier bounds how long finished nodes wait for the others, nothing more: the
+  // nodes still running go on, and the run ends when they end.
+  finishing_deadline_.reset();
+  std::vector<SessionId> finished;
+  std::vector<std::string> running;
+  for (SessionId s : members_) {
+    if (nodes_.at(s).finished) {
+      finished.push_back(s);
+    } else {
+      running.push_back(nodes_.at(s).info.host);
     }
-    EndRun(RunOutcome::kSucceeded,
-           absl::StrCat("exit barrier timed out after ",
-                        absl::FormatDuration(settings_.exit_barrier_timeout),
-                        " (--exit-barrier-timeout); still running: ", absl::StrJoin(running, ", ")),
-           now);
+  }
+  const std::string detail = absl::StrCat(
+      "this node's workers succeeded; the exit barrier timed out after ",
+      absl::FormatDuration(settings_.exit_barrier_timeout),
+      " (--exit-barrier-timeout) with nodes still running: ", absl::StrJoin(running, ", "));
+  for (SessionId s : finished) {
+    Outbound out;
+    out.session = s;
+    out.kind = Outbound::Kind::kEnd;
+    out.outcome = RunOutcome::kReleased;
+    out.detail = detail;
+    outbound_.push_back(std::move(out));
+    nodes_.erase(s);
+    members_.erase(std::find(members_.begin(), members_.end(), s));
   }
 }
 
@@ -316,6 +347,7 @@ void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, a
 void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail, absl::Time now) {
   (void)now;
   phase_ = Phase::kEnded;
+  end_detail_ = detail;
   std::vector<ReportedFailure> root;
   if (!failures_.empty()) {
     root.push_back(*std::min_element(

@@ -46,6 +46,10 @@ struct NodeInfo {
   int local_world_size = 1;
   int node_rank_hint = -1;  // --node-rank when given, else -1
   int master_port = 0;      // a free port on that node, for MASTER_PORT if it is rank 0
+  // Where this agent's run was when it (re)joined, for a master that restarted: the last
+  // round it ran (-1: none) and the TORCHELASTIC_RESTART_COUNT it had.
+  int64_t last_round = -1;
+  int restarts_seen = 0;
 };
 
 /// One failed worker, as an agent reports it.
@@ -72,7 +76,9 @@ struct Assignment {
 
 enum class StopReason { kWorkerFailed, kMembershipChanged, kRunEnded };
 
-enum class RunOutcome { kSucceeded, kFailed, kTimedOut };
+// kReleased: for one node only, whose workers succeeded while others still run, once the
+// exit barrier has timed out.
+enum class RunOutcome { kSucceeded, kFailed, kTimedOut, kReleased };
 
 /// A message for one session, to be sent by the I/O layer in the order emitted.
 struct Outbound {
@@ -94,8 +100,9 @@ class RoundStateMachine {
 
   RoundStateMachine(RendezvousSettings settings, absl::Time now);
 
-  /// A session asks to be in the next round. Errors: AlreadyExists for an incarnation that
-  /// another live session holds; FailedPrecondition once the run has ended.
+  /// A session asks to be in the next round. A session of the same incarnation (the same
+  /// agent process) is dropped: the agent left it. Errors: FailedPrecondition once the run
+  /// has ended.
   absl::Status Join(SessionId session, const NodeInfo& node, absl::Time now);
   /// Proof of life; unknown sessions are ignored.
   void Heartbeat(SessionId session, absl::Time now);
@@ -137,6 +144,7 @@ class RoundStateMachine {
   void EndRound(StopReason reason, const std::string& detail, absl::Time now);
   void EndRun(RunOutcome outcome, const std::string& detail, absl::Time now);
   void RemoveNode(SessionId session, const std::string& why, bool evict, absl::Time now);
+  void ReleaseFinishedMembers();
   std::vector<SessionId> OrderForNextRound() const;
   int JoinedCount() const;
   bool AllPreviousMembersBack() const;
@@ -154,6 +162,7 @@ class RoundStateMachine {
   std::optional<absl::Time> last_call_deadline_;
   std::optional<absl::Time> finishing_deadline_;
   std::vector<ReportedFailure> failures_;  // every failure reported in this run
+  std::string end_detail_;                  // why the run ended, once it has
   std::vector<std::string> departed_;       // hosts of members lost since the last round closed
   std::vector<Outbound> outbound_;
 };

@@ -42,6 +42,8 @@ NodeInfo NodeFromJoin(const v1::Join& join) {
   node.local_world_size = join.local_world_size();
   node.node_rank_hint = join.node_rank_hint();
   node.master_port = join.master_port();
+  node.last_round = join.next_round() - 1;
+  node.restarts_seen = join.restarts_seen();
   return node;
 }
 
@@ -58,6 +60,8 @@ v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::
   join.set_local_world_size(node.local_world_size);
   join.set_node_rank_hint(node.node_rank_hint);
   join.set_master_port(node.master_port);
+  join.set_next_round(node.last_round + 1);
+  join.set_restarts_seen(node.restarts_seen);
   *join.mutable_settings() = ToWire(settings);
   return join;
 }
@@ -119,8 +123,9 @@ v1::MasterMessage ToWire(const Outbound& out) {
     case Outbound::Kind::kEnd: {
       v1::RunEnd* end = message.mutable_end();
       end->set_outcome(out.outcome == RunOutcome::kSucceeded ? v1::RunEnd::SUCCEEDED
-                       : out.outcome == RunOutcome::kFailed  ? v1::RunEnd::FAILED
-                                                             : v1::RunEnd::TIMED_OUT);
+                       : out.outcome == RunOutcome::kReleased ? v1::RunEnd::RELEASED
+                       : out.outcome == RunOutcome::kFailed   ? v1::RunEnd::FAILED
+                                                              : v1::RunEnd::TIMED_OUT);
       end->set_detail(out.detail);
       for (const ReportedFailure& f : out.root_cause) *end->add_root_cause() = ToWire(f);
       break;
@@ -150,9 +155,10 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
     event.detail = message.stop().detail();
   } else if (message.has_end()) {
     event.kind = RendezvousEvent::Kind::kEnd;
-    event.outcome = message.end().outcome() == v1::RunEnd::SUCCEEDED ? RunOutcome::kSucceeded
-                    : message.end().outcome() == v1::RunEnd::FAILED  ? RunOutcome::kFailed
-                                                                     : RunOutcome::kTimedOut;
+    event.outcome = message.end().outcome() == v1::RunEnd::SUCCEEDED  ? RunOutcome::kSucceeded
+                    : message.end().outcome() == v1::RunEnd::RELEASED ? RunOutcome::kReleased
+                    : message.end().outcome() == v1::RunEnd::FAILED   ? RunOutcome::kFailed
+                                                                      : RunOutcome::kTimedOut;
     event.detail = message.end().detail();
     event.root_cause = FromWire(message.end().root_cause());
   }

@@ -268,12 +268,15 @@ TEST_F(ParseCommandLineTest, RdzvConfKeys) {
   TempDir dir;
   const std::string token_file = dir.Write("token", "  s3cret\n");
   CliOutcome out = ParseOk({"--rdzv-conf=join_timeout=5,last_call_timeout=0.5,keep_alive_interval=1,"
-                            "keep_alive_max_attempt=4,is_host=0,token_file=" + token_file,
+                            "keep_alive_max_attempt=4,heartbeat_timeout=2,read_timeout=7.5,"
+                            "is_host=0,token_file=" + token_file,
                             "--no-python", "/bin/sh"});
   EXPECT_EQ(out.config.join_timeout, absl::Seconds(5));
   EXPECT_EQ(out.config.last_call_timeout, absl::Milliseconds(500));
   EXPECT_EQ(out.config.keep_alive_interval, absl::Seconds(1));
   EXPECT_EQ(out.config.keep_alive_max_attempt, 4);
+  EXPECT_EQ(out.config.heartbeat_timeout, absl::Seconds(2));
+  EXPECT_EQ(out.config.read_timeout, absl::Milliseconds(7500));
   EXPECT_EQ(out.config.is_host, std::optional<bool>(false));
   EXPECT_EQ(out.config.token, "s3cret");
   EXPECT_THAT(Message(ParseError({"--rdzv-conf=joint_timeout=5", "--no-python", "/bin/sh"})),

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <poll.h>
+
 #include <atomic>
 #include <thread>
 
@@ -20,6 +22,11 @@ namespace {
 
 using ::testing::HasSubstr;
 namespace pb = ::ddprun::v1;
+
+bool WaitReadable(int fd, absl::Duration timeout) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) == 1;
+}
 
 // One agent's Session, read and written synchronously, every wait bounded by a deadline.
 class TestSession {
@@ -81,6 +88,7 @@ class TestSession {
     return stream_->Finish();
   }
   void Cancel() { context_.TryCancel(); }
+  bool Write(const pb::AgentMessage& message) { return stream_->Write(message); }
 
  private:
   std::unique_ptr<pb::Rendezvous::Stub> stub_;
@@ -343,6 +351,50 @@ TEST_F(MasterServerTest, BlockingGetIsWokenBySetFromAnotherClient) {
   reader.join();
   ASSERT_TRUE(get_status.ok()) << get_status.error_message();
   EXPECT_EQ(got.value(), "128 bytes");
+}
+
+TEST_F(MasterServerTest, AReadWithoutTimeoutWaitsTheMastersStoreTimeout) {
+  MasterOptions options;
+  options.store_timeout = absl::Milliseconds(200);  // --rdzv-conf read_timeout on the host
+  StartMaster(options);
+  auto store = pb::Store::NewStub(channel_);
+  grpc::ClientContext c;
+  pb::GetRequest get;
+  get.set_run_id("job");
+  get.set_key("never");
+  pb::GetResponse r;
+  const absl::Time start = absl::Now();
+  grpc::Status status = store->Get(WithDeadline(c), get, &r);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(200));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+TEST_F(MasterServerTest, AnEndedRunIsForgottenWhenItsAgentsLeaveAndItsIdCanBeUsedAgain) {
+  StartMaster();
+  const int wake = master_->session_end_fd();
+  {
+    TestSession a(NewChannel());
+    ASSERT_TRUE(a.Join("job", "node1", 1, 1));
+    auto assigned = a.Read();
+    ASSERT_TRUE(assigned && assigned->has_assignment());
+    EXPECT_EQ(master_->SessionCount("job"), 1);
+    pb::AgentMessage success;
+    success.mutable_report()->set_round(assigned->assignment().round());
+    success.mutable_report()->set_succeeded(true);
+    ASSERT_TRUE(a.Write(success));
+    auto end = a.Read();
+    ASSERT_TRUE(end && end->has_end());
+    EXPECT_TRUE(a.Close().ok());
+  }
+  ASSERT_TRUE(WaitReadable(wake, absl::Seconds(10)));
+  EXPECT_EQ(master_->SessionCount("job"), 0);
+  // The same --rdzv-id again, e.g. a requeued Slurm job: a new run, not "already ended".
+  TestSession again(NewChannel());
+  ASSERT_TRUE(again.Join("job", "node1", 1, 1));
+  auto assigned = again.Read();
+  ASSERT_TRUE(assigned && assigned->has_assignment()) << "the ended run was not forgotten";
+  EXPECT_EQ(assigned->assignment().round(), 0);
 }
 
 TEST_F(MasterServerTest, PortInUseIsAClearError) {

@@ -287,17 +287,49 @@ TEST_F(RoundStateMachineTest, FailureWhileFinishingFailsTheRun) {
   EXPECT_THAT(ends[0].detail, HasSubstr("after another node had finished"));
 }
 
-TEST_F(RoundStateMachineTest, ExitBarrierTimesOutNamingTheNodesStillRunning) {
-  Make(2, 2);
+TEST_F(RoundStateMachineTest, ExitBarrierTimeoutReleasesFinishedNodesAndTheOthersGoOn) {
+  Make(3, 3);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  ASSERT_TRUE(Join(3, Node("c")).ok());
+  Take();
+  sm_->ReportSuccess(1, 0, now_);
+  AdvanceWithHeartbeats(absl::Seconds(299), {1, 2, 3});
+  EXPECT_TRUE(Take().empty());
+  AdvanceWithHeartbeats(absl::Seconds(1), {1, 2, 3});
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 1u);  // only the finished node is let go
+  EXPECT_EQ(ends[0].session, 1u);
+  EXPECT_EQ(ends[0].outcome, RunOutcome::kReleased);
+  EXPECT_THAT(ends[0].detail, HasSubstr("exit barrier timed out"));
+  EXPECT_THAT(ends[0].detail, HasSubstr("still running: b, c"));
+  EXPECT_EQ(sm_->phase(), RoundStateMachine::Phase::kFinishing);
+  EXPECT_THAT(sm_->members(), ElementsAre(2u, 3u));
+  sm_->Disconnect(1, now_);  // the released agent leaves: that is no loss
+  EXPECT_TRUE(Take().empty());
+  AdvanceWithHeartbeats(absl::Seconds(600), {2, 3});  // no second barrier
+  EXPECT_TRUE(Take().empty());
+  sm_->ReportSuccess(2, 0, now_);
+  sm_->ReportSuccess(3, 0, now_);
+  ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_EQ(ends[0].outcome, RunOutcome::kSucceeded);
+  EXPECT_EQ(sm_->phase(), RoundStateMachine::Phase::kEnded);
+}
+
+TEST_F(RoundStateMachineTest, AfterTheExitBarrierALateFailureStillFailsTheRun) {
+  Make(2, 2, /*max_restarts=*/3);
   ASSERT_TRUE(Join(1, Node("a")).ok());
   ASSERT_TRUE(Join(2, Node("b")).ok());
   Take();
   sm_->ReportSuccess(1, 0, now_);
   AdvanceWithHeartbeats(absl::Seconds(300), {1, 2});
+  Take();
+  sm_->ReportFailure(2, 0, {Failure("b", 2, absl::ZeroDuration())}, now_);
   auto ends = OfKind(Take(), Kind::kEnd);
-  ASSERT_EQ(ends.size(), 2u);
-  EXPECT_THAT(ends[0].detail, HasSubstr("exit barrier timed out"));
-  EXPECT_THAT(ends[0].detail, HasSubstr("still running: b"));
+  ASSERT_EQ(ends.size(), 1u);
+  EXPECT_EQ(ends[0].session, 2u);
+  EXPECT_EQ(ends[0].outcome, RunOutcome::kFailed);
 }
 
 TEST_F(RoundStateMachineTest, EndedRunRefusesJoins) {
@@ -309,12 +341,54 @@ TEST_F(RoundStateMachineTest, EndedRunRefusesJoins) {
   EXPECT_THAT(std::string(status.message()), HasSubstr("new --rdzv-id"));
 }
 
-TEST_F(RoundStateMachineTest, DuplicateIncarnationIsRefused) {
-  Make(2, 2);
+TEST_F(RoundStateMachineTest, AnAgentOnANewSessionReplacesItsOldOne) {
+  // A partitioned agent gives up its session and joins on a new one before the master has
+  // noticed the old one go silent: it is the same agent, not a second one.
+  Make(1, 2);
   ASSERT_TRUE(Join(1, Node("a")).ok());
-  absl::Status status = Join(2, Node("a"));
-  EXPECT_EQ(status.code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_THAT(std::string(status.message()), HasSubstr("same identity"));
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  ASSERT_TRUE(Join(3, Node("b")).ok());
+  auto out = Take();
+  auto evicted = OfKind(out, Kind::kEvict);
+  ASSERT_EQ(evicted.size(), 1u);
+  EXPECT_EQ(evicted[0].session, 2u);
+  EXPECT_THAT(evicted[0].detail, HasSubstr("reconnected on a new session"));
+  auto stops = OfKind(out, Kind::kStop);
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].session, 1u);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  auto assigns = OfKind(Take(), Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 2u);  // every member of the last round is back: fast path
+  EXPECT_EQ(assigns[1].session, 3u);
+  EXPECT_EQ(assigns[1].assignment.group_rank, 1);
+}
+
+TEST_F(RoundStateMachineTest, ARestartedMasterCarriesOnFromTheAgentsRoundAndBudget) {
+  Make(2, 2, /*max_restarts=*/3);
+  NodeInfo a = Node("a");
+  NodeInfo b = Node("b");
+  a.last_round = 4;
+  a.restarts_seen = 2;
+  b.last_round = 4;
+  b.restarts_seen = 2;
+  ASSERT_TRUE(Join(1, a).ok());
+  ASSERT_TRUE(Join(2, b).ok());
+  auto assigns = OfKind(Take(), Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 2u);
+  EXPECT_EQ(assigns[0].assignment.round, 5);
+  EXPECT_EQ(assigns[0].assignment.restart_count, 2);
+  sm_->ReportFailure(1, 5, {Failure("a", 0, absl::ZeroDuration())}, now_);
+  Take();
+  ASSERT_TRUE(Join(1, a).ok());
+  ASSERT_TRUE(Join(2, b).ok());
+  assigns = OfKind(Take(), Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 2u);
+  EXPECT_EQ(assigns[0].assignment.restart_count, 3);  // the last of the 3 restarts
+  sm_->ReportFailure(1, 6, {Failure("a", 0, absl::ZeroDuration())}, now_);
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 2u);
+  EXPECT_THAT(ends[0].detail, HasSubstr("restart budget spent"));
 }
 
 TEST_F(RoundStateMachineTest, DeadlineIsTheEarliestPendingOne) {

@@ -43,6 +43,16 @@ std::vector<std::string> Agent(int port, int node, const std::string& nnodes,
   return DdprunWithTestWorker(options, worker_args);
 }
 
+// Every one of `ranks` ranks wrote `needle` (count-starts mode) at least `times` times.
+bool AllRanksLogged(const TempDir& dir, int ranks, const std::string& needle, int times) {
+  for (int rank = 0; rank < ranks; ++rank) {
+    if (CountLinesContaining(ReadFile(dir / absl::StrCat("starts.", rank)), needle) < times) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool AllExist(const TempDir& dir, const std::vector<std::string>& names) {
   for (const auto& name : names) {
     if (!FileExists(dir / name)) return false;
@@ -172,14 +182,7 @@ TEST(MultiNode, MasterKilledAndRestartedTheAgentsRejoinAndTheJobContinues) {
   const std::vector<std::string> client = {"--rdzv-conf=is_host=0"};
   auto a = ChildProcess::Start(Agent(port, 1, "2", {"count-starts", dir.path()}, client));
   auto b = ChildProcess::Start(Agent(port, 2, "2", {"count-starts", dir.path()}));
-  auto started = [&](int times) {
-    for (int rank = 0; rank < 4; ++rank) {
-      if (CountLinesContaining(ReadFile(dir / absl::StrCat("starts.", rank)), "started") < times) {
-        return false;
-      }
-    }
-    return true;
-  };
+  auto started = [&](int times) { return AllRanksLogged(dir, 4, "started", times); };
   ASSERT_TRUE(WaitUntil([&] { return started(1); }, absl::Seconds(20)));
   kill(master->pid(), SIGKILL);
   master->Wait(absl::Seconds(10));
@@ -193,8 +196,69 @@ TEST(MultiNode, MasterKilledAndRestartedTheAgentsRejoinAndTheJobContinues) {
   EXPECT_EQ(ra.exit_code, 0) << ra.err;
   EXPECT_EQ(rb.exit_code, 0) << rb.err;
   EXPECT_THAT(ra.err, HasSubstr("lost the rendezvous master"));
+  // The new master learned from the agents where the run was: rounds go on, not back to 0.
+  EXPECT_EQ(CountLinesContaining(ReadFile(dir / "starts.3"), "started round=1 restart=0"), 1);
   kill(second->pid(), SIGTERM);
   EXPECT_EQ(second->Wait(absl::Seconds(10)).exit_code, 0);
+}
+
+// A master that stops answering without closing anything (a partition, a hung host): every
+// agent notices within keep_alive_interval + heartbeat_timeout, stops its workers rather
+// than train on in a round that may be over, and rejoins once the master answers again.
+TEST(MultiNode, SilentMasterAgentsStopTheirWorkersThenRejoinWhenItAnswers) {
+  TempDir dir;
+  const int port = FreeLoopbackPort();
+  auto master = ChildProcess::Start({kMaster, "--host=127.0.0.1", absl::StrCat("--port=", port)});
+  const std::vector<std::string> quick = {"--rdzv-conf=keep_alive_interval=0.5,heartbeat_timeout=0.5"};
+  std::vector<std::string> client = quick;
+  client.push_back("--rdzv-conf=is_host=0");
+  auto a = ChildProcess::Start(Agent(port, 1, "2", {"count-starts", dir.path()}, client));
+  auto b = ChildProcess::Start(Agent(port, 2, "2", {"count-starts", dir.path()}, quick));
+  ASSERT_TRUE(WaitUntil([&] { return AllRanksLogged(dir, 4, "started", 1); }, absl::Seconds(20)))
+      << a->ErrSoFar() << b->ErrSoFar();
+  const absl::Time silenced = absl::Now();
+  ASSERT_EQ(kill(master->pid(), SIGSTOP), 0);
+  const bool stopped = WaitUntil([&] { return AllRanksLogged(dir, 4, "stopped", 1); },
+                                 absl::Seconds(20));
+  const absl::Duration detected = absl::Now() - silenced;
+  ASSERT_EQ(kill(master->pid(), SIGCONT), 0);
+  ASSERT_TRUE(stopped) << "workers kept running with the master silent";
+  EXPECT_LT(detected, absl::Seconds(5));
+  EXPECT_THAT(a->ErrSoFar(), HasSubstr("lost the rendezvous master"));
+  // Back: the same agents take up the run on new sessions, without spending a restart.
+  ASSERT_TRUE(WaitUntil([&] { return AllRanksLogged(dir, 4, "started", 2); }, absl::Seconds(20)));
+  EXPECT_EQ(CountLinesContaining(ReadFile(dir / "starts.0"), "restart=0"), 2);
+  WriteFile(dir / "release", "");
+  ProcessResult ra = a->Wait(absl::Seconds(20));
+  ProcessResult rb = b->Wait(absl::Seconds(20));
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  kill(master->pid(), SIGTERM);
+  EXPECT_EQ(master->Wait(absl::Seconds(10)).exit_code, 0);
+}
+
+// Node 1 (hosting the master) is done long before node 2: after --exit-barrier-timeout it
+// exits 0 with a warning, but only once node 2, which goes on undisturbed, is done with
+// the master it hosts.
+TEST(MultiNode, ExitBarrierTimeoutReleasesTheFinishedNodeAndTheOtherGoesOn) {
+  TempDir dir;
+  const int port = FreeLoopbackPort();
+  const std::vector<std::string> barrier = {"--exit-barrier-timeout=0.5"};
+  auto a = ChildProcess::Start(Agent(port, 1, "2", {"exit", "0"}, barrier));
+  auto b = ChildProcess::Start(Agent(port, 2, "2", {"count-starts", dir.path()}, barrier));
+  ASSERT_TRUE(WaitUntil([&] { return a->ErrSoFar().find("serving it until they finish") !=
+                                     std::string::npos; },
+                        absl::Seconds(20)))
+      << a->ErrSoFar();
+  EXPECT_THAT(a->ErrSoFar(), HasSubstr("exit barrier timed out after 500ms"));
+  EXPECT_THAT(a->ErrSoFar(), HasSubstr("still running: 127.0.0.2"));
+  EXPECT_EQ(CountLinesContaining(ReadFile(dir / "starts.2"), "stopped"), 0);
+  WriteFile(dir / "release", "");
+  ProcessResult rb = b->Wait(absl::Seconds(20));
+  ProcessResult ra = a->Wait(absl::Seconds(20));
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_EQ(CountLinesContaining(ReadFile(dir / "starts.2"), "started"), 1);
 }
 
 TEST(MultiNode, WrongTokenIsRefusedWithStatus75AndTheSettingToCheck) {

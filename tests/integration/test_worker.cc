@@ -15,7 +15,9 @@
 //   test_worker progress DIR            write "progress 50%\r" to stderr, wait for DIR/release
 //   test_worker round-env DIR           write the environment to DIR/env.<RANK>.r<DDPRUN_ROUND>,
 //                                       then wait for DIR/release and exit 0
-//   test_worker count-starts DIR        append a line to DIR/starts.<RANK>, wait for DIR/release
+//   test_worker count-starts DIR        append "started round=<DDPRUN_ROUND> restart=<count>" to
+//                                       DIR/starts.<RANK>, wait for DIR/release; on SIGTERM
+//                                       append "stopped" and exit 143
 //   test_worker spew N                  print N numbered lines to stdout as fast as it can
 //   test_worker partial TEXT            print TEXT with no newline and exit 0
 //   test_worker error-file CODE         write a torch-format error file, exit CODE
@@ -23,6 +25,7 @@
 //   test_worker kill-self SIG           die of signal SIG
 //   test_worker args ARGS...            print each argument on its own line: arg=<value>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,6 +59,18 @@ void WriteFile(const std::string& path, const std::string& content) {
 
 [[noreturn]] void WaitForever() {
   for (;;) pause();
+}
+
+// count-starts: where a stop is recorded, set before the handler is installed.
+char g_starts_path[4096];
+void RecordStop(int) {
+  const int fd = open(g_starts_path, O_WRONLY | O_APPEND | O_CREAT, 0644);
+  if (fd >= 0) {
+    const char line[] = "stopped\n";
+    (void)!write(fd, line, sizeof line - 1);
+    close(fd);
+  }
+  _exit(128 + SIGTERM);
 }
 
 std::string g_signal_dir;
@@ -138,8 +153,12 @@ int main(int argc, char** argv) {
   }
   if (mode == "count-starts" && argc == 3) {
     const std::string dir = argv[2];
+    const std::string starts = dir + "/starts." + Rank();
+    snprintf(g_starts_path, sizeof g_starts_path, "%s", starts.c_str());
+    signal(SIGTERM, RecordStop);
     {
-      std::ofstream(dir + "/starts." + Rank(), std::ios::app) << "started\n";
+      std::ofstream(starts, std::ios::app) << "started round=" << Env("DDPRUN_ROUND")
+                                           << " restart=" << Restart() << "\n";
     }
     const std::string release = dir + "/release";
     while (access(release.c_str(), F_OK) != 0) usleep(2000);

@@ -1,0 +1,57 @@
+#pragma once
+// A client of the ddprun Store service (torch TCPStore's verbs over gRPC), and the server a
+// rank 0 runs when no launcher provides one. Keys live in the namespace of one run id.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace ddp::worker {
+
+class Store {
+ public:
+  /// A client of the Store at `address` (host:port) for run `run_id`. Connecting is lazy:
+  /// each call waits for the server up to its deadline (`call_timeout`, or the call's own
+  /// timeout for blocking reads), so clients may start before the server.
+  /// With `wait_for_server` false, a call fails at once when the server is not there.
+  static std::unique_ptr<Store> Connect(const std::string& address, const std::string& run_id,
+                                        absl::Duration call_timeout = absl::Seconds(300),
+                                        bool wait_for_server = true);
+  virtual ~Store() = default;
+
+  virtual const std::string& address() const = 0;
+
+  virtual absl::Status Set(const std::string& key, const std::string& value) = 0;
+  /// Waits up to `timeout` for the key to exist.
+  virtual absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) = 0;
+  /// Adds `delta` to the number stored under `key` (0 when absent); returns the new value.
+  virtual absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) = 0;
+  /// Sets `desired` if the value is `expected` (or the key is absent and `expected` is
+  /// empty); returns the value now stored.
+  virtual absl::StatusOr<std::string> CompareSet(const std::string& key, const std::string& expected,
+                                                 const std::string& desired) = 0;
+  /// Waits up to `timeout` for every key to exist.
+  virtual absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) = 0;
+  virtual absl::StatusOr<bool> Check(const std::vector<std::string>& keys) = 0;
+  virtual absl::StatusOr<bool> Delete(const std::string& key) = 0;
+  virtual absl::StatusOr<int64_t> NumKeys() = 0;
+  virtual absl::StatusOr<std::vector<std::string>> MultiGet(const std::vector<std::string>& keys,
+                                                            absl::Duration timeout) = 0;
+  virtual absl::Status MultiSet(const std::vector<std::string>& keys,
+                                const std::vector<std::string>& values) = 0;
+};
+
+/// A Store server in this process (what rank 0 runs when the launcher gives no store).
+class StoreServer {
+ public:
+  /// Listens on every address of this host at `port`. The error names the port.
+  static absl::StatusOr<std::unique_ptr<StoreServer>> Start(int port);
+  virtual ~StoreServer() = default;
+  virtual int port() const = 0;
+};
+
+}  // namespace ddp::worker

@@ -1,0 +1,264 @@
+#include "ddp/worker/context.h"
+
+#include <stdio.h>
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "src/context_state.h"
+#include "src/root_blobs.h"
+
+namespace ddp::worker {
+
+#if !DDP_WORKER_HAS_NCCL
+Context::State::~State() = default;  // with NCCL: in nccl.cc, where the watchdog is complete
+#endif
+
+namespace {
+
+std::string HostPort(const std::string& host, int port) {
+  const bool v6 = host.find(':') != std::string::npos && host.front() != '[';
+  return v6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
+// "rank 3" or "ranks 1, 5".
+std::string RankList(const std::vector<int>& ranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
+}
+
+// Ranks r whose key `prefix + r` is absent, for naming who never came.
+std::vector<int> MissingRanks(Store& store, const std::string& prefix, const std::vector<int>& ranks) {
+  std::vector<int> missing;
+  for (int r : ranks) {
+    absl::StatusOr<bool> present = store.Check({absl::StrCat(prefix, r)});
+    if (present.ok() && !*present) missing.push_back(r);
+  }
+  return missing;
+}
+
+std::vector<int> AllRanks(int world_size) {
+  std::vector<int> ranks(world_size);
+  for (int r = 0; r < world_size; ++r) ranks[r] = r;
+  return ranks;
+}
+
+// Each rank leaves a collective by counting itself out; the last one out deletes its keys,
+// so that a barrier per training step does not grow the store.
+absl::Status Leave(Store& store, const std::string& prefix, int world_size,
+                   const std::vector<std::string>& keys) {
+  absl::StatusOr<int64_t> left = store.Add(prefix + "/left", 1);
+  if (!left.ok()) return left.status();
+  if (*left < world_size) return absl::OkStatus();
+  for (const std::string& key : keys) {
+    if (absl::StatusOr<bool> deleted = store.Delete(key); !deleted.ok()) return deleted.status();
+  }
+  return store.Delete(prefix + "/left").status();
+}
+
+}  // namespace
+
+Context::Context(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Context::Context(Context&&) noexcept = default;
+Context& Context::operator=(Context&&) noexcept = default;
+
+Context::~Context() {
+  if (state_ == nullptr || !state_->env.store_addr.empty() || state_->env.world_size == 1) return;
+  // Rank 0 serves the store: the others say when they are done with it, and rank 0 keeps
+  // it until they all have (see ContextOptions::close_timeout).
+  const std::string closed = absl::StrCat("ddp/r", state_->env.round, "/closed");
+  if (state_->server == nullptr) {
+    // Rank 0 may be gone already (it crashed, or called exit()): do not wait for it.
+    auto store = Store::Connect(state_->store->address(), state_->env.run_id, absl::Seconds(2),
+                                /*wait_for_server=*/false);
+    absl::StatusOr<int64_t> n = store->Add(closed, 1);
+    if (n.ok() && *n == state_->env.world_size - 1) (void)store->Set(closed + "/all", "");
+    return;
+  }
+  if (state_->failed) return;
+  Store& store = *state_->store;
+  absl::Status waited = store.Wait({closed + "/all"}, state_->options.close_timeout);
+  if (!waited.ok()) {
+    std::fprintf(stderr, "ddp-worker: rank 0 stops serving the store (%s) before every other rank "
+                 "was done with it: %s\n", store.address().c_str(),
+                 std::string(waited.message()).c_str());
+  }
+}
+
+absl::StatusOr<Context> Context::FromEnv(const ContextOptions& options) {
+  absl::StatusOr<Environment> env = EnvironmentFromProcess();
+  if (!env.ok()) return env.status();
+  return Create(*env, options);
+}
+
+absl::StatusOr<Context> Context::Create(const Environment& env, const ContextOptions& options) {
+  auto state = std::make_unique<State>();
+  state->env = env;
+  state->options = options;
+  std::string address = env.store_addr;
+  if (address.empty()) {
+    // No launcher store (torchrun, srun, mpirun, one-node ddprun): rank 0 serves one where
+    // torch's TCPStore would be, or next to it when torchrun's agent serves that one.
+    const int port = env.master_port + (env.agent_store_at_master_port ? 1 : 0);
+    if (port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MASTER_PORT=", env.master_port, " leaves no port for rank 0's store (MASTER_PORT + 1, "
+          "as TORCHELASTIC_USE_AGENT_STORE=True); choose a lower --master-port"));
+    }
+    if (env.rank == 0) {
+      absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start(port);
+      if (!server.ok()) return server.status();
+      state->server = std::move(*server);
+    }
+    address = HostPort(env.master_addr, port);
+  }
+  state->store = Store::Connect(address, env.run_id, options.store_call_timeout);
+  return Context(std::move(state));
+}
+
+const Environment& Context::env() const { return state_->env; }
+
+Store& Context::store() { return *state_->store; }
+
+std::string Context::NextKeyPrefix(absl::string_view kind, absl::string_view name) {
+  const int n = state_->uses[absl::StrCat(kind, "/", name)]++;
+  return absl::StrCat("ddp/r", state_->env.round, "/", kind, "/", name, "/", n);
+}
+
+absl::Status Context::Barrier(absl::string_view name, absl::Duration timeout) {
+  return state_->Note([&]() -> absl::Status {
+    Store& store = this->store();
+    const Environment& env = state_->env;
+    const std::string prefix = NextKeyPrefix("barrier", name);
+    const std::string arrived = prefix + "/arrived/";
+    if (absl::Status s = store.Set(absl::StrCat(arrived, env.rank), ""); !s.ok()) return s;
+    absl::StatusOr<int64_t> count = store.Add(prefix + "/count", 1);
+    if (!count.ok()) return count.status();
+    if (*count == env.world_size) {
+      if (absl::Status s = store.Set(prefix + "/done", ""); !s.ok()) return s;
+    }
+    absl::Status waited = store.Wait({prefix + "/done"}, timeout);
+    if (absl::IsDeadlineExceeded(waited)) {
+      const std::vector<int> missing = MissingRanks(store, arrived, AllRanks(env.world_size));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", env.rank, ": barrier '", name, "' timed out after ", absl::FormatDuration(timeout),
+          ": ", RankList(missing), " never arrived (", missing.size(), " of ", env.world_size,
+          "); they may have crashed or be stuck elsewhere - see their logs"));
+    }
+    if (!waited.ok()) return waited;
+    std::vector<std::string> keys = {prefix + "/count", prefix + "/done"};
+    for (int r = 0; r < env.world_size; ++r) keys.push_back(absl::StrCat(arrived, r));
+    return Leave(store, prefix, env.world_size, keys);
+  }());
+}
+
+absl::StatusOr<std::string> Context::Broadcast(absl::string_view name, int root,
+                                               const std::string& value, absl::Duration timeout) {
+  return state_->Note([&]() -> absl::StatusOr<std::string> {
+    Store& store = this->store();
+    const Environment& env = state_->env;
+    if (root < 0 || root >= env.world_size) {
+      return absl::InvalidArgumentError(absl::StrCat("broadcast '", name, "': root ", root,
+                                                     " is not a rank (WORLD_SIZE=", env.world_size, ")"));
+    }
+    const std::string prefix = NextKeyPrefix("broadcast", name);
+    const std::string key = prefix + "/data";
+    std::string result = value;
+    if (env.rank == root) {
+      if (absl::Status s = store.Set(key, value); !s.ok()) return s;
+    } else {
+      absl::StatusOr<std::string> got = store.Get(key, timeout);
+      if (absl::IsDeadlineExceeded(got.status())) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "rank ", env.rank, ": broadcast '", name, "': no value from root rank ", root,
+            " under key '", key, "' after ", absl::FormatDuration(timeout), "; rank ", root,
+            " may have crashed or not reached this broadcast - see its log"));
+      }
+      if (!got.ok()) return got.status();
+      result = std::move(*got);
+    }
+    if (absl::Status s = Leave(store, prefix, env.world_size, {key}); !s.ok()) return s;
+    return result;
+  }());
+}
+
+absl::StatusOr<std::vector<std::string>> Context::AllGather(absl::string_view name,
+                                                            const std::string& value,
+                                                            absl::Duration timeout) {
+  return state_->Note([&]() -> absl::StatusOr<std::vector<std::string>> {
+    Store& store = this->store();
+    const Environment& env = state_->env;
+    const std::string base = NextKeyPrefix("all_gather", name);
+    const std::string prefix = base + "/data/";
+    if (absl::Status s = store.Set(absl::StrCat(prefix, env.rank), value); !s.ok()) return s;
+    std::vector<std::string> keys;
+    for (int r = 0; r < env.world_size; ++r) keys.push_back(absl::StrCat(prefix, r));
+    absl::StatusOr<std::vector<std::string>> values = store.MultiGet(keys, timeout);
+    if (absl::IsDeadlineExceeded(values.status())) {
+      const std::vector<int> missing = MissingRanks(store, prefix, AllRanks(env.world_size));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "rank ", env.rank, ": all_gather '", name, "' timed out after ",
+          absl::FormatDuration(timeout), ": ", RankList(missing), " never arrived (",
+          missing.size(), " of ", env.world_size, "); they may have crashed or be stuck elsewhere "
+          "- see their logs"));
+    }
+    if (!values.ok()) return values.status();
+    if (absl::Status s = Leave(store, base, env.world_size, keys); !s.ok()) return s;
+    return values;
+  }());
+}
+
+int RootCount(int world_size, int ranks_per_root) {
+  return (world_size + ranks_per_root - 1) / ranks_per_root;
+}
+
+absl::StatusOr<std::vector<std::string>> ExchangeRootBlobs(
+    Context& ctx, const std::string& key_prefix, int ranks_per_root,
+    const std::function<absl::StatusOr<std::string>()>& make, absl::Duration timeout,
+    const std::string& what) {
+  Store& store = ctx.store();
+  const Environment& env = ctx.env();
+  if (ranks_per_root < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("ranks per root must be >= 1, not ", ranks_per_root));
+  }
+  // A value is 'K' + the blob, or 'E' + why the root could not make it.
+  const std::string prefix = key_prefix + "/id/";
+  if (env.rank % ranks_per_root == 0) {
+    absl::StatusOr<std::string> blob = make();
+    const std::string value = blob.ok() ? "K" + *blob : "E" + std::string(blob.status().message());
+    if (absl::Status s = store.Set(absl::StrCat(prefix, env.rank / ranks_per_root), value); !s.ok()) {
+      return s;
+    }
+    if (!blob.ok()) return blob.status();
+  }
+  const int roots = RootCount(env.world_size, ranks_per_root);
+  std::vector<std::string> keys;
+  for (int i = 0; i < roots; ++i) keys.push_back(absl::StrCat(prefix, i));
+  absl::StatusOr<std::vector<std::string>> values = store.MultiGet(keys, timeout);
+  if (absl::IsDeadlineExceeded(values.status())) {
+    std::vector<int> root_ids(roots);
+    for (int i = 0; i < roots; ++i) root_ids[i] = i;
+    std::vector<int> missing;
+    for (int i : MissingRanks(store, prefix, root_ids)) missing.push_back(i * ranks_per_root);
+    return absl::DeadlineExceededError(absl::StrCat(
+        "rank ", env.rank, ": no ", what, " from ", RankList(missing), " under key '", prefix,
+        missing.empty() ? 0 : missing.front() / ranks_per_root, "' after ",
+        absl::FormatDuration(timeout), "; ", RankList(missing),
+        missing.size() == 1 ? " may have crashed - see its log" : " may have crashed - see their logs"));
+  }
+  if (!values.ok()) return values.status();
+  std::vector<std::string> blobs;
+  for (int i = 0; i < roots; ++i) {
+    const std::string& v = (*values)[i];
+    if (v.empty() || v[0] != 'K') {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "rank ", env.rank, ": rank ", i * ranks_per_root, " could not create the ", what, ": ",
+          v.empty() ? "(no message)" : v.substr(1)));
+    }
+    blobs.push_back(v.substr(1));
+  }
+  if (absl::Status s = Leave(store, key_prefix, env.world_size, keys); !s.ok()) return s;
+  return blobs;
+}
+
+}  // namespace ddp::worker

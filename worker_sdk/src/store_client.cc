@@ -1,0 +1,238 @@
+// Store::Connect and StoreServer::Start: the SDK's side of proto/ddprun/v1/store.proto.
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "ddp/worker/store.h"
+#include "ddprun/v1/store.grpc.pb.h"
+#include "rendezvous/master_server.h"
+#include "rendezvous/wire.h"
+
+namespace ddp::worker {
+namespace {
+
+namespace pb = ::ddprun::v1;
+
+// A blocking read's server-side timeout decides; the RPC's own deadline only adds room for
+// the round trip, so that "keys not set in time" (naming them) is what comes back.
+constexpr absl::Duration kRoundTripAllowance = absl::Seconds(10);
+
+class GrpcStore : public Store {
+ public:
+  GrpcStore(std::string address, std::string run_id, absl::Duration call_timeout,
+            bool wait_for_server)
+      : address_(std::move(address)),
+        run_id_(std::move(run_id)),
+        call_timeout_(call_timeout),
+        wait_for_server_(wait_for_server) {
+    grpc::ChannelArguments args;
+    // Rank 0's store may come up a little after the others start: retry soon.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetMaxReceiveMessageSize(64 * 1024 * 1024);
+    args.SetMaxSendMessageSize(64 * 1024 * 1024);
+    channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+    stub_ = pb::Store::NewStub(channel_);
+  }
+
+  const std::string& address() const override { return address_; }
+
+  absl::Status Set(const std::string& key, const std::string& value) override {
+    pb::SetRequest request;
+    request.set_run_id(run_id_);
+    request.set_key(key);
+    request.set_value(value);
+    pb::SetResponse response;
+    return Call("set", key, call_timeout_, [&](grpc::ClientContext* c) {
+      return stub_->Set(c, request, &response);
+    });
+  }
+
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
+    pb::GetRequest request;
+    request.set_run_id(run_id_);
+    request.set_key(key);
+    request.set_timeout_ms(TimeoutMs(timeout));
+    pb::GetResponse response;
+    absl::Status s = Call("get", key, timeout + kRoundTripAllowance, [&](grpc::ClientContext* c) {
+      return stub_->Get(c, request, &response);
+    });
+    if (!s.ok()) return s;
+    return std::move(*response.mutable_value());
+  }
+
+  absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) override {
+    pb::AddRequest request;
+    request.set_run_id(run_id_);
+    request.set_key(key);
+    request.set_delta(delta);
+    pb::AddResponse response;
+    absl::Status s = Call("add", key, call_timeout_, [&](grpc::ClientContext* c) {
+      return stub_->Add(c, request, &response);
+    });
+    if (!s.ok()) return s;
+    return response.value();
+  }
+
+  absl::StatusOr<std::string> CompareSet(const std::string& key, const std::string& expected,
+                                         const std::string& desired) override {
+    pb::CompareSetRequest request;
+    request.set_run_id(run_id_);
+    request.set_key(key);
+    request.set_expected(expected);
+    request.set_desired(desired);
+    pb::CompareSetResponse response;
+    absl::Status s = Call("compare_set", key, call_timeout_, [&](grpc::ClientContext* c) {
+      return stub_->CompareSet(c, request, &response);
+    });
+    if (!s.ok()) return s;
+    return std::move(*response.mutable_value());
+  }
+
+  absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) override {
+    pb::WaitRequest request;
+    request.set_run_id(run_id_);
+    for (const std::string& key : keys) request.add_keys(key);
+    request.set_timeout_ms(TimeoutMs(timeout));
+    pb::WaitResponse response;
+    return Call("wait", Describe(keys), timeout + kRoundTripAllowance,
+                [&](grpc::ClientContext* c) { return stub_->Wait(c, request, &response); });
+  }
+
+  absl::StatusOr<bool> Check(const std::vector<std::string>& keys) override {
+    pb::CheckRequest request;
+    request.set_run_id(run_id_);
+    for (const std::string& key : keys) request.add_keys(key);
+    pb::CheckResponse response;
+    absl::Status s = Call("check", Describe(keys), call_timeout_, [&](grpc::ClientContext* c) {
+      return stub_->Check(c, request, &response);
+    });
+    if (!s.ok()) return s;
+    return response.all_exist();
+  }
+
+  absl::StatusOr<bool> Delete(const std::string& key) override {
+    pb::DeleteRequest request;
+    request.set_run_id(run_id_);
+    request.set_key(key);
+    pb::DeleteResponse response;
+    absl::Status s = Call("delete", key, call_timeout_, [&](grpc::ClientContext* c) {
+      return stub_->Delete(c, request, &response);
+    });
+    if (!s.ok()) return s;
+    return response.deleted();
+  }
+
+  absl::StatusOr<int64_t> NumKeys() override {
+    pb::NumKeysRequest request;
+    request.set_run_id(run_id_);
+    pb::NumKeysResponse response;
+    absl::Status s = Call("num_keys", "", call_timeout_, [&](grpc::ClientContext* c) {
+      return stub_->NumKeys(c, request, &response);
+    });
+    if (!s.ok()) return s;
+    return response.count();
+  }
+
+  absl::StatusOr<std::vector<std::string>> MultiGet(const std::vector<std::string>& keys,
+                                                    absl::Duration timeout) override {
+    pb::MultiGetRequest request;
+    request.set_run_id(run_id_);
+    for (const std::string& key : keys) request.add_keys(key);
+    request.set_timeout_ms(TimeoutMs(timeout));
+    pb::MultiGetResponse response;
+    absl::Status s = Call("multi_get", Describe(keys), timeout + kRoundTripAllowance,
+                          [&](grpc::ClientContext* c) { return stub_->MultiGet(c, request, &response); });
+    if (!s.ok()) return s;
+    return std::vector<std::string>(response.values().begin(), response.values().end());
+  }
+
+  absl::Status MultiSet(const std::vector<std::string>& keys,
+                        const std::vector<std::string>& values) override {
+    pb::MultiSetRequest request;
+    request.set_run_id(run_id_);
+    for (const std::string& key : keys) request.add_keys(key);
+    for (const std::string& value : values) request.add_values(value);
+    pb::MultiSetResponse response;
+    return Call("multi_set", Describe(keys), call_timeout_, [&](grpc::ClientContext* c) {
+      return stub_->MultiSet(c, request, &response);
+    });
+  }
+
+ private:
+  static int64_t TimeoutMs(absl::Duration timeout) {
+    return std::max<int64_t>(1, absl::ToInt64Milliseconds(timeout));
+  }
+
+  static std::string Describe(const std::vector<std::string>& keys) {
+    if (keys.size() <= 3) return absl::StrJoin(keys, "', '");
+    return absl::StrCat(keys.front(), "', ... ('", keys.size(), " keys)");
+  }
+
+  template <typename Rpc>
+  absl::Status Call(const char* verb, const std::string& key, absl::Duration deadline, Rpc rpc) {
+    grpc::ClientContext context;
+    context.set_wait_for_ready(wait_for_server_);  // the server may not be up yet
+    context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+    const grpc::Status status = rpc(&context);
+    if (status.ok()) return absl::OkStatus();
+    const std::string what = key.empty() ? std::string(verb) : absl::StrCat(verb, " '", key, "'");
+    if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+        channel_->GetState(false) != GRPC_CHANNEL_READY) {
+      return absl::UnavailableError(absl::StrCat(
+          "store at ", address_, ": ", what, ": could not reach the store within ",
+          absl::FormatDuration(deadline),
+          "; is it up? (DDPRUN_STORE_ADDR: the ddprun master; otherwise rank 0 serves it at "
+          "MASTER_ADDR:MASTER_PORT)"));
+    }
+    const absl::Status s = ddprun::FromGrpcStatus(status);
+    return absl::Status(s.code(), absl::StrCat("store at ", address_, ": ", what, ": ", s.message()));
+  }
+
+  const std::string address_;
+  const std::string run_id_;
+  const absl::Duration call_timeout_;
+  const bool wait_for_server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::Store::Stub> stub_;
+};
+
+class GrpcStoreServer : public StoreServer {
+ public:
+  explicit GrpcStoreServer(std::unique_ptr<ddprun::MasterServer> server) : server_(std::move(server)) {}
+  int port() const override { return server_->port(); }
+
+ private:
+  std::unique_ptr<ddprun::MasterServer> server_;
+};
+
+}  // namespace
+
+std::unique_ptr<Store> Store::Connect(const std::string& address, const std::string& run_id,
+                                      absl::Duration call_timeout, bool wait_for_server) {
+  return std::make_unique<GrpcStore>(address, run_id, call_timeout, wait_for_server);
+}
+
+absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(int port) {
+  // The master's Store service (its Rendezvous service is served too, and unused): one
+  // implementation of the verbs and their limits.
+  ddprun::MasterOptions options;
+  options.host = "::";
+  options.port = port;
+  absl::StatusOr<std::unique_ptr<ddprun::MasterServer>> server = ddprun::MasterServer::Start(options);
+  if (!server.ok()) {
+    options.host = "0.0.0.0";  // a host without IPv6
+    server = ddprun::MasterServer::Start(options);
+  }
+  if (!server.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "rank 0 cannot serve the store on port ", port, " (MASTER_PORT): ",
+        server.status().message()));
+  }
+  return std::unique_ptr<StoreServer>(new GrpcStoreServer(std::move(*server)));
+}
+
+}  // namespace ddp::worker

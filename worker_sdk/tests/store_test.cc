@@ -1,0 +1,99 @@
+// The SDK's Store client against a real master on loopback.
+
+#include "ddp/worker/store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "worker_sdk/tests/loopback_master.h"
+#include "tests/support/child_process.h"
+
+namespace ddp::worker {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class StoreTest : public LoopbackMasterTest {
+ protected:
+  void SetUp() override {
+    LoopbackMasterTest::SetUp();
+    store_ = Store::Connect(addr_, "job", absl::Seconds(20));
+  }
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(StoreTest, EveryVerb) {
+  ASSERT_TRUE(store_->Set("a", "1").ok());
+  EXPECT_EQ(*store_->Get("a", absl::Seconds(5)), "1");
+  EXPECT_EQ(*store_->Add("n", 2), 2);
+  EXPECT_EQ(*store_->Add("n", 3), 5);
+  EXPECT_EQ(*store_->CompareSet("c", "", "first"), "first");
+  EXPECT_EQ(*store_->CompareSet("c", "wrong", "second"), "first");
+  EXPECT_EQ(*store_->CompareSet("c", "first", "second"), "second");
+  EXPECT_TRUE(*store_->Check({"a", "n"}));
+  EXPECT_FALSE(*store_->Check({"a", "absent"}));
+  ASSERT_TRUE(store_->MultiSet({"x", "y"}, {"10", "20"}).ok());
+  EXPECT_THAT(*store_->MultiGet({"y", "x"}, absl::Seconds(5)), ElementsAre("20", "10"));
+  EXPECT_TRUE(store_->Wait({"x", "y"}, absl::Seconds(5)).ok());
+  EXPECT_EQ(*store_->NumKeys(), 5);
+  EXPECT_TRUE(*store_->Delete("a"));
+  EXPECT_FALSE(*store_->Delete("a"));
+  EXPECT_EQ(*store_->NumKeys(), 4);
+  // Another run id is another namespace.
+  auto other = Store::Connect(store_->address(), "other-job", absl::Seconds(20));
+  EXPECT_EQ(*other->NumKeys(), 0);
+}
+
+TEST_F(StoreTest, AReadTimeoutNamesTheKeyAndTheStore) {
+  absl::StatusOr<std::string> got = store_->Get("ncclUniqueId", absl::Milliseconds(100));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(got.status().message(), HasSubstr("store at " + store_->address()));
+  EXPECT_THAT(got.status().message(), HasSubstr("ncclUniqueId"));
+}
+
+TEST_F(StoreTest, LimitsAreClearErrors) {
+  absl::Status s = store_->Set(std::string(9000, 'k'), "v");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("8192"));
+}
+
+TEST(StoreClientTest, AnUnreachableStoreSaysWhereItLookedAndWhoServesIt) {
+  const int port = ddprun::testing::FreeLoopbackPort();
+  auto store = Store::Connect(absl::StrCat("127.0.0.1:", port), "job", absl::Milliseconds(300));
+  absl::Status s = store->Set("k", "v");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("127.0.0.1:", port)));
+  EXPECT_THAT(s.message(), HasSubstr("could not reach the store"));
+  EXPECT_THAT(s.message(), HasSubstr("MASTER_ADDR:MASTER_PORT"));
+}
+
+TEST(StoreServerTest, ServesOnThePortAndAClientMayStartFirst) {
+  const int port = ddprun::testing::FreeLoopbackPort();
+  auto store = Store::Connect(absl::StrCat("127.0.0.1:", port), "job", absl::Seconds(20));
+  absl::StatusOr<std::string> early;
+  std::thread reader([&] { early = store->Get("k", absl::Seconds(20)); });
+  auto server = StoreServer::Start(port);
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_EQ((*server)->port(), port);
+  auto writer = Store::Connect(absl::StrCat("127.0.0.1:", port), "job", absl::Seconds(20));
+  ASSERT_TRUE(writer->Set("k", "v").ok());
+  reader.join();
+  ASSERT_TRUE(early.ok()) << early.status();
+  EXPECT_EQ(*early, "v");
+}
+
+TEST(StoreServerTest, APortInUseNamesMasterPort) {
+  auto first = StoreServer::Start(0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = StoreServer::Start((*first)->port());
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(second.status().message(), HasSubstr("(MASTER_PORT)"));
+}
+
+}  // namespace
+}  // namespace ddp::worker

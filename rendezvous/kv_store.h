@@ -37,6 +37,8 @@ class KvStore {
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys) const;
   absl::StatusOr<bool> Delete(const std::string& key);
   int64_t NumKeys() const { return static_cast<int64_t>(data_.size()); }
+  /// Blocking reads waiting for keys.
+  int Waiting() const { return static_cast<int>(waiters_.size()); }
 
   /// Calls `done` with the values of `keys` once all exist (at once if they do), or with
   /// DEADLINE_EXCEEDED naming the missing keys at `deadline`. Returns an id for Cancel.

@@ -46,6 +46,12 @@ class MasterServer::Impl {
 
   const MasterOptions& options() const { return options_; }
   int session_end_fd() const { return session_end_fd_; }
+  int PendingStoreReads() {
+    absl::MutexLock lock(&mu_);
+    int n = 0;
+    for (const auto& [id, run] : runs_) n += run.store.Waiting();
+    return n;
+  }
   int SessionCount(const std::string& run_id) {
     absl::MutexLock lock(&mu_);
     auto it = runs_.find(run_id);
@@ -71,6 +77,20 @@ class MasterServer::Impl {
     lock.Release();
     RunPending();
     return result;
+  }
+
+  // Ends every blocking Store read now, and any that comes later: gRPC's shutdown waits for
+  // open calls, and a read may wait for minutes.
+  void AbortStoreReads() {
+    {
+      absl::MutexLock lock(&mu_);
+      store_closed_ = true;
+      for (auto& [id, run] : runs_) {
+        run.store.AbortAll(absl::UnavailableError("the store is shutting down"));
+        TakeStoreCompletions(run);
+      }
+    }
+    RunPending();
   }
 
   void StartTicker() { ticker_ = std::thread([this] { TickerLoop(); }); }
@@ -109,6 +129,7 @@ class MasterServer::Impl {
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mu_);
   SessionId next_session_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool store_closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::function<void()>> pending_ ABSL_GUARDED_BY(mu_);
   std::thread ticker_;
 };
@@ -345,9 +366,15 @@ void MasterServer::Impl::StoreWait(const std::string& run_id, std::vector<std::s
                                    absl::Time deadline, KvStore::Done done) {
   {
     absl::MutexLock lock(&mu_);
-    Run& run = runs_[run_id];
-    run.store.WaitFor(std::move(keys), deadline, std::move(done));
-    TakeStoreCompletions(run);
+    if (store_closed_) {
+      pending_.push_back([done = std::move(done)] {
+        done(absl::UnavailableError("the store is shutting down"));
+      });
+    } else {
+      Run& run = runs_[run_id];
+      run.store.WaitFor(std::move(keys), deadline, std::move(done));
+      TakeStoreCompletions(run);
+    }
     wake_.Signal();
   }
   RunPending();
@@ -536,6 +563,8 @@ int MasterServer::SessionCount(const std::string& run_id) const {
 
 int MasterServer::session_end_fd() const { return impl_->session_end_fd(); }
 
+int MasterServer::PendingStoreReads() const { return impl_->PendingStoreReads(); }
+
 absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOptions& options) {
   auto impl = std::make_unique<Impl>(options);
   impl->services.push_back(std::make_unique<RendezvousService>(impl.get()));
@@ -565,6 +594,7 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOp
 
 void MasterServer::Shutdown(absl::Duration grace) {
   if (impl_->server == nullptr) return;
+  impl_->AbortStoreReads();
   impl_->server->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   impl_->StopTicker();
   impl_->server->Wait();

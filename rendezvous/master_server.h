@@ -37,6 +37,8 @@ class MasterServer {
   int SessionCount(const std::string& run_id) const;
   /// Readable (an eventfd; read it to reset) whenever a session ends.
   int session_end_fd() const;
+  /// Blocking Store reads waiting for keys, across runs.
+  int PendingStoreReads() const;
   /// Stops accepting, lets calls finish until `grace` has passed, then cancels the rest.
   void Shutdown(absl::Duration grace);
 

@@ -397,6 +397,30 @@ TEST_F(MasterServerTest, AnEndedRunIsForgottenWhenItsAgentsLeaveAndItsIdCanBeUse
   EXPECT_EQ(assigned->assignment().round(), 0);
 }
 
+TEST_F(MasterServerTest, ShutdownEndsBlockingReadsInsteadOfWaitingForThem) {
+  StartMaster();
+  auto store = pb::Store::NewStub(channel_);
+  grpc::Status status;
+  std::thread reader([&] {
+    grpc::ClientContext c;
+    pb::GetRequest get;
+    get.set_run_id("job");
+    get.set_key("never");
+    get.set_timeout_ms(600000);
+    pb::GetResponse r;
+    status = store->Get(WithDeadline(c), get, &r);
+  });
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (master_->PendingStoreReads() == 0 && absl::Now() < give_up) std::this_thread::yield();
+  ASSERT_EQ(master_->PendingStoreReads(), 1);
+  const absl::Time start = absl::Now();
+  master_->Shutdown(absl::Seconds(30));
+  reader.join();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(status.error_message(), HasSubstr("shutting down"));
+}
+
 TEST_F(MasterServerTest, PortInUseIsAClearError) {
   StartMaster();
   MasterOptions options;

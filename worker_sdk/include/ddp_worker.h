@@ -6,9 +6,10 @@
  *   ddp_worker_barrier(w, "start", 60.0);
  *   ddp_worker_finalize(w);
  *
- * Functions returning int return 0 on success and -1 on failure; ddp_worker_last_error()
- * then says why (per thread, valid until this thread's next call). No C++ exception crosses
- * this API. */
+ * Functions returning int return 0 on success and -1 on failure (the accessors: -1 for a
+ * NULL worker); ddp_worker_last_error() then says why (per thread, valid until this
+ * thread's next call). No C++ exception crosses this API. Timeouts are in seconds; <= 0
+ * means none. */
 #ifndef DDP_WORKER_H_
 #define DDP_WORKER_H_
 
@@ -26,7 +27,8 @@ extern "C" {
 
 typedef struct ddp_worker ddp_worker;
 
-/* Reads the worker environment (RANK, WORLD_SIZE, ...) and connects to the store. */
+/* Reads the worker environment (RANK, WORLD_SIZE, ...) and connects to the store. On
+ * failure *out is NULL. */
 int ddp_worker_init(ddp_worker** out);
 
 int ddp_worker_rank(const ddp_worker* w);
@@ -40,7 +42,10 @@ int ddp_worker_barrier(ddp_worker* w, const char* name, double timeout_seconds);
 
 #if DDP_WORKER_HAS_NCCL
 /* A communicator over all ranks named `name` (NULL: "world"), on the device LOCAL_RANK.
- * The worker owns it: ddp_worker_finalize destroys it. */
+ * The worker owns it: ddp_worker_finalize destroys it. It is non-blocking: after an NCCL
+ * call that returns ncclInProgress, poll ncclCommGetAsyncError until it no longer says
+ * ncclInProgress before the next call. The SDK's watchdog aborts it on an NCCL error or
+ * SIGTERM; after that the handle must not be used. */
 int ddp_worker_nccl_comm(ddp_worker* w, const char* name, double timeout_seconds, ncclComm_t* out);
 #endif
 

@@ -6,6 +6,7 @@
 #include <list>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "ddp/worker/context.h"
 
@@ -26,7 +27,12 @@ int Fail(const absl::Status& status) {
   return -1;
 }
 
+// The C API's timeouts: seconds, and <= 0 (or NaN) for none.
 absl::Duration Seconds(double s) { return s > 0 ? absl::Seconds(s) : absl::InfiniteDuration(); }
+
+int NullWorker(const char* function) {
+  return Fail(absl::InvalidArgumentError(absl::StrCat(function, ": the ddp_worker is NULL")));
+}
 
 // Runs `body`, turning any exception (bad_alloc, a library's) into an error, never a throw
 // across the C boundary.
@@ -49,6 +55,7 @@ extern "C" {
 int ddp_worker_init(ddp_worker** out) {
   return Guarded([&] {
     if (out == nullptr) return Fail(absl::InvalidArgumentError("ddp_worker_init: out is NULL"));
+    *out = nullptr;
     absl::StatusOr<ddp::worker::Context> ctx = ddp::worker::Context::FromEnv();
     if (!ctx.ok()) return Fail(ctx.status());
     *out = new ddp_worker(std::move(*ctx));
@@ -56,12 +63,19 @@ int ddp_worker_init(ddp_worker** out) {
   });
 }
 
-int ddp_worker_rank(const ddp_worker* w) { return w->ctx.rank(); }
-int ddp_worker_world_size(const ddp_worker* w) { return w->ctx.world_size(); }
-int ddp_worker_local_rank(const ddp_worker* w) { return w->ctx.local_rank(); }
-int ddp_worker_local_world_size(const ddp_worker* w) { return w->ctx.local_world_size(); }
+int ddp_worker_rank(const ddp_worker* w) { return w != nullptr ? w->ctx.rank() : NullWorker(__func__); }
+int ddp_worker_world_size(const ddp_worker* w) {
+  return w != nullptr ? w->ctx.world_size() : NullWorker(__func__);
+}
+int ddp_worker_local_rank(const ddp_worker* w) {
+  return w != nullptr ? w->ctx.local_rank() : NullWorker(__func__);
+}
+int ddp_worker_local_world_size(const ddp_worker* w) {
+  return w != nullptr ? w->ctx.local_world_size() : NullWorker(__func__);
+}
 
 int ddp_worker_barrier(ddp_worker* w, const char* name, double timeout_seconds) {
+  if (w == nullptr) return NullWorker(__func__);
   return Guarded([&] {
     absl::Status s = w->ctx.Barrier(name != nullptr ? name : "barrier", Seconds(timeout_seconds));
     return s.ok() ? 0 : Fail(s);
@@ -70,6 +84,7 @@ int ddp_worker_barrier(ddp_worker* w, const char* name, double timeout_seconds) 
 
 #if DDP_WORKER_HAS_NCCL
 int ddp_worker_nccl_comm(ddp_worker* w, const char* name, double timeout_seconds, ncclComm_t* out) {
+  if (w == nullptr) return NullWorker(__func__);
   return Guarded([&] {
     if (out == nullptr) return Fail(absl::InvalidArgumentError("ddp_worker_nccl_comm: out is NULL"));
     ddp::worker::NcclOptions options;
@@ -84,12 +99,7 @@ int ddp_worker_nccl_comm(ddp_worker* w, const char* name, double timeout_seconds
 }
 #endif
 
-void ddp_worker_finalize(ddp_worker* w) {
-  try {
-    delete w;
-  } catch (...) {
-  }
-}
+void ddp_worker_finalize(ddp_worker* w) { delete w; }
 
 const char* ddp_worker_last_error(void) { return g_last_error.c_str(); }
 

@@ -2,17 +2,20 @@
 
 #include <stdio.h>
 
+#include <algorithm>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
 #include "src/context_state.h"
 #include "src/root_blobs.h"
 
 namespace ddp::worker {
 
 #if !DDP_WORKER_HAS_NCCL
-Context::State::~State() = default;  // with NCCL: in nccl.cc, where the watchdog is complete
+Context::State::~State() { Unregister(); }  // with NCCL: in nccl.cc, where the watchdog is complete
 #endif
 
 namespace {
@@ -58,31 +61,71 @@ absl::Status Leave(Store& store, const std::string& prefix, int world_size,
 
 }  // namespace
 
-Context::Context(std::unique_ptr<State> state) : state_(std::move(state)) {}
-Context::Context(Context&&) noexcept = default;
-Context& Context::operator=(Context&&) noexcept = default;
+// One live Context per rank per process, and a generation number in every key, so that a
+// second Context (after the first is gone) never meets the first one's keys.
+namespace {
+absl::Mutex g_ranks_mu;
+std::map<int, int>* g_generations ABSL_GUARDED_BY(g_ranks_mu) = new std::map<int, int>;
+std::set<int>* g_live_ranks ABSL_GUARDED_BY(g_ranks_mu) = new std::set<int>;
+}  // namespace
 
-Context::~Context() {
-  if (state_ == nullptr || !state_->env.store_addr.empty() || state_->env.world_size == 1) return;
-  // Rank 0 serves the store: the others say when they are done with it, and rank 0 keeps
+absl::StatusOr<int> Context::State::Register(int rank) {
+  absl::MutexLock lock(&g_ranks_mu);
+  if (!g_live_ranks->insert(rank).second) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a Context for rank ", rank, " already exists in this process: use that one (two would "
+        "share the store's keys)"));
+  }
+  registered_rank = rank;
+  return (*g_generations)[rank]++;
+}
+
+void Context::State::Unregister() {
+  if (registered_rank < 0) return;
+  absl::MutexLock lock(&g_ranks_mu);
+  g_live_ranks->erase(registered_rank);
+  registered_rank = -1;
+}
+
+std::string Context::State::KeyRoot() const {
+  return absl::StrCat("ddp/r", env.round, "/g", generation);
+}
+
+void Context::State::Close() {
+  if (store == nullptr || !env.store_addr.empty() || env.world_size == 1) return;
+  // Rank 0 serves the store: each other rank says when it is done with it, and rank 0 keeps
   // it until they all have (see ContextOptions::close_timeout).
-  const std::string closed = absl::StrCat("ddp/r", state_->env.round, "/closed");
-  if (state_->server == nullptr) {
-    // Rank 0 may be gone already (it crashed, or called exit()): do not wait for it.
-    auto store = Store::Connect(state_->store->address(), state_->env.run_id, absl::Seconds(2),
-                                /*wait_for_server=*/false);
-    absl::StatusOr<int64_t> n = store->Add(closed, 1);
-    if (n.ok() && *n == state_->env.world_size - 1) (void)store->Set(closed + "/all", "");
+  const std::string closed = KeyRoot() + "/closed/";
+  if (server == nullptr) {
+    // A short deadline: rank 0 may be gone already (it crashed, or called exit()).
+    auto closing = Store::Connect(store->address(), env.run_id, absl::Seconds(2));
+    (void)closing->Set(absl::StrCat(closed, env.rank), "");
     return;
   }
-  if (state_->failed) return;
-  Store& store = *state_->store;
-  absl::Status waited = store.Wait({closed + "/all"}, state_->options.close_timeout);
+  if (failed->load()) return;  // the job is failing: its failure must reach the agent now
+  std::vector<std::string> keys;
+  for (int r = 1; r < env.world_size; ++r) keys.push_back(absl::StrCat(closed, r));
+  absl::Status waited = store->Wait(keys, options.close_timeout);
   if (!waited.ok()) {
     std::fprintf(stderr, "ddp-worker: rank 0 stops serving the store (%s) before every other rank "
-                 "was done with it: %s\n", store.address().c_str(),
+                 "was done with it: %s\n", store->address().c_str(),
                  std::string(waited.message()).c_str());
   }
+}
+
+Context::Context(std::unique_ptr<State> state) : state_(std::move(state)) {}
+Context::Context(Context&&) noexcept = default;
+
+Context& Context::operator=(Context&& other) noexcept {
+  if (this != &other) {
+    if (state_ != nullptr) state_->Close();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Context::~Context() {
+  if (state_ != nullptr) state_->Close();
 }
 
 absl::StatusOr<Context> Context::FromEnv(const ContextOptions& options) {
@@ -95,6 +138,9 @@ absl::StatusOr<Context> Context::Create(const Environment& env, const ContextOpt
   auto state = std::make_unique<State>();
   state->env = env;
   state->options = options;
+  absl::StatusOr<int> generation = state->Register(env.rank);
+  if (!generation.ok()) return generation.status();
+  state->generation = *generation;
   std::string address = env.store_addr;
   if (address.empty()) {
     // No launcher store (torchrun, srun, mpirun, one-node ddprun): rank 0 serves one where
@@ -122,7 +168,7 @@ Store& Context::store() { return *state_->store; }
 
 std::string Context::NextKeyPrefix(absl::string_view kind, absl::string_view name) {
   const int n = state_->uses[absl::StrCat(kind, "/", name)]++;
-  return absl::StrCat("ddp/r", state_->env.round, "/", kind, "/", name, "/", n);
+  return absl::StrCat(state_->KeyRoot(), "/", kind, "/", name, "/", n);
 }
 
 absl::Status Context::Barrier(absl::string_view name, absl::Duration timeout) {
@@ -212,37 +258,51 @@ int RootCount(int world_size, int ranks_per_root) {
   return (world_size + ranks_per_root - 1) / ranks_per_root;
 }
 
+// NCCL's split of ranks among ids (ncclCommInitRankScalable): `roots` groups as even as can
+// be, the first world_size % roots of them one rank larger.
+int FirstRankOfRoot(int root, int world_size, int roots) {
+  const int per_root = world_size / roots;
+  return root * per_root + std::min(root, world_size % roots);
+}
+
+int RootOfRank(int rank, int world_size, int roots) {
+  const int per_root = world_size / roots;
+  const int larger = world_size % roots;
+  const int limit = larger * (per_root + 1);
+  return rank < limit ? rank / (per_root + 1) : larger + (rank - limit) / per_root;
+}
+
 absl::StatusOr<std::vector<std::string>> ExchangeRootBlobs(
-    Context& ctx, const std::string& key_prefix, int ranks_per_root,
+    Context& ctx, const std::string& key_prefix, int roots,
     const std::function<absl::StatusOr<std::string>()>& make, absl::Duration timeout,
     const std::string& what) {
   Store& store = ctx.store();
   const Environment& env = ctx.env();
-  if (ranks_per_root < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("ranks per root must be >= 1, not ", ranks_per_root));
+  if (roots < 1 || roots > env.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("the number of roots must be in [1, WORLD_SIZE=",
+                                                   env.world_size, "], not ", roots));
   }
   // A value is 'K' + the blob, or 'E' + why the root could not make it.
   const std::string prefix = key_prefix + "/id/";
-  if (env.rank % ranks_per_root == 0) {
+  const int my_root = RootOfRank(env.rank, env.world_size, roots);
+  if (FirstRankOfRoot(my_root, env.world_size, roots) == env.rank) {
     absl::StatusOr<std::string> blob = make();
     const std::string value = blob.ok() ? "K" + *blob : "E" + std::string(blob.status().message());
-    if (absl::Status s = store.Set(absl::StrCat(prefix, env.rank / ranks_per_root), value); !s.ok()) {
-      return s;
-    }
+    if (absl::Status s = store.Set(absl::StrCat(prefix, my_root), value); !s.ok()) return s;
     if (!blob.ok()) return blob.status();
   }
-  const int roots = RootCount(env.world_size, ranks_per_root);
   std::vector<std::string> keys;
   for (int i = 0; i < roots; ++i) keys.push_back(absl::StrCat(prefix, i));
   absl::StatusOr<std::vector<std::string>> values = store.MultiGet(keys, timeout);
   if (absl::IsDeadlineExceeded(values.status())) {
     std::vector<int> root_ids(roots);
     for (int i = 0; i < roots; ++i) root_ids[i] = i;
+    const std::vector<int> missing_roots = MissingRanks(store, prefix, root_ids);
     std::vector<int> missing;
-    for (int i : MissingRanks(store, prefix, root_ids)) missing.push_back(i * ranks_per_root);
+    for (int i : missing_roots) missing.push_back(FirstRankOfRoot(i, env.world_size, roots));
     return absl::DeadlineExceededError(absl::StrCat(
         "rank ", env.rank, ": no ", what, " from ", RankList(missing), " under key '", prefix,
-        missing.empty() ? 0 : missing.front() / ranks_per_root, "' after ",
+        missing_roots.empty() ? 0 : missing_roots.front(), "' after ",
         absl::FormatDuration(timeout), "; ", RankList(missing),
         missing.size() == 1 ? " may have crashed - see its log" : " may have crashed - see their logs"));
   }
@@ -252,8 +312,8 @@ absl::StatusOr<std::vector<std::string>> ExchangeRootBlobs(
     const std::string& v = (*values)[i];
     if (v.empty() || v[0] != 'K') {
       return absl::FailedPreconditionError(absl::StrCat(
-          "rank ", env.rank, ": rank ", i * ranks_per_root, " could not create the ", what, ": ",
-          v.empty() ? "(no message)" : v.substr(1)));
+          "rank ", env.rank, ": rank ", FirstRankOfRoot(i, env.world_size, roots),
+          " could not create the ", what, ": ", v.empty() ? "(no message)" : v.substr(1)));
     }
     blobs.push_back(v.substr(1));
   }

@@ -1,14 +1,22 @@
 // Context::InitNccl, NcclCommunicator and the watchdog that aborts communicators.
+//
+// Communicators are non-blocking (ncclConfig_t.blocking = 0): an NCCL call may return
+// ncclInProgress, and no other call may be made on the communicator until
+// ncclCommGetAsyncError stops saying ncclInProgress. NCCL offers no event to wait on, so
+// waits here poll it, each with a deadline.
 
 #include "ddp/worker/nccl.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -23,28 +31,81 @@ namespace ddp::worker {
 
 class NcclWatchdog;
 
-struct NcclCommunicator::Handle {
-  ~Handle() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (comm != nullptr && !aborted) ncclCommDestroy(comm);
-  }
-  std::mutex mu;  // Abort vs. destruction
-  ncclComm_t comm = nullptr;
-  std::atomic<bool> aborted{false};
-  std::string abort_reason;              // under mu, once aborted
-  std::weak_ptr<NcclWatchdog> watchdog;  // splits are watched by the same one
-  std::string name;
-  int rank = 0;
-  int size = 0;
-  int device = 0;
-};
-
 namespace {
 
 std::string NcclError(ncclResult_t result) {
   const char* last = ncclGetLastError(nullptr);
-  return absl::StrCat(ncclGetErrorString(result), last != nullptr && *last ? absl::StrCat(" (", last, ")") : "");
+  return absl::StrCat(ncclGetErrorString(result),
+                      last != nullptr && *last ? absl::StrCat(" (", last, ")") : "");
 }
+
+// Polls `state` until it is not ncclInProgress or `deadline` passes: spinning at first
+// (enqueueing a collective takes microseconds), then sleeping a little between checks.
+ncclResult_t PollWhileInProgress(const std::function<ncclResult_t()>& state, absl::Time deadline) {
+  const absl::Time spin_until = absl::Now() + absl::Milliseconds(1);
+  while (true) {
+    const ncclResult_t s = state();
+    if (s != ncclInProgress) return s;
+    const absl::Time now = absl::Now();
+    if (now >= deadline) return ncclInProgress;
+    if (now < spin_until) {
+      std::this_thread::yield();
+    } else {
+      absl::SleepFor(absl::Microseconds(50));
+    }
+  }
+}
+
+}  // namespace
+
+struct NcclCommunicator::Handle {
+  ~Handle() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (comm == nullptr || aborted) return;
+    // ncclCommDestroy frees nothing while work is pending or after an error: finalize
+    // first, with a deadline, and abort a communicator that will not finish.
+    const auto current = [&] {
+      ncclResult_t s = ncclSuccess;
+      const ncclResult_t r = ncclCommGetAsyncError(comm, &s);
+      return r == ncclSuccess ? s : r;
+    };
+    ncclResult_t state = current();
+    if (state == ncclSuccess) {
+      const ncclResult_t r = ncclCommFinalize(comm);
+      state = r == ncclSuccess || r == ncclInProgress
+                  ? PollWhileInProgress(current, absl::Now() + absl::Seconds(10))
+                  : r;
+    }
+    if (state == ncclSuccess) {
+      ncclCommDestroy(comm);
+    } else {
+      ncclCommAbort(comm);
+    }
+  }
+
+  // NCCL's state of the communicator; ncclInvalidUsage once aborted. Under `mu`, so that an
+  // abort on another thread never frees the communicator during the call.
+  ncclResult_t State() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (aborted || comm == nullptr) return ncclInvalidUsage;
+    ncclResult_t state = ncclSuccess;
+    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
+    return r == ncclSuccess ? state : r;
+  }
+
+  std::mutex mu;  // guards comm against Abort, and abort_reason
+  ncclComm_t comm = nullptr;
+  std::atomic<bool> aborted{false};
+  std::string abort_reason;
+  std::string name;
+  int rank = 0;
+  int size = 0;
+  int device = 0;
+  std::shared_ptr<std::atomic<bool>> context_failed;  // the Context's "failed" flag
+  std::weak_ptr<NcclWatchdog> watchdog;               // splits are watched by the same one
+};
+
+namespace {
 
 std::string VisibleDevices() {
   const char* v = ::getenv("CUDA_VISIBLE_DEVICES");
@@ -76,65 +137,73 @@ absl::StatusOr<int> SelectDevice(const Environment& env) {
   return env.local_rank;
 }
 
-// Waits for a non-blocking communicator to leave ncclInProgress. NCCL offers no event to
-// wait on, so this checks every millisecond, and aborts the communicator at the deadline.
-// With `abort_on_failure` false the caller aborts (the communicator is held by a Handle).
-absl::Status WaitUntilReady(ncclComm_t comm, absl::Duration timeout, const std::string& what,
-                            bool abort_on_failure = true) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (true) {
-    ncclResult_t state = ncclInProgress;
-    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-    if (r != ncclSuccess) state = r;
-    if (state == ncclSuccess) return absl::OkStatus();
-    if (state != ncclInProgress) {
-      const std::string why = NcclError(state);
-      if (abort_on_failure) ncclCommAbort(comm);
-      return absl::InternalError(absl::StrCat(what, " failed: ", why,
-                                              "; set NCCL_DEBUG=INFO for NCCL's own account"));
-    }
-    if (absl::Now() >= deadline) {
-      if (abort_on_failure) ncclCommAbort(comm);
-      return absl::DeadlineExceededError(absl::StrCat(
-          what, " did not complete within ", absl::FormatDuration(timeout),
-          "; another rank may have failed or be stuck - see its log (NCCL_DEBUG=INFO for more)"));
-    }
-    absl::SleepFor(absl::Milliseconds(1));
+// Waits until a communicator nobody else holds yet (being created) is ready; aborts it on
+// an error or at the deadline.
+absl::Status WaitUntilCreated(ncclComm_t comm, absl::Duration timeout, const std::string& what) {
+  const ncclResult_t state = PollWhileInProgress(
+      [&] {
+        ncclResult_t s = ncclSuccess;
+        const ncclResult_t r = ncclCommGetAsyncError(comm, &s);
+        return r == ncclSuccess ? s : r;
+      },
+      absl::Now() + timeout);
+  if (state == ncclSuccess) return absl::OkStatus();
+  ncclCommAbort(comm);
+  if (state == ncclInProgress) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        what, " did not complete within ", absl::FormatDuration(timeout),
+        "; another rank may have failed or be stuck - see its log (NCCL_DEBUG=INFO for more)"));
   }
+  return absl::InternalError(absl::StrCat(what, " failed: ", NcclError(state),
+                                          "; set NCCL_DEBUG=INFO for NCCL's own account"));
 }
 
 }  // namespace
 
-// Aborts communicators on an asynchronous NCCL error, and all of them on a chosen signal.
+// Aborts watched communicators on an asynchronous NCCL error, and all of them when a chosen
+// signal arrives. Signal handlers are process-wide: one watchdog at a time owns them.
 class NcclWatchdog {
  public:
-  NcclWatchdog() {
-    if (::pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) pipe_[0] = pipe_[1] = -1;
-    thread_ = std::thread([this] { Loop(); });
+  static absl::StatusOr<std::shared_ptr<NcclWatchdog>> Start() {
+    auto watchdog = std::shared_ptr<NcclWatchdog>(new NcclWatchdog);
+    if (::pipe2(watchdog->pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      return absl::InternalError(absl::StrCat("cannot start the NCCL watchdog: pipe2: ",
+                                              strerror(errno)));
+    }
+    watchdog->weak_self_ = watchdog;
+    watchdog->thread_ = std::thread([w = watchdog.get()] { w->Loop(); });
+    return watchdog;
   }
+
   ~NcclWatchdog() {
+    // The previous actions first, so that a signal from now on takes its old course; one
+    // already in the pipe is still handled by the thread before it stops.
+    RestoreSignals();
     Wake(kStop);
     thread_.join();
-    for (const auto& [sig, old] : previous_) ::sigaction(sig, &old, nullptr);
-    if (g_watchdog_pipe == pipe_[1]) g_watchdog_pipe = -1;
+    int mine = pipe_[1];
+    g_signal_pipe.compare_exchange_strong(mine, -1);
     ::close(pipe_[0]);
     ::close(pipe_[1]);
   }
 
   void Watch(const std::shared_ptr<NcclCommunicator::Handle>& handle) {
+    handle->watchdog = weak_self_;
     std::lock_guard<std::mutex> lock(mu_);
     watched_.push_back(handle);
   }
 
   absl::Status AbortOnSignal(int sig) {
-    if (pipe_[1] < 0) return absl::InternalError("the NCCL watchdog has no pipe");
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& [s, old] : previous_) {
-        if (s == sig) return absl::OkStatus();  // already handled
-      }
+    int expected = -1;
+    if (!g_signal_pipe.compare_exchange_strong(expected, pipe_[1]) && expected != pipe_[1]) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "another Context's NCCL watchdog handles signals in this process; signal ", sig,
+          " stays with it"));
     }
-    g_watchdog_pipe = pipe_[1];
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [s, old] : previous_) {
+      if (s == sig) return absl::OkStatus();  // already handled
+    }
     struct sigaction action {};
     action.sa_handler = &OnSignal;
     sigemptyset(&action.sa_mask);
@@ -143,45 +212,59 @@ class NcclWatchdog {
     if (::sigaction(sig, &action, &old) != 0) {
       return absl::InvalidArgumentError(absl::StrCat("cannot handle signal ", sig));
     }
-    std::lock_guard<std::mutex> lock(mu_);
     previous_.emplace_back(sig, old);
     return absl::OkStatus();
   }
 
  private:
   static constexpr unsigned char kStop = 0;
+  // How long aborting may take before a signal goes on regardless.
+  static constexpr absl::Duration kAbortBudget = absl::Seconds(5);
+
+  NcclWatchdog() = default;
 
   static void OnSignal(int sig) {
+    const int saved = errno;
     const unsigned char byte = static_cast<unsigned char>(sig);
-    if (g_watchdog_pipe >= 0) (void)!::write(g_watchdog_pipe, &byte, 1);
+    const int fd = g_signal_pipe.load();
+    if (fd >= 0) (void)!::write(fd, &byte, 1);
+    errno = saved;
   }
 
   void Wake(unsigned char byte) { (void)!::write(pipe_[1], &byte, 1); }
 
-  void AbortAll(const std::string& why) {
+  std::vector<std::shared_ptr<NcclCommunicator::Handle>> Live() {
     std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::shared_ptr<NcclCommunicator::Handle>> live;
+    std::vector<std::weak_ptr<NcclCommunicator::Handle>> kept;
     for (auto& weak : watched_) {
-      if (auto handle = weak.lock()) NcclCommunicator(handle).Abort(why);
+      if (auto handle = weak.lock()) {
+        live.push_back(handle);
+        kept.push_back(weak);
+      }
     }
+    watched_.swap(kept);
+    return live;
   }
 
   void CheckErrors() {
-    std::vector<std::shared_ptr<NcclCommunicator::Handle>> live;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      std::vector<std::weak_ptr<NcclCommunicator::Handle>> kept;
-      for (auto& weak : watched_) {
-        if (auto handle = weak.lock()) {
-          live.push_back(handle);
-          kept.push_back(weak);
-        }
-      }
-      watched_.swap(kept);
-    }
-    for (auto& handle : live) {
+    for (auto& handle : Live()) {
       NcclCommunicator comm(handle);
-      if (absl::Status s = comm.AsyncError(); !s.ok()) comm.Abort(std::string(s.message()));
+      if (absl::Status s = comm.AsyncError(); !s.ok() && !comm.aborted()) {
+        comm.Abort(std::string(s.message()));
+      }
     }
+  }
+
+  // Aborts everything, but lets the signal go on after kAbortBudget even if an abort hangs.
+  void AbortAllWithin(const std::string& why) {
+    auto live = std::make_shared<std::vector<std::shared_ptr<NcclCommunicator::Handle>>>(Live());
+    std::packaged_task<void()> task([live, why] {
+      for (auto& handle : *live) NcclCommunicator(handle).Abort(why);
+    });
+    std::future<void> done = task.get_future();
+    std::thread(std::move(task)).detach();
+    (void)done.wait_for(absl::ToChronoSeconds(kAbortBudget));
   }
 
   void Loop() {
@@ -195,39 +278,61 @@ class NcclWatchdog {
       unsigned char byte = 0;
       while (::read(pipe_[0], &byte, 1) == 1) {
         if (byte == kStop) return;
-        AbortAll(absl::StrCat("signal ", static_cast<int>(byte), " arrived: the round is over"));
+        AbortAllWithin(absl::StrCat("signal ", static_cast<int>(byte), " arrived: the round is over"));
         RaiseAgain(byte);
       }
     }
   }
 
-  // The signal goes on to what would have handled it without us.
+  // The signal goes on to what would have handled it without us: the old action is put
+  // back (if it is not already: a second signal queued behind the first, or the watchdog
+  // being destroyed) and the signal sent again. A later AbortOnSignal(sig) installs the
+  // handler again.
   void RaiseAgain(int sig) {
-    struct sigaction old {};
     {
-      // Handled once: a later AbortOnSignal(sig) installs the handler again.
       std::lock_guard<std::mutex> lock(mu_);
       for (auto it = previous_.begin(); it != previous_.end(); ++it) {
         if (it->first == sig) {
-          old = it->second;
+          ::sigaction(sig, &it->second, nullptr);
           previous_.erase(it);
           break;
         }
       }
     }
-    ::sigaction(sig, &old, nullptr);
     ::kill(::getpid(), sig);
   }
 
-  static inline std::atomic<int> g_watchdog_pipe{-1};
+  void RestoreSignals() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [sig, old] : previous_) ::sigaction(sig, &old, nullptr);
+    previous_.clear();
+  }
+
+  static inline std::atomic<int> g_signal_pipe{-1};  // the owning watchdog's write end
   int pipe_[2] = {-1, -1};
+  std::weak_ptr<NcclWatchdog> weak_self_;
   std::mutex mu_;
   std::vector<std::weak_ptr<NcclCommunicator::Handle>> watched_;
   std::vector<std::pair<int, struct sigaction>> previous_;
   std::thread thread_;
 };
 
-Context::State::~State() = default;
+namespace {
+
+absl::StatusOr<std::shared_ptr<NcclWatchdog>> WatchdogOf(Context::State& state) {
+  if (state.watchdog) return state.watchdog;
+  absl::StatusOr<std::shared_ptr<NcclWatchdog>> started = NcclWatchdog::Start();
+  if (!started.ok()) return started.status();
+  state.watchdog = *started;
+  return state.watchdog;
+}
+
+}  // namespace
+
+Context::State::~State() {
+  watchdog.reset();  // before the communicators' context goes
+  Unregister();
+}
 
 NcclCommunicator::NcclCommunicator(std::shared_ptr<Handle> handle) : handle_(std::move(handle)) {}
 NcclCommunicator::NcclCommunicator(NcclCommunicator&&) noexcept = default;
@@ -248,10 +353,9 @@ absl::Status NcclCommunicator::AsyncError() const {
                                              handle_->name, "' was aborted: ", handle_->abort_reason));
   }
   if (handle_->comm == nullptr) return absl::OkStatus();
-  ncclResult_t state = ncclSuccess;
-  const ncclResult_t r = ncclCommGetAsyncError(handle_->comm, &state);
-  if (r != ncclSuccess) state = r;
+  const ncclResult_t state = handle_->State();
   if (state == ncclSuccess || state == ncclInProgress) return absl::OkStatus();
+  if (handle_->aborted) return AsyncError();  // aborted meanwhile
   return absl::InternalError(absl::StrCat("rank ", handle_->rank, ": communicator '", handle_->name,
                                           "': ", NcclError(state)));
 }
@@ -261,11 +365,34 @@ void NcclCommunicator::Abort(const std::string& why) {
   if (handle_->aborted || handle_->comm == nullptr) return;
   handle_->aborted = true;
   handle_->abort_reason = why;
+  if (handle_->context_failed) handle_->context_failed->store(true);
   ncclCommAbort(handle_->comm);
+}
+
+absl::Status NcclCommunicator::WaitReady(absl::Duration timeout) {
+  if (handle_->comm == nullptr) return absl::OkStatus();
+  const ncclResult_t state =
+      PollWhileInProgress([this] { return handle_->State(); }, absl::Now() + timeout);
+  if (state == ncclSuccess) return absl::OkStatus();
+  if (absl::Status s = AsyncError(); !s.ok()) {
+    Abort(std::string(s.message()));
+    return s;
+  }
+  return AbortStuck("an NCCL call on it was still in progress after", timeout);
+}
+
+absl::Status NcclCommunicator::AbortStuck(const std::string& what, absl::Duration timeout) {
+  Abort(absl::StrCat(what, " ", absl::FormatDuration(timeout)));
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rank ", handle_->rank, ": communicator '", handle_->name, "': ", what, " ",
+      absl::FormatDuration(timeout), "; aborted it so that this process can exit; another rank "
+      "may have failed or be stuck - see its log"));
 }
 
 absl::Status NcclCommunicator::Synchronize(cudaStream_t stream, absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
+  // The last call must have been queued on the stream before the stream can be trusted.
+  if (absl::Status s = WaitReady(timeout); !s.ok()) return s;
   while (true) {
     const cudaError_t q = cudaStreamQuery(stream);
     if (absl::Status s = AsyncError(); !s.ok()) {
@@ -277,52 +404,47 @@ absl::Status NcclCommunicator::Synchronize(cudaStream_t stream, absl::Duration t
       return absl::InternalError(absl::StrCat("rank ", handle_->rank, ": cudaStreamQuery: ",
                                               cudaGetErrorString(q)));
     }
-    if (absl::Now() >= deadline) {
-      Abort("collective timeout");
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rank ", handle_->rank, ": work on communicator '", handle_->name,
-          "' did not finish within ", absl::FormatDuration(timeout),
-          "; aborted it so that this process can exit; another rank may have failed or be "
-          "stuck - see its log"));
-    }
+    if (absl::Now() >= deadline) return AbortStuck("its work did not finish within", timeout);
     absl::SleepFor(absl::Microseconds(100));
   }
 }
 
 absl::StatusOr<NcclCommunicator> NcclCommunicator::Split(int color, int key, const std::string& name,
                                                          absl::Duration timeout) {
-  if (get() == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("cannot split communicator '", handle_->name,
-                                                      "': it was aborted or is empty"));
-  }
   auto child = std::make_shared<Handle>();
   child->name = name;
   child->device = handle_->device;
+  child->context_failed = handle_->context_failed;
+  const std::string what = absl::StrCat("rank ", handle_->rank, ": splitting '", handle_->name,
+                                        "' into '", name, "'");
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   config.commName = child->name.c_str();
-  const ncclResult_t r = ncclCommSplit(handle_->comm, color, key, &child->comm, &config);
-  const std::string what = absl::StrCat("rank ", handle_->rank, ": splitting '", handle_->name,
-                                        "' into '", name, "'");
-  if (r != ncclSuccess && r != ncclInProgress) {
-    return absl::InternalError(absl::StrCat(what, " failed: ", NcclError(r)));
+  {
+    std::lock_guard<std::mutex> lock(handle_->mu);
+    if (handle_->aborted || handle_->comm == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat("cannot split communicator '", handle_->name,
+                                                        "': it was aborted or is empty"));
+    }
+    const ncclResult_t r = ncclCommSplit(handle_->comm, color, key, &child->comm, &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+      return absl::InternalError(absl::StrCat(what, " failed: ", NcclError(r)));
+    }
   }
-  if (absl::Status s = WaitUntilReady(handle_->comm, timeout, what, /*abort_on_failure=*/false);
-      !s.ok()) {
-    Abort(std::string(s.message()));
+  // The child's handle is written when the parent's call completes.
+  if (absl::Status s = WaitReady(timeout); !s.ok()) {
     if (child->comm != nullptr) ncclCommAbort(child->comm);
     child->comm = nullptr;
-    return s;
+    return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
   }
   if (child->comm != nullptr) {
-    if (absl::Status s = WaitUntilReady(child->comm, timeout, what); !s.ok()) {
+    if (absl::Status s = WaitUntilCreated(child->comm, timeout, what); !s.ok()) {
       child->comm = nullptr;  // aborted
       return s;
     }
     ncclCommUserRank(child->comm, &child->rank);
     ncclCommCount(child->comm, &child->size);
-    child->watchdog = handle_->watchdog;
-    if (auto watchdog = child->watchdog.lock()) watchdog->Watch(child);
+    if (auto watchdog = handle_->watchdog.lock()) watchdog->Watch(child);
   }
   return NcclCommunicator(child);
 }
@@ -332,15 +454,16 @@ namespace {
 absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, Context::State& state,
                                               absl::string_view name, const NcclOptions& options) {
   const Environment& env = ctx.env();
-  absl::StatusOr<int> device = SelectDevice(env);
-  if (!device.ok()) return device.status();
-
-  const bool scalable = env.world_size > options.scalable_threshold;
-  const int per_root = scalable ? options.ranks_per_root : env.world_size;
+  // NCCL_COMM_ID fixes the root's address, and NCCL then takes one id only.
+  const bool scalable = env.world_size > options.scalable_threshold && ::getenv("NCCL_COMM_ID") == nullptr;
+  const int roots = scalable ? RootCount(env.world_size, std::max(1, options.ranks_per_root)) : 1;
+  // The key first: a rank that fails below must still use up its number, like the others.
   const std::string prefix = ctx.NextKeyPrefix("nccl", name);
+  absl::StatusOr<int> device = SelectDevice(env);
   absl::StatusOr<std::vector<std::string>> ids = ExchangeRootBlobs(
-      ctx, prefix, per_root,
+      ctx, prefix, roots,
       [&]() -> absl::StatusOr<std::string> {
+        if (!device.ok()) return device.status();  // published, so the others fail at once
         ncclUniqueId id;
         if (const ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) {
           return absl::InternalError(absl::StrCat("ncclGetUniqueId: ", NcclError(r)));
@@ -348,6 +471,7 @@ absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, Context::State& stat
         return std::string(id.internal, sizeof id.internal);
       },
       options.timeout, "ncclUniqueId");
+  if (!device.ok()) return device.status();
   if (!ids.ok()) return ids.status();
   std::vector<ncclUniqueId> unique_ids(ids->size());
   for (size_t i = 0; i < ids->size(); ++i) {
@@ -364,6 +488,7 @@ absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, Context::State& stat
   handle->rank = env.rank;
   handle->size = env.world_size;
   handle->device = *device;
+  handle->context_failed = state.failed;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   config.commName = handle->name.c_str();
@@ -371,23 +496,26 @@ absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, Context::State& stat
       scalable ? ncclCommInitRankScalable(&handle->comm, env.world_size, env.rank,
                                           static_cast<int>(unique_ids.size()), unique_ids.data(), &config)
                : ncclCommInitRankConfig(&handle->comm, env.world_size, unique_ids[0], env.rank, &config);
-  const std::string what = absl::StrCat("rank ", env.rank, ": NCCL init of communicator '", name,
-                                        "' (", env.world_size, " ranks", scalable ? absl::StrCat(", ", unique_ids.size(), " roots") : "",
-                                        ")");
+  const std::string what = absl::StrCat(
+      "rank ", env.rank, ": NCCL init of communicator '", name, "' (", env.world_size, " ranks",
+      scalable ? absl::StrCat(", ", unique_ids.size(), " ids") : "", ")");
   if (r != ncclSuccess && r != ncclInProgress) {
     handle->comm = nullptr;
     return absl::InternalError(absl::StrCat(what, " failed: ", NcclError(r)));
   }
-  if (absl::Status s = WaitUntilReady(handle->comm, options.timeout, what); !s.ok()) {
+  if (absl::Status s = WaitUntilCreated(handle->comm, options.timeout, what); !s.ok()) {
     handle->comm = nullptr;  // aborted
     return s;
   }
   if (options.watchdog) {
-    if (!state.watchdog) state.watchdog = std::make_shared<NcclWatchdog>();
-    state.watchdog->Watch(handle);
-    handle->watchdog = state.watchdog;
+    absl::StatusOr<std::shared_ptr<NcclWatchdog>> watchdog = WatchdogOf(state);
+    if (!watchdog.ok()) return watchdog.status();
+    (*watchdog)->Watch(handle);
     if (options.abort_on_sigterm) {
-      if (absl::Status s = state.watchdog->AbortOnSignal(SIGTERM); !s.ok()) return s;
+      // AlreadyExists: another Context of this process owns the signal; it aborts its own.
+      if (absl::Status s = (*watchdog)->AbortOnSignal(SIGTERM); !s.ok() && !absl::IsAlreadyExists(s)) {
+        return s;
+      }
     }
   }
   return NcclCommunicator(handle);
@@ -400,8 +528,9 @@ absl::StatusOr<NcclCommunicator> Context::InitNccl(absl::string_view name, const
 }
 
 absl::Status Context::AbortNcclOnSignal(int signal) {
-  if (!state_->watchdog) state_->watchdog = std::make_shared<NcclWatchdog>();
-  return state_->watchdog->AbortOnSignal(signal);
+  absl::StatusOr<std::shared_ptr<NcclWatchdog>> watchdog = WatchdogOf(*state_);
+  if (!watchdog.ok()) return watchdog.status();
+  return (*watchdog)->AbortOnSignal(signal);
 }
 
 }  // namespace ddp::worker

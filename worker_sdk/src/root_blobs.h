@@ -1,7 +1,7 @@
 #pragma once
-// The exchange behind InitNccl, without NCCL: one rank in every `ranks_per_root` (a root)
-// makes a blob (an ncclUniqueId), publishes it in the store, and every rank gets all of
-// them in root order. Kept apart so that it is tested on machines without a GPU.
+// The exchange behind InitNccl, without NCCL: the first rank of each of `roots` groups (a
+// root) makes a blob (an ncclUniqueId), publishes it in the store, and every rank gets all
+// of them in root order. Kept apart so that it is tested on machines without a GPU.
 
 #include <functional>
 #include <string>
@@ -13,14 +13,19 @@
 
 namespace ddp::worker {
 
-/// How many roots `world_size` ranks need with `ranks_per_root` ranks each.
+/// How many roots `world_size` ranks need with at most `ranks_per_root` ranks each.
 int RootCount(int world_size, int ranks_per_root);
 
-/// Roots are ranks 0, ranks_per_root, 2 * ranks_per_root, ...; `make` runs on them only.
-/// `what` names the blob in errors ("ncclUniqueId"). A root whose `make` fails publishes the
-/// error, so the other ranks fail at once with its message instead of timing out.
+/// NCCL's grouping for ncclCommInitRankScalable: groups as even as can be, the first
+/// world_size % roots of them one rank larger; a root is the first rank of its group.
+int FirstRankOfRoot(int root, int world_size, int roots);
+int RootOfRank(int rank, int world_size, int roots);
+
+/// `make` runs on the roots only. `what` names the blob in errors ("ncclUniqueId"). A root
+/// whose `make` fails publishes the error, so the other ranks fail at once with its message
+/// instead of timing out.
 absl::StatusOr<std::vector<std::string>> ExchangeRootBlobs(
-    Context& ctx, const std::string& key_prefix, int ranks_per_root,
+    Context& ctx, const std::string& key_prefix, int roots,
     const std::function<absl::StatusOr<std::string>()>& make, absl::Duration timeout,
     const std::string& what);
 

@@ -2,6 +2,8 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -175,9 +177,12 @@ class GrpcStore : public Store {
   template <typename Rpc>
   absl::Status Call(const char* verb, const std::string& key, absl::Duration deadline, Rpc rpc) {
     grpc::ClientContext context;
-    context.set_wait_for_ready(wait_for_server_);  // the server may not be up yet
+    // Before the first answer the server may not be up yet: wait for it. After, a server
+    // that is gone (rank 0 exited) must fail calls at once, not after their deadline.
+    context.set_wait_for_ready(wait_for_server_ && !answered_.load());
     context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
     const grpc::Status status = rpc(&context);
+    if (status.ok() || channel_->GetState(false) == GRPC_CHANNEL_READY) answered_.store(true);
     if (status.ok()) return absl::OkStatus();
     const std::string what = key.empty() ? std::string(verb) : absl::StrCat(verb, " '", key, "'");
     if (status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
@@ -196,6 +201,7 @@ class GrpcStore : public Store {
   const std::string run_id_;
   const absl::Duration call_timeout_;
   const bool wait_for_server_;
+  std::atomic<bool> answered_{false};
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::Store::Stub> stub_;
 };

@@ -20,22 +20,10 @@
 namespace ddp::worker {
 namespace {
 
+using ::testing::ContainsRegex;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-Environment RankEnv(int rank, int world_size, int master_port, const std::string& store_addr) {
-  Environment env;
-  env.rank = rank;
-  env.local_rank = rank;
-  env.world_size = world_size;
-  env.local_world_size = world_size;
-  env.master_addr = "127.0.0.1";
-  env.master_port = master_port;
-  env.run_id = "job";
-  env.round = 3;
-  env.store_addr = store_addr;
-  return env;
-}
+using ::testing::MatchesRegex;
 
 // Runs `body` for each of `ranks` (of `world_size`) on its own thread; returns each status.
 std::vector<absl::Status> RunRanks(int world_size, const std::vector<int>& ranks,
@@ -147,7 +135,7 @@ TEST_F(CollectivesTest, BroadcastTimeoutNamesTheRoot) {
   });
   EXPECT_EQ(results[1].code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_THAT(results[1].message(), HasSubstr("rank 1: broadcast 'weights': no value from root rank 0"));
-  EXPECT_THAT(results[1].message(), HasSubstr("ddp/r3/broadcast/weights/0/data"));
+  EXPECT_THAT(std::string(results[1].message()), ContainsRegex("'ddp/r3/g[0-9]+/broadcast/weights/0/data'"));
   EXPECT_THAT(results[1].message(), HasSubstr("rank 0 may have crashed"));
 }
 
@@ -168,12 +156,28 @@ TEST_F(CollectivesTest, BadBroadcastRootIsAnError) {
 
 TEST_F(CollectivesTest, KeyPrefixesAreScopedByRoundKindNameAndUse) {
   auto results = RunRanks(1, {0}, addr_, 1, [](Context& ctx) {
-    EXPECT_EQ(ctx.NextKeyPrefix("nccl", "world"), "ddp/r3/nccl/world/0");
-    EXPECT_EQ(ctx.NextKeyPrefix("nccl", "world"), "ddp/r3/nccl/world/1");
-    EXPECT_EQ(ctx.NextKeyPrefix("nccl", "tp"), "ddp/r3/nccl/tp/0");
+    EXPECT_THAT(ctx.NextKeyPrefix("nccl", "world"), MatchesRegex("ddp/r3/g[0-9]+/nccl/world/0"));
+    EXPECT_THAT(ctx.NextKeyPrefix("nccl", "world"), MatchesRegex("ddp/r3/g[0-9]+/nccl/world/1"));
+    EXPECT_THAT(ctx.NextKeyPrefix("nccl", "tp"), MatchesRegex("ddp/r3/g[0-9]+/nccl/tp/0"));
     return absl::OkStatus();
   });
   EXPECT_TRUE(results[0].ok());
+}
+
+TEST_F(CollectivesTest, OneLiveContextPerRankAndALaterOneNeverMeetsTheEarliersKeys) {
+  Environment env = RankEnv(0, 1, 1, addr_);
+  std::string first_prefix;
+  {
+    absl::StatusOr<Context> first = Context::Create(env);
+    ASSERT_TRUE(first.ok()) << first.status();
+    absl::StatusOr<Context> second = Context::Create(env);
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(second.status().message(), HasSubstr("a Context for rank 0 already exists"));
+    first_prefix = first->NextKeyPrefix("barrier", "x");
+  }
+  absl::StatusOr<Context> later = Context::Create(env);
+  ASSERT_TRUE(later.ok()) << later.status();
+  EXPECT_NE(later->NextKeyPrefix("barrier", "x"), first_prefix);
 }
 
 // The ncclUniqueId exchange without NCCL: roots make blobs, everyone gets all, in order.
@@ -183,7 +187,7 @@ TEST_F(CollectivesTest, RootBlobsOnePerBlockOfRanksReachEveryRank) {
   std::vector<std::string> got[kRanks];
   auto results = RunRanks(kRanks, Ranks(kRanks), addr_, 1, [&](Context& ctx) {
     absl::StatusOr<std::vector<std::string>> blobs = ExchangeRootBlobs(
-        ctx, ctx.NextKeyPrefix("nccl", "world"), /*ranks_per_root=*/2,
+        ctx, ctx.NextKeyPrefix("nccl", "world"), /*roots=*/RootCount(kRanks, 2),
         [&]() -> absl::StatusOr<std::string> {
           ++made;
           return absl::StrCat("id-of-", ctx.rank());
@@ -201,10 +205,23 @@ TEST_F(CollectivesTest, RootBlobsOnePerBlockOfRanksReachEveryRank) {
   EXPECT_EQ(*store->NumKeys(), 0);
 }
 
+TEST(RootPlacementTest, MatchesNcclsSplitOfRanksAmongIds) {
+  // NCCL's own example: 3 ids over 7 ranks go to ranks 0-2, 3-4 and 5-6.
+  EXPECT_EQ(FirstRankOfRoot(0, 7, 3), 0);
+  EXPECT_EQ(FirstRankOfRoot(1, 7, 3), 3);
+  EXPECT_EQ(FirstRankOfRoot(2, 7, 3), 5);
+  const int expected_root[7] = {0, 0, 0, 1, 1, 2, 2};
+  for (int rank = 0; rank < 7; ++rank) EXPECT_EQ(RootOfRank(rank, 7, 3), expected_root[rank]) << rank;
+  // 300 ranks, at most 128 per id: 3 ids of 100 ranks, not 0/128/256.
+  EXPECT_EQ(RootCount(300, 128), 3);
+  EXPECT_EQ(FirstRankOfRoot(1, 300, 3), 100);
+  EXPECT_EQ(FirstRankOfRoot(2, 300, 3), 200);
+}
+
 TEST_F(CollectivesTest, ARootThatCannotMakeItsBlobFailsEveryRankAtOnceWithItsReason) {
   auto results = RunRanks(2, Ranks(2), addr_, 1, [&](Context& ctx) {
     return ExchangeRootBlobs(
-               ctx, "ddp/x", 2,
+               ctx, "ddp/x", 1,
                []() -> absl::StatusOr<std::string> { return absl::InternalError("no network"); },
                absl::Seconds(20), "ncclUniqueId")
         .status();
@@ -216,7 +233,7 @@ TEST_F(CollectivesTest, ARootThatCannotMakeItsBlobFailsEveryRankAtOnceWithItsRea
 
 TEST_F(CollectivesTest, AMissingRootIsNamedWithItsKey) {
   auto results = RunRanks(2, {1}, addr_, 1, [&](Context& ctx) {
-    return ExchangeRootBlobs(ctx, "ddp/r3/nccl/world/0", 2,
+    return ExchangeRootBlobs(ctx, "ddp/r3/nccl/world/0", 1,
                              []() -> absl::StatusOr<std::string> { return std::string("id"); },
                              absl::Milliseconds(200), "ncclUniqueId")
         .status();

@@ -7,9 +7,26 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "ddp/worker/environment.h"
 #include "rendezvous/master_server.h"
 
 namespace ddp::worker {
+
+/// One rank of a one-node job on loopback (round 3, run "job"); `store_addr` empty: rank 0
+/// serves the store at `master_port`.
+inline Environment RankEnv(int rank, int world_size, int master_port, const std::string& store_addr) {
+  Environment env;
+  env.rank = rank;
+  env.local_rank = rank;
+  env.world_size = world_size;
+  env.local_world_size = world_size;
+  env.master_addr = "127.0.0.1";
+  env.master_port = master_port;
+  env.run_id = "job";
+  env.round = 3;
+  env.store_addr = store_addr;
+  return env;
+}
 
 class LoopbackMasterTest : public ::testing::Test {
  protected:

@@ -31,8 +31,8 @@ struct ContextOptions {
   absl::Duration store_call_timeout = absl::Seconds(300);
   // When rank 0 serves the store itself, how long its Context's destruction waits for the
   // other ranks' Contexts to be destroyed first (their last calls would fail otherwise).
-  // Not waited for after a collective of this Context failed: the job is failing, and its
-  // failure must reach the agent at once.
+  // Not waited for after a collective, InitNccl or a communicator of this Context failed:
+  // the job is failing, and its failure must reach the agent at once.
   absl::Duration close_timeout = absl::Seconds(30);
 };
 
@@ -71,8 +71,8 @@ class Context {
 
 #if DDP_WORKER_HAS_NCCL
   /// A communicator over every rank, on CUDA device LOCAL_RANK (of those CUDA_VISIBLE_DEVICES
-  /// shows). Rank 0 (with more than `scalable_threshold` ranks: the first rank of every
-  /// block) makes the ncclUniqueId and publishes it in the store under a key scoped by run,
+  /// shows). Rank 0 (with more than `scalable_threshold` ranks: the first rank of each of
+  /// NCCL's groups, see NcclOptions) makes the ncclUniqueId and publishes it in the store under a key scoped by run,
   /// round and `name`; every rank then initialises within `options.timeout`. Errors name the
   /// rank, the key and the likely cause. Without a visible device: FailedPrecondition
   /// "no CUDA device visible: ...".

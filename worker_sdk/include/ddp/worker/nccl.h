@@ -3,11 +3,14 @@
 // DDP_WORKER_HAS_NCCL). Created by Context::InitNccl:
 //
 //   absl::StatusOr<ddp::worker::NcclCommunicator> world = ctx.InitNccl();
-//   ncclAllReduce(send, recv, n, ncclFloat, ncclSum, world->get(), stream);
+//   if (ncclAllReduce(send, recv, n, ncclFloat, ncclSum, world->get(), stream) == ncclInProgress)
+//     world->WaitReady(absl::Seconds(60));   // before the next NCCL call on it
 //   absl::Status done = world->Synchronize(stream, absl::Seconds(60));
 //
 // Communicators are non-blocking (ncclConfig_t.blocking = 0) so that every wait has a
-// deadline and a stuck or failed peer ends in ncclCommAbort and an error, not a hang.
+// deadline and a stuck or failed peer ends in ncclCommAbort and an error, not a hang. The
+// price is NCCL's rule for such communicators: a call may return ncclInProgress, and then
+// no other NCCL call may be made on the communicator until WaitReady has returned.
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -23,8 +26,9 @@ namespace ddp::worker {
 struct NcclOptions {
   // Deadline of the ncclUniqueId exchange, and then of NCCL's own initialisation.
   absl::Duration timeout = absl::Seconds(300);
-  // Above this many ranks, ncclCommInitRankScalable with one ncclUniqueId per
-  // `ranks_per_root` ranks (each made by the first rank of its block).
+  // Above this many ranks (and without NCCL_COMM_ID), ncclCommInitRankScalable with
+  // ceil(WORLD_SIZE / ranks_per_root) ncclUniqueIds, split among the ranks as NCCL does (even
+  // groups, the first ones a rank larger), each made by the first rank of its group.
   int scalable_threshold = 128;
   int ranks_per_root = 128;
   // The context's watchdog aborts the communicator on an asynchronous NCCL error and on the
@@ -46,7 +50,8 @@ class NcclCommunicator {
   ~NcclCommunicator();
 
   /// NCCL's handle; nullptr for a rank left out of a split (NCCL_SPLIT_NOCOLOR) or once
-  /// aborted.
+  /// aborted. A copy of it must not be used once the communicator was aborted (the watchdog
+  /// may abort it on another thread): check the result of WaitReady after NCCL calls.
   ncclComm_t get() const;
   const std::string& name() const;
   int rank() const;
@@ -55,8 +60,13 @@ class NcclCommunicator {
 
   /// NCCL's asynchronous error for this communicator; OK while there is none.
   absl::Status AsyncError() const;
-  /// Waits until the work queued on `stream` is done. An NCCL error, or `timeout` passing,
-  /// aborts the communicator (so that no rank stays stuck in it) and returns an error.
+  /// Waits until the last NCCL call on this communicator has returned (no longer
+  /// ncclInProgress). An NCCL error, or `timeout` passing, aborts the communicator and
+  /// returns an error.
+  absl::Status WaitReady(absl::Duration timeout);
+  /// WaitReady, then waits until the work queued on `stream` is done. An NCCL error, or
+  /// `timeout` passing, aborts the communicator (so that no rank stays stuck in it) and
+  /// returns an error.
   absl::Status Synchronize(cudaStream_t stream, absl::Duration timeout);
   /// ncclCommAbort: in-flight operations end, the communicator is gone. Thread-safe.
   void Abort(const std::string& why);
@@ -68,6 +78,9 @@ class NcclCommunicator {
                                          absl::Duration timeout = absl::Seconds(300));
 
  private:
+  // Aborts, and says that `what` (+ `timeout`) happened.
+  absl::Status AbortStuck(const std::string& what, absl::Duration timeout);
+
   std::shared_ptr<Handle> handle_;
 };
 

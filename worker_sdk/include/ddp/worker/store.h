@@ -15,8 +15,9 @@ namespace ddp::worker {
 class Store {
  public:
   /// A client of the Store at `address` (host:port) for run `run_id`. Connecting is lazy:
-  /// each call waits for the server up to its deadline (`call_timeout`, or the call's own
-  /// timeout for blocking reads), so clients may start before the server.
+  /// until the server has answered once, each call waits for it up to its deadline
+  /// (`call_timeout`, or the call's own timeout for blocking reads), so clients may start
+  /// before the server; after that, a server that has gone fails calls at once.
   /// With `wait_for_server` false, a call fails at once when the server is not there.
   static std::unique_ptr<Store> Connect(const std::string& address, const std::string& run_id,
                                         absl::Duration call_timeout = absl::Seconds(300),

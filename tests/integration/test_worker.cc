@@ -5,6 +5,10 @@
 //   test_worker env DIR                 write the environment to DIR/env.<RANK>.<restart>
 //   test_worker crash-once RANK CODE DIR  on restart 0 that rank exits CODE, the others wait
 //                                       to be stopped; later attempts write DIR/ran.<RANK>.<n>
+//   test_worker crash-until N DIR       while TORCHELASTIC_RESTART_COUNT < N, rank 1 exits 1 (at
+//                                       restart K it first writes DIR/at.K and waits for
+//                                       DIR/go.K when DIR/pause.K exists) and the others wait
+//                                       to be stopped; at restart N every rank exits 0
 //   test_worker wait-signal DIR         write DIR/ready.<RANK>, then on a signal write its
 //                                       name to DIR/signal.<RANK> and exit 128+signal
 //   test_worker ignore-term DIR         ignore SIGTERM, write DIR/ready.<RANK>, wait forever
@@ -108,6 +112,19 @@ int main(int argc, char** argv) {
       return atoi(argv[3]);
     }
     WaitForever();
+  }
+  if (mode == "crash-until" && argc == 4) {
+    const std::string dir = argv[3];
+    const std::string count = Restart();
+    if (atoi(count.c_str()) >= atoi(argv[2])) return 0;
+    if (Rank() != "1") WaitForever();
+    // A checkpoint the test asked for: it samples the launchers, then lets the crash happen.
+    if (access((dir + "/pause." + count).c_str(), F_OK) == 0) {
+      WriteFile(dir + "/at." + count, "");
+      const std::string go = dir + "/go." + count;
+      while (access(go.c_str(), F_OK) != 0) usleep(2000);
+    }
+    return 1;
   }
   if (mode == "wait-signal" && argc == 3) {
     g_signal_dir = argv[2];

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Runs the reliability scenarios and rewrites the matrix in docs/reliability.md from what
+they measured (the "[ netns ]" and "[ soak ]" lines the tests print).
+
+  scripts/reliability_report.py [--build-dir build]     # as root, after scripts/build.sh
+
+The netns scenarios need root; without it they are skipped and their rows say so.
+"""
+import argparse
+import pathlib
+import re
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "reliability.md"
+BEGIN, END = "<!-- matrix:begin -->", "<!-- matrix:end -->"
+
+# (test, scenario, what the user sees, [(measure label, column)])
+SCENARIOS = [
+    ("NetnsTest.AWorkerCrashOnOneHostRestartsEveryHost", "worker crash (exit 7) on one of 2 hosts",
+     "every worker on both hosts restarts once, RESTART_COUNT 1; exit 0", []),
+    ("NetnsTest.AnAgentKilledTheSurvivorsGoOnWithoutIt", "agent SIGKILL on one of 3 hosts (--nnodes=2:3)",
+     "the other two hosts restart without it, no restart spent; its workers die with it",
+     [("agent SIGKILL: survivors running again after", "recovery")]),
+    ("NetnsTest.APartitionedHostStopsItsWorkersTheOthersGoOnAndItRejoins",
+     "a host's link goes down (partition), later up again",
+     "the cut-off host stops its workers and waits; the others go on without it; healed, it "
+     "rejoins and the job grows back",
+     [("partition: cut-off host's workers stopped after", "detection"),
+      ("partition: the other hosts running again after", "recovery"),
+      ("partition: healed host back in the job after", "rejoin")]),
+    ("NetnsTest.TheMasterOnItsOwnHostKilledAndRestartedTheJobCarriesOn",
+     "ddprun-master SIGKILLed and started again",
+     "agents stop their workers, rejoin the new master; rounds and restart count carry on",
+     [("master restart: workers running again after", "recovery")]),
+    ("NetnsTest.TwoJobsOnOneMasterDoNotSeeEachOther", "two run ids on one ddprun-master",
+     "each job has its own ranks and world size", []),
+    ("MultiNode.SilentMasterAgentsStopTheirWorkersThenRejoinWhenItAnswers",
+     "master stops answering (SIGSTOP), then answers again",
+     "agents stop their workers within keep_alive_interval + heartbeat_timeout, rejoin after", []),
+    ("Soak.TwoHundredCrashRestartCyclesKeepTheLaunchersFlat", "200 crash-and-restart cycles, 2 agents",
+     "fds, threads and RSS of ddprun-master and both agents stay flat; nothing left", []),
+]
+
+
+def run(build_dir):
+    names = "|".join(re.escape(t.split(".", 1)[1]) for t, *_ in SCENARIOS)
+    proc = subprocess.run(["ctest", "--test-dir", str(build_dir), "-V", "-R", names],
+                          capture_output=True, text=True)
+    return proc.stdout
+
+
+def table(output):
+    measures = dict(re.findall(r"\[ (?:netns|soak) \] (.*?) ([0-9.]+) ms", output))
+    soak = re.findall(r"\[ soak \] (.*)", output)
+    status = {}
+    for m in re.finditer(r"Test +#\d+: (\S+) \.+\s*\**\s*(Passed|Failed|Skipped|Not Run)", output):
+        status[m.group(1)] = m.group(2)
+    rows = ["| scenario | what the user sees | detection | recovery | orphans | result | test |",
+            "|---|---|---|---|---|---|---|"]
+    for test, scenario, sees, wanted in SCENARIOS:
+        cols = {"detection": "-", "recovery": "-"}
+        for label, column in wanted:
+            if label in measures:
+                value = f"{float(measures[label]):.0f} ms"
+                if column == "rejoin":
+                    cols["recovery"] += f"; back {value} after healing"
+                else:
+                    cols[column] = value
+        result = status.get(test, "not run")
+        orphans = "0" if result == "Passed" else "?"
+        rows.append(f"| {scenario} | {sees} | {cols['detection']} | {cols['recovery']} | {orphans} "
+                    f"| {result} | `{test}` |")
+    lines = "\n".join(rows)
+    if soak:
+        lines += "\n\nSoak footprint (sampled after cycle 10 and after cycle 190):\n\n" + "\n".join(
+            f"- {line}" for line in soak)
+    return lines
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build-dir", default=str(ROOT / "build"))
+    args = parser.parse_args()
+    output = run(args.build_dir)
+    text = DOC.read_text()
+    if BEGIN not in text or END not in text:
+        sys.exit(f"{DOC} has no {BEGIN} ... {END} block")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOC.write_text(f"{head}{BEGIN}\n{table(output)}\n{END}{tail}")
+    print(f"rewrote the matrix in {DOC}")
+
+
+if __name__ == "__main__":
+    main()

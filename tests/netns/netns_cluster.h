@@ -1,0 +1,44 @@
+#pragma once
+// Hosts for multi-host tests: one network namespace per host, each with an eth0 on a bridge
+// that lives in a namespace of its own (the switch), addresses 10.213.0.<host>/24 that this
+// test assigns. Nothing is added to the machine's own namespace, and traffic never leaves
+// these namespaces. Everything is removed in the destructor, also when a test fails.
+// Needs root (ctest label `netns`).
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "tests/support/child_process.h"
+
+namespace ddprun::testing {
+
+class NetnsCluster {
+ public:
+  /// Hosts 1..`hosts`. The error says why (not root, no `ip`, ...).
+  static absl::StatusOr<std::unique_ptr<NetnsCluster>> Create(int hosts);
+  ~NetnsCluster();
+
+  /// "10.213.0.<host>".
+  static std::string Address(int host);
+  /// Starts `argv` on `host` (inside its namespace).
+  std::unique_ptr<ChildProcess> Start(int host, const std::vector<std::string>& argv,
+                                      const std::map<std::string, std::optional<std::string>>& env = {});
+  /// Cuts `host` off the switch (its link goes down: packets vanish, nothing is reset), or
+  /// joins it again.
+  absl::Status SetLinkUp(int host, bool up);
+  /// The processes that run in `host`'s namespace now.
+  std::vector<int> ProcessesOn(int host) const;
+
+ private:
+  explicit NetnsCluster(std::string prefix) : prefix_(std::move(prefix)) {}
+  std::string Namespace(int host) const;  // host 0: the switch
+  absl::Status Ip(const std::vector<std::string>& args) const;
+
+  std::string prefix_;
+  int hosts_ = 0;
+  bool switch_made_ = false;
+};
+
+}  // namespace ddprun::testing

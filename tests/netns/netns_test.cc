@@ -1,0 +1,190 @@
+// ddprun across hosts that behave like separate machines: each agent in its own network
+// namespace with its own address, the master embedded in host 1's agent or alone as
+// ddprun-master. Each scenario asserts the outcome, prints what it measured ("[ netns ]"
+// lines), and checks that nothing of the test is left on any host.
+
+#include <signal.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "tests/netns/netns_cluster.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ddprun_paths.h"
+
+namespace ddprun::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr int kPort = 29400;
+const std::string kMaster = DDPRUN_MASTER_BIN;
+
+class NetnsTest : public ::testing::Test {
+ protected:
+  void MakeHosts(int hosts) {
+    auto cluster = NetnsCluster::Create(hosts);
+    if (!cluster.ok()) GTEST_SKIP() << "no network namespaces here: " << cluster.status().message();
+    cluster_ = std::move(*cluster);
+  }
+
+  // An agent of job `run_id` on `host`, its master at host `master_host`; two workers each.
+  std::unique_ptr<ChildProcess> Agent(int host, const std::string& nnodes,
+                                      const std::vector<std::string>& worker_args,
+                                      std::vector<std::string> extra = {}, int master_host = 1,
+                                      const std::string& run_id = "job") {
+    std::vector<std::string> options = {
+        "--nnodes=" + nnodes, "--nproc-per-node=2", "--rdzv-backend=c10d",
+        absl::StrCat("--rdzv-endpoint=", NetnsCluster::Address(master_host), ":", kPort),
+        "--rdzv-id=" + run_id, "--local-addr=" + NetnsCluster::Address(host)};
+    options.insert(options.end(), extra.begin(), extra.end());
+    return cluster_->Start(host, DdprunWithTestWorker(options, worker_args));
+  }
+
+  // After a scenario: no process of the test on any host (workers never outlive agents).
+  void ExpectHostsEmpty(int hosts) {
+    for (int host = 1; host <= hosts; ++host) {
+      EXPECT_TRUE(WaitUntil([&] { return cluster_->ProcessesOn(host).empty(); }, absl::Seconds(10)))
+          << "processes left on host " << host;
+    }
+  }
+
+  static void Measure(const std::string& scenario, const std::string& what, absl::Duration d) {
+    std::printf("[ netns ] %s: %s %.1f ms\n", scenario.c_str(), what.c_str(),
+                absl::ToDoubleMilliseconds(d));
+  }
+
+  TempDir dir_;
+  std::unique_ptr<NetnsCluster> cluster_;
+};
+
+bool AllLogged(const TempDir& dir, int first_rank, int ranks, const std::string& needle, int times) {
+  for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
+    if (CountLinesContaining(ReadFile(dir / absl::StrCat("starts.", rank)), needle) < times) {
+      return false;
+    }
+  }
+  return true;
+}
+
+TEST_F(NetnsTest, AWorkerCrashOnOneHostRestartsEveryHost) {
+  MakeHosts(2);
+  auto a = Agent(1, "2", {"crash-once", "3", "7", dir_.path()}, {"--max-restarts=1"});
+  auto b = Agent(2, "2", {"crash-once", "3", "7", dir_.path()}, {"--max-restarts=1"});
+  ProcessResult ra = a->Wait(absl::Seconds(60));
+  ProcessResult rb = b->Wait(absl::Seconds(60));
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  for (int rank = 0; rank < 4; ++rank) EXPECT_TRUE(FileExists(dir_ / absl::StrCat("ran.", rank, ".1")));
+  EXPECT_THAT(ra.err, HasSubstr("rank 3 on 10.213.0.2 failed"));
+  ExpectHostsEmpty(2);
+}
+
+TEST_F(NetnsTest, AnAgentKilledTheSurvivorsGoOnWithoutIt) {
+  MakeHosts(3);
+  auto a = Agent(1, "2:3", {"count-starts", dir_.path()});
+  auto b = Agent(2, "2:3", {"count-starts", dir_.path()});
+  auto c = Agent(3, "2:3", {"count-starts", dir_.path()}, {"--rdzv-conf=last_call_timeout=0.2"});
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 6, "started", 1); }, absl::Seconds(30)));
+  const absl::Time killed = absl::Now();
+  ASSERT_EQ(::kill(c->pid(), SIGKILL), 0);
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 4, "started", 2); }, absl::Seconds(30)));
+  Measure("agent SIGKILL", "survivors running again after", absl::Now() - killed);
+  EXPECT_THAT(ReadFile(dir_ / "starts.3"), HasSubstr("restart=0"));  // no restart spent
+  c->Wait(absl::Seconds(10));
+  WriteFile(dir_ / "release", "");
+  EXPECT_EQ(a->Wait(absl::Seconds(30)).exit_code, 0);
+  EXPECT_EQ(b->Wait(absl::Seconds(30)).exit_code, 0);
+  ExpectHostsEmpty(3);
+}
+
+// Host 3's link goes down: no connection is closed, packets just vanish. Host 3's agent must
+// stop its workers on its own (a partitioned node must not train on in a dead round); hosts
+// 1 and 2 go on without it; when the link comes back, host 3 rejoins and the job grows.
+TEST_F(NetnsTest, APartitionedHostStopsItsWorkersTheOthersGoOnAndItRejoins) {
+  MakeHosts(3);
+  const std::vector<std::string> quick = {
+      "--rdzv-conf=keep_alive_interval=0.5,heartbeat_timeout=0.5,last_call_timeout=0.2"};
+  auto a = Agent(1, "2:3", {"count-starts", dir_.path()}, quick);
+  auto b = Agent(2, "2:3", {"count-starts", dir_.path()}, quick);
+  auto c = Agent(3, "2:3", {"count-starts", dir_.path()}, quick);
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 6, "started", 1); }, absl::Seconds(30)));
+  const absl::Time cut = absl::Now();
+  ASSERT_TRUE(cluster_->SetLinkUp(3, false).ok());
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 4, 2, "stopped", 1); }, absl::Seconds(30)))
+      << "the partitioned host kept its workers running";
+  Measure("partition", "cut-off host's workers stopped after", absl::Now() - cut);
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 4, "started", 2); }, absl::Seconds(30)));
+  Measure("partition", "the other hosts running again after", absl::Now() - cut);
+  const absl::Time healed = absl::Now();
+  ASSERT_TRUE(cluster_->SetLinkUp(3, true).ok());
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 4, 2, "started", 2); }, absl::Seconds(60)))
+      << c->ErrSoFar();
+  Measure("partition", "healed host back in the job after", absl::Now() - healed);
+  WriteFile(dir_ / "release", "");
+  EXPECT_EQ(a->Wait(absl::Seconds(30)).exit_code, 0);
+  EXPECT_EQ(b->Wait(absl::Seconds(30)).exit_code, 0);
+  ProcessResult rc = c->Wait(absl::Seconds(30));
+  EXPECT_EQ(rc.exit_code, 0) << rc.err;
+  EXPECT_THAT(rc.err, HasSubstr("lost the rendezvous master"));
+  ExpectHostsEmpty(3);
+}
+
+// ddprun-master on a host of its own is killed and started again: the agents on the other
+// hosts stop their workers, rejoin, and the run carries on (torchrun's store host is a
+// single point of failure).
+TEST_F(NetnsTest, TheMasterOnItsOwnHostKilledAndRestartedTheJobCarriesOn) {
+  MakeHosts(3);
+  const std::vector<std::string> master_argv = {kMaster, "--host=" + NetnsCluster::Address(1),
+                                                absl::StrCat("--port=", kPort)};
+  auto master = cluster_->Start(1, master_argv);
+  auto a = Agent(2, "2", {"count-starts", dir_.path()});
+  auto b = Agent(3, "2", {"count-starts", dir_.path()});
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 4, "started", 1); }, absl::Seconds(30)));
+  ASSERT_EQ(::kill(master->pid(), SIGKILL), 0);
+  master->Wait(absl::Seconds(10));
+  const absl::Time restarted = absl::Now();
+  auto second = cluster_->Start(1, master_argv);
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 4, "started", 2); }, absl::Seconds(30)));
+  Measure("master restart", "workers running again after", absl::Now() - restarted);
+  EXPECT_THAT(ReadFile(dir_ / "starts.0"), HasSubstr("started round=1 restart=0"));
+  WriteFile(dir_ / "release", "");
+  EXPECT_EQ(a->Wait(absl::Seconds(30)).exit_code, 0);
+  EXPECT_EQ(b->Wait(absl::Seconds(30)).exit_code, 0);
+  ::kill(second->pid(), SIGTERM);
+  EXPECT_EQ(second->Wait(absl::Seconds(10)).exit_code, 0);
+  ExpectHostsEmpty(3);
+}
+
+TEST_F(NetnsTest, TwoJobsOnOneMasterDoNotSeeEachOther) {
+  MakeHosts(3);
+  auto master = cluster_->Start(1, {kMaster, "--host=" + NetnsCluster::Address(1),
+                                    absl::StrCat("--port=", kPort)});
+  ASSERT_TRUE(WaitUntil([&] { return master->ErrSoFar().find("listening on") != std::string::npos; },
+                        absl::Seconds(20)));
+  // Each job has an agent on host 2 and one on host 3.
+  TempDir other;
+  auto a2 = Agent(2, "2", {"env", dir_.path()}, {}, 1, "job-a");
+  auto b2 = Agent(2, "2", {"env", other.path()}, {}, 1, "job-b");
+  auto a3 = Agent(3, "2", {"env", dir_.path()}, {}, 1, "job-a");
+  auto b3 = Agent(3, "2", {"env", other.path()}, {}, 1, "job-b");
+  for (auto* agent : {&a2, &b2, &a3, &b3}) {
+    ProcessResult r = (*agent)->Wait(absl::Seconds(30));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  for (const auto& [folder, run_id] : {std::pair<const TempDir*, std::string>{&dir_, "job-a"}, {&other, "job-b"}}) {
+    for (int rank = 0; rank < 4; ++rank) {
+      auto env = ParseEnvFile(*folder / absl::StrCat("env.", rank, ".0"));
+      EXPECT_EQ(env["WORLD_SIZE"], "4") << run_id;
+      EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], run_id);
+    }
+  }
+  ::kill(master->pid(), SIGTERM);
+  EXPECT_EQ(master->Wait(absl::Seconds(10)).exit_code, 0);
+  ExpectHostsEmpty(3);
+}
+
+}  // namespace
+}  // namespace ddprun::testing

@@ -228,8 +228,10 @@ absl::Status MasterServer::Impl::OnAgentMessage(SessionReactor* reactor,
                                                 const pb::AgentMessage& message) {
   absl::ReleasableMutexLock lock(&mu_);
   const absl::Time now = MonotonicNow();
-  absl::Status status;
-  if (message.has_join()) {
+  absl::Status status = CheckLimits(message);
+  if (!status.ok()) {
+    // refused below, before it touches any run
+  } else if (message.has_join()) {
     status = Join(reactor, message.join());
   } else if (!reactor->joined) {
     status = absl::FailedPreconditionError("the first message of a session must be a join");

@@ -37,6 +37,11 @@ void RouteGrpcLogsToSpdlog();
 /// FailedPrecondition naming the difference when two agents disagree on the job's shape.
 absl::Status SameJobSettings(const RendezvousSettings& run, const RendezvousSettings& joiner);
 
+/// Every field of an agent's message within its limits (lengths, counts, ranges), so that a
+/// confused or hostile client cannot make the master hold huge strings or odd settings.
+/// The error names the field, its size or value, and the limit.
+absl::Status CheckLimits(const v1::AgentMessage& message);
+
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 

@@ -6,7 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -421,6 +425,57 @@ TEST_F(MasterServerTest, ShutdownEndsBlockingReadsInsteadOfWaitingForThem) {
   EXPECT_THAT(status.error_message(), HasSubstr("shutting down"));
 }
 
+// Bytes that are not gRPC at all: what a port scanner, a curl or a confused client sends.
+std::string SendRaw(int port, const std::string& bytes) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    (void)!::write(fd, bytes.data(), bytes.size());
+    ::shutdown(fd, SHUT_WR);
+    timeval tv{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) reply.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return reply;
+}
+
+TEST_F(MasterServerTest, GarbageAndPlainHttpOnThePortDoNotDisturbIt) {
+  StartMaster();
+  TestSession before(NewChannel());
+  ASSERT_TRUE(before.Join("job", "node1", 2, 2));
+  SendRaw(master_->port(), "GET / HTTP/1.1\r\nHost: master\r\n\r\n");
+  std::string garbage(64 * 1024, '\0');
+  for (size_t i = 0; i < garbage.size(); ++i) garbage[i] = static_cast<char>((i * 7919 + 13) % 251);
+  SendRaw(master_->port(), garbage);
+  SendRaw(master_->port(), "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + garbage);  // a broken HTTP/2 start
+  // The session opened before goes on, and a new agent still gets its round.
+  TestSession after(NewChannel());
+  ASSERT_TRUE(after.Join("job", "node2", 2, 2));
+  auto ma = before.Read();
+  auto mb = after.Read();
+  ASSERT_TRUE(ma && ma->has_assignment());
+  ASSERT_TRUE(mb && mb->has_assignment());
+  EXPECT_EQ(mb->assignment().world_size(), 4);
+}
+
+TEST_F(MasterServerTest, AnOversizedFieldIsRefusedNamingItAndTheLimit) {
+  StartMaster();
+  TestSession a(NewChannel());
+  ASSERT_TRUE(a.Join("job", std::string(300, 'h'), 1, 1));
+  EXPECT_FALSE(a.Read());
+  grpc::Status status = a.Close();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(status.error_message(), HasSubstr("join.node.host has 300 bytes; the limit is 255"));
+  EXPECT_EQ(master_->SessionCount("job"), 0);
+}
+
 TEST_F(MasterServerTest, PortInUseIsAClearError) {
   StartMaster();
   MasterOptions options;
@@ -474,6 +529,30 @@ TEST(WireTest, JoinCarriesTheNodeAndTheJobSettings) {
   EXPECT_EQ(back.node_rank_hint, 3);
   EXPECT_EQ(back.master_port, 29600);
   EXPECT_EQ(FromWire(JoinToWire(node, "job", "tok", settings).settings()).max_nodes, 4);
+}
+
+TEST(WireTest, WhatAnAgentSendsIsWithinTheLimitsAndEachLimitIsNamed) {
+  NodeInfo node{"h", "10.0.0.2", 77, "inc", 8, 3, 29600};
+  node.last_round = 4;
+  pb::AgentMessage message;
+  *message.mutable_join() = JoinToWire(node, "job", "tok", RendezvousSettings());
+  EXPECT_TRUE(CheckLimits(message).ok());
+  auto refused = [](pb::AgentMessage m) { return std::string(CheckLimits(m).message()); };
+  pb::AgentMessage bad = message;
+  bad.mutable_join()->set_run_id(std::string(257, 'r'));
+  EXPECT_THAT(refused(bad), HasSubstr("join.run_id has 257 bytes; the limit is 256"));
+  bad = message;
+  bad.mutable_join()->set_local_world_size(0);
+  EXPECT_THAT(refused(bad), HasSubstr("join.local_world_size is 0; it must be in [1, 65536]"));
+  bad = message;
+  bad.mutable_join()->mutable_settings()->set_max_nodes(0);
+  EXPECT_THAT(refused(bad), HasSubstr("join.settings.max_nodes is 0"));
+  bad = message;
+  bad.mutable_join()->set_master_port(70000);
+  EXPECT_THAT(refused(bad), HasSubstr("join.master_port"));
+  pb::AgentMessage report;
+  report.mutable_report()->add_failures()->set_message(std::string(70000, 'x'));
+  EXPECT_THAT(refused(report), HasSubstr("report.failures.message has 70000 bytes"));
 }
 
 }  // namespace

@@ -132,6 +132,49 @@ TEST_F(NetnsTest, APartitionedHostStopsItsWorkersTheOthersGoOnAndItRejoins) {
   ExpectHostsEmpty(3);
 }
 
+TEST_F(NetnsTest, ALateJoinerGrowsTheJobWithoutSpendingARestart) {
+  MakeHosts(3);
+  const std::vector<std::string> quick = {"--rdzv-conf=last_call_timeout=0.2"};
+  auto a = Agent(1, "2:3", {"count-starts", dir_.path()}, quick);
+  auto b = Agent(2, "2:3", {"count-starts", dir_.path()}, quick);
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 4, "started", 1); }, absl::Seconds(30)));
+  const absl::Time joined = absl::Now();
+  auto c = Agent(3, "2:3", {"count-starts", dir_.path()}, quick);
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 6, "started", 1) &&
+                                     AllLogged(dir_, 0, 4, "started", 2); },
+                        absl::Seconds(30)));
+  Measure("late joiner", "all 3 hosts running after", absl::Now() - joined);
+  EXPECT_THAT(ReadFile(dir_ / "starts.5"), HasSubstr("restart=0"));
+  WriteFile(dir_ / "release", "");
+  for (auto* agent : {&a, &b, &c}) EXPECT_EQ((*agent)->Wait(absl::Seconds(30)).exit_code, 0);
+  ExpectHostsEmpty(3);
+}
+
+// Host 3's link goes down and up three times: each time it stops its workers and comes
+// back; the job never spends a restart and ends well.
+TEST_F(NetnsTest, AFlappingHostComesBackEachTime) {
+  MakeHosts(3);
+  const std::vector<std::string> quick = {
+      "--rdzv-conf=keep_alive_interval=0.5,heartbeat_timeout=0.5,last_call_timeout=0.2"};
+  auto a = Agent(1, "2:3", {"count-starts", dir_.path()}, quick);
+  auto b = Agent(2, "2:3", {"count-starts", dir_.path()}, quick);
+  auto c = Agent(3, "2:3", {"count-starts", dir_.path()}, quick);
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 6, "started", 1); }, absl::Seconds(30)));
+  for (int flap = 1; flap <= 3; ++flap) {
+    SCOPED_TRACE(flap);
+    ASSERT_TRUE(cluster_->SetLinkUp(3, false).ok());
+    ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 4, 2, "stopped", flap); }, absl::Seconds(30)));
+    ASSERT_TRUE(cluster_->SetLinkUp(3, true).ok());
+    ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 4, 2, "started", flap + 1); }, absl::Seconds(60)))
+        << c->ErrSoFar();
+  }
+  EXPECT_EQ(CountLinesContaining(ReadFile(dir_ / "starts.0"), "restart=0"),
+            CountLinesContaining(ReadFile(dir_ / "starts.0"), "started"));
+  WriteFile(dir_ / "release", "");
+  for (auto* agent : {&a, &b, &c}) EXPECT_EQ((*agent)->Wait(absl::Seconds(30)).exit_code, 0);
+  ExpectHostsEmpty(3);
+}
+
 // ddprun-master on a host of its own is killed and started again: the agents on the other
 // hosts stop their workers, rejoin, and the run carries on (torchrun's store host is a
 // single point of failure).

@@ -70,7 +70,11 @@ absl::StatusOr<int64_t> KvStore::Add(const std::string& key, int64_t delta) {
         absl::StrCat("store key '", Shown(key), "' holds a value that is not an integer; add() "
                      "needs one"));
   }
-  value += delta;
+  // Found by fuzz_kv_store: adding past the int64 range was undefined behaviour.
+  if (__builtin_add_overflow(value, delta, &value)) {
+    return absl::OutOfRangeError(absl::StrCat("store key '", Shown(key), "': add(", delta,
+                                              ") would overflow a 64-bit integer"));
+  }
   data_[key] = absl::StrCat(value);
   WakeWaiters();
   return value;

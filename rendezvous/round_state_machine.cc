@@ -62,7 +62,8 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
     // A restarted master learns from the agents where the run was, so that rounds and
     // TORCHELASTIC_RESTART_COUNT go on and the restart budget is not handed out afresh.
     round_ = std::max(round_, node.last_round);
-    restarts_spent_ = std::max(restarts_spent_, node.restarts_seen);
+    // Never more than the budget, whatever an agent claims.
+    restarts_spent_ = std::max(restarts_spent_, std::min(node.restarts_seen, settings_.max_restarts));
   }
   auto [it, inserted] = nodes_.try_emplace(session);
   Node& entry = it->second;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need, builds, and runs the whole test suite with ctest.
 #   scripts/test.sh              every label that can run here: unit, integration, compat,
-#                                netns (when root), gpu (when a GPU is visible)
+#                                netns (when root), gpu (when a GPU is visible); then the
+#                                libFuzzer targets for 15 s each (scripts/fuzz.sh)
 #   scripts/test.sh --sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,3 +24,7 @@ if ((${#exclude[@]})); then
   args+=(-LE "^($(IFS='|'; echo "${exclude[*]}"))$")
 fi
 ctest "${args[@]}"
+
+if [[ "${1:-}" != "--sanitize" ]]; then
+  scripts/fuzz.sh --seconds 15
+fi

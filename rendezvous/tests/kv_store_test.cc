@@ -81,6 +81,17 @@ TEST_F(KvStoreTest, AddCountsFromZeroAndRejectsNonIntegers) {
   EXPECT_EQ(store_.Add("s", 1).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
+// Found by fuzz/fuzz_kv_store: this overflowed (undefined behaviour) before.
+TEST_F(KvStoreTest, AddPastTheInt64RangeIsAnErrorAndKeepsTheValue) {
+  ASSERT_EQ(*store_.Add("n", INT64_MAX), INT64_MAX);
+  absl::StatusOr<int64_t> over = store_.Add("n", 1);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(over.status().message(), HasSubstr("would overflow a 64-bit integer"));
+  EXPECT_EQ(*store_.Add("n", 0), INT64_MAX);
+  ASSERT_TRUE(store_.Set("m", "-9223372036854775808").ok());
+  EXPECT_EQ(store_.Add("m", -1).status().code(), absl::StatusCode::kOutOfRange);
+}
+
 TEST_F(KvStoreTest, AddWakesAWaiter) {
   std::optional<absl::StatusOr<std::vector<std::string>>> got;
   store_.WaitFor({"barrier"}, now_ + absl::Seconds(5), Capture(got));

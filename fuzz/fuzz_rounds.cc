@@ -1,0 +1,106 @@
+// The rendezvous rules: a RoundStateMachine fed an arbitrary sequence of joins, heartbeats,
+// broken streams, reports and clock ticks from up to 8 sessions. Besides no crash, every
+// round it closes must be sound: no more members than --nnodes allows, group ranks 0..n-1,
+// RANK offsets that add up to WORLD_SIZE, and every assignment of a round the same.
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "fuzz/fuzz_input.h"
+#include "rendezvous/round_state_machine.h"
+
+namespace {
+
+using ddprun::Outbound;
+
+void Require(bool condition) {
+  if (!condition) __builtin_trap();
+}
+
+void CheckRound(const std::vector<Outbound>& out, const ddprun::RendezvousSettings& settings) {
+  std::map<int64_t, std::vector<const Outbound*>> by_round;
+  for (const Outbound& o : out) {
+    if (o.kind == Outbound::Kind::kAssign) by_round[o.assignment.round].push_back(&o);
+  }
+  for (const auto& [round, assigns] : by_round) {
+    Require(static_cast<int>(assigns.size()) <= settings.max_nodes);
+    std::set<int> group_ranks;
+    int ranks = 0;
+    for (const Outbound* o : assigns) {
+      const ddprun::Assignment& a = o->assignment;
+      Require(a.group_world_size == static_cast<int>(assigns.size()));
+      Require(a.world_size == assigns.front()->assignment.world_size);
+      Require(a.restart_count == assigns.front()->assignment.restart_count);
+      Require(a.restart_count <= settings.max_restarts);
+      Require(a.base_rank >= 0 && a.base_rank < a.world_size);
+      group_ranks.insert(a.group_rank);
+      ranks += 2;  // every node joins with local_world_size 2 below
+    }
+    Require(static_cast<int>(group_ranks.size()) == static_cast<int>(assigns.size()));
+    Require(*group_ranks.rbegin() == static_cast<int>(assigns.size()) - 1);
+    Require(assigns.front()->assignment.world_size == ranks);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  ddprun::fuzz::FuzzInput in(data, size);
+  ddprun::RendezvousSettings settings;
+  settings.min_nodes = 1 + in.Below(3);
+  settings.max_nodes = settings.min_nodes + in.Below(3);
+  settings.max_restarts = in.Below(4);
+  settings.join_timeout = absl::Seconds(1 + in.Below(20));
+  settings.last_call_timeout = absl::Milliseconds(in.Below(3000));
+  settings.keep_alive_interval = absl::Milliseconds(1 + in.Below(2000));
+  settings.keep_alive_max_attempt = 1 + in.Below(3);
+  settings.exit_barrier_timeout = absl::Seconds(in.Below(10));
+  absl::Time now = absl::UnixEpoch();
+  ddprun::RoundStateMachine rounds(settings, now);
+  for (int steps = 0; !in.empty() && steps < 2000; ++steps) {
+    const ddprun::SessionId session = 1 + in.Below(8);
+    switch (in.Below(7)) {
+      case 0: {
+        ddprun::NodeInfo node;
+        node.host = absl::StrCat("node", in.Below(4));
+        node.addr = node.host;
+        node.pid = in.Below(3);
+        node.incarnation = absl::StrCat("inc", in.Below(10));  // sometimes an old session's
+        node.local_world_size = 2;
+        node.node_rank_hint = in.Below(3) - 1;
+        node.last_round = in.Below(4) - 1;
+        node.restarts_seen = in.Below(3);
+        (void)rounds.Join(session, node, now);
+        break;
+      }
+      case 1:
+        rounds.Heartbeat(session, now);
+        break;
+      case 2:
+        rounds.Disconnect(session, now);
+        break;
+      case 3: {
+        ddprun::ReportedFailure failure;
+        failure.host = "node";
+        failure.rank = in.Below(8);
+        failure.time = now;
+        rounds.ReportFailure(session, rounds.round() - in.Below(2), {failure}, now);
+        break;
+      }
+      case 4:
+        rounds.ReportSuccess(session, rounds.round() - in.Below(2), now);
+        break;
+      default:
+        now += absl::Milliseconds(in.Byte()) * (1 + in.Below(40));
+        rounds.Tick(now);
+        break;
+    }
+    CheckRound(rounds.TakeOutbound(), settings);
+    Require(static_cast<int>(rounds.members().size()) <= settings.max_nodes);
+    Require(rounds.restarts_spent() <= settings.max_restarts);
+  }
+  return 0;
+}

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (fuzz/) with clang in build-fuzz/ and runs each for a bounded
+# time. A crash stops the script with the fuzzer's report and the input that caused it
+# (build-fuzz/crash-*); make that input a regression test, then fix the bug.
+#   scripts/fuzz.sh                 15 s per target (60 s in all), as CI runs it
+#   scripts/fuzz.sh --seconds 600   longer, on demand
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=15
+if [[ "${1:-}" == "--seconds" ]]; then seconds=$2; fi
+targets=(fuzz_cli fuzz_rdzv_conf fuzz_rounds fuzz_kv_store)
+
+CXX=clang++-14 CC=clang-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DDDPRUN_FUZZ=ON -DDDPRUN_BUILD_TESTS=OFF -DDDPRUN_WITH_NCCL=OFF >/dev/null
+cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
+for target in "${targets[@]}"; do
+  corpus=build-fuzz/corpus/$target
+  mkdir -p "$corpus"
+  echo "fuzz: $target for ${seconds}s"
+  (cd build-fuzz && "./fuzz/$target" -max_total_time="$seconds" -print_final_stats=1 \
+     -max_len=4096 "corpus/$target" 2>&1 | grep -E "^(#[0-9]+ +DONE|stat::number_of_executed_units|==[0-9]+==ERROR|SUMMARY|INFO: Running)" || true)
+  # libFuzzer exits non-zero and leaves crash-* behind when it finds a bug.
+  if compgen -G "build-fuzz/crash-*" >/dev/null || compgen -G "build-fuzz/leak-*" >/dev/null; then
+    echo "fuzz: $target found a bug; the input is in $(ls build-fuzz/crash-* build-fuzz/leak-* 2>/dev/null | head -1)"
+    exit 1
+  fi
+done
+echo "fuzz: every target ran ${seconds}s without a crash"

@@ -77,6 +77,9 @@ struct AgentConfig {
   std::vector<int> signals_to_handle;  // signal numbers, in the order given
   absl::Duration shutdown_timeout = absl::Seconds(30);
   absl::Duration exit_barrier_timeout = absl::Seconds(300);
+  // --worker-heartbeat-timeout: a worker that has not written to its DDPRUN_HEARTBEAT_FD for
+  // this long is taken for hung and killed, which fails the attempt. Zero: off.
+  absl::Duration worker_heartbeat_timeout = absl::ZeroDuration();
 };
 
 }  // namespace ddprun

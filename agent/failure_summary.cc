@@ -35,8 +35,9 @@ void AppendFailure(std::string& out, size_t index, const WorkerFailure& f, absl:
                                        : absl::StrCat(f.error_message, "\n", f.traceback));
   } else if (WIFSIGNALED(f.wait_status)) {
     const int sig = WTERMSIG(f.wait_status);
+    // With no error file, the message is ddprun's own account (a worker it killed as hung).
     absl::StrAppend(&out, "  traceback : Signal ", sig, " (", SignalName(sig), ") received by PID ",
-                    f.pid, "\n");
+                    f.pid, f.error_message.empty() ? "" : ": ", f.error_message, "\n");
   } else {
     absl::StrAppend(&out, "  traceback : none written (use torch's @record on main for one)\n");
   }

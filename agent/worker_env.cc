@@ -43,6 +43,11 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const WorkerPlacement& p) {
   } else {
     env["DDPRUN_STORE_ADDR"] = p.store_addr;
   }
+  if (p.heartbeat_fd < 0) {
+    env.erase("DDPRUN_HEARTBEAT_FD");
+  } else {
+    env["DDPRUN_HEARTBEAT_FD"] = std::to_string(p.heartbeat_fd);
+  }
   return env;
 }
 

@@ -27,6 +27,7 @@ struct WorkerPlacement {
   int round = 0;
   std::string error_file;     // empty when error files are disabled
   std::string store_addr;     // host:port of the master's Store service; empty: none
+  int heartbeat_fd = -1;      // the worker's end of its heartbeat pipe; -1: none
   std::string signals_to_handle;  // "SIGTERM,SIGINT,..." as torchrun exports it
 };
 

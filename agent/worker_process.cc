@@ -1,6 +1,7 @@
 #include "agent/worker_process.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sched.h>
@@ -66,6 +67,7 @@ __attribute__((no_sanitize("address", "undefined"))) int ExecChild(void* raw) {
   // Die with the agent, even on SIGKILL; and if the agent died before this line, now.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != args->agent_pid) ::_exit(127);
+  if (spec.inherit_fd >= 0) ::fcntl(spec.inherit_fd, F_SETFD, 0);  // the child's copy only
   if ((spec.stdout_fd < 0 || ::dup2(spec.stdout_fd, STDOUT_FILENO) >= 0) &&
       (spec.stderr_fd < 0 || ::dup2(spec.stderr_fd, STDERR_FILENO) >= 0)) {
     // execvpe searches PATH of the agent's own environment, as a shell would.

@@ -20,6 +20,8 @@ struct SpawnSpec {
   /// The orphan guard's pipe: the child registers its process group there itself, before
   /// exec, so that nothing it forks can exist unknown to the guard (-1: no guard).
   int guard_fd = -1;
+  /// Kept open across exec in the worker (its heartbeat pipe), at the same number; -1: none.
+  int inherit_fd = -1;
 };
 
 /// Starts the process and returns its pid, which is also its process group id. Returns an

@@ -1,6 +1,7 @@
 #include "agent/worker_supervisor.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -33,11 +34,23 @@ WorkerSupervisor::~WorkerSupervisor() {
   for (auto& worker : workers_) {
     CloseStream(worker->out);
     CloseStream(worker->err);
+    CloseHeartbeat(*worker);
   }
+  if (heartbeat_timer_) loop_.Unwatch(heartbeat_timer_->fd());
 }
 
 absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
   files_enabled_ = FilesEnabled(plan.log_root);
+  if (config_.worker_heartbeat_timeout > absl::ZeroDuration()) {
+    absl::StatusOr<OneShotTimer> timer = OneShotTimer::Create();
+    if (!timer.ok()) return timer.status();
+    heartbeat_timer_ = std::make_unique<OneShotTimer>(std::move(*timer));
+    if (absl::Status s = loop_.WatchReadable(heartbeat_timer_->fd(),
+                                             [this](uint32_t) { OnHeartbeatDeadline(); });
+        !s.ok()) {
+      return s;
+    }
+  }
   for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
     auto worker = std::make_unique<Worker>();
     worker->local_rank = local_rank;
@@ -96,11 +109,15 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
   for (const std::string& arg : config_.worker_argv) {
     spec.argv.push_back(SubstituteLocalRank(arg, worker.local_rank));
   }
-  spec.env = FlattenEnv(BuildWorkerEnv(base_env_, placement));
   std::vector<UniqueFd> child_ends;  // closed in the agent once the child has them
   if (absl::Status s = SetUpStreams(worker, spec.stdout_fd, spec.stderr_fd, child_ends); !s.ok()) {
     return s;
   }
+  if (heartbeat_timer_) {
+    if (absl::Status s = SetUpHeartbeat(worker, spec.inherit_fd, child_ends); !s.ok()) return s;
+    placement.heartbeat_fd = spec.inherit_fd;
+  }
+  spec.env = FlattenEnv(BuildWorkerEnv(base_env_, placement));
   spec.guard_fd = guard_.registration_fd();
   absl::StatusOr<pid_t> pid = SpawnWorkerProcess(spec);
   if (!pid.ok()) return pid.status();
@@ -224,6 +241,74 @@ bool WorkerSupervisor::HasFailures() const {
   return false;
 }
 
+absl::Status WorkerSupervisor::SetUpHeartbeat(Worker& worker, int& child_end,
+                                              std::vector<UniqueFd>& child_ends) {
+  absl::StatusOr<Pipe> pipe = MakePipe(/*nonblocking_read=*/true);
+  if (!pipe.ok()) return pipe.status();
+  // A worker's beat must never block it, even if the agent were slow to read.
+  ::fcntl(pipe->write_end.get(), F_SETFL, O_NONBLOCK);
+  Worker* w = &worker;
+  if (absl::Status s = loop_.WatchReadable(pipe->read_end.get(), [this, w](uint32_t) { OnHeartbeat(*w); });
+      !s.ok()) {
+    return s;
+  }
+  worker.heartbeat = std::move(pipe->read_end);
+  worker.last_beat = absl::Now();  // the clock starts at the start
+  child_end = pipe->write_end.get();
+  child_ends.push_back(std::move(pipe->write_end));
+  ArmHeartbeatTimer();
+  return absl::OkStatus();
+}
+
+void WorkerSupervisor::OnHeartbeat(Worker& worker) {
+  char buf[256];
+  ssize_t n;
+  bool beat = false;
+  while ((n = ::read(worker.heartbeat.get(), buf, sizeof buf)) > 0) beat = true;
+  if (n == 0) {
+    CloseHeartbeat(worker);  // the worker closed it (or exited): nothing more to wait for
+  }
+  if (beat) {
+    worker.last_beat = absl::Now();
+    ArmHeartbeatTimer();
+  }
+}
+
+void WorkerSupervisor::ArmHeartbeatTimer() {
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& worker : workers_) {
+    if (worker->state == WorkerState::kRunning && worker->heartbeat.valid() && !worker->hung) {
+      next = std::min(next, worker->last_beat + config_.worker_heartbeat_timeout);
+    }
+  }
+  if (next == absl::InfiniteFuture()) return heartbeat_timer_->Disarm();
+  heartbeat_timer_->Arm(std::max(next - absl::Now(), absl::Milliseconds(1)));
+}
+
+void WorkerSupervisor::OnHeartbeatDeadline() {
+  if (!heartbeat_timer_->Acknowledge() || stopping_) return;
+  const absl::Time now = absl::Now();
+  for (auto& worker : workers_) {
+    if (worker->state != WorkerState::kRunning || !worker->heartbeat.valid() || worker->hung ||
+        now - worker->last_beat < config_.worker_heartbeat_timeout) {
+      continue;
+    }
+    worker->hung = true;
+    spdlog::warn("local_rank {} (rank {}, pid {}) sent no heartbeat for {} "
+                 "(--worker-heartbeat-timeout): taking it for hung; SIGKILL",
+                 worker->local_rank, worker->rank, worker->pid,
+                 absl::FormatDuration(absl::Trunc(now - worker->last_beat, absl::Milliseconds(1))));
+    ::killpg(worker->pid, SIGKILL);
+  }
+  ArmHeartbeatTimer();
+}
+
+void WorkerSupervisor::CloseHeartbeat(Worker& worker) {
+  if (!worker.heartbeat.valid()) return;
+  loop_.Unwatch(worker.heartbeat.get());
+  worker.heartbeat.Reset();
+}
+
 void WorkerSupervisor::CloseStream(std::unique_ptr<PipedStream>& stream) {
   if (!stream) return;
   if (stream->open()) {
@@ -244,7 +329,9 @@ void WorkerSupervisor::Finish() {
   for (auto& worker : workers_) {
     CloseStream(worker->out);
     CloseStream(worker->err);
+    CloseHeartbeat(*worker);
   }
+  if (heartbeat_timer_) heartbeat_timer_->Disarm();
 }
 
 WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
@@ -267,6 +354,11 @@ WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
       failure.error_message =
           absl::StrCat("(the error file is unreadable: ", report.status().message(), ")");
     }
+  }
+  if (worker.hung && failure.error_message.empty()) {
+    failure.error_message = absl::StrCat(
+        "sent no heartbeat for ", absl::FormatDuration(config_.worker_heartbeat_timeout),
+        " (--worker-heartbeat-timeout): taken for hung and killed");
   }
   if (!worker.start_error.empty()) {
     failure.stderr_tail = {worker.start_error};

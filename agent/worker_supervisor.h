@@ -91,6 +91,10 @@ class WorkerSupervisor {
     LineTail stderr_tail{20};
     std::unique_ptr<PipedStream> out;
     std::unique_ptr<PipedStream> err;
+    // --worker-heartbeat-timeout: the agent's end of the worker's heartbeat pipe.
+    UniqueFd heartbeat;
+    absl::Time last_beat;
+    bool hung = false;  // killed for sending no heartbeat in time
   };
 
   absl::Status StartWorker(Worker& worker, const AttemptPlan& plan);
@@ -100,6 +104,13 @@ class WorkerSupervisor {
                            int& child_fd, std::vector<UniqueFd>& child_ends);
   WorkerFailure DescribeFailure(const Worker& worker) const;
   void CloseStream(std::unique_ptr<PipedStream>& stream);
+  // Heartbeats (--worker-heartbeat-timeout): a pipe per worker, one timer for the earliest
+  // deadline; a worker past its deadline is taken for hung and killed.
+  absl::Status SetUpHeartbeat(Worker& worker, int& child_end, std::vector<UniqueFd>& child_ends);
+  void OnHeartbeat(Worker& worker);
+  void ArmHeartbeatTimer();
+  void OnHeartbeatDeadline();
+  void CloseHeartbeat(Worker& worker);
 
   const AgentConfig& config_;
   const EnvMap& base_env_;
@@ -109,6 +120,7 @@ class WorkerSupervisor {
   std::string prefix_template_;
   bool files_enabled_ = false;
   bool stopping_ = false;
+  std::unique_ptr<OneShotTimer> heartbeat_timer_;  // only with --worker-heartbeat-timeout
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 

@@ -53,6 +53,7 @@ struct RawOptions {
   std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
   std::string shutdown_timeout = "30";
   std::string exit_barrier_timeout = "300";
+  std::string worker_heartbeat_timeout = "0";
 };
 
 // "--nproc-per-node" -> "--nproc-per-node,--nproc_per_node" and PET_NPROC_PER_NODE.
@@ -161,6 +162,10 @@ void DeclareOptions(CLI::App& app, RawOptions& o) {
           "Seconds between the stop signal and SIGKILL", kShutdownGroup);
   AddText(app, "", "--exit-barrier-timeout", o.exit_barrier_timeout,
           "Seconds a node that finished waits for the others (multi-node)", kShutdownGroup);
+  AddText(app, "", "--worker-heartbeat-timeout", o.worker_heartbeat_timeout,
+          "Seconds a worker may go without writing to the pipe in DDPRUN_HEARTBEAT_FD before "
+          "it is taken for hung, killed and the attempt fails; 0: off (ddprun only)",
+          kShutdownGroup);
 
   AddText(app, "", "--node-rank", o.node_rank,
           "This node's rank with the static backend; with c10d, a hint for the order of "
@@ -410,6 +415,10 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
       ParseSeconds("--exit-barrier-timeout", o.exit_barrier_timeout);
   if (!barrier.ok()) return barrier.status();
   config.exit_barrier_timeout = *barrier;
+  absl::StatusOr<absl::Duration> heartbeat =
+      ParseSeconds("--worker-heartbeat-timeout", o.worker_heartbeat_timeout);
+  if (!heartbeat.ok()) return heartbeat.status();
+  config.worker_heartbeat_timeout = *heartbeat;
 
   if (config.max_nodes > 1) {
     if (o.standalone) {

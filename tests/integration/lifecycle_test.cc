@@ -213,5 +213,38 @@ TEST(Lifecycle, ChildrenThatLeftTheWorkersSessionDieWhenTheJobEnds) {
   EXPECT_TRUE(gone) << "a process that called setsid() outlived the job";
 }
 
+
+TEST(Lifecycle, AHungWorkerIsKilledAtTheHeartbeatTimeoutAndTheJobRestarts) {
+  TempDir dir;
+  const absl::Time start = absl::Now();
+  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "--max-restarts=1",
+                                                     "--worker-heartbeat-timeout=0.5"},
+                                                    {"heartbeat-hang", dir.path()}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_THAT(r.err, HasSubstr("local_rank 1 (rank 1, pid "));
+  EXPECT_THAT(r.err, HasSubstr("(--worker-heartbeat-timeout): taking it for hung; SIGKILL"));
+  EXPECT_TRUE(FileExists(dir / "ran.0.1"));
+  EXPECT_TRUE(FileExists(dir / "ran.1.1"));
+}
+
+TEST(Lifecycle, AHungWorkerWithNoBudgetFailsTheJobNamingTheHang) {
+  TempDir dir;
+  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2",
+                                                     "--worker-heartbeat-timeout=0.3"},
+                                                    {"heartbeat-hang", dir.path()}));
+  EXPECT_EQ(r.exit_code, 137) << r.err;  // SIGKILL, as for any worker killed by a signal
+  EXPECT_THAT(r.err, HasSubstr("sent no heartbeat for 300ms (--worker-heartbeat-timeout): taken "
+                               "for hung and killed"));
+}
+
+TEST(Lifecycle, WithoutTheHeartbeatOptionWorkersGetNoHeartbeatFd) {
+  TempDir dir;
+  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=1"}, {"env", dir.path()}),
+                               {{"DDPRUN_HEARTBEAT_FD", "9"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(ParseEnvFile(dir / "env.0.0").count("DDPRUN_HEARTBEAT_FD"), 0u);
+}
+
 }  // namespace
 }  // namespace ddprun::testing

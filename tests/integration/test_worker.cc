@@ -9,6 +9,10 @@
 //                                       restart K it first writes DIR/at.K and waits for
 //                                       DIR/go.K when DIR/pause.K exists) and the others wait
 //                                       to be stopped; at restart N every rank exits 0
+//   test_worker heartbeat-hang DIR      beat on DDPRUN_HEARTBEAT_FD every 20 ms; on restart 0,
+//                                       rank 1 stops beating after 3 beats and hangs; on later
+//                                       restarts every rank beats 5 times, writes
+//                                       DIR/ran.<RANK>.<restart> and exits 0
 //   test_worker wait-signal DIR         write DIR/ready.<RANK>, then on a signal write its
 //                                       name to DIR/signal.<RANK> and exit 128+signal
 //   test_worker ignore-term DIR         ignore SIGTERM, write DIR/ready.<RANK>, wait forever
@@ -125,6 +129,19 @@ int main(int argc, char** argv) {
       while (access(go.c_str(), F_OK) != 0) usleep(2000);
     }
     return 1;
+  }
+  if (mode == "heartbeat-hang" && argc == 3) {
+    const int fd = atoi(Env("DDPRUN_HEARTBEAT_FD").c_str());
+    const bool first = Restart() == "0";
+    for (int beat = 0;; ++beat) {
+      if (first && Rank() == "1" && beat == 3) WaitForever();  // hung: no more beats
+      if (!first && beat == 5) {
+        WriteFile(std::string(argv[2]) + "/ran." + Rank() + "." + Restart(), "");
+        return 0;
+      }
+      (void)!write(fd, ".", 1);
+      usleep(20000);
+    }
   }
   if (mode == "wait-signal" && argc == 3) {
     g_signal_dir = argv[2];

@@ -36,6 +36,10 @@ int ddp_worker_world_size(const ddp_worker* w);
 int ddp_worker_local_rank(const ddp_worker* w);
 int ddp_worker_local_world_size(const ddp_worker* w);
 
+/* Tells the agent this worker is alive (ddprun --worker-heartbeat-timeout); a no-op when not
+ * asked for. */
+int ddp_worker_heartbeat(ddp_worker* w);
+
 /* Returns once every rank has called it with the same name, or fails after timeout_seconds
  * naming the ranks that never arrived. */
 int ddp_worker_barrier(ddp_worker* w, const char* name, double timeout_seconds);

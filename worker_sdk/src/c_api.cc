@@ -74,6 +74,12 @@ int ddp_worker_local_world_size(const ddp_worker* w) {
   return w != nullptr ? w->ctx.local_world_size() : NullWorker(__func__);
 }
 
+int ddp_worker_heartbeat(ddp_worker* w) {
+  if (w == nullptr) return NullWorker(__func__);
+  absl::Status s = w->ctx.Heartbeat();
+  return s.ok() ? 0 : Fail(s);
+}
+
 int ddp_worker_barrier(ddp_worker* w, const char* name, double timeout_seconds) {
   if (w == nullptr) return NullWorker(__func__);
   return Guarded([&] {

@@ -1,6 +1,9 @@
 #include "ddp/worker/context.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <map>
@@ -165,6 +168,14 @@ absl::StatusOr<Context> Context::Create(const Environment& env, const ContextOpt
 const Environment& Context::env() const { return state_->env; }
 
 Store& Context::store() { return *state_->store; }
+
+absl::Status Context::Heartbeat() {
+  const int fd = state_->env.heartbeat_fd;
+  if (fd < 0) return absl::OkStatus();
+  if (::write(fd, ".", 1) == 1 || errno == EAGAIN || errno == EINTR) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("heartbeat to DDPRUN_HEARTBEAT_FD=", fd,
+                                          " failed: ", strerror(errno)));
+}
 
 std::string Context::NextKeyPrefix(absl::string_view kind, absl::string_view name) {
   const int n = state_->uses[absl::StrCat(kind, "/", name)]++;

@@ -121,6 +121,11 @@ absl::StatusOr<Environment> ParseEnvironment(const std::map<std::string, std::st
   if (std::optional<std::string> v = r.Get("TORCHELASTIC_USE_AGENT_STORE")) {
     env.agent_store_at_master_port = *v == "True" || *v == "true" || *v == "1";
   }
+  if (std::optional<std::string> v = r.Get("DDPRUN_HEARTBEAT_FD"); v && !v->empty()) {
+    absl::StatusOr<int64_t> n = r.Int("DDPRUN_HEARTBEAT_FD", *v, 0, kIntMax, "a file descriptor number");
+    if (!n.ok()) return n.status();
+    env.heartbeat_fd = static_cast<int>(*n);
+  }
   if (std::optional<std::string> v = r.Get("DDPRUN_STORE_ADDR"); v && !v->empty()) {
     const size_t colon = v->rfind(':');
     int port_value = 0;

@@ -64,6 +64,15 @@ TEST(EnvironmentTest, TorchrunsAgentStoreOnMasterPortIsNoticed) {
   EXPECT_TRUE(ParseEnvironment(vars)->agent_store_at_master_port);
 }
 
+TEST(EnvironmentTest, HeartbeatFdOnlyWhenTheAgentGivesOne) {
+  auto vars = Torchrun();
+  EXPECT_EQ(ParseEnvironment(vars)->heartbeat_fd, -1);
+  vars["DDPRUN_HEARTBEAT_FD"] = "7";
+  EXPECT_EQ(ParseEnvironment(vars)->heartbeat_fd, 7);
+  vars["DDPRUN_HEARTBEAT_FD"] = "x";
+  EXPECT_THAT(Error(vars), HasSubstr("DDPRUN_HEARTBEAT_FD='x' is not valid"));
+}
+
 TEST(EnvironmentTest, RoundDefaultsToTheRestartCount) {
   auto vars = Torchrun();
   vars.erase("DDPRUN_ROUND");

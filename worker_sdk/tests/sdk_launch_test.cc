@@ -80,6 +80,16 @@ TEST(SdkLaunch, TheCApiFromAProgramWrittenInC) {
   EXPECT_THAT(r.out, HasSubstr("c worker: rank 1 of 2 (local 1 of 2)"));
 }
 
+TEST(SdkLaunch, HeartbeatsKeepAWorkerAliveUnderTheHeartbeatTimeout) {
+  // 1 s of work, beating every 20 ms, under a 0.3 s timeout: never taken for hung.
+  ProcessResult r = RunProcess(Ddprun({"--standalone", "--nproc-per-node=2",
+                                       "--worker-heartbeat-timeout=0.3"},
+                                      {kSdkWorker, "heartbeat", "x"}),
+                               {}, absl::Seconds(60));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr("taking it for hung")));
+}
+
 TEST(SdkLaunch, OutsideALauncherTheErrorNamesTheMissingVariable) {
   ProcessResult r = RunProcess({kSdkWorker, "collectives", "/tmp"},
                                {{"RANK", std::nullopt}, {"WORLD_SIZE", std::nullopt}}, absl::Seconds(20));

@@ -59,6 +59,11 @@ class Context {
 
   Store& store();
 
+  /// Tells the agent this worker is alive (ddprun --worker-heartbeat-timeout: a worker that
+  /// does not call it within the timeout is taken for hung and killed). Cheap: one write to
+  /// a pipe, never blocking; call it from the training loop. A no-op when not asked for.
+  absl::Status Heartbeat();
+
   /// Returns once every rank has called Barrier(name) (the same number of times).
   absl::Status Barrier(absl::string_view name, absl::Duration timeout = absl::Seconds(300));
   /// `root`'s `value` on every rank (`value` is ignored elsewhere).

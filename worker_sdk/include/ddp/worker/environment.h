@@ -29,6 +29,9 @@ struct Environment {
   // MASTER_ADDR:MASTER_PORT (static rendezvous; c10d since PyTorch 2.4), so rank 0's store
   // uses MASTER_PORT + 1 instead.
   bool agent_store_at_master_port = false;
+  // DDPRUN_HEARTBEAT_FD: where Context::Heartbeat writes, when ddprun runs with
+  // --worker-heartbeat-timeout; -1: not asked for.
+  int heartbeat_fd = -1;
 };
 
 /// Parses `vars` (name -> value). RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT

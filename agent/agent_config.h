@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "rendezvous/tls_config.h"
 
 namespace ddprun {
 
@@ -49,6 +50,7 @@ struct AgentConfig {
   // How long a blocking Store read without its own timeout waits on a master this agent
   // hosts (torchrun: the c10d store's timeout).
   absl::Duration read_timeout = absl::Seconds(60);
+  TlsConfig tls;  // --rdzv-conf tls_cert, tls_key, tls_ca: to the master, and as a hosting master
   std::optional<bool> is_host;  // unset: inferred from --rdzv-endpoint
   std::string token;            // from token_file= or DDPRUN_RDZV_TOKEN; empty: none
   std::string endpoint_host;    // --rdzv-endpoint (c10d) or --master-addr (static)

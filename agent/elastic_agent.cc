@@ -177,9 +177,13 @@ void ElasticAgent::JoinNextRound() {
 void ElasticAgent::OnJoinTimeout() {
   if (state_ != State::kJoining) return;
   spdlog::error("this node got no round within join_timeout={}: either the rendezvous master "
-                "at {} is not reachable from here (is it up? is the port open?), or the job is "
-                "at its --nnodes maximum and had no free slot for this node",
-                absl::FormatDuration(config_.join_timeout), rendezvous_.store_addr());
+                "at {} is not reachable from here (is it up? is the port open? {}), or the job "
+                "is at its --nnodes maximum and had no free slot for this node",
+                absl::FormatDuration(config_.join_timeout), rendezvous_.store_addr(),
+                config_.tls.enabled()
+                    ? "with TLS: is this node's tls_cert signed by the CA the master trusts, and "
+                      "the master's certificate by this node's tls_ca, for the endpoint's address?"
+                    : "does the master use TLS? then give this node tls_cert, tls_key and tls_ca");
   Finish(kExitRendezvous);
 }
 

@@ -43,6 +43,15 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const WorkerPlacement& p) {
   } else {
     env["DDPRUN_STORE_ADDR"] = p.store_addr;
   }
+  for (const auto& [name, value] : {std::pair<const char*, const std::string&>{"DDPRUN_TLS_CERT", p.tls_cert},
+                                     {"DDPRUN_TLS_KEY", p.tls_key},
+                                     {"DDPRUN_TLS_CA", p.tls_ca}}) {
+    if (value.empty() || p.store_addr.empty()) {
+      env.erase(name);
+    } else {
+      env[name] = value;
+    }
+  }
   if (p.heartbeat_fd < 0) {
     env.erase("DDPRUN_HEARTBEAT_FD");
   } else {

@@ -28,6 +28,9 @@ struct WorkerPlacement {
   std::string error_file;     // empty when error files are disabled
   std::string store_addr;     // host:port of the master's Store service; empty: none
   int heartbeat_fd = -1;      // the worker's end of its heartbeat pipe; -1: none
+  // With TLS to the master: the files, for the SDK's Store client (DDPRUN_TLS_CERT, _KEY,
+  // _CA); empty: plaintext.
+  std::string tls_cert, tls_key, tls_ca;
   std::string signals_to_handle;  // "SIGTERM,SIGINT,..." as torchrun exports it
 };
 

@@ -100,6 +100,9 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
   placement.round = plan.round;
   placement.error_file = worker.error_file_enabled ? worker.paths.error_file : "";
   placement.store_addr = plan.store_addr;
+  placement.tls_cert = config_.tls.cert_path;
+  placement.tls_key = config_.tls.key_path;
+  placement.tls_ca = config_.tls.ca_path;
   for (int sig : config_.signals_to_handle) {
     if (!placement.signals_to_handle.empty()) placement.signals_to_handle += ",";
     placement.signals_to_handle += SignalName(sig);

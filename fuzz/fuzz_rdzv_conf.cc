@@ -9,7 +9,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
-  if (input.find("token_file") != std::string::npos) return 0;  // reads a file; see fuzz_cli
+  // token_file= and tls_*= read files; see fuzz_cli.
+  if (input.find("token_file") != std::string::npos || input.find("tls_") != std::string::npos) return 0;
   absl::StatusOr<std::map<std::string, std::string>> conf = ddprun::ParseRdzvConf(input);
   if (!conf.ok()) return 0;
   ddprun::AgentConfig config;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "rendezvous/tls_config.h"
 
 namespace ddprun {
 namespace {
@@ -188,15 +189,25 @@ absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, Agent
             absl::StrCat("--rdzv-conf token_file='", value, "' is empty"));
       }
       config.token = token;
+    } else if (key == "tls_cert" || key == "tls_key" || key == "tls_ca") {
+      // Read below, once all three are known.
     } else if (key == "timeout" || key == "store_type") {
       // torchrun keys that do not apply to ddprun's c10d; accepted so command lines work.
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
           "--rdzv-conf key '", key, "' is not known: expected join_timeout, last_call_timeout, "
           "close_timeout, keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout, "
-          "read_timeout, is_host or token_file"));
+          "read_timeout, is_host, token_file, tls_cert, tls_key or tls_ca"));
     }
   }
+  auto path = [&](const char* key) {
+    auto it = conf.find(key);
+    return it == conf.end() ? std::string() : it->second;
+  };
+  absl::StatusOr<TlsConfig> tls =
+      ReadTlsFiles(path("tls_cert"), path("tls_key"), path("tls_ca"), "--rdzv-conf");
+  if (!tls.ok()) return tls.status();
+  config.tls = *tls;
   return absl::OkStatus();
 }
 

@@ -74,6 +74,7 @@ std::unique_ptr<ddprun::HostedMaster> MaybeHostMaster(const ddprun::NetworkPlugi
   options.token = config.token;
   options.only_run_id = config.run_id;
   options.store_timeout = config.read_timeout;
+  options.tls = config.tls;
   absl::StatusOr<std::unique_ptr<ddprun::HostedMaster>> master = network.host_master(options);
   if (!master.ok()) {
     spdlog::info("not hosting the rendezvous master ({}); joining the one at {}:{}",
@@ -120,6 +121,7 @@ ddprun::NetworkRendezvousOptions RendezvousOptions(const ddprun::AgentConfig& co
   options.settings.keep_alive_max_attempt = config.keep_alive_max_attempt;
   options.settings.exit_barrier_timeout = config.exit_barrier_timeout;
   options.heartbeat_timeout = config.heartbeat_timeout;
+  options.tls = config.tls;
   return options;
 }
 

@@ -119,7 +119,15 @@ GrpcRendezvous::GrpcRendezvous(GrpcRendezvousOptions options)
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  channel_->channel = grpc::CreateCustomChannel(options_.endpoint, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options_.tls.enabled()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options_.tls.ca_pem;
+    ssl.pem_private_key = options_.tls.key_pem;
+    ssl.pem_cert_chain = options_.tls.cert_pem;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  channel_->channel = grpc::CreateCustomChannel(options_.endpoint, credentials, args);
   channel_->stub = pb::Rendezvous::NewStub(channel_->channel);
   stream_ = std::make_unique<Stream>(channel_->stub.get(), &events_, options_.endpoint);
 }

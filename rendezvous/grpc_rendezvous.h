@@ -7,6 +7,7 @@
 #include <string>
 
 #include "rendezvous/rendezvous_connection.h"
+#include "rendezvous/tls_config.h"
 
 namespace ddprun {
 
@@ -16,6 +17,7 @@ struct GrpcRendezvousOptions {
   std::string token;
   RendezvousSettings settings;
   absl::Duration heartbeat_timeout = absl::Seconds(5);  // see AgentConfig
+  TlsConfig tls;
 };
 
 class GrpcRendezvous : public RendezvousConnection {

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   std::string token_file;
   double grace_seconds = 5;
   double read_timeout_seconds = 60;
+  std::string tls_cert, tls_key, tls_ca;
   bool verbose = false;
   app.add_option("--host", host, "Address to listen on [default: 0.0.0.0]");
   app.add_option("--port", port, "Port to listen on; 0 picks a free one [default: 29400]")
@@ -55,6 +56,11 @@ int main(int argc, char** argv) {
                  "Seconds a blocking Store read without its own timeout waits (like "
                  "--rdzv-conf read_timeout on a hosting agent) [default: 60]")
       ->check(CLI::PositiveNumber);
+  app.add_option("--tls-cert", tls_cert,
+                 "TLS: this master's certificate (PEM); with --tls-key and --tls-ca, agents "
+                 "must show a certificate signed by --tls-ca [default: plaintext]");
+  app.add_option("--tls-key", tls_key, "TLS: the private key of --tls-cert (PEM)");
+  app.add_option("--tls-ca", tls_ca, "TLS: the CA that signs the agents' certificates (PEM)");
   app.add_flag("-v,--verbose", verbose, "Log gRPC's own messages too (debug level)");
   try {
     app.parse(argc, argv);
@@ -76,6 +82,9 @@ int main(int argc, char** argv) {
   options.host = host;
   options.port = port;
   options.store_timeout = absl::Seconds(read_timeout_seconds);
+  absl::StatusOr<ddprun::TlsConfig> tls = ddprun::ReadTlsFiles(tls_cert, tls_key, tls_ca, "ddprun-master");
+  if (!tls.ok()) return UsageError(std::string(tls.status().message()));
+  options.tls = *tls;
   if (!token_file.empty()) {
     std::ifstream in(token_file);
     std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -100,7 +109,8 @@ int main(int argc, char** argv) {
     return kExitCannotServe;
   }
   // The "listening" line is what scripts wait for; it carries the real port.
-  spdlog::info("listening on {}:{}{}", host, (*master)->port(),
+  spdlog::info("listening on {}:{}{}{}", host, (*master)->port(),
+               options.tls.enabled() ? " with TLS (clients need a certificate)" : "",
                options.token.empty() ? "" : " (joins need the token)");
   int sig = 0;
   sigwait(&stop_signals, &sig);

@@ -575,7 +575,14 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOp
   const std::string address = absl::StrCat(
       options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host, ":",
       options.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &impl->port);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options.tls.enabled()) {
+    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = options.tls.ca_pem;
+    ssl.pem_key_cert_pairs.push_back({options.tls.key_pem, options.tls.cert_pem});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(address, credentials, &impl->port);
   for (auto& service : impl->services) builder.RegisterService(service.get());
   // Agents detect a dead master with HTTP/2 keepalive pings; accept them often.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rendezvous/tls_config.h"
 
 namespace ddprun {
 
@@ -23,6 +24,7 @@ struct MasterOptions {
   std::optional<std::string> only_run_id;  // set: refuse joins for any other run id
   // How long a blocking Store read without its own timeout waits (torchrun's read_timeout).
   absl::Duration store_timeout = absl::Seconds(60);
+  TlsConfig tls;  // enabled: clients must show a certificate signed by tls.ca_pem
 };
 
 class MasterServer {

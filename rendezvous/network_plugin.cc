@@ -30,6 +30,7 @@ std::unique_ptr<RendezvousConnection> Connect(const NetworkRendezvousOptions& op
   grpc_options.token = options.token;
   grpc_options.settings = options.settings;
   grpc_options.heartbeat_timeout = options.heartbeat_timeout;
+  grpc_options.tls = options.tls;
   return std::make_unique<GrpcRendezvous>(grpc_options);
 }
 
@@ -39,6 +40,7 @@ absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const HostedMasterOptio
   master_options.port = options.port;
   master_options.token = options.token;
   master_options.store_timeout = options.store_timeout;
+  master_options.tls = options.tls;
   if (!options.only_run_id.empty()) master_options.only_run_id = options.only_run_id;
   absl::StatusOr<std::unique_ptr<MasterServer>> server = MasterServer::Start(master_options);
   if (!server.ok()) return server.status();

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "rendezvous/rendezvous_connection.h"
+#include "rendezvous/tls_config.h"
 
 namespace ddprun {
 
@@ -31,6 +32,7 @@ struct NetworkRendezvousOptions {
   std::string token;
   RendezvousSettings settings;
   absl::Duration heartbeat_timeout = absl::Seconds(5);  // see AgentConfig
+  TlsConfig tls;
 };
 
 struct HostedMasterOptions {
@@ -39,6 +41,7 @@ struct HostedMasterOptions {
   std::string token;
   std::string only_run_id;  // empty: any run
   absl::Duration store_timeout = absl::Seconds(60);
+  TlsConfig tls;
 };
 
 /// The plugin's entry points, looked up with dlsym.

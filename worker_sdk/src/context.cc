@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <map>
 #include <set>
 
@@ -101,7 +103,7 @@ void Context::State::Close() {
   const std::string closed = KeyRoot() + "/closed/";
   if (server == nullptr) {
     // A short deadline: rank 0 may be gone already (it crashed, or called exit()).
-    auto closing = Store::Connect(store->address(), env.run_id, absl::Seconds(2));
+    auto closing = Store::Connect(store->address(), env.run_id, absl::Seconds(2), true, tls);
     (void)closing->Set(absl::StrCat(closed, env.rank), "");
     return;
   }
@@ -161,7 +163,23 @@ absl::StatusOr<Context> Context::Create(const Environment& env, const ContextOpt
     }
     address = HostPort(env.master_addr, port);
   }
-  state->store = Store::Connect(address, env.run_id, options.store_call_timeout);
+  StoreTls tls;
+  if (!env.tls_cert.empty()) {
+    for (const auto& [path, pem] : {std::pair<const std::string&, std::string*>{env.tls_cert, &tls.cert_pem},
+                                    {env.tls_key, &tls.key_pem},
+                                    {env.tls_ca, &tls.ca_pem}}) {
+      std::ifstream in(path);
+      std::stringstream text;
+      text << in.rdbuf();
+      if (!in) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "the TLS file '", path, "' (DDPRUN_TLS_CERT/_KEY/_CA) cannot be read by this worker"));
+      }
+      *pem = text.str();
+    }
+  }
+  state->tls = tls;
+  state->store = Store::Connect(address, env.run_id, options.store_call_timeout, true, tls);
   return Context(std::move(state));
 }
 

@@ -126,6 +126,14 @@ absl::StatusOr<Environment> ParseEnvironment(const std::map<std::string, std::st
     if (!n.ok()) return n.status();
     env.heartbeat_fd = static_cast<int>(*n);
   }
+  env.tls_cert = r.Get("DDPRUN_TLS_CERT").value_or("");
+  env.tls_key = r.Get("DDPRUN_TLS_KEY").value_or("");
+  env.tls_ca = r.Get("DDPRUN_TLS_CA").value_or("");
+  if (const int given = !env.tls_cert.empty() + !env.tls_key.empty() + !env.tls_ca.empty();
+      given != 0 && given != 3) {
+    return absl::InvalidArgumentError(
+        "DDPRUN_TLS_CERT, DDPRUN_TLS_KEY and DDPRUN_TLS_CA must be set together (or none)");
+  }
   if (std::optional<std::string> v = r.Get("DDPRUN_STORE_ADDR"); v && !v->empty()) {
     const size_t colon = v->rfind(':');
     int port_value = 0;

@@ -24,7 +24,7 @@ constexpr absl::Duration kRoundTripAllowance = absl::Seconds(10);
 class GrpcStore : public Store {
  public:
   GrpcStore(std::string address, std::string run_id, absl::Duration call_timeout,
-            bool wait_for_server)
+            bool wait_for_server, const StoreTls& tls)
       : address_(std::move(address)),
         run_id_(std::move(run_id)),
         call_timeout_(call_timeout),
@@ -36,7 +36,15 @@ class GrpcStore : public Store {
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetMaxReceiveMessageSize(64 * 1024 * 1024);
     args.SetMaxSendMessageSize(64 * 1024 * 1024);
-    channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+    if (!tls.cert_pem.empty()) {
+      grpc::SslCredentialsOptions ssl;
+      ssl.pem_root_certs = tls.ca_pem;
+      ssl.pem_private_key = tls.key_pem;
+      ssl.pem_cert_chain = tls.cert_pem;
+      credentials = grpc::SslCredentials(ssl);
+    }
+    channel_ = grpc::CreateCustomChannel(address_, credentials, args);
     stub_ = pb::Store::NewStub(channel_);
   }
 
@@ -218,8 +226,9 @@ class GrpcStoreServer : public StoreServer {
 }  // namespace
 
 std::unique_ptr<Store> Store::Connect(const std::string& address, const std::string& run_id,
-                                      absl::Duration call_timeout, bool wait_for_server) {
-  return std::make_unique<GrpcStore>(address, run_id, call_timeout, wait_for_server);
+                                      absl::Duration call_timeout, bool wait_for_server,
+                                      const StoreTls& tls) {
+  return std::make_unique<GrpcStore>(address, run_id, call_timeout, wait_for_server, tls);
 }
 
 absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(int port) {

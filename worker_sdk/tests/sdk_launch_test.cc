@@ -9,6 +9,7 @@
 #include "ddp/worker/config.h"
 #include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/test_certificates.h"
 
 #if DDP_WORKER_HAS_NCCL
 #include <cuda_runtime_api.h>
@@ -54,13 +55,14 @@ TEST(SdkLaunch, EightRanksOnOneNodeUseTheStoreRankZeroServes) {
   ExpectCollectivesRan(dir, 8, "localhost:");  // MASTER_ADDR:MASTER_PORT, as torchrun sets them
 }
 
-TEST(SdkLaunch, TwoNodesOfFourUseTheMastersStore) {
-  TempDir dir;
-  const int port = FreeLoopbackPort();
+// Two agents on 127.0.0.1 and .2 (the first hosts the master) run the collectives worker
+// with `nproc` ranks each; `conf` is added to --rdzv-conf. Both must exit 0.
+void RunTwoNodesOfCollectives(const TempDir& dir, int port, int nproc, const std::string& conf) {
   auto node = [&](int n) {
-    return Ddprun({"--nnodes=2", "--nproc-per-node=4", "--rdzv-backend=c10d",
+    return Ddprun({"--nnodes=2", absl::StrCat("--nproc-per-node=", nproc), "--rdzv-backend=c10d",
                    absl::StrCat("--rdzv-endpoint=127.0.0.1:", port), "--rdzv-id=sdk",
-                   absl::StrCat("--local-addr=127.0.0.", n), n == 1 ? "--rdzv-conf=is_host=1" : "--rdzv-conf=is_host=0"},
+                   absl::StrCat("--local-addr=127.0.0.", n),
+                   absl::StrCat("--rdzv-conf=is_host=", n == 1 ? 1 : 0, conf)},
                   {kSdkWorker, "collectives", dir.path()});
   };
   auto a = ChildProcess::Start(node(1));
@@ -69,7 +71,25 @@ TEST(SdkLaunch, TwoNodesOfFourUseTheMastersStore) {
   ProcessResult rb = b->Wait(absl::Seconds(60));
   ASSERT_EQ(ra.exit_code, 0) << ra.err;
   ASSERT_EQ(rb.exit_code, 0) << rb.err;
+}
+
+TEST(SdkLaunch, TwoNodesOfFourUseTheMastersStore) {
+  TempDir dir;
+  const int port = FreeLoopbackPort();
+  RunTwoNodesOfCollectives(dir, port, 4, "");
   ExpectCollectivesRan(dir, 8, absl::StrCat("127.0.0.1:", port, "\n"));
+}
+
+// With TLS between agents and master, workers reach the master's Store over TLS too, with
+// the files ddprun passes on (DDPRUN_TLS_CERT, _KEY, _CA).
+TEST(SdkLaunch, OverTlsWorkersReachTheMastersStoreToo) {
+  TempDir dir;
+  ASSERT_TRUE(MakeTestCertificates(dir).ok());
+  const int port = FreeLoopbackPort();
+  RunTwoNodesOfCollectives(dir, port, 2,
+                           absl::StrCat(",tls_cert=", dir / "node.pem", ",tls_key=",
+                                        dir / "node.key", ",tls_ca=", dir / "ca.pem"));
+  ExpectCollectivesRan(dir, 4, absl::StrCat("127.0.0.1:", port, "\n"));
 }
 
 TEST(SdkLaunch, TheCApiFromAProgramWrittenInC) {

@@ -32,6 +32,9 @@ struct Environment {
   // DDPRUN_HEARTBEAT_FD: where Context::Heartbeat writes, when ddprun runs with
   // --worker-heartbeat-timeout; -1: not asked for.
   int heartbeat_fd = -1;
+  // DDPRUN_TLS_CERT, DDPRUN_TLS_KEY, DDPRUN_TLS_CA: files for TLS to the master's Store, set
+  // by ddprun when its agents use TLS (--rdzv-conf tls_*); empty: plaintext.
+  std::string tls_cert, tls_key, tls_ca;
 };
 
 /// Parses `vars` (name -> value). RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT

@@ -12,6 +12,12 @@
 
 namespace ddp::worker {
 
+/// TLS with a client certificate, as the ddprun master requires when it runs with TLS (PEM
+/// texts; all empty: plaintext).
+struct StoreTls {
+  std::string cert_pem, key_pem, ca_pem;
+};
+
 class Store {
  public:
   /// A client of the Store at `address` (host:port) for run `run_id`. Connecting is lazy:
@@ -21,7 +27,7 @@ class Store {
   /// With `wait_for_server` false, a call fails at once when the server is not there.
   static std::unique_ptr<Store> Connect(const std::string& address, const std::string& run_id,
                                         absl::Duration call_timeout = absl::Seconds(300),
-                                        bool wait_for_server = true);
+                                        bool wait_for_server = true, const StoreTls& tls = {});
   virtual ~Store() = default;
 
   virtual const std::string& address() const = 0;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tests/support/child_process.h"
+#include "tests/support/delay_proxy.h"
 #include "tests/support/ddprun_paths.h"
 
 namespace ddprun::testing {
@@ -259,6 +260,39 @@ TEST(MultiNode, ExitBarrierTimeoutReleasesTheFinishedNodeAndTheOtherGoesOn) {
   EXPECT_EQ(rb.exit_code, 0) << rb.err;
   EXPECT_EQ(ra.exit_code, 0) << ra.err;
   EXPECT_EQ(CountLinesContaining(ReadFile(dir / "starts.2"), "started"), 1);
+}
+
+// A slow link between the agents and the master (100 ms each way, and a 300 ms stall now
+// and then, as TCP shows packet loss): the job still forms, and a crash still restarts
+// every worker once.
+TEST(MultiNode, OverASlowLinkTheJobStillFormsAndRestarts) {
+  TempDir dir;
+  const int port = FreeLoopbackPort();
+  auto master = ChildProcess::Start({kMaster, "--host=127.0.0.1", absl::StrCat("--port=", port)});
+  LinkShape shape;
+  shape.delay = absl::Milliseconds(100);
+  shape.stall_every = 7;
+  shape.stall = absl::Milliseconds(300);
+  auto proxy = DelayProxy::Start(port, shape);
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  const absl::Time start = absl::Now();
+  auto agent = [&](int node) {
+    std::vector<std::string> extra = {"--max-restarts=1"};
+    if (node == 1) extra.push_back("--rdzv-conf=is_host=0");  // the others are clients anyway
+    return ChildProcess::Start(
+        Agent((*proxy)->port(), node, "2", {"crash-once", "3", "7", dir.path()}, extra));
+  };
+  auto a = agent(1);
+  auto b = agent(2);
+  ProcessResult ra = a->Wait(absl::Seconds(60));
+  ProcessResult rb = b->Wait(absl::Seconds(60));
+  ASSERT_EQ(ra.exit_code, 0) << ra.err;
+  ASSERT_EQ(rb.exit_code, 0) << rb.err;
+  std::printf("[ slow link ] 100 ms each way with stalls: job formed, crashed and restarted in %.1f ms\n",
+              absl::ToDoubleMilliseconds(absl::Now() - start));
+  EXPECT_TRUE(AllExist(dir, {"ran.0.1", "ran.1.1", "ran.2.1", "ran.3.1"}));
+  kill(master->pid(), SIGTERM);
+  EXPECT_EQ(master->Wait(absl::Seconds(10)).exit_code, 0);
 }
 
 TEST(MultiNode, WrongTokenIsRefusedWithStatus75AndTheSettingToCheck) {

@@ -82,6 +82,27 @@ TEST_F(NetnsTest, AWorkerCrashOnOneHostRestartsEveryHost) {
   ExpectHostsEmpty(2);
 }
 
+// Every line every worker printed reaches its host's console, none cut or mixed with
+// another's (each line is counted whole).
+TEST_F(NetnsTest, NoLineAWorkerPrintsIsLost) {
+  MakeHosts(2);
+  constexpr int kLines = 5000;
+  const std::vector<std::string> logs = {"--tee=1", "--log-dir=" + dir_.path()};
+  auto a = Agent(1, "2", {"spew", std::to_string(kLines)}, logs);
+  auto b = Agent(2, "2", {"spew", std::to_string(kLines)}, logs);
+  ProcessResult ra = a->Wait(absl::Seconds(60));
+  ProcessResult rb = b->Wait(absl::Seconds(60));
+  ASSERT_EQ(ra.exit_code, 0) << ra.err;
+  ASSERT_EQ(rb.exit_code, 0) << rb.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string& out = rank < 2 ? ra.out : rb.out;
+    EXPECT_EQ(CountLinesContaining(out, absl::StrCat("rank ", rank, " line ")), kLines) << rank;
+    EXPECT_EQ(CountLinesContaining(out, absl::StrCat("rank ", rank, " line ", kLines - 1)), 1)
+        << "the last line of rank " << rank;
+  }
+  ExpectHostsEmpty(2);
+}
+
 TEST_F(NetnsTest, AnAgentKilledTheSurvivorsGoOnWithoutIt) {
   MakeHosts(3);
   auto a = Agent(1, "2:3", {"count-starts", dir_.path()});

@@ -440,6 +440,12 @@ std::vector<ReportedFailure> ElasticAgent::ForMaster(
     r.time = f.time;
     r.message = f.error_message.empty() && !f.stderr_tail.empty() ? f.stderr_tail.back()
                                                                   : f.error_message;
+    // The master refuses a failure message over 64 KiB (CheckLimits); an error file can
+    // hold any amount. The whole message stays in this node's own summary.
+    constexpr size_t kMaxReported = 16 * 1024;
+    if (r.message.size() > kMaxReported) {
+      r.message = absl::StrCat(r.message.substr(0, kMaxReported), " ... (cut at 16 KiB)");
+    }
     out.push_back(std::move(r));
   }
   return out;

@@ -13,7 +13,7 @@ build_pkgs=(
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev
 )
 test_pkgs=(
-  python3 python3-torch procps iproute2 clang-14 libclang-rt-14-dev
+  python3 python3-torch procps iproute2 openssl clang-14 libclang-rt-14-dev
 )
 
 pkgs=("${build_pkgs[@]}")

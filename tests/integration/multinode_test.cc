@@ -116,6 +116,19 @@ TEST(MultiNode, BudgetSpentFailsEveryNodeWithTheRootCause) {
   EXPECT_THAT(rb.err, HasSubstr("rank      : 2 (local_rank: 0)"));
 }
 
+// An error file may hold any amount; the master takes at most 64 KiB in a failure report.
+// The report is cut, not refused: every node still fails with the worker's code.
+TEST(MultiNode, AHugeErrorMessageIsCutNotRefused) {
+  const int port = FreeLoopbackPort();
+  auto a = ChildProcess::Start(Agent(port, 1, "2", {"huge-error-file", "5"}));
+  auto b = ChildProcess::Start(Agent(port, 2, "2", {"huge-error-file", "5"}));
+  ProcessResult ra = a->Wait(absl::Seconds(30));
+  ProcessResult rb = b->Wait(absl::Seconds(30));
+  EXPECT_EQ(ra.exit_code, 5) << ra.err.substr(0, 3000);
+  EXPECT_EQ(rb.exit_code, 5) << rb.err.substr(0, 3000);
+  EXPECT_THAT(rb.err, HasSubstr("(cut at 16 KiB)"));
+}
+
 TEST(MultiNode, KillNineOfOneAgentLeavesTheOtherRunningAlone) {
   TempDir dir;
   const int port = FreeLoopbackPort();

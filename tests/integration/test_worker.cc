@@ -29,6 +29,8 @@
 //   test_worker spew N                  print N numbered lines to stdout as fast as it can
 //   test_worker partial TEXT            print TEXT with no newline and exit 0
 //   test_worker error-file CODE         write a torch-format error file, exit CODE
+//   test_worker huge-error-file CODE    rank 1 writes an error file with a 100 KB message and
+//                                       exits CODE; the others wait to be stopped
 //   test_worker exit CODE               exit CODE
 //   test_worker kill-self SIG           die of signal SIG
 //   test_worker args ARGS...            print each argument on its own line: arg=<value>
@@ -212,6 +214,14 @@ int main(int argc, char** argv) {
               "{\"message\": {\"message\": \"RuntimeError: rank " + Rank() +
                   " hit a bad batch\", \"extraInfo\": {\"py_callstack\": \"Traceback (most "
                   "recent call last):\\n  File \\\"train.py\\\", line 7\", \"timestamp\": \"" +
+                  std::to_string(time(nullptr)) + "\"}}}");
+    return atoi(argv[2]);
+  }
+  if (mode == "huge-error-file" && argc == 3) {  // rank 1 only: a 100 KB message, exit CODE
+    if (Rank() != "1") WaitForever();
+    WriteFile(Env("TORCHELASTIC_ERROR_FILE"),
+              "{\"message\": {\"message\": \"RuntimeError: " + std::string(100000, 'x') +
+                  "\", \"extraInfo\": {\"py_callstack\": \"\", \"timestamp\": \"" +
                   std::to_string(time(nullptr)) + "\"}}}");
     return atoi(argv[2]);
   }

@@ -164,7 +164,8 @@ absl::StatusOr<Context> Context::Create(const Environment& env, const ContextOpt
     address = HostPort(env.master_addr, port);
   }
   StoreTls tls;
-  if (!env.tls_cert.empty()) {
+  // TLS is for the master's Store only; rank 0's own store is plaintext.
+  if (!env.tls_cert.empty() && !env.store_addr.empty()) {
     for (const auto& [path, pem] : {std::pair<const std::string&, std::string*>{env.tls_cert, &tls.cert_pem},
                                     {env.tls_key, &tls.key_pem},
                                     {env.tls_ca, &tls.ca_pem}}) {

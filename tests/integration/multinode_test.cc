@@ -223,7 +223,10 @@ TEST(MultiNode, SilentMasterAgentsStopTheirWorkersThenRejoinWhenItAnswers) {
   TempDir dir;
   const int port = FreeLoopbackPort();
   auto master = ChildProcess::Start({kMaster, "--host=127.0.0.1", absl::StrCat("--port=", port)});
-  const std::vector<std::string> quick = {"--rdzv-conf=keep_alive_interval=0.5,heartbeat_timeout=0.5"};
+  // Agents notice a silent master within 1 s; the master's own window (5 s) is wide, so that
+  // a loaded machine delaying a heartbeat does not drop an agent before the test begins.
+  const std::vector<std::string> quick = {
+      "--rdzv-conf=keep_alive_interval=0.5,heartbeat_timeout=0.5,keep_alive_max_attempt=10"};
   std::vector<std::string> client = quick;
   client.push_back("--rdzv-conf=is_host=0");
   auto a = ChildProcess::Start(Agent(port, 1, "2", {"count-starts", dir.path()}, client));
@@ -238,10 +241,15 @@ TEST(MultiNode, SilentMasterAgentsStopTheirWorkersThenRejoinWhenItAnswers) {
   ASSERT_EQ(kill(master->pid(), SIGCONT), 0);
   ASSERT_TRUE(stopped) << "workers kept running with the master silent";
   EXPECT_LT(detected, absl::Seconds(5));
-  EXPECT_THAT(a->ErrSoFar(), HasSubstr("lost the rendezvous master"));
+  // The log line may reach this test's reader a moment after the workers' files.
+  EXPECT_TRUE(WaitUntil([&] { return a->ErrSoFar().find("lost the rendezvous master") !=
+                                     std::string::npos; },
+                        absl::Seconds(10)))
+      << a->ErrSoFar();
   // Back: the same agents take up the run on new sessions, without spending a restart.
   ASSERT_TRUE(WaitUntil([&] { return AllRanksLogged(dir, 4, "started", 2); }, absl::Seconds(20)));
-  EXPECT_EQ(CountLinesContaining(ReadFile(dir / "starts.0"), "restart=0"), 2);
+  EXPECT_EQ(CountLinesContaining(ReadFile(dir / "starts.0"), "restart=0"),
+            CountLinesContaining(ReadFile(dir / "starts.0"), "started"));  // no restart spent
   WriteFile(dir / "release", "");
   ProcessResult ra = a->Wait(absl::Seconds(20));
   ProcessResult rb = b->Wait(absl::Seconds(20));

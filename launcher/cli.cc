@@ -340,9 +340,12 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
     config.rdzv_endpoint = "localhost:0";
     config.run_id = MakeRunId();
   }
-  if (config.run_id.empty() || config.run_id.find('/') != std::string::npos) {
+  // 256 bytes: the most a rendezvous master takes (CheckLimits); better said here than late.
+  if (config.run_id.empty() || config.run_id.find('/') != std::string::npos ||
+      config.run_id.size() > 256) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--rdzv-id='", config.run_id, "' is not valid: expected a non-empty id without '/'"));
+        "--rdzv-id='", config.run_id.substr(0, 300), "' is not valid: expected a non-empty id "
+        "without '/', at most 256 bytes"));
   }
 
   absl::StatusOr<int> node_rank = ParseNonNegativeInt("--node-rank", o.node_rank);

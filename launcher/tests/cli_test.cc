@@ -225,6 +225,9 @@ TEST_F(ParseCommandLineTest, BadRdzvValuesAreErrors) {
               HasSubstr("--rdzv-conf='a=1,a=2'"));
   EXPECT_THAT(Message(ParseError({"--rdzv-id=a/b", "--no-python", "/bin/sh"})),
               HasSubstr("--rdzv-id='a/b'"));
+  EXPECT_THAT(Message(ParseError({"--rdzv-id=" + std::string(257, 'j'), "--no-python", "/bin/sh"})),
+              HasSubstr("at most 256 bytes"));
+  EXPECT_TRUE(ParseOk({"--rdzv-id=" + std::string(256, 'j'), "--no-python", "/bin/sh"}).config.run_id.size() == 256);
 }
 
 TEST_F(ParseCommandLineTest, MultiNodeC10dNeedsAnEndpoint) {

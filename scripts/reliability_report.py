@@ -21,7 +21,7 @@ SCENARIOS = [
     ("NetnsTest.AWorkerCrashOnOneHostRestartsEveryHost", "worker crash (exit 7) on one of 2 hosts",
      "every worker on both hosts restarts once, RESTART_COUNT 1; exit 0", []),
     ("NetnsTest.AWorkerKilledByASignalEndsTheJobOnEveryHostWithItsStatus",
-     "a worker killed by SIGSEGV, no restart left", "both hosts exit 139 naming a rank on host 2 as the root cause", []),
+     "a worker killed by SIGABRT, no restart left", "both hosts exit 134 naming a rank on host 2 as the root cause", []),
     ("NetnsTest.NoLineAWorkerPrintsIsLost", "2 hosts x 2 workers print 5,000 lines each (--tee=1)",
      "every line on its host's console, none cut or mixed", []),
     ("MultiNode.OverASlowLinkTheJobStillFormsAndRestarts",

@@ -101,9 +101,10 @@ TEST(SdkLaunch, TheCApiFromAProgramWrittenInC) {
 }
 
 TEST(SdkLaunch, HeartbeatsKeepAWorkerAliveUnderTheHeartbeatTimeout) {
-  // 1 s of work, beating every 20 ms, under a 0.3 s timeout: never taken for hung.
+  // 4 s of work, beating every 20 ms, under a 2 s timeout (the clock starts at the worker's
+  // start, and a sanitizer build starts slowly): never taken for hung.
   ProcessResult r = RunProcess(Ddprun({"--standalone", "--nproc-per-node=2",
-                                       "--worker-heartbeat-timeout=0.3"},
+                                       "--worker-heartbeat-timeout=2"},
                                       {kSdkWorker, "heartbeat", "x"}),
                                {}, absl::Seconds(60));
   EXPECT_EQ(r.exit_code, 0) << r.err;

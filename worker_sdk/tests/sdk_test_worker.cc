@@ -1,7 +1,7 @@
 // A worker that uses the SDK, for the launch tests.
 //   sdk_test_worker collectives DIR   barrier, broadcast and all_gather; writes DIR/sdk.<RANK>
 //   sdk_test_worker nccl              InitNccl; on failure prints the error and exits 1
-//   sdk_test_worker heartbeat X       Heartbeat() every 20 ms for 1 s, then exit 0
+//   sdk_test_worker heartbeat X       Heartbeat() every 20 ms for 4 s, then exit 0
 
 #include <stdio.h>
 #include <unistd.h>
@@ -42,8 +42,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<ddp::worker::Context> ctx = ddp::worker::Context::FromEnv();
   if (!ctx.ok()) return Fail(ctx.status());
   if (mode == "collectives" && argc == 3) return Collectives(*ctx, argv[2]);
-  if (mode == "heartbeat" && argc == 3) {  // beat for 1 s, every 20 ms, then exit 0
-    for (int i = 0; i < 50; ++i) {
+  if (mode == "heartbeat" && argc == 3) {  // beat for 4 s, every 20 ms, then exit 0
+    for (int i = 0; i < 200; ++i) {
       if (absl::Status s = ctx->Heartbeat(); !s.ok()) return Fail(s);
       usleep(20000);
     }

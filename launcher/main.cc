@@ -68,7 +68,7 @@ std::unique_ptr<ddprun::HostedMaster> MaybeHostMaster(const ddprun::NetworkPlugi
                                                       const ddprun::AgentConfig& config) {
   const bool is_host = config.is_host ? *config.is_host : ddprun::IsThisHost(config.endpoint_host);
   if (!is_host) return nullptr;
-  ddprun::HostedMasterOptions options;
+  ddprun::MasterOptions options;
   options.host = config.endpoint_host;
   options.port = config.endpoint_port;
   options.token = config.token;

@@ -100,7 +100,7 @@ class GrpcRendezvous::Stream : public grpc::ClientBidiReactor<pb::AgentMessage, 
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-GrpcRendezvous::GrpcRendezvous(GrpcRendezvousOptions options)
+GrpcRendezvous::GrpcRendezvous(NetworkRendezvousOptions options)
     : options_(std::move(options)), channel_(std::make_unique<Channel>()) {
   grpc::ChannelArguments args;
   // Notice a dead master or a partition even when idle: a ping every keep_alive_interval,

@@ -6,23 +6,14 @@
 #include <memory>
 #include <string>
 
+#include "rendezvous/network_plugin.h"
 #include "rendezvous/rendezvous_connection.h"
-#include "rendezvous/tls_config.h"
 
 namespace ddprun {
 
-struct GrpcRendezvousOptions {
-  std::string endpoint;  // host:port of the master
-  std::string run_id;
-  std::string token;
-  RendezvousSettings settings;
-  absl::Duration heartbeat_timeout = absl::Seconds(5);  // see AgentConfig
-  TlsConfig tls;
-};
-
 class GrpcRendezvous : public RendezvousConnection {
  public:
-  explicit GrpcRendezvous(GrpcRendezvousOptions options);
+  explicit GrpcRendezvous(NetworkRendezvousOptions options);
   ~GrpcRendezvous() override;
 
   int event_fd() const override { return events_.fd(); }
@@ -40,7 +31,7 @@ class GrpcRendezvous : public RendezvousConnection {
   class Stream;
 
  private:
-  GrpcRendezvousOptions options_;
+  NetworkRendezvousOptions options_;
   EventQueue events_;
   struct Channel;
   std::unique_ptr<Channel> channel_;

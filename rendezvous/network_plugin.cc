@@ -24,25 +24,11 @@ class GrpcHostedMaster : public HostedMaster {
 };
 
 std::unique_ptr<RendezvousConnection> Connect(const NetworkRendezvousOptions& options) {
-  GrpcRendezvousOptions grpc_options;
-  grpc_options.endpoint = options.endpoint;
-  grpc_options.run_id = options.run_id;
-  grpc_options.token = options.token;
-  grpc_options.settings = options.settings;
-  grpc_options.heartbeat_timeout = options.heartbeat_timeout;
-  grpc_options.tls = options.tls;
-  return std::make_unique<GrpcRendezvous>(grpc_options);
+  return std::make_unique<GrpcRendezvous>(options);
 }
 
-absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const HostedMasterOptions& options) {
-  MasterOptions master_options;
-  master_options.host = options.host;
-  master_options.port = options.port;
-  master_options.token = options.token;
-  master_options.store_timeout = options.store_timeout;
-  master_options.tls = options.tls;
-  if (!options.only_run_id.empty()) master_options.only_run_id = options.only_run_id;
-  absl::StatusOr<std::unique_ptr<MasterServer>> server = MasterServer::Start(master_options);
+absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const MasterOptions& options) {
+  absl::StatusOr<std::unique_ptr<MasterServer>> server = MasterServer::Start(options);
   if (!server.ok()) return server.status();
   return std::unique_ptr<HostedMaster>(new GrpcHostedMaster(std::move(*server)));
 }

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rendezvous/master_server.h"
 #include "rendezvous/rendezvous_connection.h"
 #include "rendezvous/tls_config.h"
 
@@ -35,19 +36,10 @@ struct NetworkRendezvousOptions {
   TlsConfig tls;
 };
 
-struct HostedMasterOptions {
-  std::string host;
-  int port = 0;
-  std::string token;
-  std::string only_run_id;  // empty: any run
-  absl::Duration store_timeout = absl::Seconds(60);
-  TlsConfig tls;
-};
-
 /// The plugin's entry points, looked up with dlsym.
 struct NetworkPlugin {
   std::unique_ptr<RendezvousConnection> (*connect)(const NetworkRendezvousOptions&);
-  absl::StatusOr<std::unique_ptr<HostedMaster>> (*host_master)(const HostedMasterOptions&);
+  absl::StatusOr<std::unique_ptr<HostedMaster>> (*host_master)(const MasterOptions&);
 };
 
 /// Loads libddprun_network.so from next to the running executable, then from

@@ -8,8 +8,9 @@
 
 #include <atomic>
 
-#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "ddp/worker/context.h"
+#include "tests/support/child_process.h"
 #include "worker_sdk/tests/loopback_master.h"
 
 namespace ddp::worker {
@@ -28,9 +29,8 @@ Context OneRank(int rank, int world_size) {
 }
 
 bool WaitForCalls(int calls) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(20);
-  while (g_user_handler_calls.load() < calls && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
-  return g_user_handler_calls.load() >= calls;
+  return ddprun::testing::WaitUntil([&] { return g_user_handler_calls.load() >= calls; },
+                                    absl::Seconds(20));
 }
 
 TEST(NcclWatchdogTest, ASignalGoesOnToThePreviousHandlerAfterTheAborts) {

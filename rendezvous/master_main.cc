@@ -35,6 +35,7 @@ int UsageError(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ddprun::DisableMutexDeadlockDetection();
   CLI::App app("ddprun-master: the ddprun rendezvous master and Store, on its own.",
                "ddprun-master");
   std::string host = "0.0.0.0";

@@ -29,6 +29,10 @@ absl::Time MonotonicNow() {
                                  .count());
 }
 
+void DisableMutexDeadlockDetection() {
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
+
 namespace {
 
 namespace pb = ::ddprun::v1;
@@ -98,7 +102,7 @@ class MasterServer::Impl {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
-      wake_.Signal();
+      WakeTickerBefore(absl::InfiniteFuture());
     }
     if (ticker_.joinable()) ticker_.join();
   }
@@ -121,6 +125,11 @@ class MasterServer::Impl {
   void RunPending() ABSL_LOCKS_EXCLUDED(mu_);
   void SessionEnded(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TickerLoop();
+  // Wakes the ticker when `deadline` comes before the time it sleeps until. Only then: a
+  // wake-up per message would cost a thread switch per heartbeat at scale.
+  void WakeTickerBefore(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stopping_ || deadline < ticker_wakes_at_) wake_.Signal();
+  }
 
   const MasterOptions options_;
   const int session_end_fd_;
@@ -129,6 +138,8 @@ class MasterServer::Impl {
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mu_);
   SessionId next_session_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // While the ticker sleeps: when it will wake by itself. InfinitePast while it is awake.
+  absl::Time ticker_wakes_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool store_closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::function<void()>> pending_ ABSL_GUARDED_BY(mu_);
   std::thread ticker_;
@@ -249,8 +260,11 @@ absl::Status MasterServer::Impl::OnAgentMessage(SessionReactor* reactor,
       }
     }
   }
-  if (reactor->joined) Dispatch(runs_[reactor->run_id]);
-  wake_.Signal();  // deadlines may have moved
+  if (reactor->joined) {
+    Run& run = runs_[reactor->run_id];
+    Dispatch(run);
+    WakeTickerBefore(run.rounds->NextDeadline());
+  }
   lock.Release();
   RunPending();
   return status;
@@ -302,7 +316,7 @@ void MasterServer::Impl::OnSessionClosed(SessionReactor* reactor) {
     if (it != runs_.end() && it->second.sessions.erase(reactor->id()) > 0) {
       it->second.rounds->Disconnect(reactor->id(), MonotonicNow());
       Dispatch(it->second);
-      wake_.Signal();
+      WakeTickerBefore(it->second.rounds->NextDeadline());
     }
     SessionEnded(reactor->run_id);  // also after an eviction, which dropped it already
   }
@@ -376,8 +390,8 @@ void MasterServer::Impl::StoreWait(const std::string& run_id, std::vector<std::s
       Run& run = runs_[run_id];
       run.store.WaitFor(std::move(keys), deadline, std::move(done));
       TakeStoreCompletions(run);
+      WakeTickerBefore(deadline);
     }
-    wake_.Signal();
   }
   RunPending();
 }
@@ -403,7 +417,9 @@ void MasterServer::Impl::TickerLoop() {
       mu_.Lock();
       continue;
     }
+    ticker_wakes_at_ = next;
     wake_.WaitWithTimeout(&mu_, std::max(next - MonotonicNow(), absl::Milliseconds(1)));
+    ticker_wakes_at_ = absl::InfinitePast();  // awake: it looks at every run anyway
   }
   mu_.Unlock();
 }

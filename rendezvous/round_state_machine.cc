@@ -46,12 +46,9 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
   // An agent holds one session at a time: one that joins on a new session has given up the
   // old one (it lost the master, e.g. in a partition, and stopped its workers), even if the
   // old one has not timed out here yet.
-  std::vector<SessionId> replaced;
-  for (const auto& [other, existing] : nodes_) {
-    if (other != session && existing.info.incarnation == node.incarnation) replaced.push_back(other);
-  }
-  for (SessionId other : replaced) {
-    RemoveNode(other, "it reconnected on a new session", /*evict=*/true, now);
+  if (auto same = by_incarnation_.find(node.incarnation);
+      same != by_incarnation_.end() && same->second != session) {
+    RemoveNode(same->second, "it reconnected on a new session", /*evict=*/true, now);
   }
   if (phase_ == Phase::kEnded) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -67,15 +64,20 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
   }
   auto [it, inserted] = nodes_.try_emplace(session);
   Node& entry = it->second;
+  if (!inserted) {
+    if (entry.info.incarnation != node.incarnation) by_incarnation_.erase(entry.info.incarnation);
+    by_last_seen_.erase({entry.last_seen, session});
+  }
   entry.info = node;
   entry.last_seen = now;
-  const bool member = std::find(members_.begin(), members_.end(), session) != members_.end();
+  by_last_seen_.insert({now, session});
+  by_incarnation_[node.incarnation] = session;
+  const bool member = entry.member;
+  SetJoined(entry, true);
   if (phase_ == Phase::kGathering) {
-    entry.joined = true;
     MaybeCloseRound(now);
     return absl::OkStatus();
   }
-  entry.joined = true;
   if (member && phase_ == Phase::kRunning) {
     // A member asking for a new round while its round runs has restarted its side.
     EndRound(StopReason::kMembershipChanged,
@@ -93,7 +95,59 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
 
 void RoundStateMachine::Heartbeat(SessionId session, absl::Time now) {
   auto it = nodes_.find(session);
-  if (it != nodes_.end()) it->second.last_seen = now;
+  if (it != nodes_.end()) Touch(session, it->second, now);
+}
+
+bool RoundStateMachine::IsMember(SessionId session) const {
+  auto it = nodes_.find(session);
+  return it != nodes_.end() && it->second.member;
+}
+
+void RoundStateMachine::SetJoined(Node& node, bool joined) {
+  if (node.joined == joined) return;
+  node.joined = joined;
+  const int delta = joined ? 1 : -1;
+  joined_count_ += delta;
+  if (node.previous_member) previous_back_ += delta;
+}
+
+void RoundStateMachine::SetFinished(Node& node, bool finished) {
+  if (node.finished == finished) return;
+  node.finished = finished;
+  if (node.member) finished_members_ += finished ? 1 : -1;
+}
+
+void RoundStateMachine::SetMember(Node& node, bool member) {
+  if (node.member == member) return;
+  node.member = member;
+  if (node.finished) finished_members_ += member ? 1 : -1;
+}
+
+void RoundStateMachine::SetPreviousMember(Node& node, bool previous_member) {
+  if (node.previous_member == previous_member) return;
+  node.previous_member = previous_member;
+  const int delta = previous_member ? 1 : -1;
+  previous_alive_ += delta;
+  if (node.joined) previous_back_ += delta;
+}
+
+void RoundStateMachine::Touch(SessionId session, Node& node, absl::Time now) {
+  by_last_seen_.erase({node.last_seen, session});
+  node.last_seen = now;
+  by_last_seen_.insert({now, session});
+}
+
+void RoundStateMachine::EraseNode(SessionId session) {
+  auto it = nodes_.find(session);
+  if (it == nodes_.end()) return;
+  Node& node = it->second;
+  SetJoined(node, false);
+  SetFinished(node, false);
+  SetMember(node, false);
+  SetPreviousMember(node, false);
+  by_last_seen_.erase({node.last_seen, session});
+  by_incarnation_.erase(node.info.incarnation);
+  nodes_.erase(it);
 }
 
 void RoundStateMachine::Disconnect(SessionId session, absl::Time now) {
@@ -103,8 +157,7 @@ void RoundStateMachine::Disconnect(SessionId session, absl::Time now) {
 
 void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
                                       std::vector<ReportedFailure> failures, absl::Time now) {
-  if (round != round_ || failures.empty() ||
-      std::find(members_.begin(), members_.end(), session) == members_.end()) {
+  if (round != round_ || failures.empty() || !IsMember(session)) {
     return;  // a report about a round that has already ended
   }
   Heartbeat(session, now);
@@ -133,27 +186,26 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
 
 void RoundStateMachine::ReportSuccess(SessionId session, int64_t round, absl::Time now) {
   if (round != round_ || (phase_ != Phase::kRunning && phase_ != Phase::kFinishing) ||
-      std::find(members_.begin(), members_.end(), session) == members_.end()) {
+      !IsMember(session)) {
     return;
   }
   Heartbeat(session, now);
-  nodes_[session].finished = true;
+  SetFinished(nodes_.at(session), true);
   if (phase_ == Phase::kRunning) {
     phase_ = Phase::kFinishing;
     finishing_deadline_ = now + settings_.exit_barrier_timeout;
   }
-  const bool all_done = std::all_of(members_.begin(), members_.end(), [&](SessionId s) {
-    auto it = nodes_.find(s);
-    return it != nodes_.end() && it->second.finished;
-  });
-  if (all_done) EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
+  if (finished_members_ == static_cast<int>(members_.size())) {
+    EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
+  }
 }
 
 void RoundStateMachine::Tick(absl::Time now) {
   if (phase_ == Phase::kEnded) return;
   std::vector<SessionId> silent;
-  for (const auto& [session, node] : nodes_) {
-    if (now - node.last_seen >= DeadAfter()) silent.push_back(session);
+  for (const auto& [last_seen, session] : by_last_seen_) {
+    if (now - last_seen < DeadAfter()) break;
+    silent.push_back(session);
   }
   for (SessionId session : silent) {
     if (phase_ == Phase::kEnded) return;
@@ -165,7 +217,7 @@ void RoundStateMachine::Tick(absl::Time now) {
   if (phase_ == Phase::kGathering) {
     if (last_call_deadline_ && now >= *last_call_deadline_) {
       CloseRound(now);
-    } else if (JoinedCount() < settings_.min_nodes &&
+    } else if (joined_count_ < settings_.min_nodes &&
                now - gathering_since_ >= settings_.join_timeout) {
       EndRun(RunOutcome::kTimedOut,
              absl::StrCat("rendezvous timed out after join_timeout=",
@@ -201,9 +253,11 @@ void RoundStateMachine::ReleaseFinishedMembers() {
     out.outcome = RunOutcome::kReleased;
     out.detail = detail;
     outbound_.push_back(std::move(out));
-    nodes_.erase(s);
-    members_.erase(std::find(members_.begin(), members_.end(), s));
+    EraseNode(s);
   }
+  members_.erase(std::remove_if(members_.begin(), members_.end(),
+                                [this](SessionId s) { return nodes_.count(s) == 0; }),
+                 members_.end());
 }
 
 std::vector<Outbound> RoundStateMachine::TakeOutbound() {
@@ -215,10 +269,10 @@ std::vector<Outbound> RoundStateMachine::TakeOutbound() {
 absl::Time RoundStateMachine::NextDeadline() const {
   absl::Time next = absl::InfiniteFuture();
   if (phase_ == Phase::kEnded) return next;
-  for (const auto& [session, node] : nodes_) next = std::min(next, node.last_seen + DeadAfter());
+  if (!by_last_seen_.empty()) next = by_last_seen_.begin()->first + DeadAfter();
   if (phase_ == Phase::kGathering) {
     if (last_call_deadline_) next = std::min(next, *last_call_deadline_);
-    if (JoinedCount() < settings_.min_nodes) {
+    if (joined_count_ < settings_.min_nodes) {
       next = std::min(next, gathering_since_ + settings_.join_timeout);
     }
   }
@@ -234,23 +288,12 @@ std::vector<SessionId> RoundStateMachine::waiting() const {
   return out;
 }
 
-int RoundStateMachine::JoinedCount() const {
-  int n = 0;
-  for (const auto& [session, node] : nodes_) n += node.joined ? 1 : 0;
-  return n;
-}
-
 bool RoundStateMachine::AllPreviousMembersBack() const {
-  if (previous_members_.empty()) return false;
-  for (SessionId s : previous_members_) {
-    auto it = nodes_.find(s);
-    if (it == nodes_.end() || !it->second.joined) return false;
-  }
-  return true;
+  return previous_alive_ > 0 && previous_back_ == previous_alive_;
 }
 
 void RoundStateMachine::MaybeCloseRound(absl::Time now) {
-  const int joined = JoinedCount();
+  const int joined = joined_count_;
   if (joined >= settings_.max_nodes || (joined >= settings_.min_nodes && AllPreviousMembersBack())) {
     CloseRound(now);
   } else if (joined >= settings_.min_nodes) {
@@ -275,9 +318,7 @@ std::vector<SessionId> RoundStateMachine::OrderForNextRound() const {
   }
   std::vector<SessionId> newcomers;
   for (const auto& [session, node] : nodes_) {
-    if (node.joined && std::find(order.begin(), order.end(), session) == order.end()) {
-      newcomers.push_back(session);
-    }
+    if (node.joined && (all_hinted || !node.previous_member)) newcomers.push_back(session);
   }
   std::sort(newcomers.begin(), newcomers.end(), [this](SessionId a, SessionId b) {
     const NodeInfo& x = nodes_.at(a).info;
@@ -296,6 +337,9 @@ std::vector<SessionId> RoundStateMachine::OrderForNextRound() const {
 
 void RoundStateMachine::CloseRound(absl::Time now) {
   (void)now;
+  for (SessionId s : members_) {
+    if (auto it = nodes_.find(s); it != nodes_.end()) SetMember(it->second, false);
+  }
   members_ = OrderForNextRound();
   departed_.clear();
   failures_.clear();  // the root cause of a failed run is the earliest failure of its last round
@@ -309,8 +353,9 @@ void RoundStateMachine::CloseRound(absl::Time now) {
   int base_rank = 0;
   for (size_t i = 0; i < members_.size(); ++i) {
     Node& node = nodes_.at(members_[i]);
-    node.joined = false;
-    node.finished = false;
+    SetJoined(node, false);
+    SetFinished(node, false);
+    SetMember(node, true);
     Outbound out;
     out.session = members_[i];
     out.kind = Outbound::Kind::kAssign;
@@ -336,7 +381,15 @@ void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, a
     out.detail = detail;
     outbound_.push_back(std::move(out));
   }
-  previous_members_ = members_;
+  for (SessionId s : previous_members_) {
+    if (auto it = nodes_.find(s); it != nodes_.end()) SetPreviousMember(it->second, false);
+  }
+  for (SessionId s : members_) {
+    Node& node = nodes_.at(s);
+    SetMember(node, false);
+    SetPreviousMember(node, true);
+  }
+  previous_members_ = std::move(members_);
   members_.clear();
   phase_ = Phase::kGathering;
   gathering_since_ = now;
@@ -372,10 +425,9 @@ void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, bo
   if (it == nodes_.end()) return;
   const std::string host = it->second.info.host;
   const bool finished = it->second.finished;
-  const bool was_previous_member =
-      std::find(previous_members_.begin(), previous_members_.end(), session) !=
-      previous_members_.end();
-  nodes_.erase(it);
+  const bool was_member = it->second.member;
+  const bool was_previous_member = it->second.previous_member;
+  EraseNode(session);
   if (evict) {
     Outbound out;
     out.session = session;
@@ -383,24 +435,22 @@ void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, bo
     out.detail = absl::StrCat("the master dropped ", host, ": ", why);
     outbound_.push_back(std::move(out));
   }
-  previous_members_.erase(std::remove(previous_members_.begin(), previous_members_.end(), session),
-                          previous_members_.end());
-  const auto member = std::find(members_.begin(), members_.end(), session);
-  if (member != members_.end() || was_previous_member) departed_.push_back(host);
-  if (member == members_.end()) {
+  if (phase_ == Phase::kEnded) return;  // nothing more to decide
+  if (was_member || was_previous_member) departed_.push_back(host);
+  if (!was_member) {
     if (phase_ == Phase::kGathering) MaybeCloseRound(now);
     return;
   }
-  members_.erase(member);
+  members_.erase(std::find(members_.begin(), members_.end(), session));
   const std::string detail = absl::StrCat(host, " left the job: ", why);
   if (phase_ == Phase::kRunning) {
     EndRound(StopReason::kMembershipChanged, detail, now);
   } else if (phase_ == Phase::kFinishing && !finished) {
     EndRun(RunOutcome::kFailed, absl::StrCat(detail, ", before its workers finished"), now);
   } else if (phase_ == Phase::kFinishing) {
-    const bool all_done = std::all_of(members_.begin(), members_.end(),
-                                      [&](SessionId s) { return nodes_.at(s).finished; });
-    if (all_done) EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
+    if (finished_members_ == static_cast<int>(members_.size())) {
+      EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
+    }
   }
 }
 

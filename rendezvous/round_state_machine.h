@@ -16,7 +16,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -131,11 +133,16 @@ class RoundStateMachine {
   std::vector<SessionId> waiting() const;
 
  private:
+  // The flags of a node are changed only through the Set* helpers below, which keep the
+  // counters right: with 10,000 agents, counting or searching on every message would make
+  // a round cost O(N^2).
   struct Node {
     NodeInfo info;
     absl::Time last_seen;
-    bool joined = false;     // waiting for the next round
-    bool finished = false;   // reported success in the current round
+    bool joined = false;           // waiting for the next round
+    bool finished = false;         // reported success in the current round
+    bool member = false;           // in members_
+    bool previous_member = false;  // in previous_members_
   };
 
   void BeginGathering(absl::Time now);
@@ -146,8 +153,14 @@ class RoundStateMachine {
   void RemoveNode(SessionId session, const std::string& why, bool evict, absl::Time now);
   void ReleaseFinishedMembers();
   std::vector<SessionId> OrderForNextRound() const;
-  int JoinedCount() const;
   bool AllPreviousMembersBack() const;
+  bool IsMember(SessionId session) const;
+  void SetJoined(Node& node, bool joined);
+  void SetFinished(Node& node, bool finished);
+  void SetMember(Node& node, bool member);
+  void SetPreviousMember(Node& node, bool previous_member);
+  void Touch(SessionId session, Node& node, absl::Time now);
+  void EraseNode(SessionId session);
   std::string DescribeMissing() const;
   absl::Duration DeadAfter() const;
 
@@ -156,8 +169,16 @@ class RoundStateMachine {
   int64_t round_ = -1;  // the last round closed; -1 before the first
   int restarts_spent_ = 0;
   std::map<SessionId, Node> nodes_;
-  std::vector<SessionId> members_;           // current round, in group-rank order
-  std::vector<SessionId> previous_members_;  // round before, for the fast path and order
+  std::vector<SessionId> members_;  // current round, in group-rank order
+  // The round before, for the fast path and the order. May name sessions that have left
+  // since; previous_alive_ counts those still here.
+  std::vector<SessionId> previous_members_;
+  std::map<std::string, SessionId> by_incarnation_;
+  std::set<std::pair<absl::Time, SessionId>> by_last_seen_;  // oldest first, for Tick
+  int joined_count_ = 0;      // nodes with `joined`
+  int finished_members_ = 0;  // members with `finished`
+  int previous_alive_ = 0;    // nodes with `previous_member`
+  int previous_back_ = 0;     // nodes with `previous_member` and `joined`
   absl::Time gathering_since_;
   std::optional<absl::Time> last_call_deadline_;
   std::optional<absl::Time> finishing_deadline_;

@@ -2,14 +2,58 @@
 // GrpcRendezvous: the agent's connection to a rendezvous master over gRPC, one Session
 // stream at a time. gRPC's threads only convert messages and queue them as events; the
 // agent's event loop takes them from the queue's eventfd.
+//
+// Its parts are public so that bench/loadgen.cc can simulate thousands of agents with the
+// agent's own client code: the channel an agent opens and one Session stream.
 
+#include <grpcpp/grpcpp.h>
+
+#include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "absl/synchronization/mutex.h"
+#include "ddprun/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/network_plugin.h"
 #include "rendezvous/rendezvous_connection.h"
 
 namespace ddprun {
+
+/// The channel arguments an agent's connection to the master uses (keepalive, reconnect).
+grpc::ChannelArguments AgentChannelArguments(const NetworkRendezvousOptions& options);
+/// Plain, or TLS with the agent's certificate when options.tls is enabled.
+std::shared_ptr<grpc::ChannelCredentials> AgentCredentials(const NetworkRendezvousOptions& options);
+
+/// One Session stream. Writes are queued with one in flight; every message from the master,
+/// and the stream's end, reaches `on_event` on a gRPC thread.
+class SessionStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::MasterMessage> {
+ public:
+  using OnEvent = std::function<void(RendezvousEvent)>;
+  /// Opens the stream, waiting for the master if it is not up yet.
+  SessionStream(v1::Rendezvous::Stub* stub, std::string endpoint, OnEvent on_event);
+  /// Cancels the stream and waits until gRPC is done with it.
+  ~SessionStream() override;
+
+  void Send(v1::AgentMessage message);
+  /// From now on the stream's end is expected, not news: no kLost event.
+  void Abandon();
+
+ private:
+  void OnReadDone(bool ok) override;
+  void OnWriteDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+  const std::string endpoint_;
+  const OnEvent on_event_;
+  grpc::ClientContext context_;
+  v1::MasterMessage in_;
+  absl::Mutex mu_;
+  std::deque<v1::AgentMessage> queue_ ABSL_GUARDED_BY(mu_);  // front() in flight if writing_
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
 
 class GrpcRendezvous : public RendezvousConnection {
  public:
@@ -28,14 +72,14 @@ class GrpcRendezvous : public RendezvousConnection {
     return options_.settings.keep_alive_interval;
   }
 
-  class Stream;
-
  private:
+  std::unique_ptr<SessionStream> OpenStream();
+
   NetworkRendezvousOptions options_;
   EventQueue events_;
-  struct Channel;
-  std::unique_ptr<Channel> channel_;
-  std::unique_ptr<Stream> stream_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Rendezvous::Stub> stub_;
+  std::unique_ptr<SessionStream> stream_;
 };
 
 }  // namespace ddprun

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -63,10 +64,7 @@ class MasterServer::Impl {
   }
 
   // --- Sessions (called from gRPC threads) ---
-  SessionId NewSessionId() {
-    absl::MutexLock lock(&mu_);
-    return next_session_++;
-  }
+  SessionId NewSessionId() { return next_session_.fetch_add(1); }
   absl::Status OnAgentMessage(SessionReactor* reactor, const pb::AgentMessage& message);
   void OnSessionClosed(SessionReactor* reactor);
 
@@ -78,8 +76,7 @@ class MasterServer::Impl {
     absl::ReleasableMutexLock lock(&mu_);
     auto result = fn(runs_[run_id].store);
     TakeStoreCompletions(runs_[run_id]);
-    lock.Release();
-    RunPending();
+    ReleaseAndRunPending(lock);
     return result;
   }
 
@@ -122,6 +119,9 @@ class MasterServer::Impl {
   absl::Status Join(SessionReactor* reactor, const pb::Join& join) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeStoreCompletions(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases `lock` and runs the completions queued while it was held. One lock per
+  // message: RunPending() alone would take the mutex a second time.
+  void ReleaseAndRunPending(absl::ReleasableMutexLock& lock) ABSL_UNLOCK_FUNCTION(mu_);
   void RunPending() ABSL_LOCKS_EXCLUDED(mu_);
   void SessionEnded(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TickerLoop();
@@ -136,7 +136,7 @@ class MasterServer::Impl {
   absl::Mutex mu_;
   absl::CondVar wake_;
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mu_);
-  SessionId next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  std::atomic<SessionId> next_session_{1};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // While the ticker sleeps: when it will wake by itself. InfinitePast while it is awake.
   absl::Time ticker_wakes_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
@@ -265,8 +265,7 @@ absl::Status MasterServer::Impl::OnAgentMessage(SessionReactor* reactor,
     Dispatch(run);
     WakeTickerBefore(run.rounds->NextDeadline());
   }
-  lock.Release();
-  RunPending();
+  ReleaseAndRunPending(lock);
   return status;
 }
 
@@ -320,8 +319,7 @@ void MasterServer::Impl::OnSessionClosed(SessionReactor* reactor) {
     }
     SessionEnded(reactor->run_id);  // also after an eviction, which dropped it already
   }
-  lock.Release();
-  RunPending();
+  ReleaseAndRunPending(lock);
 }
 
 void MasterServer::Impl::Dispatch(Run& run) {
@@ -367,6 +365,13 @@ void MasterServer::Impl::SessionEnded(const std::string& run_id) {
 
 void MasterServer::Impl::TakeStoreCompletions(Run& run) {
   for (auto& completion : run.store.TakeCompletions()) pending_.push_back(std::move(completion));
+}
+
+void MasterServer::Impl::ReleaseAndRunPending(absl::ReleasableMutexLock& lock) {
+  std::vector<std::function<void()>> pending;
+  pending.swap(pending_);
+  lock.Release();
+  for (auto& completion : pending) completion();
 }
 
 void MasterServer::Impl::RunPending() {

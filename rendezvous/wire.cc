@@ -66,6 +66,33 @@ v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::
   return join;
 }
 
+v1::AgentMessage JoinMessage(const NodeInfo& node, const std::string& run_id,
+                             const std::string& token, const RendezvousSettings& settings) {
+  v1::AgentMessage message;
+  *message.mutable_join() = JoinToWire(node, run_id, token, settings);
+  return message;
+}
+
+v1::AgentMessage FailureReportMessage(int64_t round, const std::vector<ReportedFailure>& failures) {
+  v1::AgentMessage message;
+  message.mutable_report()->set_round(round);
+  for (const ReportedFailure& f : failures) *message.mutable_report()->add_failures() = ToWire(f);
+  return message;
+}
+
+v1::AgentMessage SuccessReportMessage(int64_t round) {
+  v1::AgentMessage message;
+  message.mutable_report()->set_round(round);
+  message.mutable_report()->set_succeeded(true);
+  return message;
+}
+
+v1::AgentMessage HeartbeatMessage() {
+  v1::AgentMessage message;
+  message.mutable_heartbeat();
+  return message;
+}
+
 std::vector<ReportedFailure> FromWire(
     const google::protobuf::RepeatedPtrField<v1::WorkerFailure>& failures) {
   std::vector<ReportedFailure> out;

@@ -21,6 +21,13 @@ NodeInfo NodeFromJoin(const v1::Join& join);
 v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::string& token,
                     const RendezvousSettings& settings);
 
+/// What an agent sends on its Session stream.
+v1::AgentMessage JoinMessage(const NodeInfo& node, const std::string& run_id,
+                             const std::string& token, const RendezvousSettings& settings);
+v1::AgentMessage FailureReportMessage(int64_t round, const std::vector<ReportedFailure>& failures);
+v1::AgentMessage SuccessReportMessage(int64_t round);
+v1::AgentMessage HeartbeatMessage();
+
 std::vector<ReportedFailure> FromWire(
     const google::protobuf::RepeatedPtrField<v1::WorkerFailure>& failures);
 v1::WorkerFailure ToWire(const ReportedFailure& failure);

@@ -19,7 +19,9 @@
 #include "absl/time/clock.h"
 #include "ddprun/v1/rendezvous.grpc.pb.h"
 #include "ddprun/v1/store.grpc.pb.h"
+#include "rendezvous/grpc_rendezvous.h"
 #include "rendezvous/wire.h"
+#include "tests/support/delay_proxy.h"
 
 namespace ddprun {
 namespace {
@@ -463,6 +465,33 @@ TEST_F(MasterServerTest, GarbageAndPlainHttpOnThePortDoNotDisturbIt) {
   ASSERT_TRUE(ma && ma->has_assignment());
   ASSERT_TRUE(mb && mb->has_assignment());
   EXPECT_EQ(mb->assignment().world_size(), 4);
+}
+
+// gRPC gives up a connection attempt after GRPC_ARG_MIN_RECONNECT_BACKOFF_MS. The agent once
+// set it to 10 ms (meaning a quick retry): every attempt that took longer than gRPC's backoff
+// cap (about 1.2 s) was abandoned, so an agent behind a slow link or a master busy with
+// thousands of connections never got through. The handshake here takes 1.5 s.
+TEST_F(MasterServerTest, TheAgentsConnectionWaitsForASlowHandshake) {
+  StartMaster();
+  testing::LinkShape shape;
+  shape.delay = absl::Milliseconds(1500);
+  auto proxy = testing::DelayProxy::Start(master_->port(), shape);
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  NetworkRendezvousOptions options;
+  options.endpoint = absl::StrCat("127.0.0.1:", (*proxy)->port());
+  options.run_id = "job";
+  options.settings.keep_alive_interval = absl::Seconds(30);  // no pings in the way
+  options.heartbeat_timeout = absl::Seconds(30);
+  GrpcRendezvous agent(options);
+  NodeInfo node;
+  node.host = "far";
+  node.incarnation = "inc-far";
+  agent.Join(node);
+  ASSERT_TRUE(WaitReadable(agent.event_fd(), absl::Seconds(25)))
+      << "no answer through a link with a 1.5 s delay";
+  std::vector<RendezvousEvent> events = agent.TakeEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, RendezvousEvent::Kind::kAssigned) << events[0].status;
 }
 
 TEST_F(MasterServerTest, AnOversizedFieldIsRefusedNamingItAndTheLimit) {

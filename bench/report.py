@@ -21,14 +21,16 @@ def print_table(results, reference, missing="never"):
     for m in metrics:
         cells = ""
         for n in names:
-            v = results[n][m]
-            cells += (f"{v['min']:>10.1f} /{v['median']:>9.1f} /{v['max']:>9.1f}" if v
-                      else f"{missing:>34}")
+            v = results[n].get(m)
+            if v:
+                cells += f"{v['min']:>10.1f} /{v['median']:>9.1f} /{v['max']:>9.1f}"
+            else:
+                cells += f"{missing if m in results[n] else 'not run':>34}"
         print(f"{m:<{width}}{cells}")
     if reference in results:
         print(f"\nratios, {reference} median / ddprun median:")
         for m in metrics:
-            t, d = results[reference][m], results["ddprun"][m]
+            t, d = results[reference].get(m), results["ddprun"][m]
             print(f"  {m:<{width}}" + (f"{t['median'] / d['median']:8.1f}x" if t and d else "     n/a"))
 
 

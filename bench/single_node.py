@@ -22,24 +22,8 @@ import sys
 import tempfile
 import time
 
+from procs import proc_status, read_ns, torch_available, torchrun_cmd, wait_for
 from report import print_table, summarize, write_json
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-TORCHRUN_SHIM = os.path.join(HERE, "..", "tests", "compat", "torchrun_py311.py")
-TORCH_PYTHON = "/usr/bin/python3"
-
-
-def read_ns(path):
-    with open(path) as f:
-        return int(f.read())
-
-
-def wait_for(paths, timeout):
-    deadline = time.monotonic() + timeout
-    while not all(os.path.exists(p) for p in paths):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"waited {timeout}s for {paths}")
-        time.sleep(0.001)
 
 
 def launcher_cmd(name, nproc, worker, work_dir, mode, max_restarts=0):
@@ -48,8 +32,7 @@ def launcher_cmd(name, nproc, worker, work_dir, mode, max_restarts=0):
     if name == "ddprun":
         return [ARGS.ddprun, *opts, worker, work_dir, mode]
     interval = "5" if name == "torchrun-1.13-default" else "0.1"
-    return [TORCH_PYTHON, TORCHRUN_SHIM, f"--monitor_interval={interval}", *opts, worker,
-            work_dir, mode]
+    return torchrun_cmd(interval, [*opts, worker, work_dir, mode])
 
 
 def run_launch(name, nproc):
@@ -84,14 +67,6 @@ def run_restart(name, nproc):
         shutil.rmtree(work, ignore_errors=True)
 
 
-def vm_hwm_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmHWM")
-
-
 def run_rss(name, nproc):
     work = tempfile.mkdtemp(prefix="ddprun-bench-")
     try:
@@ -100,7 +75,7 @@ def run_rss(name, nproc):
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for([f"{work}/start.{r}.0" for r in range(nproc)], 60)
         time.sleep(0.2)  # let the launcher settle into its steady state before sampling
-        peak = vm_hwm_kib(proc.pid) / 1024
+        peak = proc_status(proc.pid, "VmHWM") / 1024
         open(f"{work}/release", "w").close()
         if proc.wait(timeout=60) != 0:
             raise RuntimeError(f"{name} exited {proc.returncode}")
@@ -114,8 +89,7 @@ def run_rss(name, nproc):
 def main():
     launchers = ["ddprun"]
     if not ARGS.no_torchrun:
-        if not shutil.which(TORCH_PYTHON) or subprocess.run(
-                [TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode != 0:
+        if not torch_available():
             sys.exit("torchrun needs Debian's python3-torch (scripts/install-deps.sh); "
                      "or pass --no-torchrun")
         launchers += ["torchrun-0.1s", "torchrun-1.13-default"]

@@ -5,6 +5,7 @@
 #
 #   scripts/install-deps.sh            build + test packages (incl. PyTorch for compat tests)
 #   scripts/install-deps.sh --build    build packages only
+#   scripts/install-deps.sh --bench    build + test packages and gnuplot (bench/plot.py)
 set -euo pipefail
 
 build_pkgs=(
@@ -16,9 +17,14 @@ test_pkgs=(
   python3 python3-torch procps iproute2 openssl clang-14 libclang-rt-14-dev
 )
 
+bench_pkgs=(gnuplot-nox)
+
 pkgs=("${build_pkgs[@]}")
 if [[ "${1:-}" != "--build" ]]; then
   pkgs+=("${test_pkgs[@]}")
+fi
+if [[ "${1:-}" == "--bench" ]]; then
+  pkgs+=("${bench_pkgs[@]}")
 fi
 
 missing=()

@@ -1,0 +1,362 @@
+// ddprun-loadgen: plays N agents against one rendezvous master, from one process, to measure
+// the master at cluster scale. Each simulated agent is a real client of the protocol: its own
+// Session stream (the agent's SessionStream class), its own identity, the agent's channel
+// settings, heartbeats every keep_alive_interval, and the agent's answers (a stop order is
+// answered with a join for the next round). Streams share at most --connections connections,
+// or each has its own (--connections=0), as agents on separate hosts would.
+//
+// Measured, from this side of the wire:
+//   connect  - every connection up (channels created and READY)
+//   round    - first stream opened -> every agent holds its assignment for round 0
+//   restart  - one agent reports a failed worker -> every agent stopped, rejoined and holding
+//              its assignment for the next round (repeated --restarts times)
+// and, read from /proc/<master pid>: the master's peak RSS and its CPU time per phase.
+// Every round is checked: group ranks 0..N-1 once each, one world size, one master address.
+// Prints one JSON object on stdout.
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "rendezvous/grpc_rendezvous.h"
+#include "rendezvous/master_server.h"
+#include "rendezvous/wire.h"
+
+namespace ddprun {
+namespace {
+
+struct Options {
+  std::string endpoint;
+  std::string run_id = "loadgen";
+  int agents = 1000;
+  int connections = 64;  // 0: one per agent
+  int restarts = 3;
+  int local_world_size = 8;
+  int master_pid = 0;  // 0: no /proc readings
+  double timeout_s = 120;
+};
+
+/// The master's counters from /proc: CPU time (user + system) and peak RSS.
+struct ProcessReading {
+  double cpu_ms = 0;
+  double peak_rss_mib = 0;
+};
+
+ProcessReading ReadProcess(int pid) {
+  ProcessReading reading;
+  if (pid <= 0) return reading;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // Fields after the command name, which is in parentheses and may hold spaces.
+  std::istringstream fields(text.substr(text.rfind(')') + 2));
+  std::vector<std::string> f((std::istream_iterator<std::string>(fields)),
+                             std::istream_iterator<std::string>());
+  if (f.size() > 12) {
+    const double tick_ms = 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+    reading.cpu_ms = (std::stod(f[11]) + std::stod(f[12])) * tick_ms;  // utime, stime
+  }
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) reading.peak_rss_mib = std::stod(line.substr(6)) / 1024.0;
+  }
+  return reading;
+}
+
+/// Raises the soft open-files limit to the hard one; one connection per agent needs one
+/// descriptor per agent, on this side and on the master's.
+int RaiseOpenFilesLimit() {
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+  getrlimit(RLIMIT_NOFILE, &limit);
+  return static_cast<int>(limit.rlim_cur);
+}
+
+class Loadgen;
+
+/// One simulated agent. Its fields are touched only by its own stream's callbacks, which
+/// gRPC runs one at a time per stream, and by the main thread before the stream opens.
+struct SimulatedAgent {
+  NodeInfo node;
+  std::unique_ptr<SessionStream> stream;
+};
+
+class Loadgen {
+ public:
+  explicit Loadgen(Options options) : options_(std::move(options)) {
+    settings_.min_nodes = settings_.max_nodes = options_.agents;
+    settings_.max_restarts = options_.restarts;
+  }
+
+  absl::Status Run() {
+    const int fd_limit = RaiseOpenFilesLimit();
+    const int channels = options_.connections == 0 ? options_.agents
+                                                   : std::min(options_.connections, options_.agents);
+    if (channels + 64 > fd_limit) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          channels, " connections need about ", channels + 64,
+          " open files in this process (and as many in the master), but the hard limit "
+          "(ulimit -Hn) is ",
+          fd_limit, ": use fewer agents or --connections=64"));
+    }
+    OpenChannels(channels);
+    ProcessReading before = ReadProcess(options_.master_pid);
+    absl::Time start = absl::Now();
+    if (absl::Status s = WaitConnected(); !s.ok()) return s;
+    connect_ms_ = absl::ToDoubleMilliseconds(absl::Now() - start);
+
+    start = absl::Now();
+    OpenStreams();
+    open_ms_ = absl::ToDoubleMilliseconds(absl::Now() - start);
+
+    before = ReadProcess(options_.master_pid);
+    ExpectRound(0);
+    start = absl::Now();
+    for (SimulatedAgent& agent : agents_) {
+      agent.stream->Send(JoinMessage(agent.node, options_.run_id, "", settings_));
+    }
+    if (absl::Status s = AwaitRound(); !s.ok()) return s;
+    round_ms_ = absl::ToDoubleMilliseconds(round_done_ - start);
+    ProcessReading after = ReadProcess(options_.master_pid);
+    round_cpu_ms_ = after.cpu_ms - before.cpu_ms;
+
+    std::thread heartbeats([this] { SendHeartbeats(); });
+    absl::Status status;
+    for (int i = 1; i <= options_.restarts && status.ok(); ++i) {
+      before = ReadProcess(options_.master_pid);
+      start = absl::Now();
+      ExpectRound(i);
+      ReportFailureFromAgentZero(i - 1);
+      status = AwaitRound();
+      if (!status.ok()) break;
+      restart_ms_.push_back(absl::ToDoubleMilliseconds(round_done_ - start));
+      after = ReadProcess(options_.master_pid);
+      restart_cpu_ms_.push_back(after.cpu_ms - before.cpu_ms);
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
+    heartbeats.join();
+    master_peak_rss_mib_ = ReadProcess(options_.master_pid).peak_rss_mib;
+    for (SimulatedAgent& agent : agents_) agent.stream->Abandon();
+    agents_.clear();  // each stream is cancelled and waited for
+    return status;
+  }
+
+  std::string Json() const {
+    const double n = options_.agents;
+    std::vector<std::string> restarts, restart_cpu;
+    for (double ms : restart_ms_) restarts.push_back(absl::StrFormat("%.2f", ms));
+    for (double ms : restart_cpu_ms_) restart_cpu.push_back(absl::StrFormat("%.2f", ms * 1000 / n));
+    return absl::StrCat(
+        "{\"agents\": ", options_.agents, ", \"connections\": ",
+        options_.connections == 0 ? options_.agents : std::min(options_.connections, options_.agents),
+        ", \"connect_ms\": ", absl::StrFormat("%.2f", connect_ms_),
+        ", \"round_ms\": ", absl::StrFormat("%.2f", round_ms_),
+        ", \"open_ms\": ", absl::StrFormat("%.2f", open_ms_),
+        ", \"restart_ms\": [", absl::StrJoin(restarts, ", "), "]",
+        ", \"master_cpu_us_per_agent_round\": ", absl::StrFormat("%.2f", round_cpu_ms_ * 1000 / n),
+        ", \"master_cpu_us_per_agent_restart\": [", absl::StrJoin(restart_cpu, ", "), "]",
+        ", \"master_peak_rss_mib\": ", absl::StrFormat("%.1f", master_peak_rss_mib_),
+        ", \"loadgen_peak_rss_mib\": ", absl::StrFormat("%.1f", ReadProcess(getpid()).peak_rss_mib),
+        "}");
+  }
+
+ private:
+  void OpenChannels(int count) {
+    NetworkRendezvousOptions agent;
+    agent.endpoint = options_.endpoint;
+    agent.settings = settings_;
+    for (int i = 0; i < count; ++i) {
+      grpc::ChannelArguments args = AgentChannelArguments(agent);
+      // A distinct argument and a local subchannel pool: otherwise gRPC shares one
+      // connection between channels to the same address.
+      args.SetInt("ddprun.loadgen.connection", i);
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+      channels_.push_back(grpc::CreateCustomChannel(options_.endpoint, AgentCredentials(agent), args));
+      stubs_.push_back(v1::Rendezvous::NewStub(channels_.back()));
+    }
+  }
+
+  absl::Status WaitConnected() {
+    for (auto& channel : channels_) channel->GetState(/*try_to_connect=*/true);
+    const auto deadline = std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
+    for (size_t i = 0; i < channels_.size(); ++i) {
+      if (!channels_[i]->WaitForConnected(deadline)) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "connection ", i, " of ", channels_.size(), " to ", options_.endpoint,
+            " was not up within ", options_.timeout_s, " s: is the master running there?"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  void OpenStreams() {
+    agents_.resize(options_.agents);
+    const int pid = getpid();
+    for (int i = 0; i < options_.agents; ++i) {
+      SimulatedAgent& agent = agents_[i];
+      agent.node.host = absl::StrFormat("sim%05d", i);
+      agent.node.addr = "127.0.0.1";
+      agent.node.pid = pid;
+      agent.node.incarnation = absl::StrCat("loadgen-", pid, "-", i);
+      agent.node.local_world_size = options_.local_world_size;
+      agent.node.master_port = 29500;
+      agent.stream = std::make_unique<SessionStream>(
+          stubs_[i % stubs_.size()].get(), options_.endpoint,
+          [this, &agent](RendezvousEvent event) { OnEvent(agent, std::move(event)); });
+    }
+  }
+
+  void OnEvent(SimulatedAgent& agent, RendezvousEvent event) {
+    switch (event.kind) {
+      case RendezvousEvent::Kind::kAssigned:
+        agent.node.last_round = event.assignment.round;
+        agent.node.restarts_seen = event.assignment.restart_count;
+        CountAssignment(event.assignment);
+        return;
+      case RendezvousEvent::Kind::kStop:  // as an agent does once its workers are stopped
+        agent.stream->Send(JoinMessage(agent.node, options_.run_id, "", settings_));
+        return;
+      case RendezvousEvent::Kind::kEnd:
+        Fail(absl::StrCat(agent.node.host, ": the master ended the run: ", event.detail));
+        return;
+      case RendezvousEvent::Kind::kLost:
+        Fail(absl::StrCat(agent.node.host, ": ", event.status.message()));
+        return;
+    }
+  }
+
+  void ExpectRound(int64_t round) {
+    absl::MutexLock lock(&mu_);
+    expected_round_ = round;
+    assigned_ = 0;
+    rank_seen_.assign(options_.agents, false);
+  }
+
+  void CountAssignment(const Assignment& a) {
+    absl::MutexLock lock(&mu_);
+    if (a.round != expected_round_) {
+      return FailLocked(absl::StrCat("an assignment for round ", a.round, " while round ",
+                                     expected_round_, " was expected"));
+    }
+    if (a.group_rank < 0 || a.group_rank >= options_.agents || rank_seen_[a.group_rank] ||
+        a.group_world_size != options_.agents ||
+        a.world_size != options_.agents * options_.local_world_size) {
+      return FailLocked(absl::StrCat("a bad assignment in round ", a.round, ": group rank ",
+                                     a.group_rank, " of ", a.group_world_size, ", world size ",
+                                     a.world_size));
+    }
+    rank_seen_[a.group_rank] = true;
+    if (++assigned_ == options_.agents) round_done_ = absl::Now();
+  }
+
+  void ReportFailureFromAgentZero(int64_t round) {
+    ReportedFailure failure;
+    failure.host = agents_[0].node.host;
+    failure.exit_code = 1;
+    failure.pid = getpid();
+    failure.time = absl::Now();
+    failure.message = "simulated by ddprun-loadgen";
+    agents_[0].stream->Send(FailureReportMessage(round, {failure}));
+  }
+
+  absl::Status AwaitRound() {
+    absl::MutexLock lock(&mu_);
+    auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return assigned_ == options_.agents || !error_.empty();
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(options_.timeout_s))) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "round ", expected_round_, ": only ", assigned_, " of ", options_.agents,
+          " agents were assigned within ", options_.timeout_s, " s"));
+    }
+    if (!error_.empty()) return absl::InternalError(error_);
+    return absl::OkStatus();
+  }
+
+  void SendHeartbeats() {
+    absl::MutexLock lock(&mu_);
+    auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
+    while (!mu_.AwaitWithTimeout(absl::Condition(&stopping), settings_.keep_alive_interval)) {
+      mu_.Unlock();
+      for (SimulatedAgent& agent : agents_) agent.stream->Send(HeartbeatMessage());
+      mu_.Lock();
+    }
+  }
+
+  void Fail(const std::string& why) {
+    absl::MutexLock lock(&mu_);
+    FailLocked(why);
+  }
+  void FailLocked(const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (error_.empty() && !stopping_) error_ = why;
+  }
+
+  const Options options_;
+  RendezvousSettings settings_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  std::vector<std::unique_ptr<v1::Rendezvous::Stub>> stubs_;
+  std::vector<SimulatedAgent> agents_;
+
+  absl::Mutex mu_;
+  int64_t expected_round_ ABSL_GUARDED_BY(mu_) = 0;
+  int assigned_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<bool> rank_seen_ ABSL_GUARDED_BY(mu_);
+  absl::Time round_done_ ABSL_GUARDED_BY(mu_);
+  std::string error_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  double connect_ms_ = 0, round_ms_ = 0, open_ms_ = 0, round_cpu_ms_ = 0, master_peak_rss_mib_ = 0;
+  std::vector<double> restart_ms_, restart_cpu_ms_;
+};
+
+}  // namespace
+}  // namespace ddprun
+
+int main(int argc, char** argv) {
+  ddprun::DisableMutexDeadlockDetection();
+  ddprun::Options options;
+  CLI::App app{"ddprun-loadgen: simulate N agents against one rendezvous master"};
+  app.add_option("--endpoint", options.endpoint, "the master's host:port")->required();
+  app.add_option("--agents", options.agents, "how many agents to simulate")->check(CLI::Range(1, 1000000));
+  app.add_option("--connections", options.connections,
+                 "connections the sessions share; 0: one per agent")
+      ->check(CLI::Range(0, 1000000));
+  app.add_option("--restarts", options.restarts, "restart rounds to time")->check(CLI::Range(0, 1000));
+  app.add_option("--local-world-size", options.local_world_size, "workers per simulated agent")
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--run-id", options.run_id, "the run id to join");
+  app.add_option("--master-pid", options.master_pid, "the master's pid, to read its RSS and CPU");
+  app.add_option("--timeout", options.timeout_s, "seconds each phase may take");
+  CLI11_PARSE(app, argc, argv);
+  ddprun::RouteGrpcLogsToSpdlog();
+  ddprun::Loadgen loadgen(options);
+  if (absl::Status status = loadgen.Run(); !status.ok()) {
+    std::fprintf(stderr, "ddprun-loadgen: %s\n", std::string(status.message()).c_str());
+    return 1;
+  }
+  std::printf("%s\n", loadgen.Json().c_str());
+  return 0;
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""PNG plots from run_all.py's JSON, drawn by gnuplot (Debian's gnuplot-nox).
+
+  restart.png  worker crash -> all replacement workers running: ddprun and torchrun, single
+               node and 2 and 4 agents (log scale)
+  scale.png    rendezvous round and restart round against N simulated agents, ddprun-master
+               and the bare gRPC floor, sessions over 64 connections and one per agent
+
+  bench/plot.py RESULTS_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+
+
+def load(results, name):
+    path = os.path.join(results, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def restart_plot(results):
+    single, multi = load(results, "single_node.json"), load(results, "multi_node.json")
+    if not single or not multi:
+        return None
+    rows = [("1 node", single, "restart_ms_nproc2"), ("2 agents", multi, "restart_ms_2_agents"),
+            ("4 agents", multi, "restart_ms_4_agents")]
+    launchers = [l for l in ("ddprun", "torchrun-0.1s", "torchrun-1.13-default") if l in multi]
+    data = os.path.join(results, "restart.dat")
+    with open(data, "w") as f:
+        f.write("case " + " ".join(launchers) + "\n")
+        for label, src, key in rows:
+            cells = [f"{src[l][key]['median']:.2f}" if src.get(l, {}).get(key) else "NaN"
+                     for l in launchers]
+            f.write(f'"{label}" ' + " ".join(cells) + "\n")
+    cols = ", ".join(f"'{data}' using {i + 2}:xtic(1) title '{l}'" for i, l in enumerate(launchers))
+    return f"""
+set terminal pngcairo size 800,480
+set output '{os.path.join(results, "restart.png")}'
+set title 'Worker crash -> all replacement workers running (median, ms, log scale)'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid border -1
+set logscale y
+set yrange [1:*]
+set key top left
+set grid ytics
+plot {cols}
+"""
+
+
+def scale_plot(results):
+    scale = load(results, "scale.json")
+    if not scale:
+        return None
+    series = []
+    for master in scale:
+        for mode in ("shared-64", "one-per-agent"):
+            for metric in ("round_ms", "restart_ms"):
+                points = []
+                for key, r in scale[master].items():
+                    m, n = key.split("/")
+                    if m != mode or "error" in r:
+                        continue
+                    v = r[metric]
+                    v = sorted(v)[len(v) // 2] if isinstance(v, list) else v
+                    points.append((int(n), v))
+                if points:
+                    name = f"{master} {mode} {metric.replace('_ms', '')}"
+                    path = os.path.join(results, f"scale-{master}-{mode}-{metric}.dat")
+                    with open(path, "w") as f:
+                        for n, v in sorted(points):
+                            f.write(f"{n} {v:.2f}\n")
+                    series.append((path, name))
+    plots = ", ".join(f"'{p}' using 1:2 with linespoints title '{t}'" for p, t in series)
+    return f"""
+set terminal pngcairo size 800,520
+set output '{os.path.join(results, "scale.png")}'
+set title 'Rendezvous at scale: time for every agent to hold its assignment (ms)'
+set logscale xy
+set xlabel 'simulated agents'
+set ylabel 'ms'
+set key top left
+set grid
+plot {plots}
+"""
+
+
+def main():
+    results = sys.argv[1]
+    for script in (restart_plot(results), scale_plot(results)):
+        if script:
+            subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    print("plots in", results)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""What the benchmark scripts share about processes: files workers write, ports, /proc."""
+import os
+import socket
+import subprocess
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TORCHRUN_SHIM = os.path.join(HERE, "..", "tests", "compat", "torchrun_py311.py")
+TORCH_PYTHON = "/usr/bin/python3"
+
+
+def torch_available():
+    return os.path.exists(TORCH_PYTHON) and subprocess.run(
+        [TORCH_PYTHON, "-c", "import torch"], capture_output=True).returncode == 0
+
+
+def torchrun_cmd(monitor_interval, opts):
+    """torchrun 1.13 through the Python 3.11 shim; `opts` in torch 1.13's underscore spelling."""
+    return [TORCH_PYTHON, TORCHRUN_SHIM, f"--monitor_interval={monitor_interval}", *opts]
+
+
+def read_ns(path):
+    with open(path) as f:
+        return int(f.read())
+
+
+def wait_for(paths, timeout):
+    deadline = time.monotonic() + timeout
+    while not all(os.path.exists(p) for p in paths):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout}s for {paths}")
+        time.sleep(0.001)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_status(pid, field):
+    """A numeric field of /proc/PID/status (VmHWM in KiB, Threads, ...)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no {field} for {pid}")
+
+
+def cpu_seconds(pid):
+    """User + system CPU time the process has used (its threads included)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def pss_kib(pid):
+    """Proportional set size: shared pages (libraries) divided among the processes using them."""
+    with open(f"/proc/{pid}/smaps_rollup") as f:
+        for line in f:
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"no Pss for {pid}")
+
+
+def wait_for_port(port, timeout):
+    """Until something listens on 127.0.0.1:`port`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
+        time.sleep(0.005)

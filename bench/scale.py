@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""One master against N simulated agents (ddprun-loadgen), and the bare-gRPC floor beside it.
+
+For each N (100, 1,000, 10,000, 20,000) and each way of connecting (the sessions sharing at
+most 64 connections, or one connection per agent as on a real cluster), a fresh master is
+started on a fresh loopback port and ddprun-loadgen plays N agents against it:
+
+  connect   every connection up
+  open      N Session streams opened (stream set-up, before any join)
+  round     first join -> every agent holds its round-0 assignment
+  restart   one failure report -> every agent stopped, rejoined and assigned (median of 3)
+  cpu/agent the master's CPU time per agent for the round and for a restart
+  rss       the master's peak RSS
+
+The same load generator runs against ddprun-bare-master (a gRPC server that only counts
+joins and hands out ranks) in the same run: the difference is what ddprun's rules cost.
+One connection per agent needs a file descriptor per agent on each side; where N is over
+`ulimit -Hn` that cell is reported as not possible here, with the limit.
+
+  bench/scale.py --build build --json /tmp/scale.json
+"""
+import argparse
+import json
+import os
+import resource
+import signal
+import subprocess
+
+from procs import free_port, wait_for_port
+from report import write_json
+
+
+def run_one(master_cmd, agents, connections):
+    port = free_port()
+    env = dict(os.environ)
+    master = subprocess.Popen([*master_cmd, f"--port={port}"], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    try:
+        wait_for_port(port, 30)
+        out = subprocess.run(
+            [os.path.join(ARGS.build, "bench", "ddprun-loadgen"), f"--endpoint=127.0.0.1:{port}",
+             f"--agents={agents}", f"--connections={connections}", "--restarts=3",
+             f"--master-pid={master.pid}", "--timeout=120"],
+            capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else
+                    f"exit {out.returncode}"}
+        return json.loads(out.stdout)
+    finally:
+        os.killpg(master.pid, signal.SIGTERM)
+        try:
+            master.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(master.pid, signal.SIGKILL)
+            master.wait()
+
+
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
+def main():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # for the master; loadgen raises its own
+    masters = {
+        "ddprun-master": [os.path.join(ARGS.build, "rendezvous", "ddprun-master"),
+                          "--host=127.0.0.1"],
+        "bare-grpc": [os.path.join(ARGS.build, "bench", "ddprun-bare-master")],
+    }
+    results = {name: {} for name in masters}
+    for mode, connections in (("shared-64", 64), ("one-per-agent", 0)):
+        for n in ARGS.agents:
+            for name, cmd in masters.items():
+                r = run_one(cmd, n, connections)
+                results[name][f"{mode}/{n}"] = r
+                if "error" in r:
+                    print(f"{name:>14} {mode:>14} N={n:>6}: {r['error']}", flush=True)
+                    continue
+                print(f"{name:>14} {mode:>14} N={n:>6}: connect {r['connect_ms']:8.1f}  open "
+                      f"{r['open_ms']:8.1f}  round {r['round_ms']:8.1f}  restart "
+                      f"{median(r['restart_ms']):8.1f} ms  master cpu/agent "
+                      f"{r['master_cpu_us_per_agent_round']:6.1f} us  rss "
+                      f"{r['master_peak_rss_mib']:6.1f} MiB", flush=True)
+    write_json(ARGS.json, results)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--build", default="build")
+    parser.add_argument("--agents", type=int, nargs="+", default=[100, 1000, 10000, 20000])
+    parser.add_argument("--json")
+    ARGS = parser.parse_args()
+    ARGS.build = os.path.abspath(ARGS.build)
+    main()

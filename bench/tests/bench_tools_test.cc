@@ -1,0 +1,108 @@
+// The benchmark tools themselves: the load generator, the bare master and the Store
+// benchmark run against real masters at a small scale and report sane figures, and the
+// Python drivers run end to end, so that neither rots between benchmark runs.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "tests/support/child_process.h"
+#include "tests/support/temp_dir.h"
+
+namespace ddprun::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kBuild = BUILD_DIR;
+const std::string kSource = SOURCE_DIR;
+const std::string kMaster = kBuild + "/rendezvous/ddprun-master";
+const std::string kBare = kBuild + "/bench/ddprun-bare-master";
+const std::string kLoadgen = kBuild + "/bench/ddprun-loadgen";
+
+// A master of either kind on a free loopback port, stopped at the end.
+class Server {
+ public:
+  explicit Server(const std::string& binary) : port_(FreeLoopbackPort()) {
+    std::vector<std::string> argv = {binary, absl::StrCat("--port=", port_)};
+    if (binary == kMaster) argv.push_back("--host=127.0.0.1");
+    process_ = ChildProcess::Start(argv);
+  }
+  ~Server() {
+    kill(process_->pid(), SIGTERM);
+    process_->Wait(absl::Seconds(20));
+  }
+  std::string endpoint() const { return absl::StrCat("127.0.0.1:", port_); }
+  int pid() const { return process_->pid(); }
+
+ private:
+  int port_;
+  std::unique_ptr<ChildProcess> process_;
+};
+
+ProcessResult Loadgen(const Server& server, int agents, int connections) {
+  return RunProcess({kLoadgen, "--endpoint=" + server.endpoint(), absl::StrCat("--agents=", agents),
+                     absl::StrCat("--connections=", connections), "--restarts=2",
+                     absl::StrCat("--master-pid=", server.pid()), "--timeout=60"},
+                    {}, absl::Seconds(120));
+}
+
+TEST(BenchTools, LoadgenRunsRoundsAndRestartsAgainstTheMaster) {
+  Server master(kMaster);
+  ProcessResult shared = Loadgen(master, 300, 8);
+  ASSERT_EQ(shared.exit_code, 0) << shared.err;
+  EXPECT_THAT(shared.out, HasSubstr("\"agents\": 300, \"connections\": 8"));
+  EXPECT_THAT(shared.out, ::testing::ContainsRegex("\"restart_ms\": \\[[0-9.]+, [0-9.]+\\]"));
+  EXPECT_THAT(shared.out, ::testing::ContainsRegex("\"master_peak_rss_mib\": [1-9]"));
+}
+
+TEST(BenchTools, LoadgenWithOneConnectionPerAgentAgainstTheBareMaster) {
+  Server bare(kBare);
+  ProcessResult own = Loadgen(bare, 40, 0);
+  ASSERT_EQ(own.exit_code, 0) << own.err;
+  EXPECT_THAT(own.out, HasSubstr("\"agents\": 40, \"connections\": 40"));
+}
+
+TEST(BenchTools, LoadgenWithoutAMasterSaysSoWithinItsTimeout) {
+  ProcessResult r = RunProcess({kLoadgen, absl::StrCat("--endpoint=127.0.0.1:", FreeLoopbackPort()),
+                                "--agents=2", "--timeout=1"},
+                               {}, absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("was not up within 1 s: is the master running there?"));
+}
+
+TEST(BenchTools, LoadgenRefusesMoreConnectionsThanOpenFilesAllow) {
+  ProcessResult r = RunProcess({kLoadgen, "--endpoint=127.0.0.1:1", "--agents=900000",
+                                "--connections=0"},
+                               {}, absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("hard limit (ulimit -Hn)"));
+}
+
+// The Python drivers, at the smallest size that runs every part of them.
+TEST(BenchTools, ScaleStoreAndFootprintScriptsRunEndToEnd) {
+  TempDir dir;
+  ProcessResult scale = RunProcess({"/usr/bin/python3", kSource + "/bench/scale.py", "--build=" + kBuild,
+                                    "--agents", "50", "--json", dir.path() + "/scale.json"},
+                                   {}, absl::Seconds(120));
+  ASSERT_EQ(scale.exit_code, 0) << scale.err;
+  EXPECT_THAT(scale.out, HasSubstr("ddprun-master  one-per-agent N=    50: connect"));
+  ProcessResult store = RunProcess({"/usr/bin/python3", kSource + "/bench/store.py", "--build=" + kBuild,
+                                    "--ops=512", "--json", dir.path() + "/store.json"},
+                                   {}, absl::Seconds(180));
+  ASSERT_EQ(store.exit_code, 0) << store.err;
+  EXPECT_THAT(store.out, HasSubstr("1 client, p50 / bare gRPC unary p50: set"));
+  ProcessResult footprint = RunProcess(
+      {"/usr/bin/python3", kSource + "/bench/footprint.py", "--ddprun=" + kBuild + "/launcher/ddprun",
+       "--worker=" + kBuild + "/bench/bench_worker", "--seconds=1", "--no-torchrun"},
+      {}, absl::Seconds(120));
+  ASSERT_EQ(footprint.exit_code, 0) << footprint.err;
+  EXPECT_THAT(footprint.out, HasSubstr("ddprun c10d client"));
+}
+
+}  // namespace
+}  // namespace ddprun::testing

@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "ddp/worker/store.h"
 #include "ddprun/v1/store.grpc.pb.h"
+#include "rendezvous/grpc_rendezvous.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/wire.h"
 
@@ -31,9 +32,7 @@ class GrpcStore : public Store {
         wait_for_server_(wait_for_server) {
     grpc::ChannelArguments args;
     // Rank 0's store may come up a little after the others start: retry soon.
-    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 10);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 10);
-    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    ddprun::SetQuickReconnect(args);
     args.SetMaxReceiveMessageSize(64 * 1024 * 1024);
     args.SetMaxSendMessageSize(64 * 1024 * 1024);
     std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "worker_sdk/tests/loopback_master.h"
 #include "tests/support/child_process.h"
+#include "tests/support/delay_proxy.h"
 
 namespace ddp::worker {
 namespace {
@@ -60,6 +61,18 @@ TEST_F(StoreTest, LimitsAreClearErrors) {
   absl::Status s = store_->Set(std::string(9000, 'k'), "v");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("8192"));
+}
+
+// A connection attempt may take gRPC's default 20 s: with the old 10 ms setting of
+// GRPC_ARG_MIN_RECONNECT_BACKOFF_MS (read by gRPC as the attempt's time limit), a store
+// behind a link slower than about 1.2 s was never reached.
+TEST_F(StoreTest, AStoreBehindASlowLinkIsReached) {
+  ddprun::testing::LinkShape shape;
+  shape.delay = absl::Milliseconds(1500);
+  auto proxy = ddprun::testing::DelayProxy::Start(master_->port(), shape);
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  auto far = Store::Connect(absl::StrCat("127.0.0.1:", (*proxy)->port()), "job", absl::Seconds(25));
+  EXPECT_TRUE(far->Set("far", "1").ok());
 }
 
 TEST(StoreClientTest, AnUnreachableStoreSaysWhereItLookedAndWhoServesIt) {

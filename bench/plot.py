@@ -31,7 +31,7 @@ def restart_plot(results):
     launchers = [l for l in ("ddprun", "torchrun-0.1s", "torchrun-1.13-default") if l in multi]
     data = os.path.join(results, "restart.dat")
     with open(data, "w") as f:
-        f.write("case " + " ".join(launchers) + "\n")
+        f.write("# case " + " ".join(launchers) + "\n")
         for label, src, key in rows:
             cells = [f"{src[l][key]['median']:.2f}" if src.get(l, {}).get(key) else "NaN"
                      for l in launchers]
@@ -77,13 +77,14 @@ def scale_plot(results):
                     series.append((path, name))
     plots = ", ".join(f"'{p}' using 1:2 with linespoints title '{t}'" for p, t in series)
     return f"""
-set terminal pngcairo size 800,520
+set terminal pngcairo size 900,560
 set output '{os.path.join(results, "scale.png")}'
 set title 'Rendezvous at scale: time for every agent to hold its assignment (ms)'
 set logscale xy
+set xrange [80:30000]
 set xlabel 'simulated agents'
 set ylabel 'ms'
-set key top left
+set key outside right top
 set grid
 plot {plots}
 """

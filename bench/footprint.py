@@ -14,7 +14,6 @@ divided among the processes that map them), and its most threads.
 
   bench/footprint.py --ddprun build/launcher/ddprun --worker build/bench/bench_worker
 """
-import argparse
 import os
 import shutil
 import signal
@@ -23,7 +22,9 @@ import sys
 import tempfile
 import time
 
-from procs import cpu_seconds, free_port, proc_status, pss_kib, torch_available, torchrun_cmd, wait_for
+from procs import (
+    cpu_seconds, free_port, launcher_parser, parse_launcher_args, proc_status, pss_kib,
+    torch_available, torchrun_cmd, wait_for)
 from report import write_json
 
 
@@ -118,14 +119,7 @@ def main():
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ddprun", default="build/launcher/ddprun")
-    parser.add_argument("--worker", default="build/bench/bench_worker")
+    parser = launcher_parser(__doc__)
     parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--no-torchrun", action="store_true")
-    parser.add_argument("--json")
-    ARGS = parser.parse_args()
-    ARGS.ddprun = os.path.abspath(ARGS.ddprun)
-    ARGS.worker = os.path.abspath(ARGS.worker)
+    ARGS = parse_launcher_args(parser)
     main()

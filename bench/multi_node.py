@@ -17,7 +17,6 @@ torchrun never notices with either).
 
   bench/multi_node.py --ddprun build/launcher/ddprun --worker build/bench/bench_worker
 """
-import argparse
 import os
 import shutil
 import signal
@@ -25,7 +24,7 @@ import subprocess
 import tempfile
 import time
 
-from procs import free_port, read_ns, torchrun_cmd, wait_for
+from procs import free_port, launcher_parser, parse_launcher_args, read_ns, torchrun_cmd, wait_for
 from report import print_table, summarize, write_json
 
 
@@ -144,17 +143,10 @@ def main():
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ddprun", default="build/launcher/ddprun")
-    parser.add_argument("--worker", default="build/bench/bench_worker")
+    parser = launcher_parser(__doc__)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--torchrun-runs", type=int, default=3)
     parser.add_argument("--loss-runs", type=int, default=1)
     parser.add_argument("--loss-timeout", type=float, default=60)
-    parser.add_argument("--no-torchrun", action="store_true")
-    parser.add_argument("--json")
-    ARGS = parser.parse_args()
-    ARGS.ddprun = os.path.abspath(ARGS.ddprun)
-    ARGS.worker = os.path.abspath(ARGS.worker)
+    ARGS = parse_launcher_args(parser)
     main()

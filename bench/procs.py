@@ -73,3 +73,22 @@ def wait_for_port(port, timeout):
         if time.monotonic() > deadline:
             raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout}s")
         time.sleep(0.005)
+
+
+def launcher_parser(doc):
+    """The options every launcher benchmark takes; add its own, then parse_launcher_args."""
+    import argparse
+    parser = argparse.ArgumentParser(description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ddprun", default="build/launcher/ddprun")
+    parser.add_argument("--worker", default="build/bench/bench_worker")
+    parser.add_argument("--no-torchrun", action="store_true")
+    parser.add_argument("--json")
+    return parser
+
+
+def parse_launcher_args(parser):
+    args = parser.parse_args()
+    args.ddprun = os.path.abspath(args.ddprun)
+    args.worker = os.path.abspath(args.worker)
+    return args

@@ -14,7 +14,6 @@ with --monitor-interval 0.1 (the default since PyTorch 2.4).
 
   bench/single_node.py --ddprun build/launcher/ddprun --worker build/bench/bench_worker
 """
-import argparse
 import os
 import shutil
 import subprocess
@@ -22,7 +21,9 @@ import sys
 import tempfile
 import time
 
-from procs import proc_status, read_ns, torch_available, torchrun_cmd, wait_for
+from procs import (
+    launcher_parser, parse_launcher_args, proc_status, read_ns, torch_available, torchrun_cmd,
+    wait_for)
 from report import print_table, summarize, write_json
 
 
@@ -109,15 +110,8 @@ def main():
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ddprun", default="build/launcher/ddprun")
-    parser.add_argument("--worker", default="build/bench/bench_worker")
+    parser = launcher_parser(__doc__)
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--torchrun-runs", type=int, default=5)
-    parser.add_argument("--no-torchrun", action="store_true")
-    parser.add_argument("--json")
-    ARGS = parser.parse_args()
-    ARGS.ddprun = os.path.abspath(ARGS.ddprun)
-    ARGS.worker = os.path.abspath(ARGS.worker)
+    ARGS = parse_launcher_args(parser)
     main()

@@ -52,7 +52,7 @@ class BareStream : public grpc::ServerBidiReactor<pb::AgentMessage, pb::MasterMe
     }
     if (more) StartWrite(&queue_.front());
   }
-  void OnDone() override { delete this; }
+  void OnDone() override;
 
   BareMaster* master_;
   pb::AgentMessage in_;
@@ -67,50 +67,46 @@ class BareMaster : public pb::Rendezvous::CallbackService {
     return new BareStream(this);
   }
 
+  // Sends under the lock, as ddprun's master dispatches under its own: a stream that ends
+  // (Forget) cannot be written to afterwards.
   void OnMessage(BareStream* stream, const pb::AgentMessage& message) {
-    std::vector<BareStream*> targets;
-    pb::MasterMessage out;
-    int64_t round = 0;
-    int restarts = 0, local_world_size = 1;
-    {
-      absl::MutexLock lock(&mu_);
-      if (message.has_join()) {
-        if (members_.empty()) size_ = message.join().settings().max_nodes();
-        joined_.push_back(stream);
-        local_world_size_ = message.join().local_world_size();
-        if (static_cast<int>(joined_.size()) < size_) return;
-        members_.swap(joined_);
-        joined_.clear();
-        ++round_;
-        targets = members_;
-        round = round_;
-        restarts = restarts_;
-        local_world_size = local_world_size_;
-      } else if (message.has_report() && !message.report().succeeded()) {
-        out.mutable_stop()->set_reason(pb::StopOrder::WORKER_FAILED);
-        targets = members_;
-        ++restarts_;
-      } else {
-        return;  // heartbeats, successes
-      }
-    }
-    if (out.has_stop()) {
-      for (BareStream* s : targets) s->Send(out);
+    absl::MutexLock lock(&mu_);
+    if (message.has_report() && !message.report().succeeded()) {
+      pb::MasterMessage stop;
+      stop.mutable_stop()->set_reason(pb::StopOrder::WORKER_FAILED);
+      ++restarts_;
+      for (BareStream* s : members_) s->Send(stop);
       return;
     }
-    for (size_t rank = 0; rank < targets.size(); ++rank) {
+    if (!message.has_join()) return;  // heartbeats, successes
+    if (members_.empty()) size_ = message.join().settings().max_nodes();
+    joined_.push_back(stream);
+    local_world_size_ = message.join().local_world_size();
+    if (static_cast<int>(joined_.size()) < size_) return;
+    members_.swap(joined_);
+    joined_.clear();
+    ++round_;
+    const int n = static_cast<int>(members_.size());
+    for (int rank = 0; rank < n; ++rank) {
       pb::MasterMessage assign;
       pb::RoundAssignment* a = assign.mutable_assignment();
-      a->set_round(round);
-      a->set_restart_count(restarts);
-      a->set_group_rank(static_cast<int>(rank));
-      a->set_group_world_size(static_cast<int>(targets.size()));
-      a->set_base_rank(static_cast<int>(rank) * local_world_size);
-      a->set_world_size(static_cast<int>(targets.size()) * local_world_size);
+      a->set_round(round_);
+      a->set_restart_count(restarts_);
+      a->set_group_rank(rank);
+      a->set_group_world_size(n);
+      a->set_base_rank(rank * local_world_size_);
+      a->set_world_size(n * local_world_size_);
       a->set_master_addr("127.0.0.1");
       a->set_master_port(29500);
-      targets[rank]->Send(std::move(assign));
+      members_[rank]->Send(std::move(assign));
     }
+  }
+
+  // A stream ended: the floor does not handle membership, so the run is over.
+  void Forget() {
+    absl::MutexLock lock(&mu_);
+    joined_.clear();
+    members_.clear();
   }
 
  private:
@@ -131,6 +127,11 @@ class BareStore : public pb::Store::CallbackService {
     return reactor;
   }
 };
+
+void BareStream::OnDone() {
+  master_->Forget();
+  delete this;
+}
 
 void BareStream::OnReadDone(bool ok) {
   if (!ok) {

@@ -1,13 +1,15 @@
 // ddprun-loadgen: plays N agents against one rendezvous master, from one process, to measure
 // the master at cluster scale. Each simulated agent is a real client of the protocol: its own
 // Session stream (the agent's SessionStream class), its own identity, the agent's channel
-// settings, heartbeats every keep_alive_interval, and the agent's answers (a stop order is
+// settings, heartbeats every keep_alive_interval from round 0 on, and the agent's answers (a stop order is
 // answered with a join for the next round). Streams share at most --connections connections,
 // or each has its own (--connections=0), as agents on separate hosts would.
 //
 // Measured, from this side of the wire:
 //   connect  - every connection up (channels created and READY)
-//   round    - first stream opened -> every agent holds its assignment for round 0
+//   open     - N Session streams opened (before any join, as agents on separate hosts
+//              would have theirs)
+//   round    - first join -> every agent holds its assignment for round 0
 //   restart  - one agent reports a failed worker -> every agent stopped, rejoined and holding
 //              its assignment for the next round (repeated --restarts times)
 // and, read from /proc/<master pid>: the master's peak RSS and its CPU time per phase.
@@ -318,7 +320,6 @@ class Loadgen {
   RendezvousSettings settings_;
   std::vector<std::shared_ptr<grpc::Channel>> channels_;
   std::vector<std::unique_ptr<v1::Rendezvous::Stub>> stubs_;
-  std::vector<SimulatedAgent> agents_;
 
   absl::Mutex mu_;
   int64_t expected_round_ ABSL_GUARDED_BY(mu_) = 0;
@@ -330,6 +331,8 @@ class Loadgen {
 
   double connect_ms_ = 0, round_ms_ = 0, open_ms_ = 0, round_cpu_ms_ = 0, master_peak_rss_mib_ = 0;
   std::vector<double> restart_ms_, restart_cpu_ms_;
+  // Last, so destroyed first: a stream's end still reaches OnEvent, which needs mu_.
+  std::vector<SimulatedAgent> agents_;
 };
 
 }  // namespace

@@ -40,6 +40,9 @@ void CheckRound(const std::vector<Outbound>& out, const ddprun::RendezvousSettin
       ranks += 2;  // every node joins with local_world_size 2 below
     }
     Require(static_cast<int>(group_ranks.size()) == static_cast<int>(assigns.size()));
+    std::set<ddprun::SessionId> sessions;
+    for (const Outbound* o : assigns) sessions.insert(o->session);
+    Require(sessions.size() == assigns.size());  // one assignment per session and round
     Require(*group_ranks.rbegin() == static_cast<int>(assigns.size()) - 1);
     Require(assigns.front()->assignment.world_size == ranks);
   }

@@ -157,6 +157,9 @@ class SessionReactor : public grpc::ServerBidiReactor<pb::AgentMessage, pb::Mast
   // The run this session joined; written and read only under the master's mutex.
   std::string run_id;
   bool joined = false;
+  // The master dropped it (it went silent): what still arrives on it is refused, so that
+  // its session id never enters the rules again.
+  bool evicted = false;
 
   /// Ends the stream with `status` once the queued messages are written.
   void Close(const grpc::Status& status) {
@@ -242,6 +245,9 @@ absl::Status MasterServer::Impl::OnAgentMessage(SessionReactor* reactor,
   absl::Status status = CheckLimits(message);
   if (!status.ok()) {
     // refused below, before it touches any run
+  } else if (reactor->evicted) {
+    status = absl::FailedPreconditionError(
+        "the master dropped this session; the agent joins again on a new one");
   } else if (message.has_join()) {
     status = Join(reactor, message.join());
   } else if (!reactor->joined) {
@@ -260,7 +266,7 @@ absl::Status MasterServer::Impl::OnAgentMessage(SessionReactor* reactor,
       }
     }
   }
-  if (reactor->joined) {
+  if (reactor->joined && !reactor->evicted) {  // an evicted session's run may be gone
     Run& run = runs_[reactor->run_id];
     Dispatch(run);
     WakeTickerBefore(run.rounds->NextDeadline());
@@ -337,6 +343,7 @@ void MasterServer::Impl::Dispatch(Run& run) {
     if (it == run.sessions.end()) continue;  // gone; the state machine knows by now
     if (out.kind == Outbound::Kind::kEvict) {
       SessionReactor* reactor = it->second;
+      reactor->evicted = true;
       run.sessions.erase(it);  // the state machine has forgotten it already
       reactor->Close(grpc::Status(grpc::StatusCode::ABORTED, out.detail));
       const uint64_t one = 1;

@@ -95,7 +95,7 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
 
 void RoundStateMachine::Heartbeat(SessionId session, absl::Time now) {
   auto it = nodes_.find(session);
-  if (it != nodes_.end()) Touch(session, it->second, now);
+  if (it != nodes_.end()) UpdateLastSeen(session, it->second, now);
 }
 
 bool RoundStateMachine::IsMember(SessionId session) const {
@@ -131,7 +131,7 @@ void RoundStateMachine::SetPreviousMember(Node& node, bool previous_member) {
   if (node.joined) previous_back_ += delta;
 }
 
-void RoundStateMachine::Touch(SessionId session, Node& node, absl::Time now) {
+void RoundStateMachine::UpdateLastSeen(SessionId session, Node& node, absl::Time now) {
   by_last_seen_.erase({node.last_seen, session});
   node.last_seen = now;
   by_last_seen_.insert({now, session});
@@ -313,8 +313,11 @@ std::vector<SessionId> RoundStateMachine::OrderForNextRound() const {
     return !entry.second.joined || entry.second.info.node_rank_hint >= 0;
   });
   for (SessionId s : previous_members_) {
+    // previous_members_ may name sessions that have left: the flag says who is still here.
     auto it = nodes_.find(s);
-    if (!all_hinted && it != nodes_.end() && it->second.joined) order.push_back(s);
+    if (!all_hinted && it != nodes_.end() && it->second.joined && it->second.previous_member) {
+      order.push_back(s);
+    }
   }
   std::vector<SessionId> newcomers;
   for (const auto& [session, node] : nodes_) {
@@ -402,6 +405,12 @@ void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail, ab
   (void)now;
   phase_ = Phase::kEnded;
   end_detail_ = detail;
+  // No round runs any more. Cleared here, once, so that the agents leaving afterwards
+  // (RemoveNode returns early once the run has ended) cost O(1) each.
+  for (SessionId s : members_) {
+    if (auto it = nodes_.find(s); it != nodes_.end()) SetMember(it->second, false);
+  }
+  members_.clear();
   std::vector<ReportedFailure> root;
   if (!failures_.empty()) {
     root.push_back(*std::min_element(

@@ -127,7 +127,7 @@ class RoundStateMachine {
   const RendezvousSettings& settings() const { return settings_; }
   int64_t round() const { return round_; }
   int restarts_spent() const { return restarts_spent_; }
-  /// Sessions in the current (or last) round, in group-rank order.
+  /// Sessions in the current round, in group-rank order (none once the run has ended).
   const std::vector<SessionId>& members() const { return members_; }
   /// Sessions that joined and wait for the next round to close.
   std::vector<SessionId> waiting() const;
@@ -159,7 +159,7 @@ class RoundStateMachine {
   void SetFinished(Node& node, bool finished);
   void SetMember(Node& node, bool member);
   void SetPreviousMember(Node& node, bool previous_member);
-  void Touch(SessionId session, Node& node, absl::Time now);
+  void UpdateLastSeen(SessionId session, Node& node, absl::Time now);
   void EraseNode(SessionId session);
   std::string DescribeMissing() const;
   absl::Duration DeadAfter() const;

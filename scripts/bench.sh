@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every benchmark (bench/run_all.py) on a Release build: tables on the terminal, JSON
-# and PNG plots in bench-results/ (or the folder given). About 15 minutes on 2 cores.
+# and PNG plots in bench-results/ (or the folder given). About 12 minutes on 2 cores.
 #   scripts/bench.sh [RESULTS_DIR] [--no-torchrun] [--quick]
 set -euo pipefail
 cd "$(dirname "$0")/.."

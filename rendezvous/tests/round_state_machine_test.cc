@@ -468,6 +468,25 @@ TEST_F(RoundStateMachineTest, APreviousMemberLostWhileGatheringDoesNotHoldUpTheF
   EXPECT_EQ(assigns[0].assignment.group_world_size, 2);
 }
 
+// previous_members_ may still name a session that has left; if that session id joins again
+// as a new node it must be placed once, not once as a previous member and once as a newcomer.
+TEST_F(RoundStateMachineTest, ASessionIdThatComesBackAfterBeingDroppedIsPlacedOnce) {
+  Make(2, 3, /*max_restarts=*/1);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  AdvanceWithHeartbeats(absl::Seconds(31), {1, 2});  // last call closes round 0 with a and b
+  sm_->ReportFailure(1, 0, {Failure("a", 0, absl::ZeroDuration())}, now_);
+  sm_->Disconnect(2, now_);              // b leaves while the next round gathers
+  Take();
+  ASSERT_TRUE(Join(2, Node("b")).ok());  // the same session id, now a new node
+  ASSERT_TRUE(Join(1, Node("a")).ok());  // every previous member still here is back
+  std::vector<Outbound> assigns = OfKind(Take(), Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 2u);
+  EXPECT_NE(assigns[0].session, assigns[1].session);
+  EXPECT_EQ(assigns[0].assignment.world_size, 4);
+  EXPECT_THAT(sm_->members(), ElementsAre(1u, 2u));
+}
+
 // Every rule is O(1) or O(log N) per message and O(N) per round: 20,000 nodes join, restart
 // twice and finish in well under a second. Before, each join counted and searched every node
 // (O(N^2) per round: 10,000 simulated agents did not close a round within 15 s).
@@ -495,7 +514,7 @@ TEST_F(RoundStateMachineTest, TwentyThousandNodesCloseAndRestartRoundsInLinearTi
   ASSERT_EQ(OfKind(Take(), Kind::kAssign).size(), static_cast<size_t>(kNodes));
   for (int i = 0; i < kNodes; ++i) sm_->ReportSuccess(i + 1, 2, now_);
   EXPECT_EQ(sm_->phase(), RoundStateMachine::Phase::kEnded);
-  EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // ~0.1 s; ~10 s when quadratic
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // 0.4 s here; 19 s when it was quadratic
 }
 
 TEST(NaturalLessTest, DigitsCompareAsNumbers) {

@@ -47,6 +47,7 @@ struct RawOptions {
   std::string local_ranks_filter;
   std::string node_rank = "0";
   bool node_rank_given = false;  // on the command line or in PET_NODE_RANK
+  bool rdzv_id_given = false;    // on the command line or in PET_RDZV_ID
   std::string master_addr;
   std::string master_port;
   std::string local_addr;
@@ -123,7 +124,9 @@ void DeclareOptions(CLI::App& app, RawOptions& o) {
   AddText(app, "", "--rdzv-endpoint", o.rdzv_endpoint,
           "Rendezvous master as HOST[:PORT] (c10d default port 29400)", kRdzvGroup);
   AddText(app, "", "--rdzv-id", o.rdzv_id,
-          "Job id shared by all nodes (TORCHELASTIC_RUN_ID)", kRdzvGroup);
+          "Job id shared by all nodes (TORCHELASTIC_RUN_ID); unset in a Slurm job: "
+          "$SLURM_JOB_ID",
+          kRdzvGroup);
   AddText(app, "", "--rdzv-conf", o.rdzv_conf,
           "Rendezvous settings as key=value,... (join_timeout, last_call_timeout, ...)",
           kRdzvGroup);
@@ -325,6 +328,11 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
     config.endpoint_port = endpoint->port;
   }
   config.run_id = o.rdzv_id;
+  // In a Slurm job every node sees the same SLURM_JOB_ID, and a requeued job keeps it: the
+  // id a job script would pass anyway.
+  if (const char* job = ::getenv("SLURM_JOB_ID"); !o.rdzv_id_given && job != nullptr && *job) {
+    config.run_id = job;
+  }
   absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(o.rdzv_conf);
   if (!conf.ok()) return conf.status();
   config.rdzv_conf = *conf;
@@ -531,6 +539,27 @@ class UsageFormatter : public CLI::Formatter {
 
 std::string VersionText() { return absl::StrCat("ddprun ", DDPRUN_VERSION); }
 
+std::vector<OptionDoc> DescribeOptions() {
+  CLI::App app("ddprun", "ddprun");
+  app.set_version_flag("--version", VersionText(), "Print ddprun's version and exit");
+  RawOptions raw;
+  DeclareOptions(app, raw);
+  std::vector<OptionDoc> docs;
+  for (const CLI::Option* option : app.get_options()) {
+    OptionDoc doc;
+    for (const std::string& s : option->get_snames()) doc.names.push_back("-" + s);
+    for (const std::string& l : option->get_lnames()) doc.names.push_back("--" + l);
+    doc.env = option->get_envname();
+    doc.help = option->get_description();
+    doc.group = option->get_group();
+    doc.takes_value = option->get_items_expected_min() > 0;  // 0 for flags
+    docs.push_back(std::move(doc));
+  }
+  return docs;
+}
+
+std::string HelpFooter() { return kFooter; }
+
 absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args,
                                             const DeviceCounts& devices) {
   CLI::App app("ddprun: a fast, torchrun-compatible launcher for distributed training.", "ddprun");
@@ -571,6 +600,7 @@ absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args
   }
   ApplyTorchEnvDefaults(raw, app);
   raw.node_rank_given = app.get_option("--node-rank")->count() > 0;
+  raw.rdzv_id_given = app.get_option("--rdzv-id")->count() > 0;
   if (absl::Status s = FillConfig(raw, devices, outcome.config, outcome.notices); !s.ok()) return s;
   if (absl::Status s = BuildWorkerCommand(raw, positional, outcome.config); !s.ok()) return s;
   return outcome;

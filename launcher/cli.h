@@ -28,4 +28,19 @@ absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args
 /// ddprun's version, e.g. "ddprun 0.1.0".
 std::string VersionText();
 
+/// One option as --help shows it: what the man page and the shell completion are made of
+/// (launcher/docgen.cc), so that the three never disagree.
+struct OptionDoc {
+  std::vector<std::string> names;  // every spelling: "-r", "--redirects", ...
+  std::string env;                 // its PET_* variable; empty for --help and --version
+  std::string help;                // the --help text, with its default
+  std::string group;               // the --help section
+  bool takes_value = false;
+};
+
+/// Every option, in --help's order.
+std::vector<OptionDoc> DescribeOptions();
+/// What --help prints after the options: the positional arguments, environment, exit status.
+std::string HelpFooter();
+
 }  // namespace ddprun

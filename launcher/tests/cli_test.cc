@@ -78,7 +78,7 @@ bool LooksLikeUuid4(const std::string& id) {
 class ParseCommandLineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::vector<std::string> names = {"PYTHON_EXEC", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
+    std::vector<std::string> names = {"PYTHON_EXEC", "SLURM_JOB_ID", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
                                       "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT",
                                       "TORCHELASTIC_SIGNALS_TO_HANDLE"};
     for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -207,6 +207,22 @@ TEST_F(ParseCommandLineTest, StandaloneIgnoresRdzvOptions) {
                             "--no-python", "/bin/sh"});
   EXPECT_EQ(out.config.rdzv_backend, "c10d");
   EXPECT_NE(out.config.run_id, "job1");
+}
+
+TEST_F(ParseCommandLineTest, InASlurmJobTheJobIdIsTheDefaultRunId) {
+  ScopedEnv job("SLURM_JOB_ID", "4242");
+  EXPECT_EQ(ParseOk({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=h", "--no-python",
+                     "/bin/sh"}).config.run_id,
+            "4242");
+  // What the job script says wins: the option, then PET_RDZV_ID.
+  EXPECT_EQ(ParseOk({"--rdzv-id=mine", "--no-python", "/bin/sh"}).config.run_id, "mine");
+  EXPECT_EQ(ParseOk({"--rdzv-id=none", "--no-python", "/bin/sh"}).config.run_id, "none");
+  {
+    ScopedEnv pet("PET_RDZV_ID", "from-pet");
+    EXPECT_EQ(ParseOk({"--no-python", "/bin/sh"}).config.run_id, "from-pet");
+  }
+  // --standalone still draws its own.
+  EXPECT_NE(ParseOk({"--standalone", "--no-python", "/bin/sh"}).config.run_id, "4242");
 }
 
 TEST_F(ParseCommandLineTest, RdzvOptions) {

@@ -1,0 +1,79 @@
+// ddprun(1) and the bash completion, as built (launcher/docgen.cc): every option that
+// --help shows is in both, the page renders without groff warnings, and the completion
+// completes names, values and the script's files.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_replace.h"
+#include "launcher/cli.h"
+#include "tests/support/child_process.h"
+
+namespace ddprun {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::ddprun::testing::ProcessResult;
+using ::ddprun::testing::RunProcess;
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// What the completion offers for the words typed so far (the last one being completed).
+std::string Complete(const std::string& words) {
+  ProcessResult r = RunProcess(
+      {"/bin/bash", "-c",
+       "source \"$0\"; COMP_WORDS=($1); [[ \"$1\" == *' ' ]] && COMP_WORDS+=(''); "
+       "COMP_CWORD=$((${#COMP_WORDS[@]} - 1)); _ddprun; printf '%s\\n' \"${COMPREPLY[@]}\"",
+       BASH_COMPLETION, words});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+TEST(DocgenTest, TheManPageHasEveryOptionWithItsVariableAndHelp) {
+  const std::string page = Read(MAN_PAGE);
+  ASSERT_FALSE(page.empty());
+  const std::vector<OptionDoc> options = DescribeOptions();
+  ASSERT_GT(options.size(), 25u);
+  for (const OptionDoc& option : options) {
+    for (const std::string& name : option.names) {
+      EXPECT_THAT(page, HasSubstr(absl::StrReplaceAll(name, {{"-", "\\-"}}))) << name;
+    }
+    if (!option.env.empty()) {
+      EXPECT_THAT(page, HasSubstr(option.env));
+    }
+  }
+  EXPECT_THAT(page, HasSubstr("75       the rendezvous failed"));  // the footer of --help
+}
+
+TEST(DocgenTest, TheManPageRendersWithoutWarnings) {
+  // -P-cbou: plain text, no overstrike for bold and underline.
+  ProcessResult r = RunProcess({"/usr/bin/groff", "-man", "-Tascii", "-P-cbou", "-ww", MAN_PAGE});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "");
+  EXPECT_THAT(r.out, HasSubstr("--nproc-per-node=VALUE, --nproc_per_node=VALUE"));
+  EXPECT_THAT(r.out, HasSubstr("--standalone\n"));  // a flag: no value
+}
+
+TEST(DocgenTest, BashCompletesOptionsValuesAndTheScriptsFiles) {
+  const std::string names = Complete("ddprun --nproc");
+  EXPECT_THAT(names, HasSubstr("--nproc-per-node\n"));
+  EXPECT_THAT(names, HasSubstr("--nproc_per_node\n"));
+  EXPECT_THAT(Complete("ddprun --rdzv-backend "), HasSubstr("c10d\nstatic\n"));
+  EXPECT_THAT(Complete("ddprun --nproc_per_node "), HasSubstr("gpu\ncpu\nauto\n"));
+  EXPECT_EQ(Complete("ddprun --master-port "), "\n");  // a number: nothing to offer
+  // From the training script on, the words are the script's: no ddprun options.
+  EXPECT_THAT(Complete("ddprun --nnodes 2 train.py --n"), Not(HasSubstr("--nnodes")));
+}
+
+}  // namespace
+}  // namespace ddprun

@@ -22,6 +22,9 @@ class NetnsCluster {
 
   /// "10.213.0.<host>".
   static std::string Address(int host);
+  /// "/run/netns/<name>": for nsenter --net=, where `ip netns exec` does not fit (it mounts
+  /// a /sys of its own, which slurmd cannot work with).
+  std::string NamespacePath(int host) const { return "/run/netns/" + Namespace(host); }
   /// Starts `argv` on `host` (inside its namespace).
   std::unique_ptr<ChildProcess> Start(int host, const std::vector<std::string>& argv,
                                       const std::map<std::string, std::optional<std::string>>& env = {});

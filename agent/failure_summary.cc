@@ -41,7 +41,7 @@ void AppendFailure(std::string& out, size_t index, const WorkerFailure& f, absl:
   } else {
     absl::StrAppend(&out, "  traceback : none written (use torch's @record on main for one)\n");
   }
-  if (f.error_file.empty()) {
+  if (f.error_file.empty() || f.error_file_unreadable) {
     if (f.stderr_tail.empty()) {
       absl::StrAppend(&out, "  stderr    : <empty> (", f.stderr_source, ")\n");
     } else {

@@ -63,7 +63,10 @@ std::string AddressText(const sockaddr* addr) {
 
 bool IsThisHost(const std::string& host) {
   if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return true;
-  if (host == HostName()) return true;
+  // This host's name, or a longer name that starts with it (a Kubernetes pod's
+  // <hostname>.<subdomain>): known without DNS, whose record for it may not exist yet.
+  const std::string name = HostName();
+  if (host == name || host.rfind(name + ".", 0) == 0) return true;
   std::set<std::string> own;
   ifaddrs* interfaces = nullptr;
   if (::getifaddrs(&interfaces) == 0) {

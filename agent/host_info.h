@@ -13,7 +13,8 @@ absl::StatusOr<int> ReserveFreePort();
 /// This host's name (gethostname), for MASTER_ADDR and failure reports.
 std::string HostName();
 
-/// Whether `host` names this machine: localhost or a loopback address, this host's name,
+/// Whether `host` names this machine: localhost or a loopback address, this host's name
+/// (or a longer name that begins with it and a dot: its FQDN, a Kubernetes pod's DNS name),
 /// or a name or address that resolves to one of its interfaces' addresses (torchrun's
 /// is_host inference for --rdzv-endpoint).
 bool IsThisHost(const std::string& host);

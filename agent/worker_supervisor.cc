@@ -354,6 +354,7 @@ WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
       if (report->timestamp) failure.time = *report->timestamp;
     } else if (!absl::IsNotFound(report.status())) {
       failure.error_file = worker.paths.error_file;
+      failure.error_file_unreadable = true;
       failure.error_message =
           absl::StrCat("(the error file is unreadable: ", report.status().message(), ")");
     }

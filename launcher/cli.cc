@@ -195,6 +195,7 @@ constexpr char kFooter[] = R"(Positional:
 Environment:
   PET_<OPTION>   default for each option above, e.g. PET_NPROC_PER_NODE=4
   PYTHON_EXEC    interpreter for Python workers [default: python3 from PATH]
+  SLURM_JOB_ID   the run id when neither --rdzv-id nor PET_RDZV_ID is given
   LOGLEVEL       ddprun's own messages: DEBUG, INFO, WARNING (default), ERROR, CRITICAL
   TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE  tee prefix, with ${role_name} ${rank} ${local_rank}
 
@@ -511,7 +512,7 @@ void UnmarkEmptyValues(RawOptions& o, std::vector<std::string>& positional) {
         &o.rdzv_conf, &o.max_restarts, &o.monitor_interval, &o.start_method, &o.role,
         &o.log_dir, &o.redirects, &o.tee, &o.local_ranks_filter, &o.node_rank, &o.master_addr,
         &o.master_port, &o.local_addr, &o.signals_to_handle, &o.shutdown_timeout,
-        &o.exit_barrier_timeout}) {
+        &o.exit_barrier_timeout, &o.worker_heartbeat_timeout}) {
     UnmarkEmptyValue(*field);
   }
   for (std::string& arg : positional) UnmarkEmptyValue(arg);  // script arguments, verbatim

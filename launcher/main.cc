@@ -69,7 +69,10 @@ std::unique_ptr<ddprun::HostedMaster> MaybeHostMaster(const ddprun::NetworkPlugi
   const bool is_host = config.is_host ? *config.is_host : ddprun::IsThisHost(config.endpoint_host);
   if (!is_host) return nullptr;
   ddprun::MasterOptions options;
-  options.host = config.endpoint_host;
+  // Every address of this host, as torch's TCPStore listens: the endpoint's name may resolve
+  // here to another address than the other nodes reach (Debian maps a host's own name to
+  // 127.0.1.1), and a master bound to that one would be out of their reach.
+  options.host = config.endpoint_host.find(':') != std::string::npos ? "::" : "0.0.0.0";
   options.port = config.endpoint_port;
   options.token = config.token;
   options.only_run_id = config.run_id;

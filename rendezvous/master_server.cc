@@ -246,7 +246,8 @@ absl::Status MasterServer::Impl::OnAgentMessage(SessionReactor* reactor,
   if (!status.ok()) {
     // refused below, before it touches any run
   } else if (reactor->evicted) {
-    status = absl::FailedPreconditionError(
+    // ABORTED, as the eviction itself: the agent takes it for a lost session and rejoins.
+    status = absl::AbortedError(
         "the master dropped this session; the agent joins again on a new one");
   } else if (message.has_join()) {
     status = Join(reactor, message.join());

@@ -113,6 +113,18 @@ TEST(FormatFailureSummaryTest, ErrorFileWithoutTracebackShowsTheMessage) {
   EXPECT_THAT(text, HasSubstr("traceback : plain\n"));
 }
 
+// A broken error file says why, and nothing is lost: the stderr tail shows too.
+TEST(FormatFailureSummaryTest, AnUnreadableErrorFileShowsTheStderrTailToo) {
+  WorkerFailure f = Failure(0, kT0, Exited(1));
+  f.error_file = "/e.json";
+  f.error_file_unreadable = true;
+  f.error_message = "(the error file is unreadable: /e.json: not valid JSON: ...)";
+  f.stderr_tail = {"RuntimeError: the real reason"};
+  const std::string text = FormatFailureSummary("train.py", {f}, absl::UTCTimeZone());
+  EXPECT_THAT(text, HasSubstr("traceback : (the error file is unreadable"));
+  EXPECT_THAT(text, HasSubstr("    RuntimeError: the real reason\n"));
+}
+
 TEST(FormatFailureSummaryTest, OtherFailuresAreListedUnderFailures) {
   std::vector<WorkerFailure> failures = {Failure(0, kT0 + absl::Seconds(5), Killed(SIGTERM)),
                                          Failure(1, kT0, Exited(2)),

@@ -1,8 +1,9 @@
 """A training loop with the checkpoint hook a preemptible Slurm job needs (no PyTorch needed
 to try it; put your model's state where `state` is).
 
-ddprun forwards SIGUSR1 to every worker (--signals-to-handle=SIGUSR1); each worker then
-finishes its step, saves a checkpoint and exits. A requeued job starts again from it.
+ddprun forwards SIGUSR1 (--signals-to-handle=SIGUSR1) and SIGTERM to every worker; each
+worker then finishes its step, saves a checkpoint and exits. A requeued job starts again
+from it.
 
   python train_with_checkpoint.py CHECKPOINT_DIR [STEPS] [STEP_SECONDS]
 """
@@ -26,7 +27,8 @@ def on_preemption(signum, frame):
     preempted = True  # finish the step in progress, then save
 
 
-signal.signal(signal.SIGUSR1, on_preemption)
+signal.signal(signal.SIGUSR1, on_preemption)  # --signal=B:USR1@120, through ddprun
+signal.signal(signal.SIGTERM, on_preemption)  # a preemption, or scancel
 
 state = {"step": 0}
 if os.path.exists(path):

@@ -85,9 +85,34 @@ def main():
                 mounts = [m["mountPath"] for m in c.get("volumeMounts", [])]
                 check(any(token.group(1).startswith(m + "/") for m in mounts),
                       f"{where}: token_file {token.group(1)} is not on a mounted volume")
-            check("livenessProbe" in c, f"{where}: no liveness probe")
+            check(pod.get("terminationGracePeriodSeconds", 30) > 30,
+                  f"{where}: the grace period does not leave ddprun its --shutdown-timeout (30 s)")
+            if ":" in nnodes:  # elastic: lost pods are replaced, finished ones end the Job
+                check(spec.get("backoffLimit", 6) > 0, f"{where}: elastic, but a lost pod fails it")
+                rules = spec.get("successPolicy", {}).get("rules", [])
+                check(any(r.get("succeededCount") == int(nnodes.split(":")[0]) for r in rules),
+                      f"{where}: elastic, but the Job does not end when the --nnodes minimum succeeded")
+            else:  # fixed size: ddprun restarts workers itself; a replaced pod is a new node
+                check(spec.get("backoffLimit") == 0, f"{where}: backoffLimit is not 0")
             # One line per ddprun container: where, then NAME=VALUE, tab-separated.
             print("\t".join([where] + [f"{k}={v}" for k, v in env.items()]))
+    # ddprun-master: its port, the Service's, and the liveness probe on it.
+    for path, d in docs:
+        if d["kind"] != "Deployment":
+            continue
+        c = d["spec"]["template"]["spec"]["containers"][0]
+        where = f"{path}: Deployment {d['metadata']['name']}"
+        if c["command"][0] != "ddprun-master":
+            continue
+        port = int(c["command"][c["command"].index("--port") + 1])
+        check(c.get("livenessProbe", {}).get("tcpSocket", {}).get("port") == port,
+              f"{where}: no liveness probe on the master's port {port}")
+        svc = services.get(d["metadata"]["name"])
+        check(svc is not None and any(p["port"] == port for p in svc["spec"]["ports"]),
+              f"{where}: no Service of the same name on port {port}")
+        labels = d["spec"]["template"]["metadata"]["labels"]
+        check(svc is not None and all(labels.get(k) == v for k, v in svc["spec"]["selector"].items()),
+              f"{where}: the Service's selector misses the master's pod")
     for p in problems:
         print(p, file=sys.stderr)
     sys.exit(1 if problems else 0)

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
 
@@ -32,8 +33,10 @@ class PackageTest : public ::testing::Test {
                                       kBuild + "/CPackConfig.cmake"},
                                      {}, absl::Seconds(300));
     ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
-    runtime_ = dir_->path() + "/ddprun_" + kVersion + "_amd64.deb";
-    dev_ = dir_->path() + "/ddprun-dev_" + kVersion + "_amd64.deb";
+    const std::string arch(
+        absl::StripTrailingAsciiWhitespace(RunProcess({"/usr/bin/dpkg", "--print-architecture"}).out));
+    runtime_ = dir_->path() + "/ddprun_" + kVersion + "_" + arch + ".deb";
+    dev_ = dir_->path() + "/ddprun-dev_" + kVersion + "_" + arch + ".deb";
     root_ = dir_->path() + "/root";
     for (const std::string& deb : {runtime_, dev_}) {
       ProcessResult x = RunProcess({"/usr/bin/dpkg-deb", "-x", deb, root_});
@@ -66,13 +69,16 @@ TEST_F(PackageTest, TheUnpackedDdprunRunsJobsAndFindsItsNetworkPlugin) {
                                   "--no-python", "/bin/true"},
                                  {}, absl::Seconds(60));
   EXPECT_EQ(one.exit_code, 0) << one.err;
-  // c10d loads libddprun_network.so from <root>/usr/lib/ddprun, next to the binary's prefix.
+  // A multi-node job (--nnodes maximum above 1) loads libddprun_network.so from
+  // <root>/usr/lib/ddprun; its agent hosts the master, and the round closes after the last
+  // call without a second node.
   ProcessResult c10d = RunProcess(
-      {root_ + "/usr/bin/ddprun", "--nnodes=1", "--rdzv-backend=c10d",
+      {root_ + "/usr/bin/ddprun", "--nnodes=1:2", "--rdzv-backend=c10d",
        absl::StrCat("--rdzv-endpoint=127.0.0.1:", FreeLoopbackPort()), "--rdzv-id=pkg",
-       "--no-python", "/bin/true"},
-      {}, absl::Seconds(60));
+       "--rdzv-conf=last_call_timeout=0.1", "--no-python", "/bin/true"},
+      {{"LOGLEVEL", "INFO"}}, absl::Seconds(60));
   EXPECT_EQ(c10d.exit_code, 0) << c10d.err;
+  EXPECT_THAT(c10d.err, HasSubstr("hosting the rendezvous master"));
 }
 
 TEST_F(PackageTest, RuntimeAndDevPackagesSplitTheFilesAndStateTheirDependencies) {

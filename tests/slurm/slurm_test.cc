@@ -199,8 +199,9 @@ class SlurmOnThisMachine : public SlurmCluster {
 };
 
 // A controller and two nodes, each a host in a network namespace of its own (10.213.0.1 ctl,
-// .2 n1, .3 n2), with its own host name, and names resolved by an /etc/hosts bound over the
-// machine's inside each daemon's mount namespace: what a job script sees on a real cluster.
+// .2 n1, .3 n2), with its own host name, and names resolved by an /etc/hosts of its own
+// bound over the machine's inside each daemon's mount namespace: what a job script sees on
+// a real cluster.
 class SlurmOnHosts : public SlurmCluster {
  public:
   ~SlurmOnHosts() override { hosts_.reset(); }  // ends every process on the hosts first
@@ -213,10 +214,16 @@ class SlurmOnHosts : public SlurmCluster {
                                           {"n2", NetnsCluster::Address(3)}};
     std::string error = Prepare("ctl", NetnsCluster::Address(1), nodes, 6817, 6818);
     if (!error.empty()) return error;
-    std::ofstream(w() + "/hosts") << "127.0.0.1 localhost\n"
-                                  << NetnsCluster::Address(1) << " ctl\n"
-                                  << NetnsCluster::Address(2) << " n1\n"
-                                  << NetnsCluster::Address(3) << " n2\n";
+    // As Debian writes it, each host's own name is 127.0.1.1 in its /etc/hosts: a master
+    // that listened on the endpoint's name would be out of the other nodes' reach.
+    const std::vector<std::pair<std::string, int>> names = {{"ctl", 1}, {"n1", 2}, {"n2", 3}};
+    for (const auto& [self, unused] : names) {
+      std::ofstream hosts(w() + "/hosts-" + self);
+      hosts << "127.0.0.1 localhost\n127.0.1.1 " << self << "\n";
+      for (const auto& [name, host] : names) {
+        if (name != self) hosts << NetnsCluster::Address(host) << " " << name << "\n";
+      }
+    }
     const std::string conf = Env().at("SLURM_CONF").value();
     error = StartDaemon(OnHost(1, "ctl", "/usr/sbin/slurmctld -f " + conf + " -i"));
     for (int i = 0; i < 2 && error.empty(); ++i) {
@@ -233,7 +240,7 @@ class SlurmOnHosts : public SlurmCluster {
   std::vector<std::string> OnHost(int host, const std::string& name, const std::string& command) {
     return {"/usr/bin/nsenter", "--net=" + hosts_->NamespacePath(host), "/usr/bin/unshare",
             "--uts", "--mount", "/bin/sh", "-c",
-            absl::StrCat("mount --bind ", w(), "/hosts /etc/hosts && hostname ", name,
+            absl::StrCat("mount --bind ", w(), "/hosts-", name, " /etc/hosts && hostname ", name,
                          " && exec ", command)};
   }
 

@@ -1,0 +1,23 @@
+#include "agent/host_info.h"
+
+#include <gtest/gtest.h>
+
+namespace ddprun {
+namespace {
+
+TEST(IsThisHostTest, LoopbackAndThisHostsNameAreThisHost) {
+  EXPECT_TRUE(IsThisHost("localhost"));
+  EXPECT_TRUE(IsThisHost("127.0.0.1"));
+  EXPECT_TRUE(IsThisHost(HostName()));
+}
+
+// A Kubernetes pod's <hostname>.<subdomain> names it before DNS has a record for it; the
+// hosting decision must not depend on that race.
+TEST(IsThisHostTest, ALongerNameThatStartsWithThisHostsNameIsThisHost) {
+  EXPECT_TRUE(IsThisHost(HostName() + ".ddprun-train.invalid"));
+  EXPECT_FALSE(IsThisHost(HostName() + "x.ddprun-train.invalid"));
+  EXPECT_FALSE(IsThisHost("other-" + HostName() + ".invalid"));
+}
+
+}  // namespace
+}  // namespace ddprun

@@ -599,6 +599,23 @@ TEST_F(ParseCommandLineTest, EmptyValueWithEqualsIsEmptyNotTheNextArgument) {
   EXPECT_THAT(Message(ParseError({"--role=", "--no-python", "/bin/sh"})), HasSubstr("--role=''"));
 }
 
+// Every option that takes a value: `--x=` means the empty value, never the internal mark
+// that tells it from a missing one (an option left out of the unmarking once showed it).
+TEST_F(ParseCommandLineTest, EveryOptionShowsAnEmptyValueAsEmpty) {
+  int checked = 0;
+  for (const OptionDoc& option : DescribeOptions()) {
+    if (!option.takes_value) continue;
+    ++checked;
+    const std::string name = option.names.back();
+    absl::StatusOr<CliOutcome> outcome =
+        ParseCommandLine({name + "=", "--no-python", "/bin/sh"}, FakeDevices());
+    if (outcome.ok()) continue;
+    const std::string message(outcome.status().message());
+    EXPECT_EQ(message.find('\x1f'), std::string::npos) << name << ": " << message;
+  }
+  EXPECT_GT(checked, 20);
+}
+
 TEST_F(ParseCommandLineTest, MissingValueSaysWhatToWrite) {
   EXPECT_THAT(Message(ParseError({"--nnodes"})), HasSubstr("option --nnodes needs a value"));
 }

@@ -22,6 +22,15 @@ using ::testing::HasSubstr;
 constexpr int kPort = 29400;
 const std::string kMaster = DDPRUN_MASTER_BIN;
 
+bool AllLogged(const TempDir& dir, int first_rank, int ranks, const std::string& needle, int times) {
+  for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
+    if (CountLinesContaining(ReadFile(dir / absl::StrCat("starts.", rank)), needle) < times) {
+      return false;
+    }
+  }
+  return true;
+}
+
 class NetnsTest : public ::testing::Test {
  protected:
   void MakeHosts(int hosts) {
@@ -31,6 +40,17 @@ class NetnsTest : public ::testing::Test {
   }
 
   // An agent of job `run_id` on `host`, its master at host `master_host`; two workers each.
+  // Agents on hosts 1-3 of an elastic 2:3 job that notice a silent link within about a
+  // second (keep-alive 0.5 s + 0.5 s), once all six workers run (count-starts).
+  void StartThreeQuickAgents(std::vector<std::unique_ptr<ChildProcess>>& agents) {
+    const std::vector<std::string> quick = {
+        "--rdzv-conf=keep_alive_interval=0.5,heartbeat_timeout=0.5,last_call_timeout=0.2"};
+    for (int host = 1; host <= 3; ++host) {
+      agents.push_back(Agent(host, "2:3", {"count-starts", dir_.path()}, quick));
+    }
+    ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 6, "started", 1); }, absl::Seconds(30)));
+  }
+
   std::unique_ptr<ChildProcess> Agent(int host, const std::string& nnodes,
                                       const std::vector<std::string>& worker_args,
                                       std::vector<std::string> extra = {}, int master_host = 1,
@@ -59,15 +79,6 @@ class NetnsTest : public ::testing::Test {
   TempDir dir_;
   std::unique_ptr<NetnsCluster> cluster_;
 };
-
-bool AllLogged(const TempDir& dir, int first_rank, int ranks, const std::string& needle, int times) {
-  for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
-    if (CountLinesContaining(ReadFile(dir / absl::StrCat("starts.", rank)), needle) < times) {
-      return false;
-    }
-  }
-  return true;
-}
 
 TEST_F(NetnsTest, AWorkerCrashOnOneHostRestartsEveryHost) {
   MakeHosts(2);
@@ -140,12 +151,12 @@ TEST_F(NetnsTest, AnAgentKilledTheSurvivorsGoOnWithoutIt) {
 // 1 and 2 go on without it; when the link comes back, host 3 rejoins and the job grows.
 TEST_F(NetnsTest, APartitionedHostStopsItsWorkersTheOthersGoOnAndItRejoins) {
   MakeHosts(3);
-  const std::vector<std::string> quick = {
-      "--rdzv-conf=keep_alive_interval=0.5,heartbeat_timeout=0.5,last_call_timeout=0.2"};
-  auto a = Agent(1, "2:3", {"count-starts", dir_.path()}, quick);
-  auto b = Agent(2, "2:3", {"count-starts", dir_.path()}, quick);
-  auto c = Agent(3, "2:3", {"count-starts", dir_.path()}, quick);
-  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 6, "started", 1); }, absl::Seconds(30)));
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  StartThreeQuickAgents(agents);
+  if (HasFatalFailure()) return;
+  auto& a = agents[0];
+  auto& b = agents[1];
+  auto& c = agents[2];
   const absl::Time cut = absl::Now();
   ASSERT_TRUE(cluster_->SetLinkUp(3, false).ok());
   ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 4, 2, "stopped", 1); }, absl::Seconds(30)))
@@ -189,12 +200,10 @@ TEST_F(NetnsTest, ALateJoinerGrowsTheJobWithoutSpendingARestart) {
 // back; the job never spends a restart and ends well.
 TEST_F(NetnsTest, AFlappingHostComesBackEachTime) {
   MakeHosts(3);
-  const std::vector<std::string> quick = {
-      "--rdzv-conf=keep_alive_interval=0.5,heartbeat_timeout=0.5,last_call_timeout=0.2"};
-  auto a = Agent(1, "2:3", {"count-starts", dir_.path()}, quick);
-  auto b = Agent(2, "2:3", {"count-starts", dir_.path()}, quick);
-  auto c = Agent(3, "2:3", {"count-starts", dir_.path()}, quick);
-  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 6, "started", 1); }, absl::Seconds(30)));
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  StartThreeQuickAgents(agents);
+  if (HasFatalFailure()) return;
+  auto& c = agents[2];
   for (int flap = 1; flap <= 3; ++flap) {
     SCOPED_TRACE(flap);
     ASSERT_TRUE(cluster_->SetLinkUp(3, false).ok());
@@ -206,7 +215,7 @@ TEST_F(NetnsTest, AFlappingHostComesBackEachTime) {
   EXPECT_EQ(CountLinesContaining(ReadFile(dir_ / "starts.0"), "restart=0"),
             CountLinesContaining(ReadFile(dir_ / "starts.0"), "started"));
   WriteFile(dir_ / "release", "");
-  for (auto* agent : {&a, &b, &c}) EXPECT_EQ((*agent)->Wait(absl::Seconds(30)).exit_code, 0);
+  for (auto& agent : agents) EXPECT_EQ(agent->Wait(absl::Seconds(30)).exit_code, 0);
   ExpectHostsEmpty(3);
 }
 

@@ -6,7 +6,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tests/support/child_process.h"
+#include "agent/unique_fd.h"  // ListDir
 #include "tests/netns/netns_cluster.h"
 #include "tests/support/temp_dir.h"
 
@@ -33,24 +33,6 @@ using ::testing::HasSubstr;
 const std::string kSource = DDPRUN_SOURCE_DIR;
 const std::string kLauncherDir = LAUNCHER_DIR;
 const std::string kTestWorker = TEST_WORKER_BIN;
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-std::vector<std::string> ListDir(const std::string& dir) {
-  std::vector<std::string> names;
-  if (DIR* d = ::opendir(dir.c_str())) {
-    while (dirent* entry = ::readdir(d)) {
-      if (entry->d_name[0] != '.') names.push_back(entry->d_name);
-    }
-    ::closedir(d);
-  }
-  return names;
-}
 
 struct SlurmNode {
   std::string name;
@@ -64,7 +46,7 @@ class SlurmCluster {
   virtual ~SlurmCluster() {
     // The daemons wrote their pids; end exactly those.
     for (const std::string& pid_file : PidFiles()) {
-      const int pid = atoi(Read(pid_file).c_str());
+      const int pid = atoi(ReadFile(pid_file).c_str());
       if (pid <= 0) continue;
       ::kill(pid, SIGTERM);
       WaitUntil([pid] { return ::kill(pid, 0) != 0; }, absl::Seconds(20));
@@ -108,7 +90,7 @@ class SlurmCluster {
   std::string Logs() const {
     std::string logs;
     for (const std::string& name : ListDir(w() + "/log")) {
-      absl::StrAppend(&logs, "--- ", name, "\n", Read(w() + "/log/" + name));
+      absl::StrAppend(&logs, "--- ", name, "\n", ReadFile(w() + "/log/" + name));
     }
     return logs;
   }
@@ -252,41 +234,36 @@ class SlurmFixture : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     cluster_ = new Cluster();
-    slurm_ = cluster_;
     const std::string error = cluster_->Start();
     ASSERT_EQ(error, "") << "Slurm did not start (scripts/install-deps.sh installs it)";
   }
   static void TearDownTestSuite() {
     delete cluster_;
     cluster_ = nullptr;
-    slurm_ = nullptr;
   }
 
   // Submits `script` with `args`; the job id.
   std::string Submit(const std::string& script, const std::vector<std::string>& args,
                      const std::string& output,
                      std::map<std::string, std::optional<std::string>> env = {}) {
-    std::vector<std::string> argv = {"/usr/bin/sbatch", "--parsable", "--chdir=" + slurm_->jobs_dir(),
+    std::vector<std::string> argv = {"/usr/bin/sbatch", "--parsable", "--chdir=" + cluster_->jobs_dir(),
                                      "--output=" + output, kSource + "/examples/slurm/" + script};
     argv.insert(argv.end(), args.begin(), args.end());
     env["NPROC_PER_NODE"] = "2";
-    ProcessResult r = slurm_->Client(argv, env);
+    ProcessResult r = cluster_->Client(argv, env);
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return std::string(absl::StripTrailingAsciiWhitespace(r.out));
   }
   bool WaitForState(const std::string& job, const std::string& state) {
-    return WaitUntil([&] { return slurm_->JobField(job, "JobState") == state; },
+    return WaitUntil([&] { return cluster_->JobField(job, "JobState") == state; },
                      absl::Seconds(90));
   }
 
   static Cluster* cluster_;
-  static SlurmCluster* slurm_;
 };
 
 template <typename Cluster>
 Cluster* SlurmFixture<Cluster>::cluster_ = nullptr;
-template <typename Cluster>
-SlurmCluster* SlurmFixture<Cluster>::slurm_ = nullptr;
 
 using SlurmTest = SlurmFixture<SlurmOnThisMachine>;
 using SlurmAcrossHostsTest = SlurmFixture<SlurmOnHosts>;
@@ -297,10 +274,10 @@ TEST_F(SlurmTest, TheSingleNodeScriptRunsTheJobWithTheJobIdAsRunId) {
                                  {"--no-python", kTestWorker, "env", out.path()},
                                  out.path() + "/job.out");
   ASSERT_TRUE(WaitForState(job, "COMPLETED"))
-      << slurm_->JobField(job, "JobState") << "\n" << Read(out.path() + "/job.out");
-  EXPECT_EQ(slurm_->JobField(job, "ExitCode"), "0:0");
+      << cluster_->JobField(job, "JobState") << "\n" << ReadFile(out.path() + "/job.out");
+  EXPECT_EQ(cluster_->JobField(job, "ExitCode"), "0:0");
   for (int rank = 0; rank < 2; ++rank) {
-    const std::string env = Read(absl::StrCat(out.path(), "/env.", rank, ".0"));
+    const std::string env = ReadFile(absl::StrCat(out.path(), "/env.", rank, ".0"));
     EXPECT_THAT(env, HasSubstr("WORLD_SIZE=2"));
     EXPECT_THAT(env, HasSubstr("TORCHELASTIC_RUN_ID=" + job));  // SLURM_JOB_ID
   }
@@ -312,19 +289,31 @@ TEST_F(SlurmTest, ThePreemptionScriptCheckpointsRequeuesAndResumes) {
       Submit("preemption.sbatch",
              {kSource + "/examples/slurm/train_with_checkpoint.py", ckpt.path(), "60", "0.05"},
              ckpt.path() + "/job.out");
-  ASSERT_TRUE(WaitUntil([&] { return Read(ckpt.path() + "/started.rank1") != ""; },
-                        absl::Seconds(90)))
-      << Read(ckpt.path() + "/job.out");
+  // Both workers have their SIGUSR1 handler once each has written its start (a worker
+  // signalled before that would die of it, without a checkpoint).
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return ReadFile(ckpt.path() + "/started.rank0") != "" &&
+               ReadFile(ckpt.path() + "/started.rank1") != "";
+      },
+      absl::Seconds(90)))
+      << ReadFile(ckpt.path() + "/job.out");
   // What Slurm does 120 s before the time limit (--signal=B:USR1@120), now.
-  ProcessResult signal = slurm_->Client({"/usr/bin/scancel", "--signal=USR1", "--batch", job});
+  ProcessResult signal = cluster_->Client({"/usr/bin/scancel", "--signal=USR1", "--batch", job});
   ASSERT_EQ(signal.exit_code, 0) << signal.err;
-  ASSERT_TRUE(WaitUntil([&] { return slurm_->JobField(job, "Restarts") == "1"; },
-                        absl::Seconds(90)))
-      << Read(ckpt.path() + "/job.out");
+  // Requeued: pending again (until its begin time), one restart. Only a pending job's
+  // start time can be changed, so wait for both.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return cluster_->JobField(job, "Restarts") == "1" &&
+               cluster_->JobField(job, "JobState") == "PENDING";
+      },
+      absl::Seconds(90)))
+      << ReadFile(ckpt.path() + "/job.out");
   // A requeued job waits for its begin time; let it start now.
-  slurm_->Slurm({"/usr/bin/scontrol", "update", "JobId=" + job, "StartTime=now"});
-  ASSERT_TRUE(WaitForState(job, "COMPLETED")) << Read(ckpt.path() + "/job.out");
-  const std::string log = Read(ckpt.path() + "/job.out");
+  cluster_->Slurm({"/usr/bin/scontrol", "update", "JobId=" + job, "StartTime=now"});
+  ASSERT_TRUE(WaitForState(job, "COMPLETED")) << ReadFile(ckpt.path() + "/job.out");
+  const std::string log = ReadFile(ckpt.path() + "/job.out");
   EXPECT_THAT(log, HasSubstr("received SIGUSR1: forwarding it to 2 workers"));
   EXPECT_THAT(log, HasSubstr("preempted: requeueing job " + job));
   for (int rank = 0; rank < 2; ++rank) {
@@ -332,7 +321,7 @@ TEST_F(SlurmTest, ThePreemptionScriptCheckpointsRequeuesAndResumes) {
     EXPECT_THAT(log, HasSubstr(absl::StrCat("rank ", rank, ": done after 60 steps")));
     // Two starts: from step 0, then from the checkpoint.
     std::vector<std::string> starts = absl::StrSplit(
-        absl::StripTrailingAsciiWhitespace(Read(absl::StrCat(ckpt.path(), "/started.rank", rank))),
+        absl::StripTrailingAsciiWhitespace(ReadFile(absl::StrCat(ckpt.path(), "/started.rank", rank))),
         '\n');
     ASSERT_EQ(starts.size(), 2u);
     EXPECT_EQ(starts[0], "0");
@@ -351,13 +340,13 @@ TEST_P(MultiNodeScripts, RunOneJobAcrossTheNodes) {
   const std::string job = Submit(GetParam(), {"--no-python", kTestWorker, "env", out.path()},
                                  out.path() + "/job.out", {{"MIN_NODES", "2"}});
   ASSERT_TRUE(WaitForState(job, "COMPLETED"))
-      << slurm_->JobField(job, "JobState") << "\n" << Read(out.path() + "/job.out")
-      << slurm_->Logs();
-  EXPECT_EQ(slurm_->JobField(job, "ExitCode"), "0:0");
+      << cluster_->JobField(job, "JobState") << "\n" << ReadFile(out.path() + "/job.out")
+      << cluster_->Logs();
+  EXPECT_EQ(cluster_->JobField(job, "ExitCode"), "0:0");
   std::set<std::string> group_ranks;
   for (int rank = 0; rank < 4; ++rank) {
-    const std::string env = Read(absl::StrCat(out.path(), "/env.", rank, ".0"));
-    EXPECT_THAT(env, HasSubstr("WORLD_SIZE=4")) << rank << ": " << Read(out.path() + "/job.out");
+    const std::string env = ReadFile(absl::StrCat(out.path(), "/env.", rank, ".0"));
+    EXPECT_THAT(env, HasSubstr("WORLD_SIZE=4")) << rank << ": " << ReadFile(out.path() + "/job.out");
     EXPECT_THAT(env, HasSubstr("MASTER_ADDR=n1"));
     EXPECT_THAT(env, HasSubstr("TORCHELASTIC_RUN_ID=" + job));
     for (absl::string_view line : absl::StrSplit(env, '\n')) {

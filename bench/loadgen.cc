@@ -111,8 +111,7 @@ class Loadgen {
 
   absl::Status Run() {
     const int fd_limit = RaiseOpenFilesLimit();
-    const int channels = options_.connections == 0 ? options_.agents
-                                                   : std::min(options_.connections, options_.agents);
+    const int channels = ChannelCount();
     if (channels + 64 > fd_limit) {
       return absl::ResourceExhaustedError(absl::StrCat(
           channels, " connections need about ", channels + 64,
@@ -121,7 +120,6 @@ class Loadgen {
           fd_limit, ": use fewer agents or --connections=64"));
     }
     OpenChannels(channels);
-    ProcessReading before = ReadProcess(options_.master_pid);
     absl::Time start = absl::Now();
     if (absl::Status s = WaitConnected(); !s.ok()) return s;
     connect_ms_ = absl::ToDoubleMilliseconds(absl::Now() - start);
@@ -130,7 +128,7 @@ class Loadgen {
     OpenStreams();
     open_ms_ = absl::ToDoubleMilliseconds(absl::Now() - start);
 
-    before = ReadProcess(options_.master_pid);
+    ProcessReading before = ReadProcess(options_.master_pid);
     ExpectRound(0);
     start = absl::Now();
     for (SimulatedAgent& agent : agents_) {
@@ -172,7 +170,7 @@ class Loadgen {
     for (double ms : restart_cpu_ms_) restart_cpu.push_back(absl::StrFormat("%.2f", ms * 1000 / n));
     return absl::StrCat(
         "{\"agents\": ", options_.agents, ", \"connections\": ",
-        options_.connections == 0 ? options_.agents : std::min(options_.connections, options_.agents),
+        ChannelCount(),
         ", \"connect_ms\": ", absl::StrFormat("%.2f", connect_ms_),
         ", \"round_ms\": ", absl::StrFormat("%.2f", round_ms_),
         ", \"open_ms\": ", absl::StrFormat("%.2f", open_ms_),
@@ -185,6 +183,12 @@ class Loadgen {
   }
 
  private:
+  // --connections, or one per agent when it is 0.
+  int ChannelCount() const {
+    return options_.connections == 0 ? options_.agents
+                                     : std::min(options_.connections, options_.agents);
+  }
+
   void OpenChannels(int count) {
     NetworkRendezvousOptions agent;
     agent.endpoint = options_.endpoint;

@@ -10,6 +10,7 @@
 """
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -66,7 +67,7 @@ def scale_plot(results):
                     if m != mode or "error" in r:
                         continue
                     v = r[metric]
-                    v = sorted(v)[len(v) // 2] if isinstance(v, list) else v
+                    v = statistics.median(v) if isinstance(v, list) else v
                     points.append((int(n), v))
                 if points:
                     name = f"{master} {mode} {metric.replace('_ms', '')}"

@@ -92,3 +92,11 @@ def parse_launcher_args(parser):
     args.ddprun = os.path.abspath(args.ddprun)
     args.worker = os.path.abspath(args.worker)
     return args
+
+
+def start_server(cmd, port):
+    """Starts a master (`cmd` --port=`port`) in its own session; returns once it listens."""
+    proc = subprocess.Popen([*cmd, f"--port={port}"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    wait_for_port(port, 30)
+    return proc

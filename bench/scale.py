@@ -24,19 +24,17 @@ import json
 import os
 import resource
 import signal
+import statistics
 import subprocess
 
-from procs import free_port, wait_for_port
+from procs import free_port, start_server
 from report import write_json
 
 
 def run_one(master_cmd, agents, connections):
     port = free_port()
-    env = dict(os.environ)
-    master = subprocess.Popen([*master_cmd, f"--port={port}"], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    master = start_server(master_cmd, port)
     try:
-        wait_for_port(port, 30)
         out = subprocess.run(
             [os.path.join(ARGS.build, "bench", "ddprun-loadgen"), f"--endpoint=127.0.0.1:{port}",
              f"--agents={agents}", f"--connections={connections}", "--restarts=3",
@@ -53,11 +51,6 @@ def run_one(master_cmd, agents, connections):
         except subprocess.TimeoutExpired:
             os.killpg(master.pid, signal.SIGKILL)
             master.wait()
-
-
-def median(values):
-    values = sorted(values)
-    return values[len(values) // 2]
 
 
 def main():
@@ -79,7 +72,7 @@ def main():
                     continue
                 print(f"{name:>14} {mode:>14} N={n:>6}: connect {r['connect_ms']:8.1f}  open "
                       f"{r['open_ms']:8.1f}  round {r['round_ms']:8.1f}  restart "
-                      f"{median(r['restart_ms']):8.1f} ms  master cpu/agent "
+                      f"{statistics.median(r['restart_ms']):8.1f} ms  master cpu/agent "
                       f"{r['master_cpu_us_per_agent_round']:6.1f} us  rss "
                       f"{r['master_peak_rss_mib']:6.1f} MiB", flush=True)
     write_json(ARGS.json, results)

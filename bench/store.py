@@ -14,22 +14,15 @@ import os
 import signal
 import subprocess
 
-from procs import free_port, wait_for_port
+from procs import free_port, start_server
 from report import write_json
-
-
-def start(cmd, port):
-    proc = subprocess.Popen([*cmd, f"--port={port}"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_for_port(port, 30)
-    return proc
 
 
 def main():
     master_port, bare_port = free_port(), free_port()
-    servers = [start([os.path.join(ARGS.build, "rendezvous", "ddprun-master"), "--host=127.0.0.1"],
+    servers = [start_server([os.path.join(ARGS.build, "rendezvous", "ddprun-master"), "--host=127.0.0.1"],
                      master_port),
-               start([os.path.join(ARGS.build, "bench", "ddprun-bare-master")], bare_port)]
+               start_server([os.path.join(ARGS.build, "bench", "ddprun-bare-master")], bare_port)]
     try:
         out = subprocess.run([os.path.join(ARGS.build, "bench", "ddprun-storebench"),
                               f"--store=127.0.0.1:{master_port}", f"--bare=127.0.0.1:{bare_port}",

@@ -540,11 +540,25 @@ class UsageFormatter : public CLI::Formatter {
 
 std::string VersionText() { return absl::StrCat("ddprun ", DDPRUN_VERSION); }
 
-std::vector<OptionDoc> DescribeOptions() {
-  CLI::App app("ddprun", "ddprun");
+namespace {
+
+// ddprun's command line: what --help shows, ParseCommandLine parses, and DescribeOptions
+// hands to the man page and the completion.
+void DeclareApp(CLI::App& app, RawOptions& raw) {
+  app.formatter(std::make_shared<UsageFormatter>());
+  app.prefix_command();
   app.set_version_flag("--version", VersionText(), "Print ddprun's version and exit");
-  RawOptions raw;
+  app.footer(kFooter);
+  app.get_formatter()->column_width(34);
   DeclareOptions(app, raw);
+}
+
+}  // namespace
+
+std::vector<OptionDoc> DescribeOptions() {
+  CLI::App app("ddprun: a fast, torchrun-compatible launcher for distributed training.", "ddprun");
+  RawOptions raw;
+  DeclareApp(app, raw);
   std::vector<OptionDoc> docs;
   for (const CLI::Option* option : app.get_options()) {
     OptionDoc doc;
@@ -564,13 +578,8 @@ std::string HelpFooter() { return kFooter; }
 absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args,
                                             const DeviceCounts& devices) {
   CLI::App app("ddprun: a fast, torchrun-compatible launcher for distributed training.", "ddprun");
-  app.formatter(std::make_shared<UsageFormatter>());
-  app.prefix_command();
-  app.set_version_flag("--version", VersionText(), "Print ddprun's version and exit");
-  app.footer(kFooter);
-  app.get_formatter()->column_width(34);
   RawOptions raw;
-  DeclareOptions(app, raw);
+  DeclareApp(app, raw);
 
   const std::vector<std::string> marked = MarkEmptyValues(args);
   std::vector<std::string> reversed(marked.rbegin(), marked.rend());

@@ -75,7 +75,9 @@ std::string ManPage() {
 }
 
 // Completes option names, the values of the options that take a fixed set, folders for
-// --log-dir, and files from the training script on.
+// --log-dir, and files from the training script on. The names come from DescribeOptions;
+// the value sets are written here (they are short and change with the parsers in
+// cli_values.cc).
 std::string BashCompletion() {
   std::vector<std::string> all, with_value;
   for (const OptionDoc& option : DescribeOptions()) {

@@ -83,15 +83,13 @@ class MasterServer::Impl {
   // Ends every blocking Store read now, and any that comes later: gRPC's shutdown waits for
   // open calls, and a read may wait for minutes.
   void AbortStoreReads() {
-    {
-      absl::MutexLock lock(&mu_);
-      store_closed_ = true;
-      for (auto& [id, run] : runs_) {
-        run.store.AbortAll(absl::UnavailableError("the store is shutting down"));
-        TakeStoreCompletions(run);
-      }
+    absl::ReleasableMutexLock lock(&mu_);
+    store_closed_ = true;
+    for (auto& [id, run] : runs_) {
+      run.store.AbortAll(absl::UnavailableError("the store is shutting down"));
+      TakeStoreCompletions(run);
     }
-    RunPending();
+    ReleaseAndRunPending(lock);
   }
 
   void StartTicker() { ticker_ = std::thread([this] { TickerLoop(); }); }
@@ -119,10 +117,9 @@ class MasterServer::Impl {
   absl::Status Join(SessionReactor* reactor, const pb::Join& join) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeStoreCompletions(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Releases `lock` and runs the completions queued while it was held. One lock per
-  // message: RunPending() alone would take the mutex a second time.
+  // Releases `lock` and runs the completions queued while it was held (Store replies,
+  // which must not run under the mutex). One lock per message.
   void ReleaseAndRunPending(absl::ReleasableMutexLock& lock) ABSL_UNLOCK_FUNCTION(mu_);
-  void RunPending() ABSL_LOCKS_EXCLUDED(mu_);
   void SessionEnded(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TickerLoop();
   // Wakes the ticker when `deadline` comes before the time it sleeps until. Only then: a
@@ -382,31 +379,20 @@ void MasterServer::Impl::ReleaseAndRunPending(absl::ReleasableMutexLock& lock) {
   for (auto& completion : pending) completion();
 }
 
-void MasterServer::Impl::RunPending() {
-  std::vector<std::function<void()>> pending;
-  {
-    absl::MutexLock lock(&mu_);
-    pending.swap(pending_);
-  }
-  for (auto& completion : pending) completion();
-}
-
 void MasterServer::Impl::StoreWait(const std::string& run_id, std::vector<std::string> keys,
                                    absl::Time deadline, KvStore::Done done) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (store_closed_) {
-      pending_.push_back([done = std::move(done)] {
-        done(absl::UnavailableError("the store is shutting down"));
-      });
-    } else {
-      Run& run = runs_[run_id];
-      run.store.WaitFor(std::move(keys), deadline, std::move(done));
-      TakeStoreCompletions(run);
-      WakeTickerBefore(deadline);
-    }
+  absl::ReleasableMutexLock lock(&mu_);
+  if (store_closed_) {
+    pending_.push_back([done = std::move(done)] {
+      done(absl::UnavailableError("the store is shutting down"));
+    });
+  } else {
+    Run& run = runs_[run_id];
+    run.store.WaitFor(std::move(keys), deadline, std::move(done));
+    TakeStoreCompletions(run);
+    WakeTickerBefore(deadline);
   }
-  RunPending();
+  ReleaseAndRunPending(lock);
 }
 
 void MasterServer::Impl::TickerLoop() {
@@ -425,8 +411,10 @@ void MasterServer::Impl::TickerLoop() {
       next = std::min(next, run.store.NextDeadline());
     }
     if (!pending_.empty()) {
+      std::vector<std::function<void()>> pending;
+      pending.swap(pending_);
       mu_.Unlock();
-      RunPending();
+      for (auto& completion : pending) completion();
       mu_.Lock();
       continue;
     }

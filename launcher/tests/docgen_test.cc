@@ -5,8 +5,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "absl/strings/str_replace.h"
@@ -19,14 +17,8 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 using ::ddprun::testing::ProcessResult;
+using ::ddprun::testing::ReadFile;
 using ::ddprun::testing::RunProcess;
-
-std::string Read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // What the completion offers for the words typed so far (the last one being completed).
 std::string Complete(const std::string& words) {
@@ -40,7 +32,7 @@ std::string Complete(const std::string& words) {
 }
 
 TEST(DocgenTest, TheManPageHasEveryOptionWithItsVariableAndHelp) {
-  const std::string page = Read(MAN_PAGE);
+  const std::string page = ReadFile(MAN_PAGE);
   ASSERT_FALSE(page.empty());
   const std::vector<OptionDoc> options = DescribeOptions();
   ASSERT_GT(options.size(), 25u);

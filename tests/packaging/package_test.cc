@@ -3,7 +3,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <string>
 
@@ -19,11 +18,6 @@ using ::testing::HasSubstr;
 
 const std::string kBuild = BUILD_DIR;
 const std::string kVersion = DDPRUN_VERSION;
-
-bool Exists(const std::string& path) {
-  struct stat st{};
-  return ::lstat(path.c_str(), &st) == 0;
-}
 
 class PackageTest : public ::testing::Test {
  protected:
@@ -82,15 +76,15 @@ TEST_F(PackageTest, TheUnpackedDdprunRunsJobsAndFindsItsNetworkPlugin) {
 }
 
 TEST_F(PackageTest, RuntimeAndDevPackagesSplitTheFilesAndStateTheirDependencies) {
-  EXPECT_TRUE(Exists(root_ + "/usr/lib/ddprun/libddprun_network.so"));
-  EXPECT_TRUE(Exists(root_ + "/usr/lib/libddp_worker.so.0"));
-  EXPECT_TRUE(Exists(root_ + "/usr/lib/libddp_worker.so"));
-  EXPECT_TRUE(Exists(root_ + "/usr/include/ddp/worker/store.h"));
-  EXPECT_TRUE(Exists(root_ + "/usr/include/ddp_worker.h"));
-  EXPECT_TRUE(Exists(root_ + "/usr/lib/cmake/ddprun/ddprunConfig.cmake"));
-  EXPECT_TRUE(Exists(root_ + "/usr/lib/pkgconfig/ddp-worker.pc"));
-  EXPECT_TRUE(Exists(root_ + "/usr/share/man/man1/ddprun.1"));
-  EXPECT_TRUE(Exists(root_ + "/usr/share/bash-completion/completions/ddprun"));
+  EXPECT_TRUE(FileExists(root_ + "/usr/lib/ddprun/libddprun_network.so"));
+  EXPECT_TRUE(FileExists(root_ + "/usr/lib/libddp_worker.so.0"));
+  EXPECT_TRUE(FileExists(root_ + "/usr/lib/libddp_worker.so"));
+  EXPECT_TRUE(FileExists(root_ + "/usr/include/ddp/worker/store.h"));
+  EXPECT_TRUE(FileExists(root_ + "/usr/include/ddp_worker.h"));
+  EXPECT_TRUE(FileExists(root_ + "/usr/lib/cmake/ddprun/ddprunConfig.cmake"));
+  EXPECT_TRUE(FileExists(root_ + "/usr/lib/pkgconfig/ddp-worker.pc"));
+  EXPECT_TRUE(FileExists(root_ + "/usr/share/man/man1/ddprun.1"));
+  EXPECT_TRUE(FileExists(root_ + "/usr/share/bash-completion/completions/ddprun"));
   const std::string runtime_files = RunProcess({"/usr/bin/dpkg-deb", "-c", runtime_}).out;
   EXPECT_THAT(runtime_files, Not(HasSubstr("include/")));
   EXPECT_THAT(Field(runtime_, "Depends"), HasSubstr("libgrpc++"));

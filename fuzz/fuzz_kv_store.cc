@@ -1,6 +1,7 @@
-// The Store's rules: a KvStore fed an arbitrary sequence of its verbs, blocking reads with
-// deadlines, expiries and aborts. Every blocking read must complete exactly once (or be
-// cancelled), and a completed read must return as many values as it asked for.
+// The Store's rules: a KvStore fed an arbitrary sequence of its verbs (the TCPStore's
+// append, queues and barriers included), blocking reads with deadlines, expiries and
+// aborts. Every blocking read and barrier must complete exactly once (or be cancelled), and
+// a completed read must return as many values as it asked for.
 
 #include <cstdint>
 #include <memory>
@@ -36,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::shared_ptr<Read>> reads;
   std::vector<ddprun::KvStore::WaiterId> ids;
   for (int steps = 0; !in.empty() && steps < 2000; ++steps) {
-    switch (in.Below(10)) {
+    switch (in.Below(14)) {
       case 0:
         (void)store.Set(Key(in), in.String(16));
         break;
@@ -81,6 +82,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         now += absl::Milliseconds(in.Byte());
         store.Expire(now);
         break;
+      case 9:
+        (void)store.Append(Key(in), in.String(4));
+        break;
+      case 10:
+        (void)store.QueuePush(Key(in), in.String(4));
+        break;
+      case 11: {
+        absl::StatusOr<ddprun::KvStore::Popped> popped = store.QueuePop(Key(in));
+        if (popped.ok()) Require(popped->value.has_value() == (popped->length_before > 0));
+        (void)store.Find(Key(in));
+        break;
+      }
+      case 12: {
+        auto read = std::make_shared<Read>();
+        reads.push_back(read);
+        ids.push_back(store.Barrier(Key(in), 1 + in.Below(4),
+                                    [read](absl::StatusOr<std::vector<std::string>> values) {
+                                      ++read->completions;
+                                      if (values.ok()) Require(values->empty());
+                                    }));
+        break;
+      }
       default:
         if (in.Below(8) == 0) store.AbortAll(absl::AbortedError("round over"));
         break;

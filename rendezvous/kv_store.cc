@@ -22,6 +22,18 @@ absl::Status CheckKeyCount(size_t count) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<int64_t> IntegerAt(const std::map<std::string, std::string>& data,
+                                  const std::string& key, const char* verb) {
+  int64_t value = 0;
+  auto it = data.find(key);
+  if (it != data.end() && !absl::SimpleAtoi(it->second, &value)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("store key '", Shown(key), "' holds a value that is not an integer; ", verb,
+                     " needs one"));
+  }
+  return value;
+}
+
 }  // namespace
 
 absl::Status CheckKeyAndValue(const std::string& key, size_t value_size) {
@@ -42,7 +54,7 @@ absl::Status CheckKeyAndValue(const std::string& key, size_t value_size) {
 absl::Status KvStore::Set(const std::string& key, std::string value) {
   if (absl::Status s = CheckKeyAndValue(key, value.size()); !s.ok()) return s;
   data_[key] = std::move(value);
-  WakeWaiters();
+  Written(key);
   return absl::OkStatus();
 }
 
@@ -57,27 +69,32 @@ absl::Status KvStore::MultiSet(const std::vector<std::string>& keys,
     if (absl::Status s = CheckKeyAndValue(keys[i], values[i].size()); !s.ok()) return s;
   }
   for (size_t i = 0; i < keys.size(); ++i) data_[keys[i]] = std::move(values[i]);
-  WakeWaiters();
+  for (const std::string& key : keys) Written(key);
   return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> KvStore::Add(const std::string& key, int64_t delta) {
   if (absl::Status s = CheckKeyAndValue(key, 0); !s.ok()) return s;
-  int64_t value = 0;
-  auto it = data_.find(key);
-  if (it != data_.end() && !absl::SimpleAtoi(it->second, &value)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("store key '", Shown(key), "' holds a value that is not an integer; add() "
-                     "needs one"));
-  }
+  absl::StatusOr<int64_t> value = IntegerAt(data_, key, "add()");
+  if (!value.ok()) return value.status();
+  int64_t sum = 0;
   // Found by fuzz_kv_store: adding past the int64 range was undefined behaviour.
-  if (__builtin_add_overflow(value, delta, &value)) {
+  if (__builtin_add_overflow(*value, delta, &sum)) {
     return absl::OutOfRangeError(absl::StrCat("store key '", Shown(key), "': add(", delta,
                                               ") would overflow a 64-bit integer"));
   }
-  data_[key] = absl::StrCat(value);
-  WakeWaiters();
-  return value;
+  data_[key] = absl::StrCat(sum);
+  Written(key);
+  return sum;
+}
+
+absl::Status KvStore::Append(const std::string& key, const std::string& value) {
+  auto it = data_.find(key);
+  const size_t before = it == data_.end() ? 0 : it->second.size();
+  if (absl::Status s = CheckKeyAndValue(key, before + value.size()); !s.ok()) return s;
+  data_[key].append(value);
+  Written(key);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> KvStore::CompareSet(const std::string& key, const std::string& expected,
@@ -87,26 +104,41 @@ absl::StatusOr<std::string> KvStore::CompareSet(const std::string& key, const st
   const bool matches = it == data_.end() ? expected.empty() : it->second == expected;
   if (!matches) return it == data_.end() ? expected : it->second;
   data_[key] = std::move(desired);
-  WakeWaiters();
+  Written(key);  // only a store wakes anyone (libuv's TCPStore also woke on a miss)
   return data_[key];
 }
 
 absl::StatusOr<bool> KvStore::Check(const std::vector<std::string>& keys) const {
   if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
-  return AllPresent(keys);
+  return std::all_of(keys.begin(), keys.end(), [this](const std::string& k) { return Present(k); });
 }
 
 absl::StatusOr<bool> KvStore::Delete(const std::string& key) {
   if (absl::Status s = CheckKeyAndValue(key, 0); !s.ok()) return s;
-  return data_.erase(key) > 0;
+  return data_.erase(key) > 0;  // wakes no one, as torch's stores
 }
 
-bool KvStore::AllPresent(const std::vector<std::string>& keys) const {
-  return std::all_of(keys.begin(), keys.end(),
-                     [this](const std::string& k) { return data_.count(k) > 0; });
+std::optional<std::string> KvStore::Find(const std::string& key) const {
+  auto it = data_.find(key);
+  if (it == data_.end()) return std::nullopt;
+  return it->second;
 }
 
-KvStore::WaiterId KvStore::WaitFor(std::vector<std::string> keys, absl::Time deadline, Done done) {
+std::vector<std::string> KvStore::Keys() const {
+  std::vector<std::string> keys;
+  keys.reserve(data_.size());
+  for (const auto& [key, value] : data_) keys.push_back(key);
+  return keys;
+}
+
+bool KvStore::Present(const std::string& key) const {
+  if (data_.count(key) > 0) return true;
+  auto q = queues_.find(key);
+  return q != queues_.end() && !q->second.empty();
+}
+
+KvStore::WaiterId KvStore::WaitFor(std::vector<std::string> keys, absl::Time deadline, Done done,
+                                   bool want_values) {
   absl::Status valid = CheckKeyCount(keys.size());
   for (const std::string& key : keys) {
     if (valid.ok()) valid = CheckKeyAndValue(key, 0);
@@ -116,28 +148,146 @@ KvStore::WaiterId KvStore::WaitFor(std::vector<std::string> keys, absl::Time dea
     return 0;
   }
   const WaiterId id = next_waiter_++;
-  waiters_[id] = Waiter{std::move(keys), deadline, std::move(done)};
-  WakeWaiters();
+  Waiter& waiter = waiters_[id];
+  waiter.keys = std::move(keys);
+  waiter.want_values = want_values;
+  waiter.deadline = deadline;
+  waiter.done = std::move(done);
+  if (deadline != absl::InfiniteFuture()) by_deadline_.insert({deadline, id});
+  Park(id);
+  return waiters_.count(id) > 0 ? id : 0;
+}
+
+KvStore::WaiterId KvStore::Barrier(const std::string& key, int64_t world_size, Done done) {
+  absl::Status valid = CheckKeyAndValue(key, 0);
+  absl::StatusOr<int64_t> count = valid.ok() ? IntegerAt(data_, key, "barrier()") : valid;
+  if (!count.ok()) {
+    completions_.push_back([done = std::move(done), s = count.status()] { done(s); });
+    return 0;
+  }
+  const int64_t arrived = *count == INT64_MAX ? INT64_MAX : *count + 1;
+  data_[key] = absl::StrCat(arrived);
+  if (arrived >= world_size) {
+    Written(key);  // releases the callers waiting on this barrier
+    completions_.push_back([done = std::move(done)] { done(std::vector<std::string>{}); });
+    return 0;
+  }
+  Written(key, /*release_barriers=*/false);  // a plain wait for the key sees it now
+  const WaiterId id = next_waiter_++;
+  Waiter& waiter = waiters_[id];
+  waiter.keys = {key};
+  waiter.barrier = true;
+  waiter.want_values = false;
+  waiter.deadline = absl::InfiniteFuture();
+  waiter.done = std::move(done);
+  waiting_on_[key].insert(id);
   return id;
 }
 
-void KvStore::Cancel(WaiterId id) { waiters_.erase(id); }
+absl::Status KvStore::QueuePush(const std::string& key, std::string value) {
+  if (absl::Status s = CheckKeyAndValue(key, value.size()); !s.ok()) return s;
+  queues_[key].push_back(std::move(value));
+  WakeOne(key);
+  return absl::OkStatus();
+}
 
-void KvStore::WakeWaiters() {
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (!AllPresent(it->second.keys)) {
-      ++it;
+absl::StatusOr<KvStore::Popped> KvStore::QueuePop(const std::string& key) {
+  if (absl::Status s = CheckKeyAndValue(key, 0); !s.ok()) return s;
+  Popped popped;
+  auto it = queues_.find(key);
+  if (it == queues_.end()) return popped;
+  popped.length_before = static_cast<int64_t>(it->second.size());
+  if (!it->second.empty()) {
+    popped.value = std::move(it->second.front());
+    it->second.pop_front();
+  }
+  if (it->second.empty()) queues_.erase(it);
+  return popped;
+}
+
+absl::StatusOr<int64_t> KvStore::QueueLength(const std::string& key) const {
+  if (absl::Status s = CheckKeyAndValue(key, 0); !s.ok()) return s;
+  auto it = queues_.find(key);
+  return it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size());
+}
+
+void KvStore::Park(WaiterId id) {
+  Waiter& waiter = waiters_.at(id);
+  bool all_present = true;
+  for (const std::string& key : waiter.keys) {
+    if (Present(key)) continue;
+    all_present = false;
+    waiting_on_[key].insert(id);
+  }
+  if (all_present) Complete(id, ValuesOf(waiter));
+}
+
+void KvStore::Written(const std::string& key, bool release_barriers) {
+  auto it = waiting_on_.find(key);
+  if (it == waiting_on_.end()) return;
+  const std::set<WaiterId> waiting = it->second;
+  for (WaiterId id : waiting) {
+    auto w = waiters_.find(id);
+    if (w == waiters_.end()) continue;
+    if (w->second.barrier) {
+      if (release_barriers) Complete(id, std::vector<std::string>{});
       continue;
     }
-    std::vector<std::string> values;
-    values.reserve(it->second.keys.size());
-    for (const std::string& key : it->second.keys) values.push_back(data_.at(key));
-    completions_.push_back(
-        [done = std::move(it->second.done), values = std::move(values)]() mutable {
-          done(std::move(values));
-        });
-    it = waiters_.erase(it);
+    // Counted again from scratch: a key it had may have been deleted since.
+    Unindex(id);
+    Park(id);
   }
+}
+
+void KvStore::WakeOne(const std::string& key) {
+  auto it = waiting_on_.find(key);
+  if (it == waiting_on_.end()) return;
+  for (WaiterId id : it->second) {
+    const Waiter& waiter = waiters_.at(id);
+    if (waiter.barrier) continue;
+    if (std::all_of(waiter.keys.begin(), waiter.keys.end(),
+                    [this](const std::string& k) { return Present(k); })) {
+      Complete(id, ValuesOf(waiter));
+      return;
+    }
+  }
+}
+
+absl::StatusOr<std::vector<std::string>> KvStore::ValuesOf(const Waiter& waiter) const {
+  std::vector<std::string> values;
+  if (!waiter.want_values) return values;
+  values.reserve(waiter.keys.size());
+  for (const std::string& key : waiter.keys) values.push_back(Find(key).value_or(""));
+  return values;
+}
+
+void KvStore::Unindex(WaiterId id) {
+  const Waiter& waiter = waiters_.at(id);
+  for (const std::string& key : waiter.keys) {
+    auto it = waiting_on_.find(key);
+    if (it == waiting_on_.end()) continue;
+    it->second.erase(id);
+    if (it->second.empty()) waiting_on_.erase(it);
+  }
+}
+
+void KvStore::Complete(WaiterId id, absl::StatusOr<std::vector<std::string>> result) {
+  auto it = waiters_.find(id);
+  if (it == waiters_.end()) return;
+  Unindex(id);
+  by_deadline_.erase({it->second.deadline, id});
+  completions_.push_back([done = std::move(it->second.done), result = std::move(result)]() mutable {
+    done(std::move(result));
+  });
+  waiters_.erase(it);
+}
+
+void KvStore::Cancel(WaiterId id) {
+  auto it = waiters_.find(id);
+  if (it == waiters_.end()) return;
+  Unindex(id);
+  by_deadline_.erase({it->second.deadline, id});
+  waiters_.erase(it);
 }
 
 void KvStore::AbortAll(const absl::Status& status) {
@@ -145,30 +295,26 @@ void KvStore::AbortAll(const absl::Status& status) {
     completions_.push_back([done = std::move(waiter.done), status] { done(status); });
   }
   waiters_.clear();
+  waiting_on_.clear();
+  by_deadline_.clear();
 }
 
 void KvStore::Expire(absl::Time now) {
-  for (auto it = waiters_.begin(); it != waiters_.end();) {
-    if (it->second.deadline > now) {
-      ++it;
-      continue;
-    }
+  while (!by_deadline_.empty() && by_deadline_.begin()->first <= now) {
+    const WaiterId id = by_deadline_.begin()->second;
+    const Waiter& waiter = waiters_.at(id);
     std::vector<std::string> missing;
-    for (const std::string& key : it->second.keys) {
-      if (data_.count(key) == 0) missing.push_back(Shown(key));
+    for (const std::string& key : waiter.keys) {
+      if (!Present(key)) missing.push_back(Shown(key));
     }
-    absl::Status timeout = absl::DeadlineExceededError(absl::StrCat(
-        "store keys not set in time: ", absl::StrJoin(missing, ", "),
-        "; the rank that should set them may have crashed or not reached that point"));
-    completions_.push_back([done = std::move(it->second.done), timeout] { done(timeout); });
-    it = waiters_.erase(it);
+    Complete(id, absl::DeadlineExceededError(absl::StrCat(
+                     "store keys not set in time: ", absl::StrJoin(missing, ", "),
+                     "; the rank that should set them may have crashed or not reached that point")));
   }
 }
 
 absl::Time KvStore::NextDeadline() const {
-  absl::Time next = absl::InfiniteFuture();
-  for (const auto& [id, waiter] : waiters_) next = std::min(next, waiter.deadline);
-  return next;
+  return by_deadline_.empty() ? absl::InfiniteFuture() : by_deadline_.begin()->first;
 }
 
 std::vector<std::function<void()>> KvStore::TakeCompletions() {

@@ -1,13 +1,21 @@
 #pragma once
-// KvStore: the data and the rules of the Store service for one run, torch TCPStore's verbs.
+// KvStore: the data and the rules of one store, torch TCPStore's verbs. It backs the gRPC
+// Store service (one per run) and the TCPStore an agent serves its workers (one per round).
 // Pure: no locks, no threads, no clock. Blocking reads (get, wait, multi_get) are parked as
 // waiters and completed when their keys appear or their deadline passes; completions are
 // handed back to the caller (TakeCompletions) so that it runs them outside its lock.
+//
+// Waiters are indexed by the keys they still miss, so a write costs the waiters of the keys
+// it touches, not every waiter: thousands of ranks may wait on one key at once.
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
+#include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,27 +30,61 @@ class KvStore {
   static constexpr size_t kMaxValueBytes = 8 * 1024 * 1024;
   static constexpr size_t kMaxKeysPerCall = 128 * 1024;
 
-  /// What a blocking read gets: the values of its keys in order, or an error.
+  /// What a blocking read gets: the values of its keys in order (none when it asked for
+  /// none), or an error.
   using Done = std::function<void(absl::StatusOr<std::vector<std::string>>)>;
   using WaiterId = uint64_t;
+
+  KvStore() = default;
+  KvStore(KvStore&&) = default;
+  KvStore& operator=(KvStore&&) = default;
 
   absl::Status Set(const std::string& key, std::string value);
   absl::Status MultiSet(const std::vector<std::string>& keys, std::vector<std::string> values);
   /// Adds `delta` to the decimal integer at `key` (absent: 0); the new value.
   absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta);
+  /// Appends `value` to the value at `key` (absent: empty), as torch's append.
+  absl::Status Append(const std::string& key, const std::string& value);
   /// Stores `desired` if the value equals `expected` (an absent key matches an empty
   /// `expected`); returns the value stored afterwards, as torch's compare_set does.
   absl::StatusOr<std::string> CompareSet(const std::string& key, const std::string& expected,
                                          std::string desired);
+  /// Whether every key is present now (a key, or a queue that holds something).
   absl::StatusOr<bool> Check(const std::vector<std::string>& keys) const;
   absl::StatusOr<bool> Delete(const std::string& key);
+  /// The value at `key` now, if any; never blocks.
+  std::optional<std::string> Find(const std::string& key) const;
+  /// Every key, in order (queues are not keys).
+  std::vector<std::string> Keys() const;
   int64_t NumKeys() const { return static_cast<int64_t>(data_.size()); }
-  /// Blocking reads waiting for keys.
+  /// Blocking reads (and barriers) parked now.
   int Waiting() const { return static_cast<int>(waiters_.size()); }
 
-  /// Calls `done` with the values of `keys` once all exist (at once if they do), or with
-  /// DEADLINE_EXCEEDED naming the missing keys at `deadline`. Returns an id for Cancel.
-  WaiterId WaitFor(std::vector<std::string> keys, absl::Time deadline, Done done);
+  /// Calls `done` with the values of `keys` once all are present (at once if they are), or
+  /// with DEADLINE_EXCEEDED naming the missing keys at `deadline`. Without `want_values`
+  /// `done` gets no values (a plain wait: no copies). Returns an id for Cancel (0: it
+  /// completed or failed at once).
+  WaiterId WaitFor(std::vector<std::string> keys, absl::Time deadline, Done done,
+                   bool want_values = true);
+
+  /// torch TCPStore's barrier: counts one arrival in the decimal counter at `key` and
+  /// completes `done` (with no values) once the count reaches `world_size`; until then the
+  /// caller waits, and any other write to `key` also releases it. The counter is never
+  /// reset: a key is good for one barrier. Returns an id for Cancel (0: it did not wait).
+  WaiterId Barrier(const std::string& key, int64_t world_size, Done done);
+
+  // FIFO queues (torch's queue_push, queue_pop, queue_len; the libuv TCPStore's). Queues
+  // have names of their own, apart from the keys, but a non-empty queue counts as present
+  // for Check and blocking reads; a push releases one read waiting for it.
+  absl::Status QueuePush(const std::string& key, std::string value);
+  /// The queue's length before the pop, and the value popped when it was not empty.
+  struct Popped {
+    int64_t length_before = 0;
+    std::optional<std::string> value;
+  };
+  absl::StatusOr<Popped> QueuePop(const std::string& key);
+  absl::StatusOr<int64_t> QueueLength(const std::string& key) const;
+
   /// Drops a waiter (its caller went away); it is never completed.
   void Cancel(WaiterId id);
   /// Completes every waiter with `status` (the round they belong to has ended).
@@ -56,15 +98,29 @@ class KvStore {
 
  private:
   struct Waiter {
-    std::vector<std::string> keys;
+    std::vector<std::string> keys;  // a barrier's: its one key
+    bool barrier = false;           // released by a write to its key, not by presence
+    bool want_values = true;
     absl::Time deadline;
     Done done;
   };
-  void WakeWaiters();
-  bool AllPresent(const std::vector<std::string>& keys) const;
+  bool Present(const std::string& key) const;
+  // Registers `id` on every key of its waiter that is absent now; completes it if none is.
+  void Park(WaiterId id);
+  // `key` was written: completes the waiters it completes, and releases its barrier's
+  // waiters unless the write is a barrier's own count below its size.
+  void Written(const std::string& key, bool release_barriers = true);
+  // One waiter of `key` (the oldest whose other keys are present), for a queue push.
+  void WakeOne(const std::string& key);
+  void Complete(WaiterId id, absl::StatusOr<std::vector<std::string>> result);
+  void Unindex(WaiterId id);
+  absl::StatusOr<std::vector<std::string>> ValuesOf(const Waiter& waiter) const;
 
   std::map<std::string, std::string> data_;
+  std::map<std::string, std::deque<std::string>> queues_;
   std::map<WaiterId, Waiter> waiters_;
+  std::map<std::string, std::set<WaiterId>> waiting_on_;  // key -> waiters that miss it
+  std::set<std::pair<absl::Time, WaiterId>> by_deadline_;
   WaiterId next_waiter_ = 1;
   std::vector<std::function<void()>> completions_;
 };

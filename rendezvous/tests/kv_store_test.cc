@@ -148,5 +148,148 @@ TEST_F(KvStoreTest, LimitsAreEnforcedWithClearErrors) {
   EXPECT_EQ(got->status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(KvStoreTest, AppendCreatesThenConcatenatesAndWakes) {
+  std::optional<absl::StatusOr<std::vector<std::string>>> got;
+  store_.WaitFor({"log"}, now_ + absl::Seconds(5), Capture(got));
+  ASSERT_TRUE(store_.Append("log", "a").ok());
+  RunCompletions();
+  ASSERT_TRUE(got.has_value() && got->ok());
+  EXPECT_THAT(**got, ElementsAre("a"));
+  ASSERT_TRUE(store_.Append("log", std::string("\0b", 2)).ok());
+  EXPECT_EQ(store_.Find("log"), std::string("a\0b", 3));
+  ASSERT_TRUE(store_.Set("big", std::string(KvStore::kMaxValueBytes, 'v')).ok());
+  EXPECT_EQ(store_.Append("big", "x").code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(KvStoreTest, FindAndKeysNeverBlock) {
+  EXPECT_EQ(store_.Find("absent"), std::nullopt);
+  ASSERT_TRUE(store_.MultiSet({"b", "a"}, {"2", "1"}).ok());
+  EXPECT_EQ(store_.Find("a"), "1");
+  EXPECT_THAT(store_.Keys(), ElementsAre("a", "b"));
+}
+
+TEST_F(KvStoreTest, AWaitForSeveralKeysCompletesOnlyWhenAllArePresent) {
+  std::optional<absl::StatusOr<std::vector<std::string>>> got;
+  store_.WaitFor({"a", "b", "c"}, absl::InfiniteFuture(), Capture(got), /*want_values=*/false);
+  ASSERT_TRUE(store_.Set("a", "1").ok());
+  ASSERT_TRUE(store_.Set("c", "3").ok());
+  RunCompletions();
+  EXPECT_FALSE(got.has_value());
+  EXPECT_EQ(store_.NextDeadline(), absl::InfiniteFuture());
+  ASSERT_TRUE(store_.Add("b", 1).ok());
+  RunCompletions();
+  ASSERT_TRUE(got.has_value() && got->ok());
+  EXPECT_TRUE((*got)->empty()) << "a plain wait gets no values";
+}
+
+// A key present when the wait began but deleted since does not count as there.
+TEST_F(KvStoreTest, AKeyDeletedWhileWaitingIsWaitedForAgain) {
+  ASSERT_TRUE(store_.Set("a", "1").ok());
+  std::optional<absl::StatusOr<std::vector<std::string>>> got;
+  store_.WaitFor({"a", "b"}, now_ + absl::Seconds(5), Capture(got));
+  ASSERT_TRUE(*store_.Delete("a"));
+  ASSERT_TRUE(store_.Set("b", "2").ok());
+  RunCompletions();
+  EXPECT_FALSE(got.has_value());
+  ASSERT_TRUE(store_.Set("a", "again").ok());
+  RunCompletions();
+  ASSERT_TRUE(got.has_value() && got->ok());
+  EXPECT_THAT(**got, ElementsAre("again", "2"));
+}
+
+TEST_F(KvStoreTest, ManyWaitersOnOneKeyAllComplete) {
+  int completed = 0;
+  for (int i = 0; i < 1000; ++i) {
+    store_.WaitFor({"id"}, now_ + absl::Seconds(i + 1),
+                   [&](absl::StatusOr<std::vector<std::string>> v) { completed += v.ok(); });
+  }
+  EXPECT_EQ(store_.Waiting(), 1000);
+  ASSERT_TRUE(store_.Set("id", "x").ok());
+  RunCompletions();
+  EXPECT_EQ(completed, 1000);
+  EXPECT_EQ(store_.Waiting(), 0);
+  EXPECT_EQ(store_.NextDeadline(), absl::InfiniteFuture());
+}
+
+TEST_F(KvStoreTest, QueuesArePushedAndPoppedInOrderApartFromKeys) {
+  ASSERT_TRUE(store_.Set("q", "a key").ok());
+  ASSERT_TRUE(store_.QueuePush("q", "1").ok());
+  ASSERT_TRUE(store_.QueuePush("q", "2").ok());
+  EXPECT_EQ(*store_.QueueLength("q"), 2);
+  KvStore::Popped first = *store_.QueuePop("q");
+  EXPECT_EQ(first.length_before, 2);
+  EXPECT_EQ(first.value, "1");
+  EXPECT_EQ(store_.QueuePop("q")->value, "2");
+  KvStore::Popped empty = *store_.QueuePop("q");
+  EXPECT_EQ(empty.length_before, 0);
+  EXPECT_EQ(empty.value, std::nullopt);
+  EXPECT_EQ(store_.Find("q"), "a key");
+  EXPECT_EQ(store_.NumKeys(), 1) << "queues are not keys";
+}
+
+// As the libuv TCPStore: a non-empty queue counts as present, and a push releases one read
+// waiting for it (a blocking pop), not all of them.
+TEST_F(KvStoreTest, APushReleasesOneWaiterOfTheQueue) {
+  EXPECT_FALSE(*store_.Check({"jobs"}));
+  std::optional<absl::StatusOr<std::vector<std::string>>> first, second;
+  store_.WaitFor({"jobs"}, absl::InfiniteFuture(), Capture(first), false);
+  store_.WaitFor({"jobs"}, absl::InfiniteFuture(), Capture(second), false);
+  ASSERT_TRUE(store_.QueuePush("jobs", "work").ok());
+  RunCompletions();
+  EXPECT_TRUE(first.has_value());
+  EXPECT_FALSE(second.has_value());
+  EXPECT_TRUE(*store_.Check({"jobs"}));
+  ASSERT_TRUE(store_.QueuePush("jobs", "more").ok());
+  RunCompletions();
+  EXPECT_TRUE(second.has_value());
+}
+
+TEST_F(KvStoreTest, ABarrierReleasesEveryCallerWhenTheLastArrives) {
+  std::optional<absl::StatusOr<std::vector<std::string>>> a, b, c;
+  EXPECT_NE(store_.Barrier("bar", 3, Capture(a)), 0u);
+  EXPECT_NE(store_.Barrier("bar", 3, Capture(b)), 0u);
+  RunCompletions();
+  EXPECT_FALSE(a.has_value());
+  EXPECT_EQ(store_.Find("bar"), "2") << "the count is an ordinary key, as torch's";
+  EXPECT_EQ(store_.Barrier("bar", 3, Capture(c)), 0u);
+  RunCompletions();
+  ASSERT_TRUE(a.has_value() && b.has_value() && c.has_value());
+  EXPECT_TRUE(a->ok() && b->ok() && c->ok());
+  EXPECT_EQ(store_.Waiting(), 0);
+  // Never reset: a fourth caller passes at once (a barrier key is good for one barrier).
+  std::optional<absl::StatusOr<std::vector<std::string>>> late;
+  EXPECT_EQ(store_.Barrier("bar", 3, Capture(late)), 0u);
+  RunCompletions();
+  EXPECT_TRUE(late.has_value() && late->ok());
+}
+
+TEST_F(KvStoreTest, ABarrierIsReleasedByAWriteToItsKeyAndRefusesNonIntegers) {
+  std::optional<absl::StatusOr<std::vector<std::string>>> waiting, plain;
+  store_.WaitFor({"b"}, absl::InfiniteFuture(), Capture(plain), false);
+  store_.Barrier("b", 2, Capture(waiting));
+  RunCompletions();
+  EXPECT_TRUE(plain.has_value()) << "the counter made the key present";
+  EXPECT_FALSE(waiting.has_value());
+  ASSERT_TRUE(store_.Set("b", "9").ok());
+  RunCompletions();
+  ASSERT_TRUE(waiting.has_value() && waiting->ok());
+  ASSERT_TRUE(store_.Set("text", "x").ok());
+  std::optional<absl::StatusOr<std::vector<std::string>>> bad;
+  store_.Barrier("text", 2, Capture(bad));
+  RunCompletions();
+  ASSERT_TRUE(bad.has_value());
+  EXPECT_EQ(bad->status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(KvStoreTest, ACancelledBarrierCallerStillCountedIsNeverCompleted) {
+  std::optional<absl::StatusOr<std::vector<std::string>>> gone, last;
+  const KvStore::WaiterId id = store_.Barrier("b", 2, Capture(gone));
+  store_.Cancel(id);
+  store_.Barrier("b", 2, Capture(last));
+  RunCompletions();
+  EXPECT_FALSE(gone.has_value());
+  EXPECT_TRUE(last.has_value() && last->ok());
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -1,0 +1,208 @@
+#include "rendezvous/tcp_store_service.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "rendezvous/tests/tcp_store_requests.h"
+
+namespace ddprun {
+namespace {
+
+using ::testing::HasSubstr;
+using tcpstore::Dialect;
+using tcpstore::EncodeI64;
+using tcpstore::EncodeString;
+using tcpstore::EncodeU32;
+using tcpstore::EncodeU8;
+using tcpstore::Verb;
+using tcpstore::testing::Hex;
+using tcpstore::testing::RequestBytes;
+using tcpstore::testing::ValidateBytes;
+
+constexpr Dialect kOld = Dialect::kLegacy;
+constexpr Dialect kNew = Dialect::kValidated;
+
+// Drives a service as the I/O layer would, and collects what each connection gets.
+class TcpStoreServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { service_.BeginRound(0); }
+
+  void Send(TcpStoreService::ConnectionId id, const std::string& bytes) {
+    if (opened_.insert(id).second) service_.Open(id);
+    service_.Receive(id, bytes);
+    Collect();
+  }
+  void Collect() {
+    for (TcpStoreService::Output& out : service_.TakeOutput()) {
+      received_[out.connection] += out.bytes;
+      if (out.close) closed_[out.connection] = out.why;
+    }
+  }
+  // What `id` received since the last call.
+  std::string Got(TcpStoreService::ConnectionId id) {
+    std::string got = received_[id];
+    received_[id].clear();
+    return got;
+  }
+
+  TcpStoreService service_;
+  std::set<TcpStoreService::ConnectionId> opened_;
+  std::map<TcpStoreService::ConnectionId, std::string> received_;
+  std::map<TcpStoreService::ConnectionId, std::string> closed_;
+};
+
+// What torch 1.13's init_process_group sends (tcpstore-protocol.md §9), and its answers.
+TEST_F(TcpStoreServiceTest, ALegacyClientSetsWaitsAndGets) {
+  Send(1, RequestBytes(Verb::kAdd, kOld).Str("init/").I64(1));
+  EXPECT_EQ(Got(1), EncodeI64(1));
+  Send(1, RequestBytes(Verb::kSet, kOld).Str("/rank_0").Str("host"));
+  Send(1, std::string(RequestBytes(Verb::kWait, kOld).U64(1).Str("/rank_0")) +
+              std::string(RequestBytes(Verb::kGet, kOld).Str("/rank_0")));
+  EXPECT_EQ(Got(1), EncodeU8(0) + EncodeString("host"));
+  EXPECT_TRUE(closed_.empty());
+}
+
+TEST_F(TcpStoreServiceTest, AValidatedClientIsPingedBackAndSharesTheStoreWithALegacyOne) {
+  Send(1, ValidateBytes() + std::string(RequestBytes(Verb::kPing, kNew).U32(4242)));
+  EXPECT_EQ(Got(1), EncodeU32(4242));
+  Send(1, RequestBytes(Verb::kSet, kNew).Str("/k").Str("from 2.x"));
+  Send(2, RequestBytes(Verb::kGet, kOld).Str("/k"));
+  EXPECT_EQ(Got(2), EncodeString("from 2.x"));
+}
+
+TEST_F(TcpStoreServiceTest, AWaitIsAnsweredWhenAnotherConnectionSetsTheKey) {
+  Send(1, ValidateBytes() + std::string(RequestBytes(Verb::kWait, kNew).U64(2).Str("/a").Str("/b")));
+  EXPECT_EQ(Got(1), "");
+  Send(2, RequestBytes(Verb::kSet, kOld).Str("/a").Str("1"));
+  EXPECT_EQ(Got(1), "");
+  Send(2, RequestBytes(Verb::kAdd, kOld).Str("/b").I64(1));
+  EXPECT_EQ(Got(1), EncodeU8(tcpstore::kStopWaiting));
+}
+
+TEST_F(TcpStoreServiceTest, CancelWaitIsAlwaysAnsweredAndSilencesTheWait) {
+  Send(1, ValidateBytes() + std::string(RequestBytes(Verb::kWait, kNew).U64(1).Str("/never")));
+  Send(1, RequestBytes(Verb::kCancelWait, kNew));
+  EXPECT_EQ(Got(1), EncodeU8(tcpstore::kWaitCanceled));
+  Send(2, RequestBytes(Verb::kSet, kOld).Str("/never").Str("now"));
+  EXPECT_EQ(Got(1), "") << "a cancelled wait must not answer later";
+  Send(1, RequestBytes(Verb::kCancelWait, kNew));
+  EXPECT_EQ(Got(1), EncodeU8(tcpstore::kWaitCanceled));
+  EXPECT_EQ(service_.store().Waiting(), 0);
+}
+
+TEST_F(TcpStoreServiceTest, PipelinedRequestsAreAnsweredInOrder) {
+  Send(1, ValidateBytes() + std::string(RequestBytes(Verb::kSet, kNew).Str("/x").Str("1")) +
+              std::string(RequestBytes(Verb::kWait, kNew).U64(1).Str("/x")) +
+              std::string(RequestBytes(Verb::kGet, kNew).Str("/x")) +
+              std::string(RequestBytes(Verb::kNumKeys, kNew)));
+  EXPECT_EQ(Got(1), EncodeU8(0) + EncodeString("1") + EncodeI64(1));
+}
+
+TEST_F(TcpStoreServiceTest, RequestsSplitIntoSingleBytesAreServedTheSame) {
+  const std::string session = ValidateBytes() +
+                              std::string(RequestBytes(Verb::kPing, kNew).U32(7)) +
+                              std::string(RequestBytes(Verb::kAdd, kNew).Str("init/").I64(1)) +
+                              std::string(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("").Str("v"));
+  for (char byte : session) Send(1, std::string(1, byte));
+  EXPECT_EQ(Got(1), EncodeU32(7) + EncodeI64(1) + EncodeString("v"));
+  // And a legacy SET whose 0 byte alone could have been VALIDATE.
+  for (char byte : std::string(RequestBytes(Verb::kSet, kOld).Str("/s").Str("v"))) Send(2, std::string(1, byte));
+  Send(2, RequestBytes(Verb::kGet, kOld).Str("/s"));
+  EXPECT_EQ(Got(2), EncodeString("v"));
+}
+
+TEST_F(TcpStoreServiceTest, EveryVerbAnswersAsPyTorchsServer) {
+  Send(1, ValidateBytes());
+  auto ask = [&](const std::string& bytes) {
+    Send(1, bytes);
+    return Got(1);
+  };
+  EXPECT_EQ(ask(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("x").Str("y")), EncodeString("x"));
+  EXPECT_EQ(ask(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("").Str("first")), EncodeString("first"));
+  EXPECT_EQ(ask(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("no").Str("z")), EncodeString("first"));
+  EXPECT_EQ(ask(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("first").Str("second")), EncodeString("second"));
+  EXPECT_EQ(ask(RequestBytes(Verb::kCheck, kNew).U64(2).Str("/c").Str("/none")), EncodeU8(tcpstore::kNotReady));
+  EXPECT_EQ(ask(RequestBytes(Verb::kCheck, kNew).U64(1).Str("/c")), EncodeU8(tcpstore::kReady));
+  EXPECT_EQ(ask(RequestBytes(Verb::kGet, kNew).Str("/none")), EncodeString("")) << "as libuv";
+  EXPECT_EQ(ask(RequestBytes(Verb::kAppend, kNew).Str("/l").Str("ab")), "");
+  EXPECT_EQ(ask(RequestBytes(Verb::kAppend, kNew).Str("/l").Str("cd")), "");
+  EXPECT_EQ(ask(RequestBytes(Verb::kMultiSet, kNew).U64(2).Str("/m1").Str("1").Str("/m2").Str("22")), "");
+  EXPECT_EQ(ask(RequestBytes(Verb::kMultiGet, kNew).U64(3).Str("/l").Str("/m2").Str("/none")),
+            EncodeString("abcd") + EncodeString("22") + EncodeString(""));
+  EXPECT_EQ(ask(RequestBytes(Verb::kNumKeys, kNew)), EncodeI64(4));
+  EXPECT_EQ(ask(RequestBytes(Verb::kDelete, kNew).Str("/m1")), EncodeI64(1));
+  EXPECT_EQ(ask(RequestBytes(Verb::kDelete, kNew).Str("/m1")), EncodeI64(0));
+  EXPECT_EQ(ask(RequestBytes(Verb::kListKeys, kNew)),
+            EncodeI64(3) + EncodeString("/c") + EncodeString("/l") + EncodeString("/m2"));
+  EXPECT_EQ(ask(RequestBytes(Verb::kQueuePush, kNew).Str("/q").Str("job")), "");
+  EXPECT_EQ(ask(RequestBytes(Verb::kQueueLen, kNew).Str("/q")), EncodeI64(1));
+  EXPECT_EQ(ask(RequestBytes(Verb::kCheck, kNew).U64(1).Str("/q")), EncodeU8(tcpstore::kReady));
+  EXPECT_EQ(ask(RequestBytes(Verb::kQueuePop, kNew).Str("/q")), EncodeI64(1) + EncodeString("job"));
+  EXPECT_EQ(ask(RequestBytes(Verb::kQueuePop, kNew).Str("/q")), EncodeI64(0)) << "no value when empty";
+  EXPECT_TRUE(closed_.empty());
+}
+
+TEST_F(TcpStoreServiceTest, ABarrierReleasesItsCallersTogether) {
+  Send(1, ValidateBytes() + std::string(RequestBytes(Verb::kBarrier, kNew).Str("/bar").I64(2)));
+  EXPECT_EQ(Got(1), "");
+  Send(2, ValidateBytes() + std::string(RequestBytes(Verb::kBarrier, kNew).Str("/bar").I64(2)));
+  EXPECT_EQ(Got(1), EncodeU8(0));
+  EXPECT_EQ(Got(2), EncodeU8(0));
+}
+
+TEST_F(TcpStoreServiceTest, BadRequestsCloseTheConnectionSayingWhy) {
+  Send(1, RequestBytes(Verb::kSet, kOld).Str("/s").Str("text"));
+  Send(1, RequestBytes(Verb::kAdd, kOld).Str("/s").I64(1));
+  ASSERT_TRUE(closed_.count(1));
+  EXPECT_THAT(closed_[1], HasSubstr("'/s' holds a value that is not an integer"));
+  Send(2, ValidateBytes() + Hex("13"));
+  EXPECT_THAT(closed_[2], HasSubstr("query code 19"));
+  Send(3, RequestBytes(Verb::kWatchKey, kOld).Str("/w"));
+  EXPECT_THAT(closed_[3], HasSubstr("WATCH_KEY"));
+  Send(4, ValidateBytes() + ValidateBytes());
+  EXPECT_THAT(closed_[4], HasSubstr("VALIDATE after the first request"));
+  EXPECT_EQ(service_.connections(), 0);
+  // A closed connection's later bytes are ignored.
+  service_.Receive(1, std::string(RequestBytes(Verb::kGet, kOld).Str("/s")));
+  EXPECT_EQ(Got(1), "");
+}
+
+// Rounds: what a dead round wrote is never seen by the next one.
+TEST_F(TcpStoreServiceTest, EndRoundClosesEveryConnectionAndTheNextRoundStartsEmpty) {
+  Send(1, RequestBytes(Verb::kSet, kOld).Str("/default_pg/0//cpu//0/0").Str("old peer address"));
+  service_.EndRound();
+  Collect();
+  EXPECT_TRUE(closed_.count(1));
+  EXPECT_EQ(closed_[1], "") << "an orderly close, not a refusal";
+  service_.BeginRound(1);
+  Send(2, std::string(RequestBytes(Verb::kCheck, kOld).U64(1).Str("/default_pg/0//cpu//0/0")));
+  EXPECT_EQ(Got(2), EncodeU8(tcpstore::kNotReady));
+}
+
+// A worker of the next round may reach this store before this agent has its assignment:
+// its requests wait, unanswered, and are served in the new round's store.
+TEST_F(TcpStoreServiceTest, ConnectionsBetweenRoundsAreHeldAndServedWhenTheRoundBegins) {
+  service_.EndRound();
+  Send(1, ValidateBytes() + std::string(RequestBytes(Verb::kPing, kNew).U32(99)) +
+              std::string(RequestBytes(Verb::kSet, kNew).Str("/early").Str("1")));
+  EXPECT_EQ(Got(1), "");
+  EXPECT_FALSE(service_.serving());
+  // A dying worker of the last round that wrote, then went away, leaves nothing behind.
+  Send(2, RequestBytes(Verb::kSet, kOld).Str("/stale").Str("x"));
+  service_.Closed(2);
+  service_.BeginRound(1);
+  Collect();
+  EXPECT_EQ(Got(1), EncodeU32(99));
+  Send(3, std::string(RequestBytes(Verb::kCheck, kOld).U64(1).Str("/early")) +
+              std::string(RequestBytes(Verb::kCheck, kOld).U64(1).Str("/stale")));
+  EXPECT_EQ(Got(3), EncodeU8(tcpstore::kReady) + EncodeU8(tcpstore::kNotReady));
+}
+
+TEST_F(TcpStoreServiceTest, AHeldConnectionThatSendsTooMuchIsClosed) {
+  service_.EndRound();
+  Send(1, std::string(tcpstore::kMaxRequestBytes + 1, '\x03'));
+  EXPECT_THAT(closed_[1], HasSubstr("before its round began"));
+}
+
+}  // namespace
+}  // namespace ddprun

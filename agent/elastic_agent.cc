@@ -27,17 +27,33 @@ std::string RandomIncarnation() {
   return absl::StrFormat("%08x%08x", rd(), rd());
 }
 
+// The interface toward `master_addr`, said once per value.
+std::string GlooInterface(const std::string& master_addr) {
+  static std::string said;
+  const std::string name = InterfaceToward(master_addr);
+  if (!name.empty() && name != said && ::getenv("GLOO_SOCKET_IFNAME") == nullptr) {
+    spdlog::info("this host's name resolves only to loopback here: workers get "
+                 "GLOO_SOCKET_IFNAME={} (the interface toward MASTER_ADDR {}), so that gloo "
+                 "listens where the other nodes reach it; set GLOO_SOCKET_IFNAME to choose",
+                 name, master_addr);
+    said = name;
+  }
+  return name;
+}
+
 // torchrun's exit-code field (-N for signal N) as the status a shell reports.
 int ShellCodeFromTorch(int torch_code) { return torch_code < 0 ? 128 - torch_code : torch_code; }
 
 }  // namespace
 
 ElasticAgent::ElasticAgent(const AgentConfig& config, EnvMap base_env,
-                           RendezvousConnection& rendezvous, OrphanGuard& guard)
+                           RendezvousConnection& rendezvous, OrphanGuard& guard,
+                           std::optional<WorkerStore> store)
     : config_(config),
       base_env_(std::move(base_env)),
       rendezvous_(rendezvous),
       guard_(guard),
+      store_(std::move(store)),
       // How this node is named in reports and ordered among nodes: --local-addr if given.
       host_(config.local_addr.empty() ? HostName() : config.local_addr),
       incarnation_(RandomIncarnation()) {}
@@ -146,20 +162,25 @@ void ElasticAgent::JoinNextRound() {
   if (interrupted_by_ != 0) return Finish(ExitCodeForSignal(interrupted_by_));
   NodeInfo node;
   node.host = host_;
-  node.addr = config_.master_addr;
   node.pid = static_cast<int>(::getpid());
   node.incarnation = incarnation_;
   node.local_world_size = config_.nproc_per_node;
   node.node_rank_hint = config_.node_rank_given || config_.rdzv_backend == "static"
                             ? config_.node_rank
                             : -1;
-  if (config_.master_port) {
-    node.master_port = *config_.master_port;
-  } else if (absl::StatusOr<int> port = ReserveFreePort(); port.ok()) {
+  if (store_) {  // where this node's agent serves the workers' TCPStore
+    node.addr = store_->offer.addr;
+    node.fallback_addr = store_->offer.fallback_addr;
+    node.master_port = store_->port;
+  } else {  // one node: rank 0's worker hosts the TCPStore on a port free now
+    node.addr = config_.master_addr;
+    absl::StatusOr<int> port =
+        config_.master_port ? absl::StatusOr<int>(*config_.master_port) : ReserveFreePort();
+    if (!port.ok()) {
+      spdlog::error("{}", port.status().message());
+      return Finish(kExitInternal);
+    }
     node.master_port = *port;
-  } else {
-    spdlog::error("{}", port.status().message());
-    return Finish(kExitInternal);
   }
   if (assigned_once_) {
     node.last_round = assignment_.round;
@@ -209,6 +230,7 @@ void ElasticAgent::OnMasterLost(const absl::Status& status) {
   // A node cut off from the master must not go on training in a round that may be over.
   spdlog::warn("lost the rendezvous master: {}; stopping this node's workers and rejoining",
                status.message());
+  EndStoreRound();
   if (workers_) {
     reconnect_after_attempt_ = true;
     if (!workers_->stopping()) BeginStop(SIGTERM);
@@ -219,6 +241,17 @@ void ElasticAgent::OnMasterLost(const absl::Status& status) {
 }
 
 void ElasticAgent::StartAttempt(const Assignment& assignment) {
+  if (store_) {
+    // Workers given a name that does not resolve here wait for each other until their
+    // timeout; better to say so now.
+    if (absl::Status s = CheckResolves(assignment.master_addr, "MASTER_ADDR"); !s.ok()) {
+      spdlog::error("{} (the address of group rank 0's store: its --local-addr or host name; "
+                    "start that node with --local-addr=IP); this node leaves the job",
+                    s.message());
+      return Finish(kExitRendezvous);
+    }
+    if (store_->server) store_->server->BeginRound(assignment.round);
+  }
   assignment_ = assignment;
   assigned_once_ = true;
   AttemptPlan plan;
@@ -234,6 +267,8 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
   plan.world_size = assignment.world_size;
   plan.master_addr = assignment.master_addr;
   plan.master_port = assignment.master_port;
+  plan.agent_store = store_.has_value();
+  if (store_ && store_->pick_gloo_interface) plan.gloo_interface = GlooInterface(assignment.master_addr);
   plan.store_addr = rendezvous_.store_addr();
   plan.log_root = log_root_;
   workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *loop_, guard_, host_);
@@ -357,6 +392,7 @@ void ElasticAgent::OnRendezvousEvents() {
         }
         break;
       case RendezvousEvent::Kind::kStop:
+        EndStoreRound();
         spdlog::warn("{}{}", event.detail,
                      event.stop_reason == StopReason::kMembershipChanged
                          ? ": restarting all workers (membership change, no restart spent)"
@@ -382,6 +418,10 @@ void ElasticAgent::OnRendezvousEvents() {
     }
   }
   OnWorkersChanged();
+}
+
+void ElasticAgent::EndStoreRound() {
+  if (store_ && store_->server) store_->server->EndRound();
 }
 
 void ElasticAgent::BeginStop(int signal) {

@@ -19,17 +19,33 @@
 #include "agent/event_loop.h"
 #include "agent/failure_summary.h"
 #include "agent/orphan_guard.h"
+#include "agent/store_address.h"
+#include "agent/tcp_store_server.h"
 #include "agent/worker_env.h"
 #include "agent/worker_supervisor.h"
 #include "rendezvous/rendezvous_connection.h"
 
 namespace ddprun {
 
+/// A multi-node agent's part in its workers' TCPStore (TORCHELASTIC_USE_AGENT_STORE=True):
+/// the store it serves, and what it offers for MASTER_ADDR and MASTER_PORT should its node
+/// get group rank 0.
+struct WorkerStore {
+  TcpStoreServer* server = nullptr;  // null: it serves none (static, --node-rank above 0)
+  StoreAddressOffer offer;
+  int port = 0;
+  // This host's name resolves only to loopback here, where gloo would listen, out of the
+  // other nodes' reach (torchrun's workers fail so): workers get GLOO_SOCKET_IFNAME, the
+  // interface toward MASTER_ADDR, unless the agent's environment sets it.
+  bool pick_gloo_interface = false;
+};
+
 class ElasticAgent {
  public:
   /// `guard` must have been started before any thread; `base_env` is what workers inherit.
+  /// `store`: multi-node jobs only (one-node jobs' rank 0 hosts the TCPStore itself).
   ElasticAgent(const AgentConfig& config, EnvMap base_env, RendezvousConnection& rendezvous,
-               OrphanGuard& guard);
+               OrphanGuard& guard, std::optional<WorkerStore> store = std::nullopt);
   ~ElasticAgent();
 
   /// Runs the job to its end and returns the exit status for the ddprun process.
@@ -50,6 +66,8 @@ class ElasticAgent {
   void OnJoinTimeout();
   void OnWorkersChanged();
   void EndAttempt();
+  // The round is over for every node: the workers' store closes its connections.
+  void EndStoreRound();
   void AfterAttempt();
   void BeginStop(int signal);
   void Finish(int exit_code);
@@ -62,6 +80,7 @@ class ElasticAgent {
   EnvMap base_env_;
   RendezvousConnection& rendezvous_;
   OrphanGuard& guard_;
+  const std::optional<WorkerStore> store_;
   std::string host_;
   std::string incarnation_;
   std::string log_root_;

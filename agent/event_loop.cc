@@ -25,6 +25,16 @@ absl::Status EventLoop::WatchReadable(int fd, Handler handler) {
   return absl::OkStatus();
 }
 
+absl::Status EventLoop::WatchWritable(int fd, bool writable) {
+  epoll_event event{};
+  event.events = writable ? EPOLLIN | EPOLLOUT : EPOLLIN;
+  event.data.fd = fd;
+  if (::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, fd, &event) != 0) {
+    return ErrnoStatus(errno, "epoll_ctl(MOD)");
+  }
+  return absl::OkStatus();
+}
+
 void EventLoop::Unwatch(int fd) {
   if (handlers_.erase(fd) == 0) return;
   ::epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, fd, nullptr);

@@ -24,6 +24,8 @@ class EventLoop {
 
   /// Calls `handler` whenever `fd` is readable (or hung up). The loop does not own `fd`.
   absl::Status WatchReadable(int fd, Handler handler);
+  /// Also calls the handler of a watched `fd` when it is writable (or stops doing so).
+  absl::Status WatchWritable(int fd, bool writable);
   void Unwatch(int fd);
 
   /// Waits for events for at most `timeout` (absl::InfiniteDuration() to block) and runs

@@ -8,7 +8,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <set>
+
+#include "absl/strings/str_cat.h"
 
 #include "agent/unique_fd.h"
 
@@ -46,6 +49,21 @@ std::string HostName() {
   return name;
 }
 
+absl::Status CheckResolves(const std::string& host, absl::string_view what) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  const int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &resolved);
+  if (error == 0) {
+    ::freeaddrinfo(resolved);
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " '", host, "' does not resolve on this node (",
+      error == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(error),
+      "): check the name, or give an IP address"));
+}
+
 namespace {
 
 std::string AddressText(const sockaddr* addr) {
@@ -59,7 +77,50 @@ std::string AddressText(const sockaddr* addr) {
   return text;
 }
 
+bool IsLoopbackText(const std::string& text) {
+  return text.rfind("127.", 0) == 0 || text == "::1" || text.rfind("::ffff:127.", 0) == 0;
+}
+
 }  // namespace
+
+bool ResolvesBeyondLoopback(const std::string& name) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  if (::getaddrinfo(name.c_str(), nullptr, &hints, &resolved) != 0) return false;
+  bool beyond = false;
+  for (addrinfo* a = resolved; a != nullptr && !beyond; a = a->ai_next) {
+    beyond = !IsLoopbackText(AddressText(a->ai_addr));
+  }
+  ::freeaddrinfo(resolved);
+  return beyond;
+}
+
+std::string InterfaceToward(const std::string& addr) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  addrinfo* resolved = nullptr;
+  if (::getaddrinfo(addr.c_str(), "9", &hints, &resolved) != 0) return "";
+  std::string local;
+  for (addrinfo* a = resolved; a != nullptr && local.empty(); a = a->ai_next) {
+    UniqueFd sock(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_storage self{};
+    socklen_t len = sizeof self;
+    if (sock.valid() && ::connect(sock.get(), a->ai_addr, a->ai_addrlen) == 0 &&
+        ::getsockname(sock.get(), reinterpret_cast<sockaddr*>(&self), &len) == 0) {
+      local = AddressText(reinterpret_cast<sockaddr*>(&self));
+    }
+  }
+  ::freeaddrinfo(resolved);
+  std::string name;
+  ifaddrs* interfaces = nullptr;
+  if (local.empty() || ::getifaddrs(&interfaces) != 0) return "";
+  for (ifaddrs* i = interfaces; i != nullptr && name.empty(); i = i->ifa_next) {
+    if (i->ifa_addr != nullptr && AddressText(i->ifa_addr) == local) name = i->ifa_name;
+  }
+  ::freeifaddrs(interfaces);
+  return name;
+}
 
 bool IsThisHost(const std::string& host) {
   if (host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0) return true;
@@ -82,7 +143,7 @@ bool IsThisHost(const std::string& host) {
   bool mine = false;
   for (addrinfo* a = resolved; a != nullptr && !mine; a = a->ai_next) {
     const std::string text = AddressText(a->ai_addr);
-    mine = own.count(text) > 0 || text.rfind("127.", 0) == 0 || text == "::1";
+    mine = own.count(text) > 0 || IsLoopbackText(text);
   }
   ::freeaddrinfo(resolved);
   return mine;

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace ddprun {
 
@@ -10,8 +11,20 @@ namespace ddprun {
 /// port 0) and the socket is closed again so that rank 0's worker can listen on it.
 absl::StatusOr<int> ReserveFreePort();
 
-/// This host's name (gethostname), for MASTER_ADDR and failure reports.
+/// This host's name (gethostname), for node order and failure reports.
 std::string HostName();
+
+/// OK when `host` (a name or an address) resolves here; else an error that names it as
+/// `what` ("--rdzv-endpoint host") and says what the resolver said.
+absl::Status CheckResolves(const std::string& host, absl::string_view what);
+
+/// Whether `name` resolves here to at least one address that is not loopback.
+bool ResolvesBeyondLoopback(const std::string& name);
+
+/// The name of this host's network interface that holds the address it sends from to reach
+/// `addr` (e.g. "eth0"; "lo" for this host's own loopback); empty when that cannot be told.
+/// Nothing is sent: a UDP socket is connected and asked for its local address.
+std::string InterfaceToward(const std::string& addr);
 
 /// Whether `host` names this machine: localhost or a loopback address, this host's name
 /// (or a longer name that begins with it and a dot: its FQDN, a Kubernetes pod's DNS name),

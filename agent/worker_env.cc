@@ -29,11 +29,13 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const WorkerPlacement& p) {
   env["TORCHELASTIC_RESTART_COUNT"] = std::to_string(p.restart_count);
   env["TORCHELASTIC_MAX_RESTARTS"] = std::to_string(p.max_restarts);
   env["TORCHELASTIC_RUN_ID"] = p.run_id;
-  // Rank 0's worker hosts torch's TCPStore at MASTER_ADDR:MASTER_PORT, as with torchrun 1.13
-  // and TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: the agent never serves a TCPStore itself.
-  env["TORCHELASTIC_USE_AGENT_STORE"] = "False";
+  // "True": init_process_group("env://") connects to the TCPStore an agent serves at
+  // MASTER_ADDR:MASTER_PORT, as under torchrun's static backend (and c10d since 2.4);
+  // "False": rank 0's worker hosts it there (one-node jobs). torch compares the exact string.
+  env["TORCHELASTIC_USE_AGENT_STORE"] = p.agent_store ? "True" : "False";
   env["TORCHELASTIC_ERROR_FILE"] = p.error_file;
   env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");  // emplace keeps the user's value
+  if (!p.gloo_interface.empty()) env.emplace("GLOO_SOCKET_IFNAME", p.gloo_interface);
   env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
   if (WillDefaultOmpThreads(base, p.local_world_size)) env["OMP_NUM_THREADS"] = "1";
   if (!p.signals_to_handle.empty()) env["TORCHELASTIC_SIGNALS_TO_HANDLE"] = p.signals_to_handle;

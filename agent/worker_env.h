@@ -21,6 +21,12 @@ struct WorkerPlacement {
   std::string role_name = "default";
   std::string master_addr;
   int master_port = 0;
+  // An agent serves torch's TCPStore at MASTER_ADDR:MASTER_PORT (multi-node jobs); else the
+  // worker with RANK 0 hosts it there.
+  bool agent_store = false;
+  // GLOO_SOCKET_IFNAME unless the agent's environment has one; empty: not set. gloo listens
+  // where the host's name resolves, and that is loopback on many clusters.
+  std::string gloo_interface;
   int restart_count = 0;
   int max_restarts = 0;
   std::string run_id;

@@ -94,6 +94,8 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
   placement.role_name = config_.role;
   placement.master_addr = plan.master_addr;
   placement.master_port = plan.master_port;
+  placement.agent_store = plan.agent_store;
+  placement.gloo_interface = plan.gloo_interface;
   placement.restart_count = plan.restart_count;
   placement.max_restarts = config_.max_restarts;
   placement.run_id = config_.run_id;

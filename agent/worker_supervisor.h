@@ -37,6 +37,8 @@ struct AttemptPlan {
   int world_size = 1;
   std::string master_addr;
   int master_port = 0;
+  bool agent_store = false;  // the agent serves the workers' TCPStore at MASTER_ADDR:MASTER_PORT
+  std::string gloo_interface;  // GLOO_SOCKET_IFNAME, unless set; empty: none
   std::string store_addr;
   std::string log_root;  // the log dir in use ("" or /dev/null: no files)
 };

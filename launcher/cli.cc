@@ -464,10 +464,9 @@ absl::Status FillConfig(const RawOptions& o, const DeviceCounts& devices, AgentC
       config.endpoint_port = *config.master_port;
       if (!config.is_host) config.is_host = config.node_rank == 0;
     }
-    // MASTER_ADDR for the workers is the address of group rank 0's node: each node offers
-    // its own (--local-addr, else its host name); MASTER_PORT is a fresh port there.
-    config.master_addr = !o.local_addr.empty() ? o.local_addr : HostName();
-    config.master_port.reset();
+    // The workers' MASTER_ADDR and MASTER_PORT are where group rank 0's agent serves their
+    // TCPStore (docs/environment.md): static, --master-addr:--master-port; c10d, an address
+    // of that node (--master-port, when given, is the port of every node's store).
   }
   return absl::OkStatus();
 }

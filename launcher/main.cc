@@ -10,6 +10,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,9 @@
 #include "agent/worker_env.h"
 #include "launcher/cli.h"
 #include "agent/host_info.h"
+#include "agent/store_address.h"
+#include "agent/tcp_store_server.h"
+#include "absl/strings/str_cat.h"
 #include "rendezvous/network_plugin.h"
 #include "rendezvous/rendezvous_connection.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -61,19 +65,28 @@ bool ConfigureLogging(std::string& error) {
   return true;
 }
 
+// The rendezvous master this agent hosts (if any) and the TCPStore it serves its workers.
+struct Served {
+  std::unique_ptr<ddprun::HostedMaster> master;
+  std::unique_ptr<ddprun::TcpStoreServer> store;
+  ddprun::WorkerStore worker_store;
+};
+
+void LogRefusedStoreClient(const std::string& peer, const std::string& why) {
+  spdlog::warn("closed a connection to the workers' store from {}: it sent {}", peer, why);
+}
+
 // The agent on the --rdzv-endpoint host (is_host, inferred as torchrun does unless
-// --rdzv-conf is_host= says) serves the master in-process. When several agents on one host
-// race for the port, the losers simply join the winner's master.
-std::unique_ptr<ddprun::HostedMaster> MaybeHostMaster(const ddprun::NetworkPlugin& network,
-                                                      const ddprun::AgentConfig& config) {
+// --rdzv-conf is_host= says) serves the master in-process, and its workers' TCPStore on the
+// same port, as torchrun's static agent does: one port for the whole job. When several
+// agents on one host race for the port, the losers simply join the winner's master.
+void MaybeHostMaster(const ddprun::NetworkPlugin& network, const ddprun::AgentConfig& config,
+                     Served& served) {
   const bool is_host = config.is_host ? *config.is_host : ddprun::IsThisHost(config.endpoint_host);
-  if (!is_host) return nullptr;
+  if (!is_host) return;
   ddprun::MasterOptions options;
-  // Every address of this host, as torch's TCPStore listens: the endpoint's name may resolve
-  // here to another address than the other nodes reach (Debian maps a host's own name to
-  // 127.0.1.1), and a master bound to that one would be out of their reach.
-  options.host = config.endpoint_host.find(':') != std::string::npos ? "::" : "0.0.0.0";
   options.port = config.endpoint_port;
+  options.adopt_connections = true;  // the store listens, on every address, and hands them over
   options.token = config.token;
   options.only_run_id = config.run_id;
   options.store_timeout = config.read_timeout;
@@ -82,11 +95,60 @@ std::unique_ptr<ddprun::HostedMaster> MaybeHostMaster(const ddprun::NetworkPlugi
   if (!master.ok()) {
     spdlog::info("not hosting the rendezvous master ({}); joining the one at {}:{}",
                  master.status().message(), config.endpoint_host, config.endpoint_port);
-    return nullptr;
+    return;
   }
-  spdlog::info("hosting the rendezvous master for run '{}' on {}:{}", config.run_id,
-               config.endpoint_host, (*master)->port());
-  return std::move(*master);
+  ddprun::TcpStoreServerOptions store_options;
+  store_options.port = config.endpoint_port;
+  store_options.grpc_handoff = [hosted = master->get()](int listen_fd, int fd) {
+    hosted->AdoptConnection(listen_fd, fd);
+  };
+  store_options.on_refused = LogRefusedStoreClient;
+  absl::StatusOr<std::unique_ptr<ddprun::TcpStoreServer>> store =
+      ddprun::TcpStoreServer::Start(store_options);
+  if (!store.ok()) {
+    spdlog::info("not hosting the rendezvous master ({}); joining the one at {}:{}",
+                 store.status().message(), config.endpoint_host, config.endpoint_port);
+    return;
+  }
+  spdlog::info("hosting the rendezvous master for run '{}' and the workers' store on {}:{}",
+               config.run_id, config.endpoint_host, config.endpoint_port);
+  served.master = std::move(*master);
+  served.store = std::move(*store);
+}
+
+// Every multi-node agent that may get group rank 0 serves its workers a TCPStore: beside the
+// master it hosts, else on a port of its own (c10d: --master-port when given), held for its
+// whole life, so that no worker binds a port and the port stays the same across rounds.
+absl::Status ServeMasterAndStore(const ddprun::NetworkPlugin& network,
+                                 const ddprun::AgentConfig& config, Served& served) {
+  const bool is_static = config.rdzv_backend == "static";
+  MaybeHostMaster(network, config, served);
+  // Static: node 0's store is the one on --master-port; the other nodes never get rank 0.
+  const bool on_master_port = served.store != nullptr || (is_static && config.node_rank != 0);
+  if (!on_master_port) {
+    ddprun::TcpStoreServerOptions options;
+    options.port = !is_static && config.master_port ? *config.master_port : 0;
+    options.on_refused = LogRefusedStoreClient;
+    absl::StatusOr<std::unique_ptr<ddprun::TcpStoreServer>> store =
+        ddprun::TcpStoreServer::Start(options);
+    if (!store.ok()) {
+      return absl::Status(store.status().code(), absl::StrCat("cannot serve the workers' store: ",
+                                                              store.status().message()));
+    }
+    served.store = std::move(*store);
+  }
+  ddprun::StoreAddressFacts facts;
+  facts.store_on_master_port = on_master_port;
+  facts.endpoint_host = config.endpoint_host;
+  facts.endpoint_is_this_host = ddprun::IsThisHost(config.endpoint_host);
+  facts.local_addr = config.local_addr;
+  facts.host_name = ddprun::HostName();
+  facts.host_name_beyond_loopback = ddprun::ResolvesBeyondLoopback(facts.host_name);
+  served.worker_store.server = served.store.get();
+  served.worker_store.offer = ddprun::OfferStoreAddress(facts);
+  served.worker_store.port = on_master_port ? config.endpoint_port : served.store->port();
+  served.worker_store.pick_gloo_interface = !facts.host_name_beyond_loopback;
+  return absl::OkStatus();
 }
 
 // An agent that hosts the master cannot leave while other nodes still use it (after the
@@ -163,8 +225,9 @@ int main(int argc, char** argv) {
     return ddprun::kExitInternal;
   }
   const ddprun::AgentConfig& config = cli->config;
-  std::unique_ptr<ddprun::HostedMaster> master;
+  Served served;
   std::unique_ptr<ddprun::RendezvousConnection> rendezvous;
+  std::optional<ddprun::WorkerStore> worker_store;
   if (config.max_nodes == 1) {
     rendezvous = std::make_unique<ddprun::LocalRendezvous>(config.max_restarts);
   } else {
@@ -173,15 +236,30 @@ int main(int argc, char** argv) {
       spdlog::error("{}", network.status().message());
       return ddprun::kExitInternal;
     }
-    master = MaybeHostMaster(*network, config);
+    // Every node must reach the master there, and its workers the store when it is there
+    // too: a name that does not resolve is said now, not after join_timeout.
+    if (absl::Status s = ddprun::CheckResolves(
+            config.endpoint_host,
+            config.rdzv_backend == "static" ? "--master-addr" : "--rdzv-endpoint host");
+        !s.ok()) {
+      spdlog::error("{}", s.message());
+      return ddprun::kExitRendezvous;
+    }
+    if (absl::Status s = ServeMasterAndStore(*network, config, served); !s.ok()) {
+      spdlog::error("{}", s.message());
+      return ddprun::kExitInternal;
+    }
+    worker_store = served.worker_store;
     rendezvous = network->connect(RendezvousOptions(config));
   }
-  ddprun::ElasticAgent agent(config, ddprun::CurrentEnvironment(), *rendezvous, *guard);
+  ddprun::ElasticAgent agent(config, ddprun::CurrentEnvironment(), *rendezvous, *guard,
+                             worker_store);
   const int status = agent.Run();
   rendezvous.reset();
-  if (master) {
-    if (agent.others_still_run()) ServeWhileOthersRun(*master, config);
-    master->Shutdown(config.close_timeout);
+  if (served.master) {
+    if (agent.others_still_run()) ServeWhileOthersRun(*served.master, config);
+    served.master->Shutdown(config.close_timeout);
   }
+  served.store.reset();  // after the master: it hands the master its connections
   return status;
 }

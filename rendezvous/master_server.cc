@@ -19,6 +19,7 @@
 #include "ddprun/v1/rendezvous.grpc.pb.h"
 #include "ddprun/v1/store.grpc.pb.h"
 #include "rendezvous/kv_store.h"
+#include "rendezvous/node_address.h"
 #include "rendezvous/round_state_machine.h"
 #include "rendezvous/wire.h"
 
@@ -105,6 +106,11 @@ class MasterServer::Impl {
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   std::vector<std::unique_ptr<grpc::Service>> services;
+  // adopt_connections: gRPC's acceptor, and whether the server is shutting down (gRPC would
+  // leave an fd it is handed then open).
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor;
+  absl::Mutex adopt_mu;
+  bool adopt_closed ABSL_GUARDED_BY(adopt_mu) = false;
 
  private:
   struct Run {
@@ -145,12 +151,14 @@ class MasterServer::Impl {
 /// One agent's Session stream. Writes are queued: at most one is in flight.
 class SessionReactor : public grpc::ServerBidiReactor<pb::AgentMessage, pb::MasterMessage> {
  public:
-  explicit SessionReactor(MasterServer::Impl* master)
-      : master_(master), id_(master->NewSessionId()) {
+  SessionReactor(MasterServer::Impl* master, std::string peer)
+      : master_(master), id_(master->NewSessionId()), peer_(std::move(peer)) {
     StartRead(&in_);
   }
 
   SessionId id() const { return id_; }
+  /// Where the agent's connection comes from, as gRPC names it ("ipv4:10.0.0.2:41234").
+  const std::string& peer() const { return peer_; }
   // The run this session joined; written and read only under the master's mutex.
   std::string run_id;
   bool joined = false;
@@ -227,6 +235,7 @@ class SessionReactor : public grpc::ServerBidiReactor<pb::AgentMessage, pb::Mast
 
   MasterServer::Impl* master_;
   const SessionId id_;
+  const std::string peer_;
   pb::AgentMessage in_;
   absl::Mutex write_mu_;
   std::deque<pb::MasterMessage> queue_;  // front() is in flight while writing_
@@ -302,10 +311,11 @@ absl::Status MasterServer::Impl::Join(SessionReactor* reactor, const pb::Join& j
   } else if (absl::Status same = SameJobSettings(run.rounds->settings(), settings); !same.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(join.node().host(), ": ", same.message()));
   }
-  if (absl::Status s = run.rounds->Join(reactor->id(), NodeFromJoin(join), MonotonicNow());
-      !s.ok()) {
-    return s;
-  }
+  NodeInfo node = NodeFromJoin(join);
+  absl::StatusOr<std::string> reachable = ReachableAddress(node, reactor->peer());
+  if (!reachable.ok()) return reachable.status();
+  node.addr = *reachable;
+  if (absl::Status s = run.rounds->Join(reactor->id(), node, MonotonicNow()); !s.ok()) return s;
   reactor->run_id = join.run_id();
   reactor->joined = true;
   run.sessions[reactor->id()] = reactor;
@@ -432,8 +442,8 @@ class RendezvousService : public pb::Rendezvous::CallbackService {
  public:
   explicit RendezvousService(MasterServer::Impl* master) : master_(master) {}
   grpc::ServerBidiReactor<pb::AgentMessage, pb::MasterMessage>* Session(
-      grpc::CallbackServerContext*) override {
-    return new SessionReactor(master_);
+      grpc::CallbackServerContext* context) override {
+    return new SessionReactor(master_, context->peer());
   }
 
  private:
@@ -599,7 +609,13 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOp
     ssl.pem_key_cert_pairs.push_back({options.tls.key_pem, options.tls.cert_pem});
     credentials = grpc::SslServerCredentials(ssl);
   }
-  builder.AddListeningPort(address, credentials, &impl->port);
+  if (options.adopt_connections) {
+    impl->acceptor = builder.experimental().AddExternalConnectionAcceptor(
+        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
+    impl->port = options.port;
+  } else {
+    builder.AddListeningPort(address, credentials, &impl->port);
+  }
   for (auto& service : impl->services) builder.RegisterService(service.get());
   // Agents detect a dead master with HTTP/2 keepalive pings; accept them often.
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
@@ -618,7 +634,23 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOp
   return std::unique_ptr<MasterServer>(new MasterServer(std::move(impl)));
 }
 
+void MasterServer::AdoptConnection(int listen_fd, int fd) {
+  absl::MutexLock lock(&impl_->adopt_mu);
+  if (impl_->acceptor == nullptr || impl_->adopt_closed) {
+    ::close(fd);
+    return;
+  }
+  grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
+  connection.listener_fd = listen_fd;
+  connection.fd = fd;
+  impl_->acceptor->HandleNewConnection(&connection);
+}
+
 void MasterServer::Shutdown(absl::Duration grace) {
+  {
+    absl::MutexLock lock(&impl_->adopt_mu);
+    impl_->adopt_closed = true;
+  }
   if (impl_->server == nullptr) return;
   impl_->AbortStoreReads();
   impl_->server->Shutdown(absl::ToChronoTime(absl::Now() + grace));

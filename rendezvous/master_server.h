@@ -20,6 +20,9 @@ namespace ddprun {
 struct MasterOptions {
   std::string host = "0.0.0.0";  // address to listen on
   int port = 0;                  // 0: the kernel picks one
+  // No listening socket: connections come through AdoptConnection from whoever listens on
+  // `port` (the agent's TCPStore, which shares the port with this master).
+  bool adopt_connections = false;
   std::string token;             // empty: joins need no token
   std::optional<std::string> only_run_id;  // set: refuse joins for any other run id
   // How long a blocking Store read without its own timeout waits (torchrun's read_timeout).
@@ -41,6 +44,9 @@ class MasterServer {
   int session_end_fd() const;
   /// Blocking Store reads waiting for keys, across runs.
   int PendingStoreReads() const;
+  /// With adopt_connections: serves the connection `fd` (its first bytes still unread),
+  /// accepted on `listen_fd`; plaintext or TLS as the master's credentials say. Takes `fd`.
+  void AdoptConnection(int listen_fd, int fd);
   /// Stops accepting, lets calls finish until `grace` has passed, then cancels the rest.
   void Shutdown(absl::Duration grace);
 

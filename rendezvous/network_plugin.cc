@@ -18,6 +18,7 @@ class GrpcHostedMaster : public HostedMaster {
     return server_->SessionCount(run_id);
   }
   int session_end_fd() const override { return server_->session_end_fd(); }
+  void AdoptConnection(int listen_fd, int fd) override { server_->AdoptConnection(listen_fd, fd); }
 
  private:
   std::unique_ptr<MasterServer> server_;

@@ -25,6 +25,9 @@ class HostedMaster {
   /// How many agents hold a session in `run_id`, and an eventfd readable when one leaves.
   virtual int SessionCount(const std::string& run_id) const = 0;
   virtual int session_end_fd() const = 0;
+  /// With MasterOptions::adopt_connections: serves a connection accepted on the port this
+  /// master shares with the workers' TCPStore (MasterServer::AdoptConnection).
+  virtual void AdoptConnection(int listen_fd, int fd) = 0;
 };
 
 struct NetworkRendezvousOptions {

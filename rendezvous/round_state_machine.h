@@ -42,12 +42,13 @@ struct RendezvousSettings {
 /// What an agent says about itself when it joins.
 struct NodeInfo {
   std::string host;         // for ordering and messages
-  std::string addr;         // where its workers are reachable (MASTER_ADDR if group rank 0)
+  std::string addr;         // where its TCPStore is reached (MASTER_ADDR if group rank 0)
+  std::string fallback_addr;  // its host name when that is not loopback there (see node_address.h)
   int pid = 0;
   std::string incarnation;  // random per agent process: tells a restarted agent apart
   int local_world_size = 1;
   int node_rank_hint = -1;  // --node-rank when given, else -1
-  int master_port = 0;      // a free port on that node, for MASTER_PORT if it is rank 0
+  int master_port = 0;      // its TCPStore's port, for MASTER_PORT if it is rank 0
   // Where this agent's run was when it (re)joined, for a master that restarted: the last
   // round it ran (-1: none) and the TORCHELASTIC_RESTART_COUNT it had.
   int64_t last_round = -1;

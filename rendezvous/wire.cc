@@ -37,6 +37,7 @@ NodeInfo NodeFromJoin(const v1::Join& join) {
   NodeInfo node;
   node.host = join.node().host();
   node.addr = join.node().addr();
+  node.fallback_addr = join.node().fallback_addr();
   node.pid = join.node().pid();
   node.incarnation = join.node().incarnation();
   node.local_world_size = join.local_world_size();
@@ -55,6 +56,7 @@ v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::
   join.set_token(token);
   join.mutable_node()->set_host(node.host);
   join.mutable_node()->set_addr(node.addr);
+  join.mutable_node()->set_fallback_addr(node.fallback_addr);
   join.mutable_node()->set_pid(node.pid);
   join.mutable_node()->set_incarnation(node.incarnation);
   join.set_local_world_size(node.local_world_size);
@@ -240,6 +242,7 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
               CheckLength("join.token", j.token(), 4096),
               CheckLength("join.node.host", j.node().host(), 255),
               CheckLength("join.node.addr", j.node().addr(), 255),
+              CheckLength("join.node.fallback_addr", j.node().fallback_addr(), 255),
               CheckLength("join.node.incarnation", j.node().incarnation(), 64),
               CheckRange("join.local_world_size", j.local_world_size(), 1, 1 << 16),
               CheckRange("join.node_rank_hint", j.node_rank_hint(), -1, kMaxNodes),

@@ -75,6 +75,23 @@ TEST(BuildWorkerEnvTest, OverridesStaleTorchrunVariablesFromBase) {
   EXPECT_THAT(env, Contains(Pair("TORCHELASTIC_USE_AGENT_STORE", "False")));
 }
 
+// torch compares the exact string "True" (rendezvous.py, _torchelastic_use_agent_store).
+TEST(BuildWorkerEnvTest, AnAgentStoreIsExactlyTrue) {
+  WorkerPlacement p = SamplePlacement();
+  p.agent_store = true;
+  EXPECT_THAT(BuildWorkerEnv({{"TORCHELASTIC_USE_AGENT_STORE", "False"}}, p),
+              Contains(Pair("TORCHELASTIC_USE_AGENT_STORE", "True")));
+}
+
+TEST(BuildWorkerEnvTest, AGlooInterfaceIsSetUnlessTheUserSetOne) {
+  WorkerPlacement p = SamplePlacement();
+  EXPECT_THAT(BuildWorkerEnv({}, p), Not(Contains(Key("GLOO_SOCKET_IFNAME"))));
+  p.gloo_interface = "eth0";
+  EXPECT_THAT(BuildWorkerEnv({}, p), Contains(Pair("GLOO_SOCKET_IFNAME", "eth0")));
+  EXPECT_THAT(BuildWorkerEnv({{"GLOO_SOCKET_IFNAME", "ib0"}}, p),
+              Contains(Pair("GLOO_SOCKET_IFNAME", "ib0")));
+}
+
 TEST(BuildWorkerEnvTest, KeepsUsersNcclAsyncErrorHandling) {
   const EnvMap base = {{"NCCL_ASYNC_ERROR_HANDLING", "0"},
                        {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}};

@@ -254,9 +254,13 @@ TEST_F(ParseCommandLineTest, MultiNodeC10dNeedsAnEndpoint) {
                             "--local-addr=10.0.0.7", "--no-python", "/bin/sh"});
   EXPECT_EQ(out.config.endpoint_host, "head");
   EXPECT_EQ(out.config.endpoint_port, 1234);
-  EXPECT_EQ(out.config.master_addr, "10.0.0.7");  // what this node offers as MASTER_ADDR
-  EXPECT_FALSE(out.config.master_port.has_value());
+  EXPECT_EQ(out.config.local_addr, "10.0.0.7");  // what this node offers as MASTER_ADDR
+  EXPECT_FALSE(out.config.master_port.has_value());  // its store's port: the kernel picks one
   EXPECT_FALSE(out.config.is_host.has_value());  // inferred at start-up
+  EXPECT_EQ(ParseOk({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=head",
+                     "--master-port=29600", "--no-python", "/bin/sh"})
+                .config.master_port,
+            29600);
   EXPECT_EQ(ParseOk({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=head",
                      "--no-python", "/bin/sh"})
                 .config.endpoint_port,
@@ -277,6 +281,9 @@ TEST_F(ParseCommandLineTest, MultiNodeStaticUsesNodeZeroAsTheMaster) {
   EXPECT_EQ(node0.config.endpoint_host, "head");
   EXPECT_EQ(node0.config.endpoint_port, 29500);
   EXPECT_EQ(node0.config.is_host, std::optional<bool>(true));
+  // torchrun's workers get exactly these as MASTER_ADDR and MASTER_PORT.
+  EXPECT_EQ(node0.config.master_addr, "head");
+  EXPECT_EQ(node0.config.master_port, 29500);
   CliOutcome node1 = ParseOk({"--nnodes=2", "--node-rank=1", "--master-addr=head",
                               "--master-port=29500", "--no-python", "/bin/sh"});
   EXPECT_EQ(node1.config.is_host, std::optional<bool>(false));

@@ -485,6 +485,7 @@ TEST_F(MasterServerTest, TheAgentsConnectionWaitsForASlowHandshake) {
   GrpcRendezvous agent(options);
   NodeInfo node;
   node.host = "far";
+  node.addr = "10.0.0.9";  // through the proxy, the master sees loopback
   node.incarnation = "inc-far";
   agent.Join(node);
   ASSERT_TRUE(WaitReadable(agent.event_fd(), absl::Seconds(25)))
@@ -547,13 +548,14 @@ TEST(WireTest, EveryOutboundSurvivesTheWireAsTheSameEvent) {
 }
 
 TEST(WireTest, JoinCarriesTheNodeAndTheJobSettings) {
-  NodeInfo node{"h", "10.0.0.2", 77, "inc", 8, 3, 29600};
+  NodeInfo node{"h", "10.0.0.2", "h.cluster", 77, "inc", 8, 3, 29600};
   RendezvousSettings settings;
   settings.min_nodes = 2;
   settings.max_nodes = 4;
   const NodeInfo back = NodeFromJoin(JoinToWire(node, "job", "tok", settings));
   EXPECT_EQ(back.host, "h");
   EXPECT_EQ(back.addr, "10.0.0.2");
+  EXPECT_EQ(back.fallback_addr, "h.cluster");
   EXPECT_EQ(back.local_world_size, 8);
   EXPECT_EQ(back.node_rank_hint, 3);
   EXPECT_EQ(back.master_port, 29600);
@@ -561,7 +563,7 @@ TEST(WireTest, JoinCarriesTheNodeAndTheJobSettings) {
 }
 
 TEST(WireTest, WhatAnAgentSendsIsWithinTheLimitsAndEachLimitIsNamed) {
-  NodeInfo node{"h", "10.0.0.2", 77, "inc", 8, 3, 29600};
+  NodeInfo node{"h", "10.0.0.2", "h.cluster", 77, "inc", 8, 3, 29600};
   node.last_round = 4;
   pb::AgentMessage message;
   *message.mutable_join() = JoinToWire(node, "job", "tok", RendezvousSettings());

@@ -1,9 +1,21 @@
 """A real PyTorch DDP job (gloo, CPU, init_method env://, DistributedSampler), unchanged from
 what one would run under torchrun. Writes <out_dir>/rank<RANK>.txt with the SHA-256 of the
-final parameters and the full-dataset loss before and after training."""
+final parameters and the full-dataset loss before and after training, and
+<out_dir>/launch<RANK>.txt with what the launcher told it (MASTER_ADDR and the rest).
+
+Training is deterministic: the same world size gives the same final parameters, whatever
+happened before (a restarted attempt starts again from the start).
+
+  --crash RANK:STEP   in the first attempt (TORCHELASTIC_RESTART_COUNT=0), RANK exits 3 at
+                      training step STEP, as a crashing worker would
+  --world N           a smaller world only checks that it works (one all_reduce), writes
+                      <out_dir>/ready.<WORLD_SIZE>.<RANK>, and waits to be stopped: the job
+                      trains once N workers are in it
+"""
+import argparse
 import hashlib
 import os
-import sys
+import time
 
 import torch
 import torch.distributed as dist
@@ -11,11 +23,34 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
+LAUNCH_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE",
+                    "TORCHELASTIC_RESTART_COUNT", "GROUP_RANK", "WORLD_SIZE")
 
-def main(out_dir):
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out_dir")
+    parser.add_argument("--crash", default="")
+    parser.add_argument("--world", type=int, default=0)
+    args = parser.parse_args()
+
     dist.init_process_group("gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
     assert rank == int(os.environ["RANK"]) and world == int(os.environ["WORLD_SIZE"])
+    with open(os.path.join(args.out_dir, f"launch{rank}.txt"), "w") as out:
+        for name in LAUNCH_VARIABLES:
+            out.write(f"{name}={os.environ.get(name, '')}\n")
+
+    if args.world and world < args.world:
+        t = torch.ones(1)
+        dist.all_reduce(t)
+        assert t.item() == world
+        open(os.path.join(args.out_dir, f"ready.{world}.{rank}"), "w").close()
+        while True:
+            time.sleep(1)  # until the job grows and this attempt is stopped
+
+    crash_rank, crash_step = (int(v) for v in args.crash.split(":")) if args.crash else (-1, -1)
+    first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
 
     data = torch.Generator().manual_seed(0)
     x = torch.randn(512, 8, generator=data)
@@ -30,21 +65,26 @@ def main(out_dir):
     loss_fn = torch.nn.functional.mse_loss
     with torch.no_grad():
         loss_before = loss_fn(model.module(x), y).item()
+    step = 0
     for epoch in range(8):
         sampler.set_epoch(epoch)
         for xb, yb in loader:
+            if first_attempt and rank == crash_rank and step == crash_step:
+                print(f"rank {rank}: crashing at step {step}", flush=True)
+                os._exit(3)
             optimizer.zero_grad()
             loss_fn(model(xb), yb).backward()
             optimizer.step()
+            step += 1
     with torch.no_grad():
         loss_after = loss_fn(model.module(x), y).item()
     params = torch.cat([p.detach().flatten() for p in model.parameters()])
     digest = hashlib.sha256(params.numpy().tobytes()).hexdigest()
-    with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as out:
+    with open(os.path.join(args.out_dir, f"rank{rank}.txt"), "w") as out:
         out.write(f"{digest} {loss_before} {loss_after}\n")
     print(f"rank {rank}: loss {loss_before:.4f} -> {loss_after:.4f}")
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main()

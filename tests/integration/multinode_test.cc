@@ -377,8 +377,13 @@ TEST(MultiNode, StaticBackendTwoByTwo) {
   ASSERT_EQ(rb.exit_code, 0) << rb.err;
   auto env = ParseEnvFile(dir / "env.0.0");
   EXPECT_EQ(env["GROUP_RANK"], "0");
-  EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.9");  // node 0's --local-addr
-  EXPECT_EQ(ParseEnvFile(dir / "env.2.0")["MASTER_ADDR"], "127.0.0.9");
+  // As torchrun's static workers: the store node 0's agent serves beside the master.
+  for (const char* file : {"env.0.0", "env.2.0"}) {
+    std::map<std::string, std::string> worker = ParseEnvFile(dir / file);
+    EXPECT_EQ(worker["MASTER_ADDR"], "127.0.0.1") << file;
+    EXPECT_EQ(worker["MASTER_PORT"], std::to_string(port)) << file;
+    EXPECT_EQ(worker["TORCHELASTIC_USE_AGENT_STORE"], "True") << file;
+  }
   EXPECT_EQ(ParseEnvFile(dir / "env.3.0")["WORLD_SIZE"], "4");
 }
 

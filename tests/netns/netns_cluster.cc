@@ -42,6 +42,8 @@ absl::StatusOr<std::unique_ptr<NetnsCluster>> NetnsCluster::Create(int hosts) {
              {"-n", ns, "link", "set", "lo", "up"}}) {
       if (absl::Status s = cluster->Ip(args); !s.ok()) return s;
     }
+    WriteFile(cluster->files_ / absl::StrCat("hosts.", host),
+              absl::StrCat("127.0.0.1 localhost\n127.0.1.1 ", HostName(host), "\n"));
   }
   return cluster;
 }
@@ -57,6 +59,8 @@ NetnsCluster::~NetnsCluster() {
 }
 
 std::string NetnsCluster::Address(int host) { return absl::StrCat("10.213.0.", host); }
+
+std::string NetnsCluster::HostName(int host) { return absl::StrCat("node", host); }
 
 std::string NetnsCluster::Namespace(int host) const {
   return host == 0 ? prefix_ + "-sw" : absl::StrCat(prefix_, "-h", host);
@@ -75,7 +79,13 @@ absl::Status NetnsCluster::Ip(const std::vector<std::string>& args) const {
 std::unique_ptr<ChildProcess> NetnsCluster::Start(
     int host, const std::vector<std::string>& argv,
     const std::map<std::string, std::optional<std::string>>& env) {
-  std::vector<std::string> wrapped = {kIp, "netns", "exec", Namespace(host)};
+  // Its own name and /etc/hosts, in namespaces of its own (nothing leaks to the machine's).
+  std::vector<std::string> wrapped = {
+      kIp, "netns", "exec", Namespace(host), "/usr/bin/unshare", "--uts", "--mount", "/bin/sh",
+      "-c",
+      absl::StrCat("mount --bind ", files_ / absl::StrCat("hosts.", host), " /etc/hosts && hostname ",
+                   HostName(host), " && exec \"$@\""),
+      "sh"};
   wrapped.insert(wrapped.end(), argv.begin(), argv.end());
   return ChildProcess::Start(wrapped, env);
 }

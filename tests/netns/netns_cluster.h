@@ -4,6 +4,11 @@
 // test assigns. Nothing is added to the machine's own namespace, and traffic never leaves
 // these namespaces. Everything is removed in the destructor, also when a test fails.
 // Needs root (ctest label `netns`).
+//
+// Each host has a name of its own, node<host>, which resolves only on that host and only to
+// 127.0.1.1, as Debian and Ubuntu write a machine's /etc/hosts: host names do not resolve
+// across hosts, as on most clusters. A program started on a host sees that name and that
+// /etc/hosts (its own UTS and mount namespaces).
 
 #include <memory>
 #include <string>
@@ -11,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "tests/support/child_process.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun::testing {
 
@@ -22,10 +28,12 @@ class NetnsCluster {
 
   /// "10.213.0.<host>".
   static std::string Address(int host);
+  /// "node<host>": the host's name, as gethostname() says it there.
+  static std::string HostName(int host);
   /// "/run/netns/<name>": for nsenter --net=, where `ip netns exec` does not fit (it mounts
   /// a /sys of its own, which slurmd cannot work with).
   std::string NamespacePath(int host) const { return "/run/netns/" + Namespace(host); }
-  /// Starts `argv` on `host` (inside its namespace).
+  /// Starts `argv` on `host` (inside its namespaces, with its name and /etc/hosts).
   std::unique_ptr<ChildProcess> Start(int host, const std::vector<std::string>& argv,
                                       const std::map<std::string, std::optional<std::string>>& env = {});
   /// Cuts `host` off the switch (its link goes down: packets vanish, nothing is reset), or
@@ -40,6 +48,7 @@ class NetnsCluster {
   absl::Status Ip(const std::vector<std::string>& args) const;
 
   std::string prefix_;
+  TempDir files_;  // each host's /etc/hosts
   int hosts_ = 0;
   bool switch_made_ = false;
 };

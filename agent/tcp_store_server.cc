@@ -1,0 +1,317 @@
+#include "agent/tcp_store_server.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <deque>
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/event_loop.h"
+#include "agent/unique_fd.h"
+#include "rendezvous/tcp_store_service.h"
+
+namespace ddprun {
+namespace {
+
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr int kReadsPerWakeup = 16;  // then the other connections get their turn
+// A client that does not read its replies is closed rather than buffered without end.
+constexpr size_t kMaxPendingOutput = 64 * 1024 * 1024;
+
+bool OpensAsGrpc(unsigned char first) {
+  return first == 'P' || first == 0x16;  // "PRI * HTTP/2.0" or a TLS record
+}
+
+std::string PeerOf(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    return absl::StrCat(text, ":", ntohs(in->sin_port));
+  }
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
+  if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {  // an IPv4 client of the dual-stack socket
+    ::inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], text, sizeof text);
+    return absl::StrCat(text, ":", ntohs(in6->sin6_port));
+  }
+  ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
+  return absl::StrCat("[", text, "]:", ntohs(in6->sin6_port));
+}
+
+// A socket listening on every address at `port`: dual-stack IPv6, else IPv4.
+absl::StatusOr<UniqueFd> Listen(int port) {
+  UniqueFd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  int err = 0;
+  if (fd.valid()) {
+    const int no = 0, yes = 1;
+    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof no);
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    sockaddr_in6 addr{};
+    addr.sin6_family = AF_INET6;
+    addr.sin6_addr = in6addr_any;
+    addr.sin6_port = htons(static_cast<uint16_t>(port));
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+      if (::listen(fd.get(), SOMAXCONN) == 0) return fd;
+    }
+    err = errno;
+  }
+  if (err == EADDRINUSE) return ErrnoStatus(err, absl::StrCat("cannot listen on port ", port));
+  fd.Reset(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));  // no IPv6 here
+  if (!fd.valid()) return ErrnoStatus(errno, "socket");
+  const int yes = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(fd.get(), SOMAXCONN) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("cannot listen on port ", port));
+  }
+  return fd;
+}
+
+int BoundPort(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
+  return addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                    : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
+}  // namespace
+
+class TcpStoreServer::Impl {
+ public:
+  Impl(TcpStoreServerOptions options, UniqueFd listen, std::unique_ptr<EventLoop> loop, UniqueFd wake)
+      : options_(std::move(options)), listen_(std::move(listen)), loop_(std::move(loop)),
+        wake_(std::move(wake)), port_(BoundPort(listen_.get())) {}
+
+  absl::Status Watch() {
+    if (absl::Status s = loop_->WatchReadable(listen_.get(), [this](uint32_t) { Accept(); }); !s.ok()) {
+      return s;
+    }
+    return loop_->WatchReadable(wake_.get(), [this](uint32_t) { TakeCommands(); });
+  }
+
+  void Run() {
+    ::pthread_setname_np(::pthread_self(), "ddprun-store");
+    while (!stopping_) {
+      if (!loop_->RunOnce(absl::InfiniteDuration()).ok()) break;
+    }
+  }
+
+  enum class Command { kBeginRound, kEndRound, kStop };
+  void Post(Command command, int64_t round = 0) {
+    {
+      absl::MutexLock lock(&mu_);
+      commands_.push_back({command, round});
+    }
+    const uint64_t one = 1;
+    (void)!::write(wake_.get(), &one, sizeof one);
+  }
+
+  int port() const { return port_; }
+  std::thread thread;
+
+ private:
+  struct Connection {
+    UniqueFd fd;
+    std::string peer;
+    bool classified = false;  // known to be a TCPStore client (not gRPC)
+    std::string out;
+    size_t out_sent = 0;
+    bool want_writable = false;
+  };
+
+  void TakeCommands() {
+    uint64_t count = 0;
+    (void)!::read(wake_.get(), &count, sizeof count);
+    std::deque<std::pair<Command, int64_t>> commands;
+    {
+      absl::MutexLock lock(&mu_);
+      commands.swap(commands_);
+    }
+    for (const auto& [command, round] : commands) {
+      if (command == Command::kStop) stopping_ = true;
+      if (command == Command::kBeginRound) service_.BeginRound(round);
+      if (command == Command::kEndRound) service_.EndRound();
+    }
+    Deliver();
+  }
+
+  void Accept() {
+    while (true) {
+      const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;  // EAGAIN, or a connection that vanished meanwhile
+      const TcpStoreService::ConnectionId id = next_id_++;
+      Connection& c = connections_[id];
+      c.fd.Reset(fd);
+      c.peer = PeerOf(fd);
+      if (!options_.grpc_handoff) {
+        c.classified = true;
+        service_.Open(id);
+      }
+      if (!loop_->WatchReadable(fd, [this, id](uint32_t events) { OnEvents(id, events); }).ok()) {
+        Drop(id);
+      }
+    }
+  }
+
+  void OnEvents(TcpStoreService::ConnectionId id, uint32_t events) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) return;
+    if ((events & EPOLLOUT) != 0) Flush(id);
+    if ((events & ~EPOLLOUT) == 0) return;
+    it = connections_.find(id);
+    if (it == connections_.end()) return;
+    if (!it->second.classified && !Classify(id)) return;
+    Read(id);
+    Deliver();
+  }
+
+  // False when the connection left this server (handed to gRPC, or closed).
+  bool Classify(TcpStoreService::ConnectionId id) {
+    Connection& c = connections_.at(id);
+    unsigned char first = 0;
+    const ssize_t n = ::recv(c.fd.get(), &first, 1, MSG_PEEK);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+    if (n <= 0) {
+      Drop(id);
+      return false;
+    }
+    if (OpensAsGrpc(first)) {
+      loop_->Unwatch(c.fd.get());
+      const int fd = c.fd.Release();
+      connections_.erase(id);
+      options_.grpc_handoff(listen_.get(), fd);  // its first bytes are still in the socket
+      return false;
+    }
+    c.classified = true;
+    service_.Open(id);
+    return true;
+  }
+
+  void Read(TcpStoreService::ConnectionId id) {
+    char buffer[kReadChunk];
+    for (int i = 0; i < kReadsPerWakeup; ++i) {
+      auto it = connections_.find(id);
+      if (it == connections_.end()) return;
+      const ssize_t n = ::recv(it->second.fd.get(), buffer, sizeof buffer, 0);
+      if (n > 0) {
+        service_.Receive(id, absl::string_view(buffer, static_cast<size_t>(n)));
+        continue;
+      }
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+      service_.Closed(id);  // the peer hung up (or the connection broke)
+      Drop(id);
+      return;
+    }
+  }
+
+  // Writes what the rules produced, and closes what they closed.
+  void Deliver() {
+    for (TcpStoreService::Output& out : service_.TakeOutput()) {
+      auto it = connections_.find(out.connection);
+      if (it == connections_.end()) continue;
+      it->second.out += out.bytes;
+      Flush(out.connection);
+      if (!out.close) continue;
+      it = connections_.find(out.connection);
+      if (it == connections_.end()) continue;
+      if (!out.why.empty() && options_.on_refused) options_.on_refused(it->second.peer, out.why);
+      Drop(out.connection);
+    }
+  }
+
+  void Flush(TcpStoreService::ConnectionId id) {
+    Connection& c = connections_.at(id);
+    while (c.out_sent < c.out.size()) {
+      const ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent,
+                               MSG_NOSIGNAL);
+      if (n > 0) {
+        c.out_sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) break;
+      service_.Closed(id);
+      Drop(id);
+      return;
+    }
+    if (c.out_sent == c.out.size()) {
+      c.out.clear();
+      c.out_sent = 0;
+    } else if (c.out.size() - c.out_sent > kMaxPendingOutput) {
+      if (options_.on_refused) options_.on_refused(c.peer, "it does not read its replies");
+      service_.Closed(id);
+      Drop(id);
+      return;
+    }
+    const bool want = !c.out.empty();
+    if (want != c.want_writable && loop_->WatchWritable(c.fd.get(), want).ok()) c.want_writable = want;
+  }
+
+  void Drop(TcpStoreService::ConnectionId id) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) return;
+    loop_->Unwatch(it->second.fd.get());
+    connections_.erase(it);
+  }
+
+  const TcpStoreServerOptions options_;
+  UniqueFd listen_;
+  std::unique_ptr<EventLoop> loop_;
+  UniqueFd wake_;
+  const int port_;
+  absl::Mutex mu_;
+  std::deque<std::pair<Command, int64_t>> commands_ ABSL_GUARDED_BY(mu_);
+  // Owned by the server's thread:
+  bool stopping_ = false;
+  TcpStoreService service_;
+  std::map<TcpStoreService::ConnectionId, Connection> connections_;
+  TcpStoreService::ConnectionId next_id_ = 1;
+};
+
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(TcpStoreServerOptions options) {
+  absl::StatusOr<UniqueFd> listen = Listen(options.port);
+  if (!listen.ok()) return listen.status();
+  absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
+  if (!loop.ok()) return loop.status();
+  UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake.valid()) return ErrnoStatus(errno, "eventfd");
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(*listen), std::move(*loop),
+                                     std::move(wake));
+  if (absl::Status s = impl->Watch(); !s.ok()) return s;
+  Impl* raw = impl.get();
+  impl->thread = std::thread([raw] { raw->Run(); });
+  return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(std::move(impl)));
+}
+
+TcpStoreServer::TcpStoreServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+TcpStoreServer::~TcpStoreServer() {
+  impl_->Post(Impl::Command::kStop);
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+int TcpStoreServer::port() const { return impl_->port(); }
+
+void TcpStoreServer::BeginRound(int64_t round) { impl_->Post(Impl::Command::kBeginRound, round); }
+
+void TcpStoreServer::EndRound() { impl_->Post(Impl::Command::kEndRound); }
+
+}  // namespace ddprun

@@ -1,0 +1,54 @@
+#include "rendezvous/node_address.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/strip.h"
+
+namespace ddprun {
+
+std::string PeerAddress(absl::string_view peer) {
+  if (absl::ConsumePrefix(&peer, "ipv4:")) {
+    const size_t colon = peer.rfind(':');
+    return std::string(colon == absl::string_view::npos ? peer : peer.substr(0, colon));
+  }
+  if (!absl::ConsumePrefix(&peer, "ipv6:")) return "";
+  // gRPC percent-encodes the brackets (and a zone's '%'): "ipv6:%5B::1%5D:port".
+  std::string decoded = absl::StrReplaceAll(peer, {{"%5B", "["}, {"%5D", "]"}, {"%25", "%"}});
+  absl::string_view host = decoded;
+  if (!absl::ConsumePrefix(&host, "[")) return "";
+  const size_t end = host.find(']');
+  if (end == absl::string_view::npos) return "";
+  return std::string(host.substr(0, end));
+}
+
+bool IsLoopbackOrUnspecified(absl::string_view addr) {
+  const std::string text(addr.substr(0, addr.find('%')));  // an IPv6 zone is not the address
+  in_addr v4{};
+  if (::inet_pton(AF_INET, text.c_str(), &v4) == 1) {
+    const uint32_t host = ntohl(v4.s_addr);
+    return (host >> 24) == 127 || host == 0;
+  }
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, text.c_str(), &v6) != 1) return false;
+  if (IN6_IS_ADDR_LOOPBACK(&v6) || IN6_IS_ADDR_UNSPECIFIED(&v6)) return true;
+  return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+}
+
+absl::StatusOr<std::string> ReachableAddress(const NodeInfo& node, absl::string_view peer) {
+  if (!node.addr.empty()) return node.addr;
+  const std::string seen = PeerAddress(peer);
+  if (!seen.empty() && !IsLoopbackOrUnspecified(seen)) return seen;
+  if (!node.fallback_addr.empty()) return node.fallback_addr;
+  return absl::FailedPreconditionError(absl::StrCat(
+      node.host, ": no address that the other nodes can reach for MASTER_ADDR, should this "
+      "node get group rank 0: it has no --local-addr, its connection to the rendezvous master "
+      "comes from ", seen.empty() ? absl::StrCat("'", peer, "', which names no address") : seen + ", a loopback address",
+      ", and its host name resolves there only to loopback addresses (or not at all); start it "
+      "with --local-addr=ADDRESS, an address of this node that the other nodes reach"));
+}
+
+}  // namespace ddprun

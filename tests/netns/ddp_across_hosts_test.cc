@@ -1,0 +1,205 @@
+// Real PyTorch DDP (Debian's torch 1.13, gloo) across hosts, with the command lines torchrun
+// tutorials teach and nothing more: no --local-addr, and each host's name resolves only on
+// that host, to 127.0.1.1 (NetnsCluster), as on most clusters. Workers must meet at an
+// address every host reaches: the store their rank-0 agent serves (docs/environment.md).
+// Labels netns (root: network namespaces) and compat (PyTorch).
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tests/netns/netns_cluster.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ddprun_paths.h"
+
+namespace ddprun::testing {
+namespace {
+
+using ::testing::AnyOf;
+using ::testing::HasSubstr;
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kTrain = kSourceDir + "/tests/compat/ddp_train.py";
+const std::string kMaster = DDPRUN_MASTER_BIN;
+constexpr int kPort = 29500;
+
+class DdpAcrossHosts : public ::testing::Test {
+ protected:
+  void MakeHosts(int hosts) {
+    auto cluster = NetnsCluster::Create(hosts);
+    if (!cluster.ok()) GTEST_SKIP() << "no network namespaces here: " << cluster.status().message();
+    cluster_ = std::move(*cluster);
+  }
+
+  // ddprun on `host` with `options`, training into `out` (ddp_train.py `script_args`).
+  std::unique_ptr<ChildProcess> Ddprun(int host, const std::vector<std::string>& options,
+                                       const TempDir& out,
+                                       const std::vector<std::string>& script_args = {}) {
+    std::vector<std::string> argv = {kDdprun};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.push_back(kTrain);
+    argv.push_back(out.path());
+    argv.insert(argv.end(), script_args.begin(), script_args.end());
+    return cluster_->Start(host, argv, {{"PYTHON_EXEC", kPython}});
+  }
+
+  // torchrun's c10d form, the same on every host.
+  std::vector<std::string> C10d(const std::string& nnodes, const std::string& endpoint_host,
+                                std::vector<std::string> extra = {}) {
+    std::vector<std::string> options = {
+        "--nnodes=" + nnodes, "--nproc_per_node=2", "--rdzv_backend=c10d",
+        absl::StrCat("--rdzv_endpoint=", endpoint_host, ":", kPort), "--rdzv_id=my_job"};
+    options.insert(options.end(), extra.begin(), extra.end());
+    return options;
+  }
+
+  static void ExpectExit0(ChildProcess& agent, absl::Duration timeout = absl::Seconds(180)) {
+    ProcessResult r = agent.Wait(timeout);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  }
+
+  // Every rank of a `world`-worker job trained to the same parameters; their digest.
+  static std::string ExpectTrained(const TempDir& out, int world) {
+    std::string digest;
+    for (int rank = 0; rank < world; ++rank) {
+      std::vector<std::string> fields =
+          absl::StrSplit(absl::StripAsciiWhitespace(ReadFile(out / absl::StrCat("rank", rank, ".txt"))), ' ');
+      if (fields.size() != 3u) {
+        ADD_FAILURE() << "rank " << rank << " wrote no result";
+        return "";
+      }
+      if (rank == 0) digest = fields[0];
+      EXPECT_EQ(fields[0], digest) << "rank " << rank << " ended with other parameters";
+      double before = 0, after = 0;
+      EXPECT_TRUE(absl::SimpleAtod(fields[1], &before) && absl::SimpleAtod(fields[2], &after));
+      EXPECT_LT(after, before * 0.05) << "rank " << rank << " did not train";
+    }
+    return digest;
+  }
+
+  // What the launcher told rank `rank` (launch<rank>.txt).
+  static std::map<std::string, std::string> Launch(const TempDir& out, int rank) {
+    return ParseEnvFile(out / absl::StrCat("launch", rank, ".txt"));
+  }
+
+  void ExpectHostsEmpty(int hosts) {
+    for (int host = 1; host <= hosts; ++host) {
+      EXPECT_TRUE(WaitUntil([&] { return cluster_->ProcessesOn(host).empty(); }, absl::Seconds(10)))
+          << "processes left on host " << host;
+    }
+  }
+
+  std::unique_ptr<NetnsCluster> cluster_;
+};
+
+// torchrun's static form: the workers meet at --master_addr:--master_port, where node 0's
+// agent serves their store beside the rendezvous master.
+TEST_F(DdpAcrossHosts, TheStaticFormTrains) {
+  MakeHosts(2);
+  TempDir out;
+  auto node = [&](int rank) {
+    return std::vector<std::string>{"--nnodes=2", absl::StrCat("--node_rank=", rank),
+                                    "--nproc_per_node=2", "--master_addr=" + NetnsCluster::Address(1),
+                                    absl::StrCat("--master_port=", kPort)};
+  };
+  auto a = Ddprun(1, node(0), out);
+  auto b = Ddprun(2, node(1), out);
+  ExpectExit0(*a);
+  ExpectExit0(*b);
+  ExpectTrained(out, 4);
+  for (int rank = 0; rank < 4; ++rank) {
+    auto launch = Launch(out, rank);
+    EXPECT_EQ(launch["MASTER_ADDR"], NetnsCluster::Address(1)) << rank;
+    EXPECT_EQ(launch["MASTER_PORT"], std::to_string(kPort)) << rank;
+    EXPECT_EQ(launch["TORCHELASTIC_USE_AGENT_STORE"], "True") << rank;
+  }
+  ExpectHostsEmpty(2);
+}
+
+// torchrun's c10d form: node1 hosts the master and gets group rank 0 (node1 < node2), so its
+// workers' store is on the endpoint's port too: one port for the whole job.
+TEST_F(DdpAcrossHosts, TheC10dFormTrains) {
+  MakeHosts(2);
+  TempDir out;
+  auto a = Ddprun(1, C10d("2", NetnsCluster::Address(1)), out);
+  auto b = Ddprun(2, C10d("2", NetnsCluster::Address(1)), out);
+  ExpectExit0(*a);
+  ExpectExit0(*b);
+  ExpectTrained(out, 4);
+  for (int rank = 0; rank < 4; ++rank) {
+    auto launch = Launch(out, rank);
+    EXPECT_EQ(launch["MASTER_ADDR"], NetnsCluster::Address(1)) << rank;
+    EXPECT_EQ(launch["MASTER_PORT"], std::to_string(kPort)) << rank;
+    EXPECT_EQ(launch["TORCHELASTIC_USE_AGENT_STORE"], "True") << rank;
+  }
+  ExpectHostsEmpty(2);
+}
+
+// --nnodes=1:2: host 1 runs alone, host 2 joins; both restart as one world of 4 and train.
+TEST_F(DdpAcrossHosts, ASecondHostJoiningLaterGrowsTheJob) {
+  MakeHosts(2);
+  TempDir out;
+  const std::vector<std::string> elastic = C10d("1:2", NetnsCluster::Address(1),
+                                                {"--rdzv_conf=last_call_timeout=1"});
+  auto a = Ddprun(1, elastic, out, {"--world", "4"});
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(out / "ready.2.0") && FileExists(out / "ready.2.1"); },
+                        absl::Seconds(120)))
+      << a->ErrSoFar();
+  auto b = Ddprun(2, elastic, out, {"--world", "4"});
+  ExpectExit0(*a);
+  ExpectExit0(*b);
+  ExpectTrained(out, 4);
+  EXPECT_EQ(Launch(out, 3)["TORCHELASTIC_RESTART_COUNT"], "0") << "a join spends no restart";
+  ExpectHostsEmpty(2);
+}
+
+// A worker on host 2 crashes mid-training: every worker on both hosts restarts, and the job
+// ends with the parameters of a run that never crashed.
+TEST_F(DdpAcrossHosts, ACrashOnTheSecondHostRestartsBothAndTrainsTheSame) {
+  MakeHosts(2);
+  TempDir clean, crashed;
+  const std::vector<std::string> options = C10d("2", NetnsCluster::Address(1), {"--max_restarts=1"});
+  auto a = Ddprun(1, options, clean);
+  auto b = Ddprun(2, options, clean);
+  ExpectExit0(*a);
+  ExpectExit0(*b);
+  const std::string uncrashed = ExpectTrained(clean, 4);
+  a = Ddprun(1, options, crashed, {"--crash", "2:5"});
+  b = Ddprun(2, options, crashed, {"--crash", "2:5"});
+  ExpectExit0(*a);
+  ProcessResult rb = b->Wait(absl::Seconds(180));
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  EXPECT_THAT(rb.out + rb.err, HasSubstr("rank 2: crashing at step 5"));
+  EXPECT_EQ(ExpectTrained(crashed, 4), uncrashed);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(Launch(crashed, rank)["TORCHELASTIC_RESTART_COUNT"], "1") << rank;
+  }
+  ExpectHostsEmpty(2);
+}
+
+// The endpoint is a third host running ddprun-master: group rank 0's node hosts nothing, and
+// its workers' store is reached at the address the master saw its agent connect from.
+TEST_F(DdpAcrossHosts, RankZeroOnAHostThatIsNotTheEndpoint) {
+  MakeHosts(3);
+  TempDir out;
+  auto master = cluster_->Start(1, {kMaster, absl::StrCat("--port=", kPort)});
+  auto a = Ddprun(2, C10d("2", NetnsCluster::Address(1)), out);
+  auto b = Ddprun(3, C10d("2", NetnsCluster::Address(1)), out);
+  ExpectExit0(*a);
+  ExpectExit0(*b);
+  ExpectTrained(out, 4);
+  for (int rank = 0; rank < 4; ++rank) {
+    auto launch = Launch(out, rank);
+    EXPECT_EQ(launch["MASTER_ADDR"], NetnsCluster::Address(2)) << rank;  // node2: group rank 0
+    EXPECT_NE(launch["MASTER_PORT"], std::to_string(kPort)) << "its own store's port";
+  }
+  ::kill(master->pid(), SIGTERM);
+  EXPECT_EQ(master->Wait(absl::Seconds(10)).exit_code, 0);
+  ExpectHostsEmpty(3);
+}
+
+}  // namespace
+}  // namespace ddprun::testing

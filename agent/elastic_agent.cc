@@ -362,6 +362,10 @@ void ElasticAgent::AfterAttempt() {
   const bool succeeded = workers_->AllSucceeded();
   workers_.reset();
   if (interrupted_by_ != 0) {
+    const int first = assignment_.base_rank;
+    (void)WriteAll(STDERR_FILENO,
+                   FormatStopSummary(config_.entrypoint_name, interrupted_by_, host_, first,
+                                     first + config_.nproc_per_node - 1, Meeting()));
     spdlog::warn("stopped by {}: exiting {}", SignalName(interrupted_by_),
                  ExitCodeForSignal(interrupted_by_));
     return Finish(ExitCodeForSignal(interrupted_by_));
@@ -420,6 +424,11 @@ void ElasticAgent::OnRendezvousEvents() {
   OnWorkersChanged();
 }
 
+MeetingPoint ElasticAgent::Meeting() const {
+  if (!assigned_once_) return {};
+  return MeetingPoint{assignment_.master_addr, assignment_.master_port};
+}
+
 void ElasticAgent::EndStoreRound() {
   if (store_ && store_->server) store_->server->EndRound();
 }
@@ -450,7 +459,8 @@ void ElasticAgent::FinishRun(const RendezvousEvent& end) {
   }
   int code = 1;
   if (!last_failures_.empty()) {
-    (void)WriteAll(STDERR_FILENO, FormatFailureSummary(config_.entrypoint_name, last_failures_));
+    (void)WriteAll(STDERR_FILENO, FormatFailureSummary(config_.entrypoint_name, last_failures_,
+                                                       absl::LocalTimeZone(), Meeting()));
     code = ShellExitCode(last_failures_[RootCauseIndex(last_failures_)].wait_status);
   }
   if (!end.root_cause.empty()) {

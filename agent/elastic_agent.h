@@ -68,6 +68,8 @@ class ElasticAgent {
   void EndAttempt();
   // The round is over for every node: the workers' store closes its connections.
   void EndStoreRound();
+  // Where the workers of the last attempt met, for the summaries.
+  MeetingPoint Meeting() const;
   void AfterAttempt();
   void BeginStop(int signal);
   void Finish(int exit_code);

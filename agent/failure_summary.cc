@@ -52,6 +52,14 @@ void AppendFailure(std::string& out, size_t index, const WorkerFailure& f, absl:
   }
 }
 
+void AppendMeetingPoint(std::string& out, const MeetingPoint& meeting) {
+  if (meeting.addr.empty()) return;
+  absl::StrAppend(&out, std::string(kWidth, '-'), "\nWorkers meet at: MASTER_ADDR=", meeting.addr,
+                  " MASTER_PORT=", meeting.port,
+                  "\n  (a worker that cannot reach it from its node waits in init_process_group "
+                  "until its timeout)\n");
+}
+
 }  // namespace
 
 int TorchExitCode(int wait_status) {
@@ -73,7 +81,8 @@ size_t RootCauseIndex(const std::vector<WorkerFailure>& failures) {
 }
 
 std::string FormatFailureSummary(const std::string& entrypoint,
-                                 const std::vector<WorkerFailure>& failures, absl::TimeZone zone) {
+                                 const std::vector<WorkerFailure>& failures, absl::TimeZone zone,
+                                 const MeetingPoint& meeting) {
   const std::string heavy(kWidth, '=');
   const std::string light(kWidth, '-');
   const size_t root = RootCauseIndex(failures);
@@ -87,6 +96,20 @@ std::string FormatFailureSummary(const std::string& entrypoint,
   if (listed == 0) absl::StrAppend(&out, "  <NO_OTHER_FAILURES>\n");
   absl::StrAppend(&out, light, "\nRoot Cause (first observed failure):\n");
   AppendFailure(out, 0, failures[root], zone);
+  AppendMeetingPoint(out, meeting);
+  absl::StrAppend(&out, heavy, "\n");
+  return out;
+}
+
+std::string FormatStopSummary(const std::string& entrypoint, int signal, const std::string& host,
+                              int first_rank, int last_rank, const MeetingPoint& meeting) {
+  const std::string heavy(kWidth, '=');
+  std::string out;
+  absl::StrAppend(&out, heavy, "\n", entrypoint, " STOPPED by ", SignalName(signal), "\n",
+                  std::string(kWidth, '-'), "\nStopped while running: ",
+                  first_rank == last_rank ? "rank " : "ranks ", first_rank,
+                  first_rank == last_rank ? "" : absl::StrCat("-", last_rank), " on ", host, "\n");
+  AppendMeetingPoint(out, meeting);
   absl::StrAppend(&out, heavy, "\n");
   return out;
 }

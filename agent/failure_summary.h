@@ -37,9 +37,22 @@ int ShellExitCode(int wait_status);
 /// Index of the root cause: the earliest failure (ties: the first given).
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures);
 
+/// Where an attempt's workers meet (their MASTER_ADDR and MASTER_PORT): workers that cannot
+/// reach it from their node hang in init_process_group, so every summary says it.
+struct MeetingPoint {
+  std::string addr;  // empty: not said
+  int port = 0;
+};
+
 /// The whole report. `failures` must not be empty.
 std::string FormatFailureSummary(const std::string& entrypoint,
                                  const std::vector<WorkerFailure>& failures,
-                                 absl::TimeZone zone = absl::LocalTimeZone());
+                                 absl::TimeZone zone = absl::LocalTimeZone(),
+                                 const MeetingPoint& meeting = {});
+
+/// The report of an attempt stopped by `signal` while ranks `first_rank` to `last_rank` ran
+/// on `host`: what they were given to meet at, which to check when they hung.
+std::string FormatStopSummary(const std::string& entrypoint, int signal, const std::string& host,
+                              int first_rank, int last_rank, const MeetingPoint& meeting);
 
 }  // namespace ddprun

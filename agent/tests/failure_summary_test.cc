@@ -158,5 +158,25 @@ TEST(FormatFailureSummaryTest, FramedByRules) {
   EXPECT_EQ(text.substr(text.size() - heavy.size() - 1), heavy + "\n");
 }
 
+TEST(FormatFailureSummaryTest, SaysWhereTheWorkersMeet) {
+  WorkerFailure f = Failure(1, kT0, Exited(1));
+  const std::string text =
+      FormatFailureSummary("train.py", {f}, absl::UTCTimeZone(), MeetingPoint{"10.0.0.1", 29500});
+  EXPECT_THAT(text, HasSubstr("Workers meet at: MASTER_ADDR=10.0.0.1 MASTER_PORT=29500\n"));
+  EXPECT_THAT(FormatFailureSummary("train.py", {f}, absl::UTCTimeZone()),
+              Not(HasSubstr("Workers meet at")));
+}
+
+// A job stopped while its workers hung (they could not reach each other): the summary
+// names what they were given.
+TEST(FormatStopSummaryTest, NamesTheSignalTheRanksAndWhereTheyMeet) {
+  const std::string text =
+      FormatStopSummary("train.py", SIGTERM, "node2", 2, 3, MeetingPoint{"10.0.0.1", 29500});
+  EXPECT_THAT(text, HasSubstr("train.py STOPPED by SIGTERM\n"));
+  EXPECT_THAT(text, HasSubstr("Stopped while running: ranks 2-3 on node2\n"));
+  EXPECT_THAT(text, HasSubstr("MASTER_ADDR=10.0.0.1 MASTER_PORT=29500"));
+  EXPECT_THAT(FormatStopSummary("x", SIGINT, "h", 0, 0, {}), HasSubstr("rank 0 on h"));
+}
+
 }  // namespace
 }  // namespace ddprun

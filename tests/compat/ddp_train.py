@@ -1,7 +1,8 @@
 """A real PyTorch DDP job (gloo, CPU, init_method env://, DistributedSampler), unchanged from
 what one would run under torchrun. Writes <out_dir>/rank<RANK>.txt with the SHA-256 of the
 final parameters and the full-dataset loss before and after training, and
-<out_dir>/launch<RANK>.txt with what the launcher told it (MASTER_ADDR and the rest).
+<out_dir>/launch<RANK>.txt with what the launcher told it (MASTER_ADDR and the rest), and
+<out_dir>/meeting.<RANK> before init_process_group.
 
 Training is deterministic: the same world size gives the same final parameters, whatever
 happened before (a restarted attempt starts again from the start).
@@ -34,6 +35,8 @@ def main():
     parser.add_argument("--world", type=int, default=0)
     args = parser.parse_args()
 
+    # Written before the workers meet: a test can tell workers that wait for each other.
+    open(os.path.join(args.out_dir, f"meeting.{os.environ['RANK']}"), "w").close()
     dist.init_process_group("gloo", init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
     assert rank == int(os.environ["RANK"]) and world == int(os.environ["WORLD_SIZE"])

@@ -4,6 +4,8 @@
 // address every host reaches: the store their rank-0 agent serves (docs/environment.md).
 // Labels netns (root: network namespaces) and compat (PyTorch).
 
+#include <signal.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -43,7 +45,7 @@ class DdpAcrossHosts : public ::testing::Test {
     argv.push_back(kTrain);
     argv.push_back(out.path());
     argv.insert(argv.end(), script_args.begin(), script_args.end());
-    return cluster_->Start(host, argv, {{"PYTHON_EXEC", kPython}});
+    return cluster_->Start(host, argv, {{"PYTHON_EXEC", kPython}, {"LOGLEVEL", "INFO"}});
   }
 
   // torchrun's c10d form, the same on every host.
@@ -198,6 +200,42 @@ TEST_F(DdpAcrossHosts, RankZeroOnAHostThatIsNotTheEndpoint) {
   }
   ::kill(master->pid(), SIGTERM);
   EXPECT_EQ(master->Wait(absl::Seconds(10)).exit_code, 0);
+  ExpectHostsEmpty(3);
+}
+
+// Workers that cannot meet (group rank 0's node gave --local-addr of another host, where the
+// port is closed): they retry in init_process_group until its 30 min timeout; stopped, each
+// node's summary names the MASTER_ADDR and MASTER_PORT they were given, the thing to check.
+TEST_F(DdpAcrossHosts, WorkersThatCannotMeetAreStoppedWithTheirMeetingPointNamed) {
+  MakeHosts(3);
+  TempDir out;
+  auto master = cluster_->Start(1, {kMaster, absl::StrCat("--port=", kPort)});
+  const std::string nobody = NetnsCluster::Address(1);  // no store there
+  auto a = Ddprun(2, C10d("2", NetnsCluster::Address(1), {"--local_addr=" + nobody}), out);
+  auto b = Ddprun(3, C10d("2", NetnsCluster::Address(1)), out);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int rank = 0; rank < 4; ++rank) {
+          if (!FileExists(out / absl::StrCat("meeting.", rank))) return false;
+        }
+        return true;
+      },
+      absl::Seconds(60)))
+      << a->ErrSoFar() << b->ErrSoFar();
+  // They wait for each other; give them a moment to be well into init_process_group's
+  // connection retries (nothing to wait on: they only retry).
+  EXPECT_FALSE(WaitUntil([&] { return FileExists(out / "launch0.txt"); }, absl::Seconds(3)));
+  ::kill(a->pid(), SIGTERM);
+  ::kill(b->pid(), SIGTERM);
+  for (auto* agent : {&a, &b}) {
+    ProcessResult r = (*agent)->Wait(absl::Seconds(60));
+    EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("ddp_train.py STOPPED by SIGTERM"));
+    EXPECT_THAT(r.err, HasSubstr("Workers meet at: MASTER_ADDR=" + nobody + " MASTER_PORT="));
+  }
+  EXPECT_FALSE(FileExists(out / "rank0.txt")) << "they met after all";
+  ::kill(master->pid(), SIGTERM);
+  master->Wait(absl::Seconds(10));
   ExpectHostsEmpty(3);
 }
 

@@ -330,15 +330,21 @@ TEST_F(SlurmTest, ThePreemptionScriptCheckpointsRequeuesAndResumes) {
 }
 
 // Every multi-node script on two hosts: one agent per node, 2 workers each, all four
-// workers in one world with the first node as MASTER_ADDR and the job id as run id.
-class MultiNodeScripts : public SlurmAcrossHostsTest,
-                         public ::testing::WithParamInterface<const char*> {};
+// workers in one world with the first node as MASTER_ADDR and the job id as run id; and
+// with the first node given by its IP address (HEAD_ADDR), which becomes MASTER_ADDR.
+class MultiNodeScripts
+    : public SlurmAcrossHostsTest,
+      public ::testing::WithParamInterface<std::tuple<const char*, bool>> {};
 
 TEST_P(MultiNodeScripts, RunOneJobAcrossTheNodes) {
+  const auto [script, by_address] = GetParam();
+  const std::string head = by_address ? NetnsCluster::Address(2) : "n1";
   TempDir out;
   ::chmod(out.path().c_str(), 0755);
-  const std::string job = Submit(GetParam(), {"--no-python", kTestWorker, "env", out.path()},
-                                 out.path() + "/job.out", {{"MIN_NODES", "2"}});
+  std::map<std::string, std::optional<std::string>> submit_env = {{"MIN_NODES", "2"}};
+  if (by_address) submit_env["HEAD_ADDR"] = head;
+  const std::string job = Submit(script, {"--no-python", kTestWorker, "env", out.path()},
+                                 out.path() + "/job.out", submit_env);
   ASSERT_TRUE(WaitForState(job, "COMPLETED"))
       << cluster_->JobField(job, "JobState") << "\n" << ReadFile(out.path() + "/job.out")
       << cluster_->Logs();
@@ -347,7 +353,8 @@ TEST_P(MultiNodeScripts, RunOneJobAcrossTheNodes) {
   for (int rank = 0; rank < 4; ++rank) {
     const std::string env = ReadFile(absl::StrCat(out.path(), "/env.", rank, ".0"));
     EXPECT_THAT(env, HasSubstr("WORLD_SIZE=4")) << rank << ": " << ReadFile(out.path() + "/job.out");
-    EXPECT_THAT(env, HasSubstr("MASTER_ADDR=n1"));
+    EXPECT_THAT(env, HasSubstr("MASTER_ADDR=" + head + "\n"));
+    EXPECT_THAT(env, HasSubstr("TORCHELASTIC_USE_AGENT_STORE=True"));
     EXPECT_THAT(env, HasSubstr("TORCHELASTIC_RUN_ID=" + job));
     for (absl::string_view line : absl::StrSplit(env, '\n')) {
       if (absl::ConsumePrefix(&line, "GROUP_RANK=")) group_ranks.insert(std::string(line));
@@ -357,8 +364,10 @@ TEST_P(MultiNodeScripts, RunOneJobAcrossTheNodes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Scripts, MultiNodeScripts,
-                         ::testing::Values("multi-node-c10d.sbatch", "multi-node-static.sbatch",
-                                           "multi-node-elastic.sbatch"));
+                         ::testing::Combine(::testing::Values("multi-node-c10d.sbatch",
+                                                              "multi-node-static.sbatch",
+                                                              "multi-node-elastic.sbatch"),
+                                            ::testing::Bool()));
 
 }  // namespace
 }  // namespace ddprun::testing

@@ -1,6 +1,7 @@
 #include "ddp/worker/context.h"
 
 #include <errno.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -33,6 +34,24 @@ std::string HostPort(const std::string& host, int port) {
 // "rank 3" or "ranks 1, 5".
 std::string RankList(const std::vector<int>& ranks) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
+}
+
+// The store's host must resolve here: a name that does not would make every call wait out
+// its whole timeout (60 s and more) before saying anything. `variable` is where it came from.
+absl::Status CheckStoreHostResolves(const std::string& address, const char* variable) {
+  std::string host = address.substr(0, address.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  const int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &resolved);
+  if (error == 0) {
+    ::freeaddrinfo(resolved);
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(absl::StrCat(
+      variable, ": the store's host '", host, "' does not resolve on this node (",
+      ::gai_strerror(error), "); check the name, or give an IP address"));
 }
 
 // Ranks r whose key `prefix + r` is absent, for naming who never came.
@@ -180,6 +199,10 @@ absl::StatusOr<Context> Context::Create(const Environment& env, const ContextOpt
     }
   }
   state->tls = tls;
+  if (absl::Status s = CheckStoreHostResolves(address, env.store_addr.empty() ? "MASTER_ADDR" : "DDPRUN_STORE_ADDR");
+      !s.ok()) {
+    return s;
+  }
   state->store = Store::Connect(address, env.run_id, options.store_call_timeout, true, tls);
   return Context(std::move(state));
 }

@@ -164,6 +164,25 @@ TEST_F(CollectivesTest, KeyPrefixesAreScopedByRoundKindNameAndUse) {
   EXPECT_TRUE(results[0].ok());
 }
 
+// A store address that does not resolve fails at once, naming where it came from, instead of
+// waiting out the call timeout.
+TEST(ContextTest, AStoreHostThatDoesNotResolveFailsAtOnce) {
+  Environment env = RankEnv(1, 2, 29500, "");
+  env.master_addr = "no-such-host.invalid";
+  ContextOptions options;
+  options.store_call_timeout = absl::Seconds(60);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<Context> ctx = Context::Create(env, options);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  ASSERT_FALSE(ctx.ok());
+  EXPECT_THAT(ctx.status().message(), HasSubstr("MASTER_ADDR: the store's host 'no-such-host.invalid' "
+                                                "does not resolve on this node"));
+  env.store_addr = "[no-such-host.invalid]:29400";
+  ctx = Context::Create(env, options);
+  ASSERT_FALSE(ctx.ok());
+  EXPECT_THAT(ctx.status().message(), HasSubstr("DDPRUN_STORE_ADDR: the store's host 'no-such-host.invalid'"));
+}
+
 TEST_F(CollectivesTest, OneLiveContextPerRankAndALaterOneNeverMeetsTheEarliersKeys) {
   Environment env = RankEnv(0, 1, 1, addr_);
   std::string first_prefix;

@@ -175,15 +175,18 @@ void DeclareOptions(CLI::App& app, RawOptions& o) {
           "new nodes", 
           kStaticGroup);
   AddText(app, "", "--master-addr", o.master_addr,
-          "One node: MASTER_ADDR for the workers (unset: --local-addr, else localhost). "
-          "Static backend: the address of node 0, where the rendezvous master runs",
+          "MASTER_ADDR for the workers. One node: unset, --local-addr, else localhost. "
+          "Static backend: node 0's address, where its agent serves the rendezvous master "
+          "and the workers' TCPStore",
           kStaticGroup);
   AddText(app, "", "--master-port", o.master_port,
           "One node: MASTER_PORT for the workers (unset: a free port, new on every attempt). "
-          "Static backend: the rendezvous master's port on node 0",
+          "Static backend: node 0's port for the rendezvous master and the workers' store "
+          "(their MASTER_PORT). c10d: the port of each other agent's store for its workers",
           kStaticGroup);
   AddText(app, "", "--local-addr", o.local_addr,
-          "This node's address as other nodes reach it (MASTER_ADDR when it is rank 0)",
+          "This node's address as other nodes reach it (c10d: MASTER_ADDR when it is rank 0; "
+          "unset: where the master sees it connect from)",
           kStaticGroup);
 }
 

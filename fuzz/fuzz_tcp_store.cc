@@ -1,0 +1,103 @@
+// The workers' TCPStore (TcpStoreService) fed what clients might send: well-formed requests
+// of both dialects, raw bytes, split anywhere, on several connections, with rounds beginning
+// and ending. Nothing may crash; output goes only to open connections, and nothing but a
+// close while the store holds them; an ended round leaves no connection; when every
+// connection has gone, no waiter is left behind.
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "fuzz/fuzz_input.h"
+#include "rendezvous/tcp_store_service.h"
+#include "rendezvous/tests/tcp_store_requests.h"
+
+namespace {
+
+using ddprun::tcpstore::Dialect;
+using ddprun::tcpstore::Verb;
+using ddprun::tcpstore::testing::RequestBytes;
+
+void Require(bool condition) {
+  if (!condition) __builtin_trap();
+}
+
+std::string Key(ddprun::fuzz::FuzzInput& in) { return std::string("/") + static_cast<char>('a' + in.Below(4)); }
+
+std::string Request(ddprun::fuzz::FuzzInput& in, Dialect d) {
+  const Verb verbs[] = {Verb::kSet,      Verb::kCompareSet, Verb::kGet,      Verb::kAdd,
+                        Verb::kCheck,    Verb::kWait,       Verb::kNumKeys,  Verb::kDelete,
+                        Verb::kAppend,   Verb::kMultiGet,   Verb::kMultiSet, Verb::kCancelWait,
+                        Verb::kPing,     Verb::kQueuePush,  Verb::kQueuePop, Verb::kQueueLen,
+                        Verb::kListKeys, Verb::kBarrier,    Verb::kValidate};
+  const Verb verb = verbs[in.Below(sizeof verbs / sizeof verbs[0])];
+  if (ddprun::tcpstore::QueryCode(verb, d) < 0) return in.String(4);
+  RequestBytes r(verb, d);
+  switch (verb) {
+    case Verb::kSet: case Verb::kAppend: case Verb::kQueuePush: r.Str(Key(in)).Str(in.String(6)); break;
+    case Verb::kCompareSet: r.Str(Key(in)).Str(in.String(2)).Str(in.String(2)); break;
+    case Verb::kGet: case Verb::kDelete: case Verb::kQueuePop: case Verb::kQueueLen: r.Str(Key(in)); break;
+    case Verb::kAdd: r.Str(Key(in)).I64(static_cast<int8_t>(in.Byte())); break;
+    case Verb::kBarrier: r.Str(Key(in)).I64(in.Below(4)); break;
+    case Verb::kCheck: case Verb::kWait: case Verb::kMultiGet: r.U64(2).Str(Key(in)).Str(Key(in)); break;
+    case Verb::kMultiSet: r.U64(1).Str(Key(in)).Str(in.String(3)); break;
+    case Verb::kPing: case Verb::kValidate: r.U32(in.Below(2) ? ddprun::tcpstore::kValidationMagic : in.Byte()); break;
+    default: break;
+  }
+  return r;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  ddprun::fuzz::FuzzInput in(data, size);
+  ddprun::TcpStoreService service;
+  std::set<uint64_t> open;
+  Dialect dialect[5] = {};
+  for (int steps = 0; !in.empty() && steps < 2000; ++steps) {
+    const uint64_t id = 1 + in.Below(4);
+    switch (in.Below(8)) {
+      case 0:
+        if (open.insert(id).second) {
+          service.Open(id);
+          dialect[id] = in.Below(2) ? Dialect::kValidated : Dialect::kLegacy;
+          if (dialect[id] == Dialect::kValidated) service.Receive(id, ddprun::tcpstore::testing::ValidateBytes());
+        }
+        break;
+      case 1:
+        if (open.erase(id) > 0) service.Closed(id);
+        break;
+      case 2:
+        service.Receive(id, in.String(24));
+        break;
+      case 3:
+        if (in.Below(8) == 0) {
+          if (in.Below(2)) {
+            service.EndRound();  // its output closes every connection (checked below)
+          } else {
+            service.BeginRound(steps);
+          }
+        }
+        break;
+      default: {
+        const std::string bytes = Request(in, dialect[id] == Dialect::kUnknown ? Dialect::kLegacy : dialect[id]);
+        const size_t cut = in.Below(static_cast<int>(bytes.size()) + 1);  // split anywhere
+        service.Receive(id, bytes.substr(0, cut));
+        service.Receive(id, bytes.substr(cut));
+        break;
+      }
+    }
+    const bool serving = service.serving();
+    for (const ddprun::TcpStoreService::Output& out : service.TakeOutput()) {
+      Require(open.count(out.connection) > 0);
+      Require(serving || out.close || out.bytes.empty());
+      if (out.close) open.erase(out.connection);
+    }
+    Require(service.connections() == static_cast<int>(open.size()));
+  }
+  service.EndRound();
+  (void)service.TakeOutput();
+  Require(service.connections() == 0);
+  Require(service.store().Waiting() == 0);
+  return 0;
+}

@@ -1,0 +1,143 @@
+// The worker environment under ddprun and under a real torchrun (Debian's 1.13), value by
+// value, with torchrun's two multi-node command lines run as two nodes on this host: every
+// variable is equal but those docs/user-guide.md lists as different on purpose (its table
+// "Different from torchrun on purpose"; a difference it does not list fails here).
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ddprun_paths.h"
+
+extern char** environ;
+
+namespace ddprun::testing {
+namespace {
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kCompatDir = kSourceDir + "/tests/compat";
+
+// Variable -> the jobs it differs in ("all", "several nodes", "c10d", "static", ...), from
+// the rows of the user guide's table between its two markers.
+std::map<std::string, std::string> DifferentOnPurpose() {
+  const std::string guide = ReadFile(kSourceDir + "/docs/user-guide.md");
+  const size_t begin = guide.find("<!-- different-on-purpose:begin -->");
+  const size_t end = guide.find("<!-- different-on-purpose:end -->");
+  std::map<std::string, std::string> out;
+  if (begin == std::string::npos || end == std::string::npos) return out;
+  for (absl::string_view line : absl::StrSplit(guide.substr(begin, end - begin), '\n')) {
+    std::vector<absl::string_view> cells = absl::StrSplit(line, '|');
+    if (cells.size() < 4) continue;
+    absl::string_view jobs = absl::StripAsciiWhitespace(cells[2]);
+    for (absl::string_view name : absl::StrSplit(cells[1], ',')) {
+      name = absl::StripAsciiWhitespace(name);
+      if (absl::ConsumePrefix(&name, "`") && absl::ConsumeSuffix(&name, "`")) {
+        out[std::string(name)] = std::string(jobs);
+      }
+    }
+  }
+  return out;
+}
+
+bool Listed(const std::map<std::string, std::string>& listed, const std::string& name,
+            const std::string& form) {
+  auto it = listed.find(name);
+  if (it == listed.end()) return false;
+  return it->second == "all" || it->second == "several nodes" || absl::StrContains(it->second, form);
+}
+
+// The two nodes `node(0)` and `node(1)` of one job, to their end.
+void RunTwoNodes(const std::function<std::vector<std::string>(int)>& node) {
+  const std::map<std::string, std::optional<std::string>> env = {
+      {"PYTHON_EXEC", kPython}, {"OMP_NUM_THREADS", std::nullopt}};
+  auto a = ChildProcess::Start(node(0), env);
+  auto b = ChildProcess::Start(node(1), env);
+  ProcessResult ra = a->Wait(absl::Seconds(120));
+  ProcessResult rb = b->Wait(absl::Seconds(120));
+  ASSERT_EQ(ra.exit_code, 0) << ra.err;
+  ASSERT_EQ(rb.exit_code, 0) << rb.err;
+}
+
+void ExpectSameButListed(const TempDir& torchrun, const TempDir& ours, const std::string& form) {
+  const std::map<std::string, std::string> listed = DifferentOnPurpose();
+  ASSERT_FALSE(listed.empty()) << "docs/user-guide.md has no table of differences";
+  int compared = 0;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::map<std::string, std::string> t = ParseEnvFile(torchrun / absl::StrCat("env.", rank));
+    std::map<std::string, std::string> d = ParseEnvFile(ours / absl::StrCat("env.", rank));
+    ASSERT_GE(t.size(), 15u) << "rank " << rank;
+    std::set<std::string> names;
+    for (const auto& [name, value] : t) names.insert(name);
+    for (const auto& [name, value] : d) names.insert(name);
+    for (const std::string& name : names) {
+      ++compared;
+      if (t[name] == d[name] || Listed(listed, name, form)) continue;
+      ADD_FAILURE() << form << ", rank " << rank << ": " << name << " is '" << t[name]
+                    << "' under torchrun but '" << d[name] << "' under ddprun, and "
+                    << "docs/user-guide.md does not list it as different on purpose";
+    }
+  }
+  EXPECT_GT(compared, 60);
+}
+
+TEST(EnvCompare, TheStaticFormGivesTorchrunsValues) {
+  TempDir torchrun, ours;
+  const std::string port = absl::StrCat(FreeLoopbackPort());
+  auto options = [&](int rank) {
+    return std::vector<std::string>{"--nnodes=2", absl::StrCat("--node_rank=", rank),
+                                    "--nproc_per_node=2", "--master_addr=127.0.0.1",
+                                    "--master_port=" + port};
+  };
+  RunTwoNodes([&](int rank) {
+    std::vector<std::string> argv = {kPython, kCompatDir + "/torchrun_py311.py", "--monitor_interval=0.1"};
+    for (const std::string& o : options(rank)) argv.push_back(o);
+    argv.insert(argv.end(), {kCompatDir + "/env_dump.py", torchrun.path()});
+    return argv;
+  });
+  RunTwoNodes([&](int rank) {
+    std::vector<std::string> argv = {kDdprun};
+    for (const std::string& o : options(rank)) argv.push_back(o);
+    argv.insert(argv.end(), {kCompatDir + "/env_dump.py", ours.path()});
+    return argv;
+  });
+  ExpectSameButListed(torchrun, ours, "static");
+  // The ones a script uses to meet: exactly torchrun's.
+  for (int rank = 0; rank < 4; ++rank) {
+    auto d = ParseEnvFile(ours / absl::StrCat("env.", rank));
+    EXPECT_EQ(d["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_EQ(d["MASTER_PORT"], port);
+    EXPECT_EQ(d["TORCHELASTIC_USE_AGENT_STORE"], "True");
+  }
+}
+
+TEST(EnvCompare, TheC10dFormGivesTorchrunsValuesButWhereWorkersMeet) {
+  TempDir torchrun, ours;
+  auto options = [&](const std::string& endpoint) {
+    return std::vector<std::string>{"--nnodes=2", "--nproc_per_node=2", "--rdzv_backend=c10d",
+                                    "--rdzv_endpoint=" + endpoint, "--rdzv_id=my_job"};
+  };
+  const std::string torchrun_endpoint = absl::StrCat("127.0.0.1:", FreeLoopbackPort());
+  RunTwoNodes([&](int) {
+    std::vector<std::string> argv = {kPython, kCompatDir + "/torchrun_py311.py", "--monitor_interval=0.1"};
+    for (const std::string& o : options(torchrun_endpoint)) argv.push_back(o);
+    argv.insert(argv.end(), {kCompatDir + "/env_dump.py", torchrun.path()});
+    return argv;
+  });
+  const std::string endpoint = absl::StrCat("127.0.0.1:", FreeLoopbackPort());
+  RunTwoNodes([&](int) {
+    std::vector<std::string> argv = {kDdprun};
+    for (const std::string& o : options(endpoint)) argv.push_back(o);
+    argv.insert(argv.end(), {kCompatDir + "/env_dump.py", ours.path()});
+    return argv;
+  });
+  ExpectSameButListed(torchrun, ours, "c10d");
+}
+
+}  // namespace
+}  // namespace ddprun::testing

@@ -45,6 +45,13 @@ class TestSession {
   bool Join(const std::string& run_id, const std::string& host, int min_nodes, int max_nodes,
             int max_restarts = 0, const std::string& token = "", int version = 1,
             absl::Duration keep_alive = absl::Seconds(5)) {
+    return stream_->Write(JoinMessage(run_id, host, min_nodes, max_nodes, max_restarts, token,
+                                      version, keep_alive));
+  }
+  static pb::AgentMessage JoinMessage(const std::string& run_id, const std::string& host,
+                                      int min_nodes, int max_nodes, int max_restarts = 0,
+                                      const std::string& token = "", int version = 1,
+                                      absl::Duration keep_alive = absl::Seconds(5)) {
     pb::AgentMessage message;
     pb::Join* join = message.mutable_join();
     join->set_version(static_cast<pb::ProtocolVersion>(version));
@@ -65,7 +72,7 @@ class TestSession {
     settings.keep_alive_interval = keep_alive;
     settings.keep_alive_max_attempt = 2;
     *join->mutable_settings() = ToWire(settings);
-    return stream_->Write(message);
+    return message;
   }
   bool Heartbeat() {
     pb::AgentMessage message;
@@ -126,6 +133,30 @@ class MasterServerTest : public ::testing::Test {
   std::shared_ptr<grpc::Channel> channel_;
   int channels_ = 0;
 };
+
+// An agent that cannot tell its store's address leaves it to the master, which takes where
+// the session comes from; on loopback that is no address for other nodes, so the host name
+// the agent sends as a fallback is used, and without one the join is refused naming
+// --local-addr (docs/environment.md#master_addr-master_port-and-the-store).
+TEST_F(MasterServerTest, AnEmptyAddressIsTheFallbackOnLoopbackOrARefusal) {
+  StartMaster();
+  TestSession with_name(NewChannel()), without(NewChannel());
+  pb::AgentMessage named = TestSession::JoinMessage("job", "node1", 1, 1);
+  named.mutable_join()->mutable_node()->set_addr("");
+  named.mutable_join()->mutable_node()->set_fallback_addr("node1.cluster");
+  ASSERT_TRUE(with_name.Write(named));
+  pb::AgentMessage bare = TestSession::JoinMessage("other", "node2", 1, 1);
+  bare.mutable_join()->mutable_node()->set_addr("");
+  ASSERT_TRUE(without.Write(bare));
+  grpc::Status refused = without.Close();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), HasSubstr("node2: no address that the other nodes can reach"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("127.0.0.1, a loopback address"));
+  EXPECT_THAT(refused.error_message(), HasSubstr("--local-addr=ADDRESS"));
+  auto m = with_name.Read();
+  ASSERT_TRUE(m && m->has_assignment());
+  EXPECT_EQ(m->assignment().master_addr(), "node1.cluster");
+}
 
 TEST_F(MasterServerTest, TwoAgentsGetRanksOfOneRound) {
   StartMaster();

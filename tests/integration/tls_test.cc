@@ -72,6 +72,29 @@ TEST_F(TlsTest, AgentsAndMasterWithMutualTlsAndTheTokenRunTheJob) {
   EXPECT_EQ(master->Wait(absl::Seconds(10)).exit_code, 0);
 }
 
+// A master hosted by an agent has no socket of its own: the agent's store for its workers
+// listens on the port and hands TLS connections to the master (gRPC's external acceptor).
+TEST_F(TlsTest, AHostingAgentServesTlsOnThePortItSharesWithItsWorkersStore) {
+  const std::string tls = absl::StrCat("tls_cert=", dir_ / "node.pem", ",tls_key=",
+                                       dir_ / "node.key", ",tls_ca=", dir_ / "ca.pem");
+  auto host = ChildProcess::Start(DdprunWithTestWorker(
+      {"--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
+       absl::StrCat("--rdzv-endpoint=127.0.0.1:", port_), "--rdzv-id=tls", "--local-addr=127.0.0.1",
+       "--rdzv-conf=" + tls},
+      {"env", dir_.path()}));
+  auto b = ChildProcess::Start(Agent(2, "node"));
+  ProcessResult rhost = host->Wait(absl::Seconds(30));
+  ProcessResult rb = b->Wait(absl::Seconds(30));
+  EXPECT_EQ(rhost.exit_code, 0) << rhost.err;
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  for (const char* file : {"env.0.0", "env.3.0"}) {
+    auto env = ParseEnvFile(dir_ / file);
+    EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1") << file;
+    EXPECT_EQ(env["MASTER_PORT"], std::to_string(port_)) << file << ": the store shares the port";
+    EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "True") << file;
+  }
+}
+
 TEST_F(TlsTest, AnAgentWithACertificateTheMasterDoesNotTrustIsKeptOut) {
   auto master = Master();
   ProcessResult r = RunProcess(Agent(1, "rogue", ",join_timeout=1,keep_alive_interval=0.5"), {}, absl::Seconds(30));

@@ -15,7 +15,7 @@ build_pkgs=(
 )
 test_pkgs=(
   python3 python3-torch procps iproute2 openssl clang-14 libclang-rt-14-dev
-  slurm-wlm slurmctld slurmd slurm-client munge python3-yaml groff-base
+  slurm-wlm slurmctld slurmd slurm-client munge python3-yaml groff-base debootstrap
 )
 
 bench_pkgs=(gnuplot-nox)

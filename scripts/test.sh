@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need, builds, and runs the whole test suite with ctest.
-#   scripts/test.sh              every label that can run here: unit, integration, compat,
-#                                netns (when root), gpu (when a GPU is visible); then the
-#                                libFuzzer targets for 15 s each (scripts/fuzz.sh)
+#   scripts/test.sh              every label that can run here: unit, integration, compat
+#                                (with torch 2.x too, in a Debian trixie root it makes, when
+#                                root), netns (when root), gpu (when a GPU is visible); then
+#                                the libFuzzer targets for 15 s each (scripts/fuzz.sh)
 #   scripts/test.sh --sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,10 @@ fi
 if [[ $(id -u) -ne 0 ]]; then
   echo "test: not root; skipping the 'netns' label (network namespaces need root)"
   exclude+=(netns)
+else
+  # torch 2.x (Debian trixie's) for the compat tests of its clients, workers and torchrun.
+  DDPRUN_TORCH2_ROOT=$(scripts/torch2-root.sh "$PWD/$build_dir/torch2-root" | tail -n 1)
+  export DDPRUN_TORCH2_ROOT
 fi
 args=(--test-dir "$build_dir" --output-on-failure -j 2 --timeout 600)
 if ((${#exclude[@]})); then

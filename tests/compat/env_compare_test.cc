@@ -1,5 +1,6 @@
-// The worker environment under ddprun and under a real torchrun (Debian's 1.13), value by
-// value, with torchrun's two multi-node command lines run as two nodes on this host: every
+// The worker environment under ddprun and under a real torchrun (Debian's 1.13; torch 2.x
+// in the root scripts/torch2-root.sh makes), value by value, with torchrun's two multi-node
+// command lines run as two nodes on this host: every
 // variable is equal but those docs/user-guide.md lists as different on purpose (its table
 // "Different from torchrun on purpose"; a difference it does not list fails here).
 
@@ -86,7 +87,36 @@ void ExpectSameButListed(const TempDir& torchrun, const TempDir& ours, const std
   EXPECT_GT(compared, 60);
 }
 
-TEST(EnvCompare, TheStaticFormGivesTorchrunsValues) {
+// Which torchrun: Debian's 1.13 here, or torch 2.x in the root scripts/torch2-root.sh makes
+// (DDPRUN_TORCH2_ROOT; scripts/test.sh sets it when run as root).
+class EnvCompare : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    if (std::string(GetParam()) == "2.x" && ::getenv("DDPRUN_TORCH2_ROOT") == nullptr) {
+      GTEST_SKIP() << "DDPRUN_TORCH2_ROOT is not set: scripts/test.sh makes the torch 2.x root "
+                      "(scripts/torch2-root.sh) when run as root";
+    }
+  }
+  // torchrun with `options`, its workers dumping their environment into `out`.
+  std::vector<std::string> Torchrun(const std::vector<std::string>& options, const TempDir& out) {
+    std::vector<std::string> argv =
+        std::string(GetParam()) == "2.x"
+            ? std::vector<std::string>{kCompatDir + "/torch2_python.sh", "-m", "torch.distributed.run"}
+            : std::vector<std::string>{kPython, kCompatDir + "/torchrun_py311.py"};
+    argv.push_back("--monitor_interval=0.1");
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), {kCompatDir + "/env_dump.py", out.path()});
+    return argv;
+  }
+  static std::vector<std::string> Ddprun(const std::vector<std::string>& options, const TempDir& out) {
+    std::vector<std::string> argv = {kDdprun};
+    argv.insert(argv.end(), options.begin(), options.end());
+    argv.insert(argv.end(), {kCompatDir + "/env_dump.py", out.path()});
+    return argv;
+  }
+};
+
+TEST_P(EnvCompare, TheStaticFormGivesTorchrunsValues) {
   TempDir torchrun, ours;
   const std::string port = absl::StrCat(FreeLoopbackPort());
   auto options = [&](int rank) {
@@ -94,18 +124,8 @@ TEST(EnvCompare, TheStaticFormGivesTorchrunsValues) {
                                     "--nproc_per_node=2", "--master_addr=127.0.0.1",
                                     "--master_port=" + port};
   };
-  RunTwoNodes([&](int rank) {
-    std::vector<std::string> argv = {kPython, kCompatDir + "/torchrun_py311.py", "--monitor_interval=0.1"};
-    for (const std::string& o : options(rank)) argv.push_back(o);
-    argv.insert(argv.end(), {kCompatDir + "/env_dump.py", torchrun.path()});
-    return argv;
-  });
-  RunTwoNodes([&](int rank) {
-    std::vector<std::string> argv = {kDdprun};
-    for (const std::string& o : options(rank)) argv.push_back(o);
-    argv.insert(argv.end(), {kCompatDir + "/env_dump.py", ours.path()});
-    return argv;
-  });
+  RunTwoNodes([&](int rank) { return Torchrun(options(rank), torchrun); });
+  RunTwoNodes([&](int rank) { return Ddprun(options(rank), ours); });
   ExpectSameButListed(torchrun, ours, "static");
   // The ones a script uses to meet: exactly torchrun's.
   for (int rank = 0; rank < 4; ++rank) {
@@ -116,28 +136,23 @@ TEST(EnvCompare, TheStaticFormGivesTorchrunsValues) {
   }
 }
 
-TEST(EnvCompare, TheC10dFormGivesTorchrunsValuesButWhereWorkersMeet) {
+TEST_P(EnvCompare, TheC10dFormGivesTorchrunsValuesButWhereWorkersMeet) {
   TempDir torchrun, ours;
   auto options = [&](const std::string& endpoint) {
     return std::vector<std::string>{"--nnodes=2", "--nproc_per_node=2", "--rdzv_backend=c10d",
                                     "--rdzv_endpoint=" + endpoint, "--rdzv_id=my_job"};
   };
   const std::string torchrun_endpoint = absl::StrCat("127.0.0.1:", FreeLoopbackPort());
-  RunTwoNodes([&](int) {
-    std::vector<std::string> argv = {kPython, kCompatDir + "/torchrun_py311.py", "--monitor_interval=0.1"};
-    for (const std::string& o : options(torchrun_endpoint)) argv.push_back(o);
-    argv.insert(argv.end(), {kCompatDir + "/env_dump.py", torchrun.path()});
-    return argv;
-  });
+  RunTwoNodes([&](int) { return Torchrun(options(torchrun_endpoint), torchrun); });
   const std::string endpoint = absl::StrCat("127.0.0.1:", FreeLoopbackPort());
-  RunTwoNodes([&](int) {
-    std::vector<std::string> argv = {kDdprun};
-    for (const std::string& o : options(endpoint)) argv.push_back(o);
-    argv.insert(argv.end(), {kCompatDir + "/env_dump.py", ours.path()});
-    return argv;
-  });
+  RunTwoNodes([&](int) { return Ddprun(options(endpoint), ours); });
   ExpectSameButListed(torchrun, ours, "c10d");
 }
+
+INSTANTIATE_TEST_SUITE_P(Torchrun, EnvCompare, ::testing::Values("1.13", "2.x"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param) == "2.x" ? "Torch2" : "Torch113";
+                         });
 
 }  // namespace
 }  // namespace ddprun::testing

@@ -94,24 +94,7 @@ def sweep(host, port):
           f"client methods: {', '.join(public)}")
 
 
-def force_no_libuv():
-    """torch 2.x's agent-store client asks for libuv, which Debian's torch 2.x is built
-    without (standard wheels have it); the bytes a client sends do not depend on it."""
-    if not hasattr(dist.TCPStore, "check"):  # torch 1.13: no libuv at all
-        return
-    # sys.modules: torch.distributed.rendezvous is also the name of a function there.
-    rendezvous = sys.modules["torch.distributed.rendezvous"]
-
-    class NoLibuv(dist.TCPStore):
-        def __init__(self, *args, **kwargs):
-            kwargs["use_libuv"] = False
-            super().__init__(*args, **kwargs)
-
-    rendezvous.TCPStore = NoLibuv
-
-
 def pg(host, port, rank, world, out):
-    force_no_libuv()
     os.environ.update(MASTER_ADDR=host, MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world), TORCHELASTIC_USE_AGENT_STORE="True",
                       TORCHELASTIC_RESTART_COUNT="0")

@@ -52,6 +52,24 @@ SCENARIOS = [
     ("MultiNode.SilentMasterAgentsStopTheirWorkersThenRejoinWhenItAnswers",
      "master stops answering (SIGSTOP), then answers again",
      "agents stop their workers within keep_alive_interval + heartbeat_timeout, rejoin after", []),
+    ("DdpAcrossHosts.TheStaticFormTrains",
+     "real DDP (torch 1.13, gloo), 2 hosts x 2 workers, torchrun's static command line; host "
+     "names loopback on each host, no --local-addr",
+     "trains; workers get --master-addr:--master-port and the agent's store there", []),
+    ("DdpAcrossHosts.TheC10dFormTrains", "the same with torchrun's c10d command line",
+     "trains; the hosting node has group rank 0: its store on the endpoint's port", []),
+    ("DdpAcrossHosts.ASecondHostJoiningLaterGrowsTheJob", "real DDP, --nnodes=1:2, a second host joins",
+     "both restart as one world of 4 and train; no restart spent", []),
+    ("DdpAcrossHosts.ACrashOnTheSecondHostRestartsBothAndTrainsTheSame",
+     "real DDP, a worker on the second host crashes at step 5",
+     "every worker restarts (RESTART_COUNT 1) and ends with the parameters of an uncrashed run", []),
+    ("DdpAcrossHosts.RankZeroOnAHostThatIsNotTheEndpoint",
+     "real DDP, ddprun-master on a third host",
+     "trains; MASTER_ADDR is the address the master saw group rank 0's agent connect from", []),
+    ("DdpAcrossHosts.WorkersThatCannotMeetAreStoppedWithTheirMeetingPointNamed",
+     "real DDP, group rank 0 gives a --local-addr where no store is; the job is stopped",
+     "workers retry in init_process_group; stopped, each node's summary names their MASTER_ADDR "
+     "and MASTER_PORT", []),
     ("Soak.TwoHundredCrashRestartCyclesKeepTheLaunchersFlat", "200 crash-and-restart cycles, 2 agents",
      "fds, threads and RSS of ddprun-master and both agents stay flat; nothing left", []),
 ]
@@ -85,7 +103,7 @@ def table(output):
                     cols[column] = value
         result = status.get(test, "not run")
         # The netns scenarios and the soak check that nothing of theirs is left running.
-        checks_orphans = test.startswith(("NetnsTest.", "Soak."))
+        checks_orphans = test.startswith(("NetnsTest.", "DdpAcrossHosts.", "Soak."))
         orphans = ("0" if result == "Passed" else "?") if checks_orphans else "not checked"
         rows.append(f"| {scenario} | {sees} | {cols['detection']} | {cols['recovery']} | {orphans} "
                     f"| {result} | `{test}` |")

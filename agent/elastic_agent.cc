@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "agent/exit_codes.h"
 #include "agent/host_info.h"
+#include "rendezvous/node_address.h"
 #include "agent/log_format.h"
 #include "agent/log_layout.h"
 #include "agent/worker_process.h"

@@ -49,21 +49,6 @@ std::string HostName() {
   return name;
 }
 
-absl::Status CheckResolves(const std::string& host, absl::string_view what) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* resolved = nullptr;
-  const int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &resolved);
-  if (error == 0) {
-    ::freeaddrinfo(resolved);
-    return absl::OkStatus();
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      what, " '", host, "' does not resolve on this node (",
-      error == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(error),
-      "): check the name, or give an IP address"));
-}
-
 namespace {
 
 std::string AddressText(const sockaddr* addr) {

@@ -14,10 +14,6 @@ absl::StatusOr<int> ReserveFreePort();
 /// This host's name (gethostname), for node order and failure reports.
 std::string HostName();
 
-/// OK when `host` (a name or an address) resolves here; else an error that names it as
-/// `what` ("--rdzv-endpoint host") and says what the resolver said.
-absl::Status CheckResolves(const std::string& host, absl::string_view what);
-
 /// Whether `name` resolves here to at least one address that is not loopback.
 bool ResolvesBeyondLoopback(const std::string& name);
 

@@ -23,6 +23,7 @@
 #include "agent/worker_env.h"
 #include "launcher/cli.h"
 #include "agent/host_info.h"
+#include "rendezvous/node_address.h"
 #include "agent/store_address.h"
 #include "agent/tcp_store_server.h"
 #include "absl/strings/str_cat.h"

@@ -1,7 +1,11 @@
 #include "rendezvous/node_address.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
+
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -9,6 +13,21 @@
 #include "absl/strings/strip.h"
 
 namespace ddprun {
+
+absl::Status CheckResolves(const std::string& host, absl::string_view what) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* resolved = nullptr;
+  const int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &resolved);
+  if (error == 0) {
+    ::freeaddrinfo(resolved);
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, " '", host, "' does not resolve on this node (",
+      error == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(error),
+      "): check the name, or give an IP address"));
+}
 
 std::string PeerAddress(absl::string_view peer) {
   if (absl::ConsumePrefix(&peer, "ipv4:")) {

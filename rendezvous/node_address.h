@@ -14,6 +14,11 @@
 
 namespace ddprun {
 
+/// OK when `host` (a name or an address) resolves on this node; else FailedPrecondition
+/// naming it as `what` ("--rdzv-endpoint host", "MASTER_ADDR") with the resolver's reason.
+/// Names that do not resolve are said at once: clients that retry them wait out their timeout.
+absl::Status CheckResolves(const std::string& host, absl::string_view what);
+
 /// The IP address in a gRPC peer string ("ipv4:10.0.0.2:41234", "ipv6:%5Bfd00::2%5D:41234"),
 /// or empty when the string names none ("fd:7", "unix:/path").
 std::string PeerAddress(absl::string_view peer);

@@ -8,6 +8,17 @@ namespace {
 
 using ::testing::HasSubstr;
 
+TEST(CheckResolvesTest, NamesWhatDoesNotResolve) {
+  EXPECT_TRUE(CheckResolves("127.0.0.1", "MASTER_ADDR").ok());
+  EXPECT_TRUE(CheckResolves("localhost", "MASTER_ADDR").ok());
+  absl::Status bad = CheckResolves("no-such-host.invalid", "--rdzv-endpoint host");
+  EXPECT_EQ(bad.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(bad.message().find("--rdzv-endpoint host 'no-such-host.invalid' does not resolve on "
+                               "this node"), absl::string_view::npos)
+      << bad;
+  EXPECT_NE(bad.message().find("give an IP address"), absl::string_view::npos);
+}
+
 TEST(PeerAddress, ReadsGrpcsPeerStrings) {
   EXPECT_EQ(PeerAddress("ipv4:10.78.0.2:41234"), "10.78.0.2");
   EXPECT_EQ(PeerAddress("ipv6:%5Bfd00::2%5D:5555"), "fd00::2");

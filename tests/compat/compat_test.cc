@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/compat/ddp_results.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 
@@ -27,15 +28,7 @@ TEST(Compat, DdpTrainsAndAllRanksEndWithIdenticalParameters) {
       RunProcess({kDdprun, "--standalone", "--nproc-per-node=2", kCompatDir + "/ddp_train.py", out.path()},
           {{"PYTHON_EXEC", kPython}}, absl::Seconds(240));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  std::vector<std::string> rank0 = absl::StrSplit(ReadFile(out / "rank0.txt"), ' ');
-  std::vector<std::string> rank1 = absl::StrSplit(ReadFile(out / "rank1.txt"), ' ');
-  ASSERT_EQ(rank0.size(), 3u);
-  ASSERT_EQ(rank1.size(), 3u);
-  EXPECT_EQ(rank0[0], rank1[0]) << "ranks ended with different parameters";
-  double before = 0, after = 0;
-  ASSERT_TRUE(absl::SimpleAtod(rank0[1], &before));
-  ASSERT_TRUE(absl::SimpleAtod(absl::StripAsciiWhitespace(rank0[2]), &after));
-  EXPECT_LT(after, before * 0.05) << "the model did not train";
+  ExpectTrained(out, 2);
 }
 
 std::set<std::string> AddedNames(const std::string& env_file) {
@@ -89,17 +82,7 @@ void ExpectTwoNodesTrain(const std::vector<std::string>& node0, const std::vecto
   ProcessResult rb = b->Wait(absl::Seconds(240));
   ASSERT_EQ(ra.exit_code, 0) << ra.out << ra.err;
   ASSERT_EQ(rb.exit_code, 0) << rb.out << rb.err;
-  std::string digest;
-  for (int rank = 0; rank < 4; ++rank) {
-    std::vector<std::string> fields = absl::StrSplit(ReadFile(out / absl::StrCat("rank", rank, ".txt")), ' ');
-    ASSERT_EQ(fields.size(), 3u) << "rank " << rank;
-    if (rank == 0) digest = fields[0];
-    EXPECT_EQ(fields[0], digest) << "rank " << rank << " ended with other parameters";
-    double before = 0, after = 0;
-    ASSERT_TRUE(absl::SimpleAtod(fields[1], &before));
-    ASSERT_TRUE(absl::SimpleAtod(absl::StripAsciiWhitespace(fields[2]), &after));
-    EXPECT_LT(after, before * 0.05);
-  }
+  ExpectTrained(out, 4);
 }
 
 TEST(Compat, DdpOnTwoAgentsWithTwoWorkersEachC10d) {

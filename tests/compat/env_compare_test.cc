@@ -4,6 +4,8 @@
 // variable is equal but those docs/user-guide.md lists as different on purpose (its table
 // "Different from torchrun on purpose"; a difference it does not list fails here).
 
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -55,8 +57,12 @@ bool Listed(const std::map<std::string, std::string>& listed, const std::string&
 
 // The two nodes `node(0)` and `node(1)` of one job, to their end.
 void RunTwoNodes(const std::function<std::vector<std::string>(int)>& node) {
+  // PWD as it is: a shell on the way (torch2_python.sh) would correct a stale one, and only
+  // under torchrun.
+  char cwd[4096] = {};
   const std::map<std::string, std::optional<std::string>> env = {
-      {"PYTHON_EXEC", kPython}, {"OMP_NUM_THREADS", std::nullopt}};
+      {"PYTHON_EXEC", kPython}, {"OMP_NUM_THREADS", std::nullopt},
+      {"PWD", std::string(::getcwd(cwd, sizeof cwd) != nullptr ? cwd : "/")}};
   auto a = ChildProcess::Start(node(0), env);
   auto b = ChildProcess::Start(node(1), env);
   ProcessResult ra = a->Wait(absl::Seconds(120));

@@ -1,6 +1,6 @@
 // torch 2.x (Debian trixie's 2.6, or sid's 2.14, in a root made by scripts/torch2-root.sh)
-// against ddprun: its TCPStore client (the 2.2+ dialect: VALIDATE, PING, CANCEL_WAIT, ...)
-// on the agent's store, and DDP workers under ddprun, a restart included: torch 2.x workers
+// DDP workers under ddprun, a restart included (its TCPStore client alone:
+// agent_store_compat_test.cc; its torchrun's environment: env_compare_test.cc): torch 2.x workers
 // put no attempt in their keys, and a store kept across attempts hands the next one a dead
 // peer's address (PyTorch #135712, torchrun's static backend). scripts/test.sh makes the
 // root when run as root and passes it as DDPRUN_TORCH2_ROOT; without it these tests skip.
@@ -11,10 +11,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tests/compat/ddp_results.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 
@@ -34,25 +33,6 @@ class Torch2 : public ::testing::Test {
       GTEST_SKIP() << "DDPRUN_TORCH2_ROOT is not set: scripts/test.sh makes the torch 2.x root "
                       "(scripts/torch2-root.sh) when run as root";
     }
-  }
-
-  // Every rank of a `world`-worker ddp_train.py job trained to the same parameters; their digest.
-  static std::string ExpectTrained(const TempDir& out, int world) {
-    std::string digest;
-    for (int rank = 0; rank < world; ++rank) {
-      std::vector<std::string> fields = absl::StrSplit(
-          absl::StripAsciiWhitespace(ReadFile(out / absl::StrCat("rank", rank, ".txt"))), ' ');
-      if (fields.size() != 3u) {
-        ADD_FAILURE() << "rank " << rank << " wrote no result";
-        return "";
-      }
-      if (rank == 0) digest = fields[0];
-      EXPECT_EQ(fields[0], digest) << "rank " << rank;
-      double before = 0, after = 0;
-      EXPECT_TRUE(absl::SimpleAtod(fields[1], &before) && absl::SimpleAtod(fields[2], &after));
-      EXPECT_LT(after, before * 0.05) << "rank " << rank << " did not train";
-    }
-    return digest;
   }
 
   // Two ddprun agents of the static form on this host, torch 2.x workers, training into `out`.
@@ -76,40 +56,6 @@ class Torch2 : public ::testing::Test {
   }
 };
 
-TEST_F(Torch2, ItsTcpStoreClientIsServedEveryMethod) {
-  auto server = ChildProcess::Start({AGENT_STORE_SERVE_BIN});
-  int port = 0;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        absl::string_view err = server->ErrSoFar();
-        return absl::ConsumePrefix(&err, "port ") &&
-               absl::SimpleAtoi(absl::StripAsciiWhitespace(err.substr(0, err.find('\n'))), &port);
-      },
-      absl::Seconds(10)));
-  ProcessResult sweep = RunProcess({kTorch2Python, kCompatDir + "/tcpstore_client.py", "sweep",
-                                    "127.0.0.1", std::to_string(port)},
-                                   {}, absl::Seconds(180));
-  EXPECT_EQ(sweep.exit_code, 0) << sweep.out << sweep.err;
-  EXPECT_THAT(sweep.out, HasSubstr("sweep ok (torch 2."));
-  EXPECT_THAT(sweep.out, HasSubstr("check, append, multi_get, multi_set"));
-  TempDir out;
-  std::vector<std::unique_ptr<ChildProcess>> ranks;
-  for (int rank = 0; rank < 2; ++rank) {
-    ranks.push_back(ChildProcess::Start({kTorch2Python, kCompatDir + "/tcpstore_client.py", "pg",
-                                         "127.0.0.1", std::to_string(port), std::to_string(rank), "2",
-                                         out.path()}));
-  }
-  for (auto& rank : ranks) {
-    ProcessResult r = rank->Wait(absl::Seconds(180));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-  }
-  EXPECT_EQ(ReadFile(out / "pg.0"), "3.0\n");
-  EXPECT_EQ(ReadFile(out / "pg.1"), "3.0\n");
-  ::kill(server->pid(), SIGTERM);
-  ProcessResult r = server->Wait(absl::Seconds(10));
-  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("refused"))) << r.err;
-}
-
 // torchrun's static backend keeps one store across attempts, and torch 2.x's attempt 1 then
 // reads attempt 0's gloo addresses and fails connecting to a dead peer (measured with 2.6
 // and 2.14). ddprun's store starts every round empty: the restarted job trains to the
@@ -121,7 +67,7 @@ TEST_F(Torch2, DdpWorkersRestartedOnTheStaticFormTrainAsIfNothingHappened) {
   TrainStatic(crashed, {"--crash", "2:5"}, {"--max-restarts=1"});
   EXPECT_EQ(ExpectTrained(crashed, 4), uncrashed);
   for (int rank = 0; rank < 4; ++rank) {
-    auto launch = ParseEnvFile(crashed / absl::StrCat("launch", rank, ".txt"));
+    auto launch = Launch(crashed, rank);
     EXPECT_EQ(launch["TORCHELASTIC_RESTART_COUNT"], "1");
     EXPECT_EQ(launch["TORCHELASTIC_USE_AGENT_STORE"], "True");
   }

@@ -9,10 +9,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tests/compat/ddp_results.h"
 #include "tests/netns/netns_cluster.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
@@ -63,30 +62,6 @@ class DdpAcrossHosts : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   }
 
-  // Every rank of a `world`-worker job trained to the same parameters; their digest.
-  static std::string ExpectTrained(const TempDir& out, int world) {
-    std::string digest;
-    for (int rank = 0; rank < world; ++rank) {
-      std::vector<std::string> fields =
-          absl::StrSplit(absl::StripAsciiWhitespace(ReadFile(out / absl::StrCat("rank", rank, ".txt"))), ' ');
-      if (fields.size() != 3u) {
-        ADD_FAILURE() << "rank " << rank << " wrote no result";
-        return "";
-      }
-      if (rank == 0) digest = fields[0];
-      EXPECT_EQ(fields[0], digest) << "rank " << rank << " ended with other parameters";
-      double before = 0, after = 0;
-      EXPECT_TRUE(absl::SimpleAtod(fields[1], &before) && absl::SimpleAtod(fields[2], &after));
-      EXPECT_LT(after, before * 0.05) << "rank " << rank << " did not train";
-    }
-    return digest;
-  }
-
-  // What the launcher told rank `rank` (launch<rank>.txt).
-  static std::map<std::string, std::string> Launch(const TempDir& out, int rank) {
-    return ParseEnvFile(out / absl::StrCat("launch", rank, ".txt"));
-  }
-
   void ExpectHostsEmpty(int hosts) {
     for (int host = 1; host <= hosts; ++host) {
       EXPECT_TRUE(WaitUntil([&] { return cluster_->ProcessesOn(host).empty(); }, absl::Seconds(10)))
@@ -112,12 +87,7 @@ TEST_F(DdpAcrossHosts, TheStaticFormTrains) {
   ExpectExit0(*a);
   ExpectExit0(*b);
   ExpectTrained(out, 4);
-  for (int rank = 0; rank < 4; ++rank) {
-    auto launch = Launch(out, rank);
-    EXPECT_EQ(launch["MASTER_ADDR"], NetnsCluster::Address(1)) << rank;
-    EXPECT_EQ(launch["MASTER_PORT"], std::to_string(kPort)) << rank;
-    EXPECT_EQ(launch["TORCHELASTIC_USE_AGENT_STORE"], "True") << rank;
-  }
+  ExpectMeetingAt(out, 4, NetnsCluster::Address(1), kPort);
   ExpectHostsEmpty(2);
 }
 
@@ -131,12 +101,7 @@ TEST_F(DdpAcrossHosts, TheC10dFormTrains) {
   ExpectExit0(*a);
   ExpectExit0(*b);
   ExpectTrained(out, 4);
-  for (int rank = 0; rank < 4; ++rank) {
-    auto launch = Launch(out, rank);
-    EXPECT_EQ(launch["MASTER_ADDR"], NetnsCluster::Address(1)) << rank;
-    EXPECT_EQ(launch["MASTER_PORT"], std::to_string(kPort)) << rank;
-    EXPECT_EQ(launch["TORCHELASTIC_USE_AGENT_STORE"], "True") << rank;
-  }
+  ExpectMeetingAt(out, 4, NetnsCluster::Address(1), kPort);
   ExpectHostsEmpty(2);
 }
 

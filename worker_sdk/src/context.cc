@@ -1,7 +1,6 @@
 #include "ddp/worker/context.h"
 
 #include <errno.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "rendezvous/node_address.h"
 #include "src/context_state.h"
 #include "src/root_blobs.h"
 
@@ -37,21 +37,12 @@ std::string RankList(const std::vector<int>& ranks) {
 }
 
 // The store's host must resolve here: a name that does not would make every call wait out
-// its whole timeout (60 s and more) before saying anything. `variable` is where it came from.
+// its whole timeout (60 s and more) before saying anything.
 absl::Status CheckStoreHostResolves(const std::string& address, const char* variable) {
   std::string host = address.substr(0, address.rfind(':'));
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* resolved = nullptr;
-  const int error = ::getaddrinfo(host.c_str(), nullptr, &hints, &resolved);
-  if (error == 0) {
-    ::freeaddrinfo(resolved);
-    return absl::OkStatus();
-  }
-  return absl::UnavailableError(absl::StrCat(
-      variable, ": the store's host '", host, "' does not resolve on this node (",
-      ::gai_strerror(error), "); check the name, or give an IP address"));
+  absl::Status resolves = ddprun::CheckResolves(host, absl::StrCat("the store's host (", variable, ")"));
+  return resolves.ok() ? resolves : absl::UnavailableError(resolves.message());
 }
 
 // Ranks r whose key `prefix + r` is absent, for naming who never came.

@@ -175,12 +175,12 @@ TEST(ContextTest, AStoreHostThatDoesNotResolveFailsAtOnce) {
   absl::StatusOr<Context> ctx = Context::Create(env, options);
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   ASSERT_FALSE(ctx.ok());
-  EXPECT_THAT(ctx.status().message(), HasSubstr("MASTER_ADDR: the store's host 'no-such-host.invalid' "
+  EXPECT_THAT(ctx.status().message(), HasSubstr("the store's host (MASTER_ADDR) 'no-such-host.invalid' "
                                                 "does not resolve on this node"));
   env.store_addr = "[no-such-host.invalid]:29400";
   ctx = Context::Create(env, options);
   ASSERT_FALSE(ctx.ok());
-  EXPECT_THAT(ctx.status().message(), HasSubstr("DDPRUN_STORE_ADDR: the store's host 'no-such-host.invalid'"));
+  EXPECT_THAT(ctx.status().message(), HasSubstr("the store's host (DDPRUN_STORE_ADDR) 'no-such-host.invalid'"));
 }
 
 TEST_F(CollectivesTest, OneLiveContextPerRankAndALaterOneNeverMeetsTheEarliersKeys) {

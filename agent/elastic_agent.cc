@@ -28,20 +28,6 @@ std::string RandomIncarnation() {
   return absl::StrFormat("%08x%08x", rd(), rd());
 }
 
-// The interface toward `master_addr`, said once per value.
-std::string GlooInterface(const std::string& master_addr) {
-  static std::string said;
-  const std::string name = InterfaceToward(master_addr);
-  if (!name.empty() && name != said && ::getenv("GLOO_SOCKET_IFNAME") == nullptr) {
-    spdlog::info("this host's name resolves only to loopback here: workers get "
-                 "GLOO_SOCKET_IFNAME={} (the interface toward MASTER_ADDR {}), so that gloo "
-                 "listens where the other nodes reach it; set GLOO_SOCKET_IFNAME to choose",
-                 name, master_addr);
-    said = name;
-  }
-  return name;
-}
-
 // torchrun's exit-code field (-N for signal N) as the status a shell reports.
 int ShellCodeFromTorch(int torch_code) { return torch_code < 0 ? 128 - torch_code : torch_code; }
 
@@ -246,8 +232,9 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
     // Workers given a name that does not resolve here wait for each other until their
     // timeout; better to say so now.
     if (absl::Status s = CheckResolves(assignment.master_addr, "MASTER_ADDR"); !s.ok()) {
-      spdlog::error("{} (the address of group rank 0's store: its --local-addr or host name; "
-                    "start that node with --local-addr=IP); this node leaves the job",
+      spdlog::error("{} (the address of group rank 0's store: the endpoint's host, that node's "
+                    "--local-addr or its host name; start it with --local-addr=IP); this node "
+                    "leaves the job",
                     s.message());
       return Finish(kExitRendezvous);
     }
@@ -269,7 +256,7 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
   plan.master_addr = assignment.master_addr;
   plan.master_port = assignment.master_port;
   plan.agent_store = store_.has_value();
-  if (store_ && store_->pick_gloo_interface) plan.gloo_interface = GlooInterface(assignment.master_addr);
+  plan.gloo_interface = GlooInterface(assignment.master_addr);
   plan.store_addr = rendezvous_.store_addr();
   plan.log_root = log_root_;
   workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *loop_, guard_, host_);
@@ -423,6 +410,32 @@ void ElasticAgent::OnRendezvousEvents() {
     }
   }
   OnWorkersChanged();
+}
+
+std::string ElasticAgent::GlooInterface(const std::string& master_addr) {
+  if (!store_ || !store_->pick_gloo_interface || base_env_.count("GLOO_SOCKET_IFNAME") > 0) {
+    return "";
+  }
+  std::vector<InterfaceChoice> choices;
+  for (const NetworkInterface& i :
+       {InterfaceToward(master_addr), InterfaceToward(config_.endpoint_host),
+        InterfaceHolding(store_->server != nullptr ? store_->server->ArrivalAddress() : "")}) {
+    choices.push_back({i.name, i.loopback});
+  }
+  const std::string name = ChooseGlooInterface(choices);
+  if (name.empty() && gloo_said_ != "?") {
+    spdlog::warn("this host's name resolves only to loopback here, where gloo listens, and no "
+                 "interface toward the other nodes is known: workers that use gloo may not reach "
+                 "each other; set GLOO_SOCKET_IFNAME (e.g. eth0), or give this host's name an "
+                 "address the other nodes reach");
+    gloo_said_ = "?";
+  } else if (!name.empty() && name != gloo_said_) {
+    spdlog::info("this host's name resolves only to loopback here: workers get "
+                 "GLOO_SOCKET_IFNAME={} (the interface toward the other nodes), so that gloo "
+                 "listens where they reach it; set GLOO_SOCKET_IFNAME to choose", name);
+    gloo_said_ = name;
+  }
+  return name;
 }
 
 MeetingPoint ElasticAgent::Meeting() const {

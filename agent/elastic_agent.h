@@ -35,8 +35,9 @@ struct WorkerStore {
   StoreAddressOffer offer;
   int port = 0;
   // This host's name resolves only to loopback here, where gloo would listen, out of the
-  // other nodes' reach (torchrun's workers fail so): workers get GLOO_SOCKET_IFNAME, the
-  // interface toward MASTER_ADDR, unless the agent's environment sets it.
+  // other nodes' reach (torchrun's workers fail so): workers get GLOO_SOCKET_IFNAME, an
+  // interface toward the other nodes (ChooseGlooInterface), unless the agent's environment
+  // sets it.
   bool pick_gloo_interface = false;
 };
 
@@ -70,6 +71,8 @@ class ElasticAgent {
   void EndStoreRound();
   // Where the workers of the last attempt met, for the summaries.
   MeetingPoint Meeting() const;
+  // GLOO_SOCKET_IFNAME for this round's workers ("": none); see WorkerStore.
+  std::string GlooInterface(const std::string& master_addr);
   void AfterAttempt();
   void BeginStop(int signal);
   void Finish(int exit_code);
@@ -107,6 +110,7 @@ class ElasticAgent {
   bool reconnect_after_attempt_ = false;         // the master was lost: reconnect, rejoin
   std::optional<RendezvousEvent> end_after_attempt_;  // the run ended
   std::vector<WorkerFailure> last_failures_;     // of the last attempt that had any
+  std::string gloo_said_;  // the GLOO_SOCKET_IFNAME last logged ("?": the warning that none)
 };
 
 }  // namespace ddprun

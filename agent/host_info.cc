@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "agent/unique_fd.h"
+#include "rendezvous/node_address.h"
 
 namespace ddprun {
 
@@ -62,10 +64,6 @@ std::string AddressText(const sockaddr* addr) {
   return text;
 }
 
-bool IsLoopbackText(const std::string& text) {
-  return text.rfind("127.", 0) == 0 || text == "::1" || text.rfind("::ffff:127.", 0) == 0;
-}
-
 }  // namespace
 
 bool ResolvesBeyondLoopback(const std::string& name) {
@@ -75,17 +73,31 @@ bool ResolvesBeyondLoopback(const std::string& name) {
   if (::getaddrinfo(name.c_str(), nullptr, &hints, &resolved) != 0) return false;
   bool beyond = false;
   for (addrinfo* a = resolved; a != nullptr && !beyond; a = a->ai_next) {
-    beyond = !IsLoopbackText(AddressText(a->ai_addr));
+    beyond = !IsLoopbackOrUnspecified(AddressText(a->ai_addr));
   }
   ::freeaddrinfo(resolved);
   return beyond;
 }
 
-std::string InterfaceToward(const std::string& addr) {
+NetworkInterface InterfaceHolding(const std::string& local_address) {
+  NetworkInterface found;
+  ifaddrs* interfaces = nullptr;
+  if (local_address.empty() || ::getifaddrs(&interfaces) != 0) return found;
+  for (ifaddrs* i = interfaces; i != nullptr && found.name.empty(); i = i->ifa_next) {
+    if (i->ifa_addr != nullptr && AddressText(i->ifa_addr) == local_address) {
+      found.name = i->ifa_name;
+      found.loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
+    }
+  }
+  ::freeifaddrs(interfaces);
+  return found;
+}
+
+NetworkInterface InterfaceToward(const std::string& addr) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* resolved = nullptr;
-  if (::getaddrinfo(addr.c_str(), "9", &hints, &resolved) != 0) return "";
+  if (::getaddrinfo(addr.c_str(), "9", &hints, &resolved) != 0) return {};
   std::string local;
   for (addrinfo* a = resolved; a != nullptr && local.empty(); a = a->ai_next) {
     UniqueFd sock(::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0));
@@ -97,14 +109,7 @@ std::string InterfaceToward(const std::string& addr) {
     }
   }
   ::freeaddrinfo(resolved);
-  std::string name;
-  ifaddrs* interfaces = nullptr;
-  if (local.empty() || ::getifaddrs(&interfaces) != 0) return "";
-  for (ifaddrs* i = interfaces; i != nullptr && name.empty(); i = i->ifa_next) {
-    if (i->ifa_addr != nullptr && AddressText(i->ifa_addr) == local) name = i->ifa_name;
-  }
-  ::freeifaddrs(interfaces);
-  return name;
+  return InterfaceHolding(local);
 }
 
 bool IsThisHost(const std::string& host) {
@@ -128,7 +133,7 @@ bool IsThisHost(const std::string& host) {
   bool mine = false;
   for (addrinfo* a = resolved; a != nullptr && !mine; a = a->ai_next) {
     const std::string text = AddressText(a->ai_addr);
-    mine = own.count(text) > 0 || IsLoopbackText(text);
+    mine = own.count(text) > 0 || IsLoopbackOrUnspecified(text);
   }
   ::freeaddrinfo(resolved);
   return mine;

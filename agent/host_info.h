@@ -17,10 +17,19 @@ std::string HostName();
 /// Whether `name` resolves here to at least one address that is not loopback.
 bool ResolvesBeyondLoopback(const std::string& name);
 
-/// The name of this host's network interface that holds the address it sends from to reach
-/// `addr` (e.g. "eth0"; "lo" for this host's own loopback); empty when that cannot be told.
-/// Nothing is sent: a UDP socket is connected and asked for its local address.
-std::string InterfaceToward(const std::string& addr);
+/// One of this host's network interfaces; an empty name: none.
+struct NetworkInterface {
+  std::string name;
+  bool loopback = false;
+};
+
+/// The interface that holds `local_address`, an address of this host.
+NetworkInterface InterfaceHolding(const std::string& local_address);
+
+/// The interface that holds the address this host sends from to reach `addr` (a name or an
+/// address); none when that cannot be told. Nothing is sent: a UDP socket is connected and
+/// asked for its local address.
+NetworkInterface InterfaceToward(const std::string& addr);
 
 /// Whether `host` names this machine: localhost or a loopback address, this host's name
 /// (or a longer name that begins with it and a dot: its FQDN, a Kubernetes pod's DNS name),

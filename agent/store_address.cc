@@ -13,4 +13,11 @@ StoreAddressOffer OfferStoreAddress(const StoreAddressFacts& facts) {
   return offer;
 }
 
+std::string ChooseGlooInterface(const std::vector<InterfaceChoice>& toward_other_nodes) {
+  for (const InterfaceChoice& choice : toward_other_nodes) {
+    if (!choice.name.empty() && !choice.loopback) return choice.name;
+  }
+  return "";
+}
+
 }  // namespace ddprun

@@ -5,6 +5,7 @@
 // the rules (rendezvous/node_address.h) to an empty offer.
 
 #include <string>
+#include <vector>
 
 namespace ddprun {
 
@@ -23,6 +24,17 @@ struct StoreAddressOffer {
   std::string addr;           // empty: the master takes where this agent's connection comes from
   std::string fallback_addr;  // the host name, for when the master cannot see that either
 };
+
+/// Where gloo should listen, of the interfaces toward other nodes that this node knows of,
+/// best first (toward MASTER_ADDR, toward the rendezvous endpoint, where another host's
+/// connection arrived): the first that names an interface and is not loopback; "" when
+/// none is. gloo listens where the host's name resolves, and on many clusters that is
+/// loopback, out of the other nodes' reach.
+struct InterfaceChoice {
+  std::string name;  // empty: not known
+  bool loopback = false;
+};
+std::string ChooseGlooInterface(const std::vector<InterfaceChoice>& toward_other_nodes);
 
 /// The endpoint's host when the store is on the master's port or on the endpoint's machine
 /// (every node reached the master there, and the store listens on every address); else

@@ -16,8 +16,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "agent/event_loop.h"
 #include "agent/unique_fd.h"
+#include "rendezvous/node_address.h"
 #include "rendezvous/tcp_store_service.h"
 
 namespace ddprun {
@@ -32,56 +34,70 @@ bool OpensAsGrpc(unsigned char first) {
   return first == 'P' || first == 0x16;  // "PRI * HTTP/2.0" or a TLS record
 }
 
-std::string PeerOf(int fd) {
+// A socket's address at one end (getpeername or getsockname) as text, an IPv4 client of the
+// dual-stack socket as IPv4; and its port.
+std::pair<std::string, int> EndOf(int fd, bool peer) {
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
-  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
+  const int rc = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&addr), &len)
+                      : ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (rc != 0) return {"", 0};
   char text[INET6_ADDRSTRLEN] = {};
   if (addr.ss_family == AF_INET) {
     auto* in = reinterpret_cast<sockaddr_in*>(&addr);
     ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
-    return absl::StrCat(text, ":", ntohs(in->sin_port));
+    return {text, ntohs(in->sin_port)};
   }
   auto* in6 = reinterpret_cast<sockaddr_in6*>(&addr);
-  if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {  // an IPv4 client of the dual-stack socket
+  if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
     ::inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], text, sizeof text);
-    return absl::StrCat(text, ":", ntohs(in6->sin6_port));
+  } else {
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
   }
-  ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
-  return absl::StrCat("[", text, "]:", ntohs(in6->sin6_port));
+  return {text, ntohs(in6->sin6_port)};
 }
 
-// A socket listening on every address at `port`: dual-stack IPv6, else IPv4.
-absl::StatusOr<UniqueFd> Listen(int port) {
-  UniqueFd fd(::socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  int err = 0;
+std::string PeerOf(int fd) {
+  const auto [addr, port] = EndOf(fd, /*peer=*/true);
+  if (addr.empty()) return "?";
+  return addr.find(':') != std::string::npos ? absl::StrCat("[", addr, "]:", port)
+                                             : absl::StrCat(addr, ":", port);
+}
+
+// A socket of `family` bound to `addr` and listening; not valid on failure, with `err` set.
+UniqueFd BindAndListen(int family, const sockaddr* addr, socklen_t len, int& err) {
+  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  const int yes = 1, no = 0;
   if (fd.valid()) {
-    const int no = 0, yes = 1;
-    ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof no);
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    sockaddr_in6 addr{};
-    addr.sin6_family = AF_INET6;
-    addr.sin6_addr = in6addr_any;
-    addr.sin6_port = htons(static_cast<uint16_t>(port));
-    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-      if (::listen(fd.get(), SOMAXCONN) == 0) return fd;
-    }
-    err = errno;
+    if (family == AF_INET6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof no);
+    if (::bind(fd.get(), addr, len) == 0 && ::listen(fd.get(), SOMAXCONN) == 0) return fd;
   }
-  if (err == EADDRINUSE) return ErrnoStatus(err, absl::StrCat("cannot listen on port ", port));
-  fd.Reset(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));  // no IPv6 here
-  if (!fd.valid()) return ErrnoStatus(errno, "socket");
-  const int yes = 1;
-  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_ANY);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(fd.get(), SOMAXCONN) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("cannot listen on port ", port));
+  err = errno;
+  return UniqueFd();
+}
+
+// A socket listening on every address at `port`: dual-stack IPv6, else IPv4 (a host
+// without IPv6). A port in use is Unavailable (another agent or master has it).
+absl::StatusOr<UniqueFd> Listen(int port) {
+  sockaddr_in6 v6{};
+  v6.sin6_family = AF_INET6;
+  v6.sin6_addr = in6addr_any;
+  v6.sin6_port = htons(static_cast<uint16_t>(port));
+  int err = 0;
+  UniqueFd fd = BindAndListen(AF_INET6, reinterpret_cast<sockaddr*>(&v6), sizeof v6, err);
+  if (!fd.valid() && err != EADDRINUSE) {
+    sockaddr_in v4{};
+    v4.sin_family = AF_INET;
+    v4.sin_addr.s_addr = htonl(INADDR_ANY);
+    v4.sin_port = htons(static_cast<uint16_t>(port));
+    fd = BindAndListen(AF_INET, reinterpret_cast<sockaddr*>(&v4), sizeof v4, err);
   }
-  return fd;
+  if (fd.valid()) return fd;
+  if (err == EADDRINUSE) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on port ", port, ": it is in use"));
+  }
+  return ErrnoStatus(err, absl::StrCat("cannot listen on port ", port));
 }
 
 int BoundPort(int fd) {
@@ -112,19 +128,32 @@ class TcpStoreServer::Impl {
     while (!stopping_) {
       if (!loop_->RunOnce(absl::InfiniteDuration()).ok()) break;
     }
+    absl::MutexLock lock(&mu_);  // no one waits for a command that will never be applied
+    exited_ = true;
+    for (const Posted& posted : commands_) posted.applied->Notify();
+    commands_.clear();
   }
 
   enum class Command { kBeginRound, kEndRound, kStop };
+  // Returns once the server's thread has applied it: after EndRound returns, nothing more
+  // is answered.
   void Post(Command command, int64_t round = 0) {
+    absl::Notification applied;
     {
       absl::MutexLock lock(&mu_);
-      commands_.push_back({command, round});
+      if (exited_) return;
+      commands_.push_back({command, round, &applied});
     }
     const uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof one);
+    applied.WaitForNotification();
   }
 
   int port() const { return port_; }
+  std::string ArrivalAddress() const {
+    absl::MutexLock lock(&mu_);
+    return arrival_;
+  }
   std::thread thread;
 
  private:
@@ -140,17 +169,18 @@ class TcpStoreServer::Impl {
   void TakeCommands() {
     uint64_t count = 0;
     (void)!::read(wake_.get(), &count, sizeof count);
-    std::deque<std::pair<Command, int64_t>> commands;
+    std::deque<Posted> commands;
     {
       absl::MutexLock lock(&mu_);
       commands.swap(commands_);
     }
-    for (const auto& [command, round] : commands) {
-      if (command == Command::kStop) stopping_ = true;
-      if (command == Command::kBeginRound) service_.BeginRound(round);
-      if (command == Command::kEndRound) service_.EndRound();
+    for (const Posted& posted : commands) {
+      if (posted.command == Command::kStop) stopping_ = true;
+      if (posted.command == Command::kBeginRound) service_.BeginRound(posted.round);
+      if (posted.command == Command::kEndRound) service_.EndRound();
     }
     Deliver();
+    for (const Posted& posted : commands) posted.applied->Notify();
   }
 
   void Accept() {
@@ -161,6 +191,7 @@ class TcpStoreServer::Impl {
       Connection& c = connections_[id];
       c.fd.Reset(fd);
       c.peer = PeerOf(fd);
+      NoteArrival(fd);
       if (!options_.grpc_handoff) {
         c.classified = true;
         service_.Open(id);
@@ -181,6 +212,13 @@ class TcpStoreServer::Impl {
     if (!it->second.classified && !Classify(id)) return;
     Read(id);
     Deliver();
+  }
+
+  void NoteArrival(int fd) {
+    absl::MutexLock lock(&mu_);
+    if (!arrival_.empty()) return;
+    if (IsLoopbackOrUnspecified(EndOf(fd, /*peer=*/true).first)) return;  // this host
+    arrival_ = EndOf(fd, /*peer=*/false).first;
   }
 
   // False when the connection left this server (handed to gRPC, or closed).
@@ -277,8 +315,15 @@ class TcpStoreServer::Impl {
   std::unique_ptr<EventLoop> loop_;
   UniqueFd wake_;
   const int port_;
-  absl::Mutex mu_;
-  std::deque<std::pair<Command, int64_t>> commands_ ABSL_GUARDED_BY(mu_);
+  struct Posted {
+    Command command;
+    int64_t round;
+    absl::Notification* applied;
+  };
+  mutable absl::Mutex mu_;
+  std::deque<Posted> commands_ ABSL_GUARDED_BY(mu_);
+  std::string arrival_ ABSL_GUARDED_BY(mu_);
+  bool exited_ ABSL_GUARDED_BY(mu_) = false;
   // Owned by the server's thread:
   bool stopping_ = false;
   TcpStoreService service_;
@@ -309,6 +354,8 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 int TcpStoreServer::port() const { return impl_->port(); }
+
+std::string TcpStoreServer::ArrivalAddress() const { return impl_->ArrivalAddress(); }
 
 void TcpStoreServer::BeginRound(int64_t round) { impl_->Post(Impl::Command::kBeginRound, round); }
 

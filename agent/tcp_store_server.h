@@ -42,9 +42,15 @@ class TcpStoreServer {
   ~TcpStoreServer();
 
   int port() const;
-  /// This agent's round `round` has begun (TcpStoreService::BeginRound). Thread-safe.
+  /// This host's address at which the first connection from another host arrived (a
+  /// worker, or an agent joining the master behind this port): an address other nodes
+  /// reach. Empty until one did. Thread-safe.
+  std::string ArrivalAddress() const;
+  /// This agent's round `round` has begun (TcpStoreService::BeginRound). Thread-safe; returns
+  /// once the server's thread has applied it.
   void BeginRound(int64_t round);
-  /// Its round is over: every connection is closed, new ones wait for the next round.
+  /// Its round is over: nothing more is answered, new connections wait for the next round,
+  /// and the round's connections are closed when it begins. Returns once applied.
   void EndRound();
 
   class Impl;

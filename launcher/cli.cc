@@ -185,8 +185,8 @@ void DeclareOptions(CLI::App& app, RawOptions& o) {
           "(their MASTER_PORT). c10d: the port of each other agent's store for its workers",
           kStaticGroup);
   AddText(app, "", "--local-addr", o.local_addr,
-          "This node's address as other nodes reach it (c10d: MASTER_ADDR when it is rank 0; "
-          "unset: where the master sees it connect from)",
+          "This node's address as other nodes reach it (c10d: MASTER_ADDR when it is rank 0, "
+          "unless the endpoint is on this machine; unset: where the master sees it connect from)",
           kStaticGroup);
 }
 

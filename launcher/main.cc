@@ -42,7 +42,8 @@ int UsageError(const std::string& message) {
 
 // LOGLEVEL as torchrun reads it (Python logging names); WARNING when unset.
 bool ConfigureLogging(std::string& error) {
-  auto logger = spdlog::stderr_logger_st("ddprun");
+  // _mt: the workers' store and gRPC (multi-node) log from threads of their own.
+  auto logger = spdlog::stderr_logger_mt("ddprun");
   logger->set_pattern("[ddprun] %Y-%m-%d %H:%M:%S.%e %l: %v");
   spdlog::set_default_logger(logger);
   const char* env = ::getenv("LOGLEVEL");
@@ -74,7 +75,8 @@ struct Served {
 };
 
 void LogRefusedStoreClient(const std::string& peer, const std::string& why) {
-  spdlog::warn("closed a connection to the workers' store from {}: it sent {}", peer, why);
+  spdlog::warn("closed a connection to the workers' store from {}: {}; only that connection is "
+               "closed, and the store call on it fails", peer, why);
 }
 
 // The agent on the --rdzv-endpoint host (is_host, inferred as torchrun does unless
@@ -93,28 +95,32 @@ void MaybeHostMaster(const ddprun::NetworkPlugin& network, const ddprun::AgentCo
   options.store_timeout = config.read_timeout;
   options.tls = config.tls;
   absl::StatusOr<std::unique_ptr<ddprun::HostedMaster>> master = network.host_master(options);
-  if (!master.ok()) {
-    spdlog::info("not hosting the rendezvous master ({}); joining the one at {}:{}",
-                 master.status().message(), config.endpoint_host, config.endpoint_port);
-    return;
+  absl::Status hosting = master.status();
+  std::unique_ptr<ddprun::TcpStoreServer> store;
+  if (hosting.ok()) {
+    ddprun::TcpStoreServerOptions store_options;
+    store_options.port = config.endpoint_port;
+    store_options.grpc_handoff = [hosted = master->get()](int listen_fd, int fd) {
+      hosted->AdoptConnection(listen_fd, fd);
+    };
+    store_options.on_refused = LogRefusedStoreClient;
+    absl::StatusOr<std::unique_ptr<ddprun::TcpStoreServer>> started =
+        ddprun::TcpStoreServer::Start(store_options);
+    if (started.ok()) store = std::move(*started);
+    hosting = started.status();
   }
-  ddprun::TcpStoreServerOptions store_options;
-  store_options.port = config.endpoint_port;
-  store_options.grpc_handoff = [hosted = master->get()](int listen_fd, int fd) {
-    hosted->AdoptConnection(listen_fd, fd);
-  };
-  store_options.on_refused = LogRefusedStoreClient;
-  absl::StatusOr<std::unique_ptr<ddprun::TcpStoreServer>> store =
-      ddprun::TcpStoreServer::Start(store_options);
-  if (!store.ok()) {
-    spdlog::info("not hosting the rendezvous master ({}); joining the one at {}:{}",
-                 store.status().message(), config.endpoint_host, config.endpoint_port);
+  if (!hosting.ok()) {
+    // A port in use: another agent on this machine won the race, a detail. Anything else
+    // is worth seeing: this agent meant to host and cannot.
+    const auto level = absl::IsUnavailable(hosting) ? spdlog::level::info : spdlog::level::warn;
+    spdlog::log(level, "not hosting the rendezvous master ({}); joining the one at {}:{}",
+                hosting.message(), config.endpoint_host, config.endpoint_port);
     return;
   }
   spdlog::info("hosting the rendezvous master for run '{}' and the workers' store on {}:{}",
                config.run_id, config.endpoint_host, config.endpoint_port);
   served.master = std::move(*master);
-  served.store = std::move(*store);
+  served.store = std::move(store);
 }
 
 // Every multi-node agent that may get group rank 0 serves its workers a TCPStore: beside the
@@ -133,8 +139,10 @@ absl::Status ServeMasterAndStore(const ddprun::NetworkPlugin& network,
     absl::StatusOr<std::unique_ptr<ddprun::TcpStoreServer>> store =
         ddprun::TcpStoreServer::Start(options);
     if (!store.ok()) {
-      return absl::Status(store.status().code(), absl::StrCat("cannot serve the workers' store: ",
-                                                              store.status().message()));
+      return absl::Status(store.status().code(),
+                          absl::StrCat("cannot serve the workers' store",
+                                       options.port != 0 ? absl::StrCat(" on --master-port=", options.port) : "",
+                                       ": ", store.status().message()));
     }
     served.store = std::move(*store);
   }
@@ -191,6 +199,32 @@ ddprun::NetworkRendezvousOptions RendezvousOptions(const ddprun::AgentConfig& co
   return options;
 }
 
+// The multi-node half: the network plugin, the master this agent may host, the workers'
+// store and the connection to the master. 0, or the status to exit with.
+int StartMultiNode(const ddprun::AgentConfig& config, Served& served,
+                   std::unique_ptr<ddprun::RendezvousConnection>& rendezvous) {
+  absl::StatusOr<ddprun::NetworkPlugin> network = ddprun::LoadNetworkPlugin();
+  if (!network.ok()) {
+    spdlog::error("{}", network.status().message());
+    return ddprun::kExitInternal;
+  }
+  // Every node must reach the master there, and its workers the store when it is there
+  // too: a name that does not resolve is said now, not after join_timeout.
+  if (absl::Status s = ddprun::CheckResolves(
+          config.endpoint_host,
+          config.rdzv_backend == "static" ? "--master-addr" : "--rdzv-endpoint host");
+      !s.ok()) {
+    spdlog::error("{}", s.message());
+    return ddprun::kExitRendezvous;
+  }
+  if (absl::Status s = ServeMasterAndStore(*network, config, served); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return ddprun::kExitInternal;
+  }
+  rendezvous = network->connect(RendezvousOptions(config));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,27 +265,10 @@ int main(int argc, char** argv) {
   std::optional<ddprun::WorkerStore> worker_store;
   if (config.max_nodes == 1) {
     rendezvous = std::make_unique<ddprun::LocalRendezvous>(config.max_restarts);
+  } else if (const int failed = StartMultiNode(config, served, rendezvous); failed != 0) {
+    return failed;
   } else {
-    absl::StatusOr<ddprun::NetworkPlugin> network = ddprun::LoadNetworkPlugin();
-    if (!network.ok()) {
-      spdlog::error("{}", network.status().message());
-      return ddprun::kExitInternal;
-    }
-    // Every node must reach the master there, and its workers the store when it is there
-    // too: a name that does not resolve is said now, not after join_timeout.
-    if (absl::Status s = ddprun::CheckResolves(
-            config.endpoint_host,
-            config.rdzv_backend == "static" ? "--master-addr" : "--rdzv-endpoint host");
-        !s.ok()) {
-      spdlog::error("{}", s.message());
-      return ddprun::kExitRendezvous;
-    }
-    if (absl::Status s = ServeMasterAndStore(*network, config, served); !s.ok()) {
-      spdlog::error("{}", s.message());
-      return ddprun::kExitInternal;
-    }
     worker_store = served.worker_store;
-    rendezvous = network->connect(RendezvousOptions(config));
   }
   ddprun::ElasticAgent agent(config, ddprun::CurrentEnvironment(), *rendezvous, *guard,
                              worker_store);

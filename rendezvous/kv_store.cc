@@ -213,13 +213,16 @@ absl::StatusOr<int64_t> KvStore::QueueLength(const std::string& key) const {
 
 void KvStore::Park(WaiterId id) {
   Waiter& waiter = waiters_.at(id);
-  bool all_present = true;
+  waiter.missing = 0;
   for (const std::string& key : waiter.keys) {
-    if (Present(key)) continue;
-    all_present = false;
-    waiting_on_[key].insert(id);
+    if (!Present(key) && waiting_on_[key].insert(id).second) ++waiter.missing;
   }
-  if (all_present) Complete(id, ValuesOf(waiter));
+  if (waiter.missing == 0) Complete(id, ValuesOf(waiter));
+}
+
+bool KvStore::AllPresent(const Waiter& waiter) const {
+  return std::all_of(waiter.keys.begin(), waiter.keys.end(),
+                     [this](const std::string& k) { return Present(k); });
 }
 
 void KvStore::Written(const std::string& key, bool release_barriers) {
@@ -233,23 +236,35 @@ void KvStore::Written(const std::string& key, bool release_barriers) {
       if (release_barriers) Complete(id, std::vector<std::string>{});
       continue;
     }
-    // Counted again from scratch: a key it had may have been deleted since.
-    Unindex(id);
-    Park(id);
+    // `key` is present now: one less to wait for. Constant work per waiter and write, so
+    // that ranks gathering every rank's key cost O(ranks^2), not O(ranks^3).
+    auto& on_key = waiting_on_[key];
+    on_key.erase(id);
+    if (on_key.empty()) waiting_on_.erase(key);
+    if (--w->second.missing > 0) continue;
+    if (AllPresent(w->second)) {
+      Complete(id, ValuesOf(w->second));
+    } else {
+      Park(id);  // a key it had was deleted since: wait for it again
+    }
   }
 }
 
 void KvStore::WakeOne(const std::string& key) {
   auto it = waiting_on_.find(key);
   if (it == waiting_on_.end()) return;
-  for (WaiterId id : it->second) {
-    const Waiter& waiter = waiters_.at(id);
+  // As libuv's TCPStore: the push counts for the waiters in turn until one has nothing more
+  // to wait for; that one is released, the ones after it wait for the next push.
+  const std::set<WaiterId> waiting = it->second;
+  for (WaiterId id : waiting) {
+    Waiter& waiter = waiters_.at(id);
     if (waiter.barrier) continue;
-    if (std::all_of(waiter.keys.begin(), waiter.keys.end(),
-                    [this](const std::string& k) { return Present(k); })) {
-      Complete(id, ValuesOf(waiter));
-      return;
-    }
+    auto& on_key = waiting_on_[key];
+    on_key.erase(id);
+    if (on_key.empty()) waiting_on_.erase(key);
+    if (--waiter.missing > 0) continue;
+    Complete(id, ValuesOf(waiter));
+    return;
   }
 }
 

@@ -99,6 +99,7 @@ class KvStore {
  private:
   struct Waiter {
     std::vector<std::string> keys;  // a barrier's: its one key
+    int missing = 0;                // distinct keys it is indexed under (absent when parked)
     bool barrier = false;           // released by a write to its key, not by presence
     bool want_values = true;
     absl::Time deadline;
@@ -107,6 +108,8 @@ class KvStore {
   bool Present(const std::string& key) const;
   // Registers `id` on every key of its waiter that is absent now; completes it if none is.
   void Park(WaiterId id);
+  // True when every key of `waiter` is present.
+  bool AllPresent(const Waiter& waiter) const;
   // `key` was written: completes the waiters it completes, and releases its barrier's
   // waiters unless the write is a barrier's own count below its size.
   void Written(const std::string& key, bool release_barriers = true);

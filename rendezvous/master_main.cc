@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
     return UsageError(absl::StrCat(e.what(), "; see ddprun-master --help"));
   }
 
-  auto logger = spdlog::stderr_logger_st("ddprun-master");
+  // _mt: gRPC's threads log through it too (RouteGrpcLogsToSpdlog).
+  auto logger = spdlog::stderr_logger_mt("ddprun-master");
   logger->set_pattern("[ddprun-master] %Y-%m-%d %H:%M:%S.%e %l: %v");
   spdlog::set_default_logger(logger);
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);

@@ -283,10 +283,11 @@ absl::Status MasterServer::Impl::OnAgentMessage(SessionReactor* reactor,
 }
 
 absl::Status MasterServer::Impl::Join(SessionReactor* reactor, const pb::Join& join) {
-  if (join.version() != pb::PROTOCOL_VERSION_1) {
+  if (join.version() != pb::PROTOCOL_VERSION_2) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the agent speaks rendezvous protocol version ", join.version(),
-        " but this master speaks version 1: run the same ddprun version on every node"));
+        " but this master speaks version 2: run the same ddprun version on every node and "
+        "on ddprun-master"));
   }
   if (!options_.token.empty() && join.token() != options_.token) {
     return absl::PermissionDeniedError(

@@ -49,11 +49,14 @@ const char* VerbName(Verb verb) {
 }
 
 // Reads fields from the front of a request. A field that is not all there yet stops the
-// reader with `needed` set; one over its limit stops it with `why`.
+// reader with `needed` set; one over its limit stops it with `why`. Without `copy` it only
+// measures: a large request arriving in pieces is walked again as each piece comes, and is
+// copied once, when it is whole.
 class Reader {
  public:
-  explicit Reader(absl::string_view input) : input_(input) {}
+  Reader(absl::string_view input, bool copy) : input_(input), copy_(copy) {}
 
+  bool copying() const { return copy_; }
   bool ok() const { return needed_ == 0 && why_.empty(); }
   size_t pos() const { return pos_; }
   size_t needed() const { return needed_; }
@@ -72,7 +75,7 @@ class Reader {
     if (!Number(length)) return false;
     if (length > limit) return Refuse(absl::StrCat(what, " of ", length, " bytes; the limit is ", limit));
     if (!Have(length)) return false;
-    out.assign(input_.data() + pos_, length);
+    if (copy_) out.assign(input_.data() + pos_, length);
     pos_ += length;
     return true;
   }
@@ -103,14 +106,15 @@ class Reader {
   }
 
   absl::string_view input_;
+  const bool copy_;
   size_t pos_ = 0;
   size_t needed_ = 0;
   std::string why_;
 };
 
-// The fields of `verb` after its code byte.
+// The fields of `verb` after its code byte (only measured unless `in` copies).
 bool ReadFields(Reader& in, Request& r) {
-  std::string s;
+  std::string scratch;  // where a measuring reader "reads" counted keys and values
   uint64_t count = 0;
   switch (r.verb) {
     case Verb::kValidate:
@@ -149,17 +153,22 @@ bool ReadFields(Reader& in, Request& r) {
     case Verb::kWait:
     case Verb::kMultiGet:
       if (!in.Count(count)) return false;
-      r.keys.resize(count);
-      for (std::string& key : r.keys) {
-        if (!in.Key(key)) return false;
+      if (in.copying()) r.keys.resize(count);
+      for (uint64_t i = 0; i < count; ++i) {
+        if (!in.Key(in.copying() ? r.keys[i] : scratch)) return false;
       }
       return true;
     case Verb::kMultiSet:
       if (!in.Count(count)) return false;
-      r.keys.resize(count);
-      r.values.resize(count);
+      if (in.copying()) {
+        r.keys.resize(count);
+        r.values.resize(count);
+      }
       for (uint64_t i = 0; i < count; ++i) {
-        if (!in.Key(r.keys[i]) || !in.Value(r.values[i])) return false;
+        if (!in.Key(in.copying() ? r.keys[i] : scratch) ||
+            !in.Value(in.copying() ? r.values[i] : scratch)) {
+          return false;
+        }
       }
       return true;
   }
@@ -197,24 +206,28 @@ Parsed ParseRequest(absl::string_view input, Dialect dialect) {
   if (code >= known) {
     out.kind = Parsed::Kind::kRefused;
     out.why = absl::StrCat("query code ", code, ", which this store does not know (",
-                           dialect == Dialect::kValidated ? "torch 2.2 or later" : "torch 1.13 to 2.1",
+                           dialect == Dialect::kValidated ? "torch 2.2 or later" : "torch 1.13 to 2.0",
                            " dialect); is the worker's PyTorch newer than this ddprun?");
     return out;
   }
-  out.request.verb = dialect == Dialect::kValidated ? kValidatedCodes[code] : kLegacyCodes[code];
-  Reader in(input.substr(1));
-  if (!ReadFields(in, out.request)) {
-    if (!in.why().empty()) {
+  const Verb verb = dialect == Dialect::kValidated ? kValidatedCodes[code] : kLegacyCodes[code];
+  Request measured;
+  measured.verb = verb;
+  Reader measure(input.substr(1), /*copy=*/false);
+  if (!ReadFields(measure, measured)) {
+    if (!measure.why().empty()) {
       out.kind = Parsed::Kind::kRefused;
-      out.why = absl::StrCat(VerbName(out.request.verb), " with ", in.why());
+      out.why = absl::StrCat(VerbName(verb), " with ", measure.why());
     } else {
-      out.needed = in.needed() + 1;
+      out.needed = measure.needed() + 1;
     }
-    out.request = Request();
     return out;
   }
+  out.request.verb = verb;
+  Reader copy(input.substr(1, measure.pos()), /*copy=*/true);
+  (void)ReadFields(copy, out.request);  // whole, within the limits: measured just now
   out.kind = Parsed::Kind::kRequest;
-  out.consumed = in.pos() + 1;
+  out.consumed = measure.pos() + 1;
   return out;
 }
 

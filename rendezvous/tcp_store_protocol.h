@@ -4,9 +4,10 @@
 // from 1.13 to main (docs/protocol.md#the-workers-tcpstore):
 //   - a request is a one-byte query code and its fields, with no frame around it; strings
 //     are a u64 length and the bytes, integers are in the client's (little-endian) order;
-//   - two dialects: torch 1.13-2.1 send requests at once (SET is 0); torch 2.2 and later
+//   - two dialects: torch 1.13 to 2.0 send requests at once (SET is 0); torch 2.2 and later
 //     open every connection with VALIDATE (00 CE F7 85 3C), and every code below 8 is one
-//     higher (SET is 1). The first bytes of a connection tell which.
+//     higher (SET is 1). The first bytes of a connection tell which. torch 2.1 may speak
+//     a third (codes from 7 one lower, mid-2023 main), which no release here had to check.
 //   - there are no error replies: a server that cannot serve a request closes the
 //     connection, as PyTorch's own servers do.
 
@@ -21,7 +22,7 @@ namespace ddprun::tcpstore {
 /// The dialect of one connection.
 enum class Dialect {
   kUnknown,    // too few bytes yet to tell
-  kLegacy,     // torch 1.13 to 2.1: no handshake
+  kLegacy,     // torch 1.13 to 2.0 (2.1: not known which): no handshake
   kValidated,  // torch 2.2 and later: VALIDATE first, codes shifted by one
 };
 

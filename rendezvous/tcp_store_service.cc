@@ -1,24 +1,27 @@
 #include "rendezvous/tcp_store_service.h"
 
-#include <memory>
-
 #include "absl/strings/str_cat.h"
 
 namespace ddprun {
 
 using tcpstore::Dialect;
+using tcpstore::EncodeI64;
+using tcpstore::EncodeString;
+using tcpstore::EncodeU8;
 using tcpstore::Parsed;
 using tcpstore::Request;
 using tcpstore::Verb;
 
-void TcpStoreService::Open(ConnectionId id) { connections_[id]; }
+void TcpStoreService::Open(ConnectionId id) {
+  connections_[id].phase = serving_ ? Phase::kServed : Phase::kHeld;
+}
 
 void TcpStoreService::Receive(ConnectionId id, absl::string_view bytes) {
   auto it = connections_.find(id);
-  if (it == connections_.end()) return;
+  if (it == connections_.end() || it->second.phase == Phase::kRetired) return;
   Connection& connection = it->second;
   connection.input.append(bytes.data(), bytes.size());
-  if (serving_) return Serve(id);
+  if (connection.phase == Phase::kServed) return Serve(id);
   if (connection.input.size() > tcpstore::kMaxRequestBytes) {
     Refuse(id, absl::StrCat("it sent more than ", tcpstore::kMaxRequestBytes,
                             " bytes before its round began"));
@@ -29,23 +32,34 @@ void TcpStoreService::Closed(ConnectionId id) { Forget(id); }
 
 void TcpStoreService::BeginRound(int64_t round) {
   if (serving_) EndRound();  // never two rounds in one store
+  std::vector<ConnectionId> held;
+  for (auto it = connections_.begin(); it != connections_.end();) {
+    if (it->second.phase == Phase::kRetired) {
+      Output out;
+      out.connection = it->first;
+      out.close = true;
+      output_.push_back(std::move(out));
+      it = connections_.erase(it);
+      continue;
+    }
+    it->second.phase = Phase::kServed;
+    held.push_back(it->first);
+    ++it;
+  }
   store_ = KvStore();
   serving_ = true;
   round_ = round;
-  std::vector<ConnectionId> held;
-  for (const auto& [id, connection] : connections_) held.push_back(id);
   for (ConnectionId id : held) Serve(id);
 }
 
 void TcpStoreService::EndRound() {
-  for (const auto& [id, connection] : connections_) {
-    Output out;
-    out.connection = id;
-    out.close = true;
-    output_.push_back(std::move(out));
+  for (auto& [id, connection] : connections_) {
+    connection.phase = Phase::kRetired;
+    connection.input.clear();
+    connection.parsed = 0;
+    connection.waits.clear();
   }
-  connections_.clear();
-  store_ = KvStore();  // its waiters belonged to the connections just closed
+  store_ = KvStore();  // its waiters belonged to the retired connections
   serving_ = false;
 }
 
@@ -74,7 +88,10 @@ void TcpStoreService::Serve(ConnectionId id) {
       c.needed = parsed.needed;
       break;
     }
-    if (parsed.kind == Parsed::Kind::kRefused) return Refuse(id, std::move(parsed.why));
+    if (parsed.kind == Parsed::Kind::kRefused) {
+      Refuse(id, absl::StrCat("it sent ", parsed.why));
+      return;
+    }
     c.parsed += parsed.consumed;
     c.needed = 0;
     Execute(id, c, parsed.request);  // `c` may be gone after this
@@ -93,125 +110,157 @@ void TcpStoreService::Serve(ConnectionId id) {
 }
 
 bool TcpStoreService::Execute(ConnectionId id, Connection& c, Request& r) {
-  using tcpstore::EncodeI64;
-  using tcpstore::EncodeString;
-  using tcpstore::EncodeU8;
-  const auto fail = [&](const absl::Status& s) {
-    Refuse(id, absl::StrCat(s.message()));
-    return false;
-  };
-  switch (r.verb) {
-    case Verb::kValidate:
-      if (c.validated || c.dialect != Dialect::kValidated || r.number != tcpstore::kValidationMagic) {
-        Refuse(id, "VALIDATE after the first request");
-        return false;
-      }
-      c.validated = true;
-      return true;
-    case Verb::kPing:
-      Reply(id, tcpstore::EncodeU32(static_cast<uint32_t>(r.number)));
-      return true;
+  return (this->*HandlerOf(r.verb))(id, c, r);
+}
+
+TcpStoreService::Handler TcpStoreService::HandlerOf(Verb verb) {
+  switch (verb) {
+    case Verb::kValidate: return &TcpStoreService::OnValidate;
+    case Verb::kPing: return &TcpStoreService::OnPing;
     case Verb::kSet:
-      if (absl::Status s = store_.Set(r.keys[0], std::move(r.values[0])); !s.ok()) return fail(s);
-      return true;
     case Verb::kAppend:
-      if (absl::Status s = store_.Append(r.keys[0], r.values[0]); !s.ok()) return fail(s);
-      return true;
     case Verb::kMultiSet:
-      if (absl::Status s = store_.MultiSet(r.keys, std::move(r.values)); !s.ok()) return fail(s);
-      return true;
-    case Verb::kQueuePush:
-      if (absl::Status s = store_.QueuePush(r.keys[0], std::move(r.values[0])); !s.ok()) return fail(s);
-      return true;
-    case Verb::kCompareSet: {
-      absl::StatusOr<std::string> value = store_.CompareSet(r.keys[0], r.values[0], std::move(r.values[1]));
-      if (!value.ok()) return fail(value.status());
-      Reply(id, EncodeString(*value));
-      return true;
-    }
+    case Verb::kQueuePush: return &TcpStoreService::OnWrite;
+    case Verb::kCompareSet: return &TcpStoreService::OnCompareSet;
     case Verb::kGet:
-      // A client always WAITs before it GETs; a missing key reads as empty, as in libuv.
-      Reply(id, EncodeString(store_.Find(r.keys[0]).value_or("")));
-      return true;
-    case Verb::kMultiGet: {
-      std::string reply;
-      for (const std::string& key : r.keys) reply += EncodeString(store_.Find(key).value_or(""));
-      Reply(id, std::move(reply));
-      return true;
-    }
-    case Verb::kAdd: {
-      absl::StatusOr<int64_t> value = store_.Add(r.keys[0], r.number);
-      if (!value.ok()) return fail(value.status());
-      Reply(id, EncodeI64(*value));
-      return true;
-    }
-    case Verb::kCheck: {
-      absl::StatusOr<bool> all = store_.Check(r.keys);
-      if (!all.ok()) return fail(all.status());
-      Reply(id, EncodeU8(*all ? tcpstore::kReady : tcpstore::kNotReady));
-      return true;
-    }
-    case Verb::kNumKeys:
-      Reply(id, EncodeI64(store_.NumKeys()));
-      return true;
-    case Verb::kDelete: {
-      absl::StatusOr<bool> deleted = store_.Delete(r.keys[0]);
-      if (!deleted.ok()) return fail(deleted.status());
-      Reply(id, EncodeI64(*deleted ? 1 : 0));
-      return true;
-    }
-    case Verb::kListKeys: {
-      const std::vector<std::string> keys = store_.Keys();
-      std::string reply = EncodeI64(static_cast<int64_t>(keys.size()));
-      for (const std::string& key : keys) reply += EncodeString(key);
-      Reply(id, std::move(reply));
-      return true;
-    }
-    case Verb::kQueuePop: {
-      absl::StatusOr<KvStore::Popped> popped = store_.QueuePop(r.keys[0]);
-      if (!popped.ok()) return fail(popped.status());
-      std::string reply = EncodeI64(popped->length_before);
-      if (popped->value) reply += EncodeString(*popped->value);
-      Reply(id, std::move(reply));
-      return true;
-    }
-    case Verb::kQueueLen: {
-      absl::StatusOr<int64_t> length = store_.QueueLength(r.keys[0]);
-      if (!length.ok()) return fail(length.status());
-      Reply(id, EncodeI64(*length));
-      return true;
-    }
-    case Verb::kWait: {
-      auto slot = std::make_shared<KvStore::WaiterId>(0);
-      Park(id, store_.WaitFor(std::move(r.keys), absl::InfiniteFuture(), Answer(id, slot),
-                              /*want_values=*/false),
-           slot);
-      return true;
-    }
-    case Verb::kBarrier: {
-      auto slot = std::make_shared<KvStore::WaiterId>(0);
-      Park(id, store_.Barrier(r.keys[0], r.number, Answer(id, slot)), slot);
-      return true;
-    }
-    case Verb::kCancelWait:
-      // Always answered, also when nothing waits (the client may race a release).
-      for (KvStore::WaiterId waiter : c.waits) store_.Cancel(waiter);
-      c.waits.clear();
-      Reply(id, EncodeU8(tcpstore::kWaitCanceled));
-      return true;
-    case Verb::kWatchKey:
-      Refuse(id, "WATCH_KEY (key callbacks, in torch 1.13's C++ API only), which this store does "
-                 "not serve");
-      return false;
+    case Verb::kMultiGet: return &TcpStoreService::OnGet;
+    case Verb::kAdd: return &TcpStoreService::OnAdd;
+    case Verb::kCheck: return &TcpStoreService::OnCheck;
+    case Verb::kNumKeys: return &TcpStoreService::OnNumKeys;
+    case Verb::kDelete: return &TcpStoreService::OnDelete;
+    case Verb::kListKeys: return &TcpStoreService::OnListKeys;
+    case Verb::kQueuePop: return &TcpStoreService::OnQueuePop;
+    case Verb::kQueueLen: return &TcpStoreService::OnQueueLen;
+    case Verb::kWait:
+    case Verb::kBarrier: return &TcpStoreService::OnWait;
+    case Verb::kCancelWait: return &TcpStoreService::OnCancelWait;
+    case Verb::kWatchKey: return &TcpStoreService::OnWatchKey;
+  }
+  return &TcpStoreService::OnWatchKey;  // not reached: every verb is above
+}
+
+bool TcpStoreService::OnValidate(ConnectionId id, Connection& c, Request& r) {
+  if (c.validated || c.dialect != Dialect::kValidated || r.number != tcpstore::kValidationMagic) {
+    return Refuse(id, "it sent VALIDATE after its first request");
+  }
+  c.validated = true;
+  return true;
+}
+
+bool TcpStoreService::OnPing(ConnectionId id, Connection&, Request& r) {
+  Reply(id, tcpstore::EncodeU32(static_cast<uint32_t>(r.number)));
+  return true;
+}
+
+bool TcpStoreService::OnWrite(ConnectionId id, Connection&, Request& r) {
+  absl::Status s;
+  if (r.verb == Verb::kMultiSet) {
+    if (r.keys.empty()) return true;  // nothing to store, as PyTorch's servers
+    s = store_.MultiSet(r.keys, std::move(r.values));
+  } else if (r.verb == Verb::kSet) {
+    s = store_.Set(r.keys[0], std::move(r.values[0]));
+  } else if (r.verb == Verb::kAppend) {
+    s = store_.Append(r.keys[0], r.values[0]);
+  } else {
+    s = store_.QueuePush(r.keys[0], std::move(r.values[0]));
+  }
+  return s.ok() || Failed(id, s);
+}
+
+bool TcpStoreService::OnCompareSet(ConnectionId id, Connection&, Request& r) {
+  absl::StatusOr<std::string> value = store_.CompareSet(r.keys[0], r.values[0], std::move(r.values[1]));
+  if (!value.ok()) return Failed(id, value.status());
+  Reply(id, EncodeString(*value));
+  return true;
+}
+
+bool TcpStoreService::OnGet(ConnectionId id, Connection&, Request& r) {
+  // A client always WAITs before it GETs; a missing key reads as empty, as in libuv.
+  std::string reply;
+  for (const std::string& key : r.keys) reply += EncodeString(store_.Find(key).value_or(""));
+  Reply(id, std::move(reply));
+  return true;
+}
+
+bool TcpStoreService::OnAdd(ConnectionId id, Connection&, Request& r) {
+  absl::StatusOr<int64_t> value = store_.Add(r.keys[0], r.number);
+  if (!value.ok()) return Failed(id, value.status());
+  Reply(id, EncodeI64(*value));
+  return true;
+}
+
+bool TcpStoreService::OnCheck(ConnectionId id, Connection&, Request& r) {
+  absl::StatusOr<bool> all = r.keys.empty() ? true : store_.Check(r.keys);  // none: all there
+  if (!all.ok()) return Failed(id, all.status());
+  Reply(id, EncodeU8(*all ? tcpstore::kReady : tcpstore::kNotReady));
+  return true;
+}
+
+bool TcpStoreService::OnNumKeys(ConnectionId id, Connection&, Request&) {
+  Reply(id, EncodeI64(store_.NumKeys()));
+  return true;
+}
+
+bool TcpStoreService::OnDelete(ConnectionId id, Connection&, Request& r) {
+  absl::StatusOr<bool> deleted = store_.Delete(r.keys[0]);
+  if (!deleted.ok()) return Failed(id, deleted.status());
+  Reply(id, EncodeI64(*deleted ? 1 : 0));
+  return true;
+}
+
+bool TcpStoreService::OnListKeys(ConnectionId id, Connection&, Request&) {
+  const std::vector<std::string> keys = store_.Keys();
+  std::string reply = EncodeI64(static_cast<int64_t>(keys.size()));
+  for (const std::string& key : keys) reply += EncodeString(key);
+  Reply(id, std::move(reply));
+  return true;
+}
+
+bool TcpStoreService::OnQueuePop(ConnectionId id, Connection&, Request& r) {
+  absl::StatusOr<KvStore::Popped> popped = store_.QueuePop(r.keys[0]);
+  if (!popped.ok()) return Failed(id, popped.status());
+  std::string reply = EncodeI64(popped->length_before);
+  if (popped->value) reply += EncodeString(*popped->value);
+  Reply(id, std::move(reply));
+  return true;
+}
+
+bool TcpStoreService::OnQueueLen(ConnectionId id, Connection&, Request& r) {
+  absl::StatusOr<int64_t> length = store_.QueueLength(r.keys[0]);
+  if (!length.ok()) return Failed(id, length.status());
+  Reply(id, EncodeI64(*length));
+  return true;
+}
+
+bool TcpStoreService::OnWait(ConnectionId id, Connection& c, Request& r) {
+  if (r.keys.empty()) {  // nothing to wait for, as PyTorch's servers
+    Reply(id, EncodeU8(tcpstore::kStopWaiting));
+    return true;
+  }
+  auto slot = std::make_shared<KvStore::WaiterId>(0);
+  const KvStore::WaiterId waiter =
+      r.verb == Verb::kBarrier
+          ? store_.Barrier(r.keys[0], r.number, Answer(id, slot))
+          : store_.WaitFor(std::move(r.keys), absl::InfiniteFuture(), Answer(id, slot),
+                           /*want_values=*/false);
+  if (waiter != 0) {  // 0: answered (or refused) at once
+    *slot = waiter;
+    c.waits.insert(waiter);
   }
   return true;
 }
 
-void TcpStoreService::Park(ConnectionId id, KvStore::WaiterId waiter,
-                           const std::shared_ptr<KvStore::WaiterId>& slot) {
-  if (waiter == 0) return;  // answered (or refused) at once
-  *slot = waiter;
-  connections_.at(id).waits.insert(waiter);
+bool TcpStoreService::OnCancelWait(ConnectionId id, Connection& c, Request&) {
+  // Always answered, also when nothing waits (the client may race a release).
+  for (KvStore::WaiterId waiter : c.waits) store_.Cancel(waiter);
+  c.waits.clear();
+  Reply(id, EncodeU8(tcpstore::kWaitCanceled));
+  return true;
+}
+
+bool TcpStoreService::OnWatchKey(ConnectionId id, Connection&, Request&) {
+  return Refuse(id, "it sent WATCH_KEY (key callbacks, in torch 1.13's C++ API only), which "
+                    "this store does not serve");
 }
 
 KvStore::Done TcpStoreService::Answer(ConnectionId id, std::shared_ptr<KvStore::WaiterId> slot) {
@@ -219,8 +268,11 @@ KvStore::Done TcpStoreService::Answer(ConnectionId id, std::shared_ptr<KvStore::
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
     it->second.waits.erase(*slot);
-    if (!result.ok()) return Refuse(id, std::string(result.status().message()));
-    Reply(id, tcpstore::EncodeU8(tcpstore::kStopWaiting));
+    if (!result.ok()) {
+      Failed(id, result.status());
+      return;
+    }
+    Reply(id, EncodeU8(tcpstore::kStopWaiting));
   };
 }
 
@@ -239,13 +291,18 @@ void TcpStoreService::Reply(ConnectionId id, std::string bytes) {
   output_.push_back(std::move(out));
 }
 
-void TcpStoreService::Refuse(ConnectionId id, std::string why) {
+bool TcpStoreService::Refuse(ConnectionId id, std::string why) {
   Output out;
   out.connection = id;
   out.close = true;
   out.why = std::move(why);
   output_.push_back(std::move(out));
   Forget(id);
+  return false;
+}
+
+bool TcpStoreService::Failed(ConnectionId id, const absl::Status& status) {
+  return Refuse(id, absl::StrCat("its request failed: ", status.message()));
 }
 
 void TcpStoreService::Forget(ConnectionId id) {

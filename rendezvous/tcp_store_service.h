@@ -8,16 +8,21 @@
 // restarts hands the next attempt the keys of the last one (a dead peer's address: PyTorch
 // issue #135712). Here a round's store starts empty, and a connection belongs to one round:
 //
-//   HOLDING --BeginRound--> SERVING --EndRound (every connection closed)--> HOLDING
+//   connection:  HELD --BeginRound--> SERVED --EndRound--> RETIRED --BeginRound--> closed
+//                (opened while no round runs)                (unanswered until then)
 //
-// While holding, connections are accepted and their bytes kept, but nothing is served: they
-// come from workers of the next round whose node got its assignment before this one did
-// (or from dying workers of the last round). BeginRound is called when this agent gets its
-// own assignment, once every worker of the last round has exited: connections whose peer
-// has hung up by then are gone, and the others are served from their first byte.
+// A connection opened while no round runs is held: its bytes are kept, nothing is answered.
+// It comes from a worker of the next round whose node got its assignment before this agent
+// did (or from a dying worker of the last round). BeginRound is called when this agent gets
+// its own assignment, once every worker of the last round has exited: held connections
+// whose peer has hung up by then are gone with what they sent, the others are served from
+// their first byte. EndRound (a stop order) answers nothing more on the round's connections
+// but closes them only at the next BeginRound: the workers on them are being stopped by
+// their own agents, and a reset would make them fail first, with the store as the cause.
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -33,7 +38,7 @@ class TcpStoreService {
   using ConnectionId = uint64_t;
 
   /// Bytes for a connection, in order; `close` after them, with `why` (empty: an orderly
-  /// close at the end of a round).
+  /// close at the end of a round; else a sentence saying what the client did).
   struct Output {
     ConnectionId connection = 0;
     std::string bytes;
@@ -46,9 +51,10 @@ class TcpStoreService {
   /// The connection is gone (its peer hung up, or the I/O layer gave up on it).
   void Closed(ConnectionId id);
 
-  /// This agent's round `round` has begun: an empty store, and the held connections served.
+  /// This agent's round `round` has begun: the last round's connections are closed, the
+  /// store is empty, and the held connections are served.
   void BeginRound(int64_t round);
-  /// The round is over: every connection is closed and new ones are held.
+  /// The round is over: nothing more is answered, and new connections are held.
   void EndRound();
 
   std::vector<Output> TakeOutput();
@@ -59,7 +65,9 @@ class TcpStoreService {
   const KvStore& store() const { return store_; }
 
  private:
+  enum class Phase { kHeld, kServed, kRetired };
   struct Connection {
+    Phase phase = Phase::kHeld;
     tcpstore::Dialect dialect = tcpstore::Dialect::kUnknown;
     std::string input;
     size_t parsed = 0;  // bytes of `input` already handled
@@ -67,15 +75,33 @@ class TcpStoreService {
     bool validated = false;
     std::set<KvStore::WaiterId> waits;  // WAITs and BARRIERs not answered yet
   };
+  // One verb's rules; false when it closed the connection.
+  using Handler = bool (TcpStoreService::*)(ConnectionId, Connection&, tcpstore::Request&);
 
   void Serve(ConnectionId id);
-  // False when the connection was closed.
-  bool Execute(ConnectionId id, Connection& connection, tcpstore::Request& request);
+  bool Execute(ConnectionId id, Connection& c, tcpstore::Request& r);
+  bool OnValidate(ConnectionId id, Connection& c, tcpstore::Request& r);
+  bool OnPing(ConnectionId id, Connection& c, tcpstore::Request& r);
+  bool OnWrite(ConnectionId id, Connection& c, tcpstore::Request& r);  // SET, APPEND, MULTI_SET, QUEUE_PUSH
+  bool OnCompareSet(ConnectionId id, Connection& c, tcpstore::Request& r);
+  bool OnGet(ConnectionId id, Connection& c, tcpstore::Request& r);  // GET, MULTI_GET
+  bool OnAdd(ConnectionId id, Connection& c, tcpstore::Request& r);
+  bool OnCheck(ConnectionId id, Connection& c, tcpstore::Request& r);
+  bool OnNumKeys(ConnectionId id, Connection& c, tcpstore::Request& r);
+  bool OnDelete(ConnectionId id, Connection& c, tcpstore::Request& r);
+  bool OnListKeys(ConnectionId id, Connection& c, tcpstore::Request& r);
+  bool OnQueuePop(ConnectionId id, Connection& c, tcpstore::Request& r);
+  bool OnQueueLen(ConnectionId id, Connection& c, tcpstore::Request& r);
+  bool OnWait(ConnectionId id, Connection& c, tcpstore::Request& r);  // WAIT, BARRIER
+  bool OnCancelWait(ConnectionId id, Connection& c, tcpstore::Request& r);
+  bool OnWatchKey(ConnectionId id, Connection& c, tcpstore::Request& r);
+  static Handler HandlerOf(tcpstore::Verb verb);
+
   void Reply(ConnectionId id, std::string bytes);
-  void Refuse(ConnectionId id, std::string why);
+  // Closes the connection after a bad request; `why` says what the client did.
+  bool Refuse(ConnectionId id, std::string why);
+  bool Failed(ConnectionId id, const absl::Status& status);
   void Forget(ConnectionId id);
-  // Parks a WAIT or BARRIER of `id`; it is answered with STOP_WAITING when released.
-  void Park(ConnectionId id, KvStore::WaiterId waiter, const std::shared_ptr<KvStore::WaiterId>& slot);
   KvStore::Done Answer(ConnectionId id, std::shared_ptr<KvStore::WaiterId> slot);
   void RunCompletions();
 

@@ -51,7 +51,7 @@ NodeInfo NodeFromJoin(const v1::Join& join) {
 v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::string& token,
                     const RendezvousSettings& settings) {
   v1::Join join;
-  join.set_version(v1::PROTOCOL_VERSION_1);
+  join.set_version(v1::PROTOCOL_VERSION_2);
   join.set_run_id(run_id);
   join.set_token(token);
   join.mutable_node()->set_host(node.host);

@@ -17,7 +17,7 @@ RendezvousSettings FromWire(const v1::RunSettings& settings);
 v1::RunSettings ToWire(const RendezvousSettings& settings);
 
 NodeInfo NodeFromJoin(const v1::Join& join);
-/// The Join an agent sends (protocol version 1).
+/// The Join an agent sends (protocol version 2).
 v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::string& token,
                     const RendezvousSettings& settings);
 

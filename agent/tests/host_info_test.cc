@@ -38,9 +38,13 @@ TEST(ResolvesBeyondLoopbackTest, LoopbackNamesAreNot) {
 namespace ddprun {
 namespace {
 
-TEST(InterfaceTowardTest, LoopbackIsReachedThroughLo) {
-  EXPECT_EQ(InterfaceToward("127.0.0.1"), "lo");
-  EXPECT_EQ(InterfaceToward("no-such-host.invalid"), "");
+TEST(InterfaceTowardTest, LoopbackIsReachedThroughTheLoopbackInterface) {
+  const NetworkInterface lo = InterfaceToward("127.0.0.1");
+  EXPECT_EQ(lo.name, "lo");
+  EXPECT_TRUE(lo.loopback);
+  EXPECT_EQ(InterfaceHolding("127.0.0.1").name, "lo");
+  EXPECT_EQ(InterfaceToward("no-such-host.invalid").name, "");
+  EXPECT_EQ(InterfaceHolding("192.0.2.7").name, "") << "not an address of this host";
 }
 
 }  // namespace

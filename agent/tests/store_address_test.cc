@@ -41,5 +41,14 @@ TEST(OfferStoreAddressTest, TheHostNameIsAFallbackOnlyWhenItIsNotLoopback) {
   EXPECT_EQ(OfferStoreAddress(facts).fallback_addr, "node7");
 }
 
+// On the node whose name MASTER_ADDR is (Debian: 127.0.1.1 there), the interface toward
+// MASTER_ADDR is loopback; the next choice wins.
+TEST(ChooseGlooInterfaceTest, TheFirstThatIsNotLoopback) {
+  EXPECT_EQ(ChooseGlooInterface({{"eth0", false}, {"ib0", false}}), "eth0");
+  EXPECT_EQ(ChooseGlooInterface({{"lo", true}, {"", false}, {"eth1", false}}), "eth1");
+  EXPECT_EQ(ChooseGlooInterface({{"lo", true}, {"lo", true}, {"", false}}), "");
+  EXPECT_EQ(ChooseGlooInterface({}), "");
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -112,7 +112,7 @@ TEST(TcpStoreServerTest, ServesClientsOfBothDialectsOverIPv4AndIPv6) {
   EXPECT_EQ(now.Read(8 + 13), EncodeString("10.0.0.1:1234"));
 }
 
-TEST(TcpStoreServerTest, ConnectionsWaitForTheRoundAndAreClosedWhenItEnds) {
+TEST(TcpStoreServerTest, ConnectionsWaitForTheirRoundAndAreClosedWhenTheNextBegins) {
   auto server = StartServer();
   ASSERT_NE(server, nullptr);
   RawClient early(server->port());
@@ -122,8 +122,10 @@ TEST(TcpStoreServerTest, ConnectionsWaitForTheRoundAndAreClosedWhenItEnds) {
   EXPECT_EQ(early.Read(8), EncodeI64(1));
   early.Send(RequestBytes(Verb::kSet, Dialect::kLegacy).Str("/old").Str("x"));
   server->EndRound();
-  EXPECT_TRUE(early.ClosedBy(absl::Seconds(10)));
+  early.Send(RequestBytes(Verb::kAdd, Dialect::kLegacy).Str("init/").I64(1));
+  EXPECT_EQ(early.Read(8, absl::Milliseconds(300)), "") << "an ended round answers nothing";
   server->BeginRound(1);
+  EXPECT_TRUE(early.ClosedBy(absl::Seconds(10)));
   RawClient next(server->port());
   next.Send(RequestBytes(Verb::kCheck, Dialect::kLegacy).U64(1).Str("/old"));
   EXPECT_EQ(next.Read(1), EncodeU8(tcpstore::kNotReady)) << "round 1 starts empty";
@@ -145,7 +147,7 @@ TEST(TcpStoreServerTest, ABadRequestClosesOnlyItsConnectionAndIsReported) {
   EXPECT_TRUE(bad.ClosedBy(absl::Seconds(10)));
   ASSERT_TRUE(WaitUntil([&] { std::lock_guard<std::mutex> l(mu); return !reported.empty(); }, absl::Seconds(10)));
   EXPECT_THAT(reported, HasSubstr("127.0.0.1:"));
-  EXPECT_THAT(reported, HasSubstr("query code 64"));
+  EXPECT_THAT(reported, HasSubstr("it sent query code 64"));
   good.Send(RequestBytes(Verb::kNumKeys, Dialect::kLegacy));
   EXPECT_EQ(good.Read(8), EncodeI64(0));
 }

@@ -291,5 +291,35 @@ TEST_F(KvStoreTest, ACancelledBarrierCallerStillCountedIsNeverCompleted) {
   EXPECT_TRUE(last.has_value() && last->ok());
 }
 
+// A wait for a queue and a key: the push counts for it (as libuv's), the key releases it.
+TEST_F(KvStoreTest, AWaitForAQueueAndAKeyIsReleasedWhenBothCame) {
+  std::optional<absl::StatusOr<std::vector<std::string>>> got;
+  store_.WaitFor({"q", "k"}, absl::InfiniteFuture(), Capture(got), false);
+  ASSERT_TRUE(store_.QueuePush("q", "job").ok());
+  RunCompletions();
+  EXPECT_FALSE(got.has_value());
+  ASSERT_TRUE(store_.Set("k", "v").ok());
+  RunCompletions();
+  EXPECT_TRUE(got.has_value() && got->ok());
+}
+
+// Every rank gathers every rank's key: each write touches each waiter once.
+TEST_F(KvStoreTest, AnAllGatherOfManyRanksCompletesEveryWaiter) {
+  constexpr int kRanks = 512;
+  std::vector<std::string> keys;
+  for (int r = 0; r < kRanks; ++r) keys.push_back("data/" + std::to_string(r));
+  int completed = 0;
+  for (int r = 0; r < kRanks; ++r) {
+    store_.WaitFor(keys, absl::InfiniteFuture(),
+                   [&](absl::StatusOr<std::vector<std::string>> v) {
+                     completed += v.ok() && v->size() == keys.size();
+                   });
+  }
+  for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(store_.Set(keys[r], "x").ok());
+  RunCompletions();
+  EXPECT_EQ(completed, kRanks);
+  EXPECT_EQ(store_.Waiting(), 0);
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -43,14 +43,14 @@ class TestSession {
     stream_ = stub_->Session(&context_);
   }
   bool Join(const std::string& run_id, const std::string& host, int min_nodes, int max_nodes,
-            int max_restarts = 0, const std::string& token = "", int version = 1,
+            int max_restarts = 0, const std::string& token = "", int version = 2,
             absl::Duration keep_alive = absl::Seconds(5)) {
     return stream_->Write(JoinMessage(run_id, host, min_nodes, max_nodes, max_restarts, token,
                                       version, keep_alive));
   }
   static pb::AgentMessage JoinMessage(const std::string& run_id, const std::string& host,
                                       int min_nodes, int max_nodes, int max_restarts = 0,
-                                      const std::string& token = "", int version = 1,
+                                      const std::string& token = "", int version = 2,
                                       absl::Duration keep_alive = absl::Seconds(5)) {
     pb::AgentMessage message;
     pb::Join* join = message.mutable_join();
@@ -231,8 +231,8 @@ TEST_F(MasterServerTest, SilentAgentIsDroppedAndTheOthersAreTold) {
   StartMaster();
   TestSession a(NewChannel()), b(NewChannel());
   const absl::Duration keep_alive = absl::Milliseconds(100);
-  ASSERT_TRUE(a.Join("job", "node1", 1, 2, 0, "", 1, keep_alive));
-  ASSERT_TRUE(b.Join("job", "node2", 1, 2, 0, "", 1, keep_alive));
+  ASSERT_TRUE(a.Join("job", "node1", 1, 2, 0, "", 2, keep_alive));
+  ASSERT_TRUE(b.Join("job", "node2", 1, 2, 0, "", 2, keep_alive));
   ASSERT_TRUE(a.Read()->has_assignment());
   ASSERT_TRUE(b.Read()->has_assignment());
   std::atomic<bool> stop_beating{false};
@@ -287,9 +287,10 @@ TEST_F(MasterServerTest, WrongRunIdIsRefused) {
 TEST_F(MasterServerTest, OtherProtocolVersionAndMismatchedSettingsAreRefused) {
   StartMaster();
   TestSession old_agent(NewChannel());
-  ASSERT_TRUE(old_agent.Join("job", "node1", 1, 2, 0, "", /*version=*/7));
+  ASSERT_TRUE(old_agent.Join("job", "node1", 1, 2, 0, "", /*version=*/1));  // before addr could be empty
   EXPECT_FALSE(old_agent.Read().has_value());
-  EXPECT_THAT(old_agent.Close().error_message(), HasSubstr("protocol version 7"));
+  EXPECT_THAT(old_agent.Close().error_message(),
+              HasSubstr("the agent speaks rendezvous protocol version 1 but this master speaks version 2"));
   TestSession a(NewChannel()), b(NewChannel());
   ASSERT_TRUE(a.Join("job", "node1", 1, 1));
   ASSERT_TRUE(a.Read()->has_assignment());  // the run exists with --nnodes=1:1 now

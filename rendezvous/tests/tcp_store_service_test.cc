@@ -154,29 +154,46 @@ TEST_F(TcpStoreServiceTest, BadRequestsCloseTheConnectionSayingWhy) {
   Send(1, RequestBytes(Verb::kSet, kOld).Str("/s").Str("text"));
   Send(1, RequestBytes(Verb::kAdd, kOld).Str("/s").I64(1));
   ASSERT_TRUE(closed_.count(1));
-  EXPECT_THAT(closed_[1], HasSubstr("'/s' holds a value that is not an integer"));
+  EXPECT_THAT(closed_[1], HasSubstr("its request failed: store key '/s' holds a value that is not an integer"));
   Send(2, ValidateBytes() + Hex("13"));
-  EXPECT_THAT(closed_[2], HasSubstr("query code 19"));
+  EXPECT_THAT(closed_[2], HasSubstr("it sent query code 19"));
   Send(3, RequestBytes(Verb::kWatchKey, kOld).Str("/w"));
-  EXPECT_THAT(closed_[3], HasSubstr("WATCH_KEY"));
+  EXPECT_THAT(closed_[3], HasSubstr("it sent WATCH_KEY"));
   Send(4, ValidateBytes() + ValidateBytes());
-  EXPECT_THAT(closed_[4], HasSubstr("VALIDATE after the first request"));
+  EXPECT_THAT(closed_[4], HasSubstr("it sent VALIDATE after its first request"));
   EXPECT_EQ(service_.connections(), 0);
   // A closed connection's later bytes are ignored.
   service_.Receive(1, std::string(RequestBytes(Verb::kGet, kOld).Str("/s")));
   EXPECT_EQ(Got(1), "");
 }
 
-// Rounds: what a dead round wrote is never seen by the next one.
-TEST_F(TcpStoreServiceTest, EndRoundClosesEveryConnectionAndTheNextRoundStartsEmpty) {
+// Rounds: what a dead round wrote is never seen by the next one. The dead round's
+// connections get no more answers (their workers are being stopped by their own agents, who
+// should find them waiting, not failing of a reset), and are closed when the next begins.
+TEST_F(TcpStoreServiceTest, AnEndedRoundAnswersNothingMoreAndTheNextStartsEmpty) {
   Send(1, RequestBytes(Verb::kSet, kOld).Str("/default_pg/0//cpu//0/0").Str("old peer address"));
   service_.EndRound();
-  Collect();
-  EXPECT_TRUE(closed_.count(1));
-  EXPECT_EQ(closed_[1], "") << "an orderly close, not a refusal";
+  Send(1, RequestBytes(Verb::kNumKeys, kOld));
+  EXPECT_EQ(Got(1), "");
+  EXPECT_FALSE(closed_.count(1));
   service_.BeginRound(1);
+  Collect();
+  ASSERT_TRUE(closed_.count(1));
+  EXPECT_EQ(closed_[1], "") << "an orderly close, not a refusal";
   Send(2, std::string(RequestBytes(Verb::kCheck, kOld).U64(1).Str("/default_pg/0//cpu//0/0")));
   EXPECT_EQ(Got(2), EncodeU8(tcpstore::kNotReady));
+}
+
+// As PyTorch's servers: a WAIT or CHECK of no keys is answered at once, MULTI_GET and
+// MULTI_SET of none are no-ops (store.wait([]) from a script must not reset the connection).
+TEST_F(TcpStoreServiceTest, RequestsForNoKeysAreAnsweredAtOnce) {
+  Send(1, ValidateBytes() + std::string(RequestBytes(Verb::kWait, kNew).U64(0)) +
+              std::string(RequestBytes(Verb::kCheck, kNew).U64(0)) +
+              std::string(RequestBytes(Verb::kMultiSet, kNew).U64(0)) +
+              std::string(RequestBytes(Verb::kMultiGet, kNew).U64(0)) +
+              std::string(RequestBytes(Verb::kNumKeys, kNew)));
+  EXPECT_EQ(Got(1), EncodeU8(0) + EncodeU8(tcpstore::kReady) + EncodeI64(0));
+  EXPECT_TRUE(closed_.empty());
 }
 
 // A worker of the next round may reach this store before this agent has its assignment:
@@ -201,7 +218,7 @@ TEST_F(TcpStoreServiceTest, ConnectionsBetweenRoundsAreHeldAndServedWhenTheRound
 TEST_F(TcpStoreServiceTest, AHeldConnectionThatSendsTooMuchIsClosed) {
   service_.EndRound();
   Send(1, std::string(tcpstore::kMaxRequestBytes + 1, '\x03'));
-  EXPECT_THAT(closed_[1], HasSubstr("before its round began"));
+  EXPECT_THAT(closed_[1], HasSubstr("it sent more than 67108864 bytes before its round began"));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // PyTorch's own TCPStore client against the TCPStore a ddprun agent serves: every public
 // method, and a gloo process group created as torchrun's workers create it under
-// TORCHELASTIC_USE_AGENT_STORE=True. With Debian's torch 1.13 (the dialect of 1.13 to 2.1),
+// TORCHELASTIC_USE_AGENT_STORE=True. With Debian's torch 1.13 (the dialect of 1.13 to 2.0),
 // and with torch 2.x (2.2 and later: VALIDATE, PING, CANCEL_WAIT, ...) in the root
 // scripts/torch2-root.sh makes (DDPRUN_TORCH2_ROOT; scripts/test.sh sets it as root). The
 // same server under real ddprun jobs: compat_test.cc, torch2_test.cc and tests/netns.

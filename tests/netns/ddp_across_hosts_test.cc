@@ -29,8 +29,8 @@ constexpr int kPort = 29500;
 
 class DdpAcrossHosts : public ::testing::Test {
  protected:
-  void MakeHosts(int hosts) {
-    auto cluster = NetnsCluster::Create(hosts);
+  void MakeHosts(int hosts, NetnsCluster::Names names = NetnsCluster::Names::kOwnOnly) {
+    auto cluster = NetnsCluster::Create(hosts, names);
     if (!cluster.ok()) GTEST_SKIP() << "no network namespaces here: " << cluster.status().message();
     cluster_ = std::move(*cluster);
   }
@@ -102,6 +102,22 @@ TEST_F(DdpAcrossHosts, TheC10dFormTrains) {
   ExpectExit0(*b);
   ExpectTrained(out, 4);
   ExpectMeetingAt(out, 4, NetnsCluster::Address(1), kPort);
+  ExpectHostsEmpty(2);
+}
+
+// Names that resolve everywhere, each host's own to 127.0.1.1 there (Debian with DNS), and
+// the endpoint given by name: workers get MASTER_ADDR=node1, which node1 itself resolves to
+// loopback; gloo there must still listen where node2 reaches it (GLOO_SOCKET_IFNAME: the
+// interface node2's connection arrived at).
+TEST_F(DdpAcrossHosts, TheC10dFormTrainsWithAnEndpointNamedAsTheHostIsNamed) {
+  MakeHosts(2, NetnsCluster::Names::kEverywhere);
+  TempDir out;
+  auto a = Ddprun(1, C10d("2", NetnsCluster::HostName(1)), out);
+  auto b = Ddprun(2, C10d("2", NetnsCluster::HostName(1)), out);
+  ExpectExit0(*a);
+  ExpectExit0(*b);
+  ExpectTrained(out, 4);
+  ExpectMeetingAt(out, 4, NetnsCluster::HostName(1), kPort);
   ExpectHostsEmpty(2);
 }
 

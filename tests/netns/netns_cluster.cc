@@ -15,7 +15,7 @@ const char* const kIp = "/usr/sbin/ip";
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<NetnsCluster>> NetnsCluster::Create(int hosts) {
+absl::StatusOr<std::unique_ptr<NetnsCluster>> NetnsCluster::Create(int hosts, Names names) {
   if (::geteuid() != 0) return absl::FailedPreconditionError("network namespaces need root");
   if (::access(kIp, X_OK) != 0) return absl::FailedPreconditionError("no /usr/sbin/ip (iproute2)");
   std::unique_ptr<NetnsCluster> cluster(new NetnsCluster(absl::StrCat("ddpt", ::getpid())));
@@ -42,8 +42,11 @@ absl::StatusOr<std::unique_ptr<NetnsCluster>> NetnsCluster::Create(int hosts) {
              {"-n", ns, "link", "set", "lo", "up"}}) {
       if (absl::Status s = cluster->Ip(args); !s.ok()) return s;
     }
-    WriteFile(cluster->files_ / absl::StrCat("hosts.", host),
-              absl::StrCat("127.0.0.1 localhost\n127.0.1.1 ", HostName(host), "\n"));
+    std::string etc_hosts = absl::StrCat("127.0.0.1 localhost\n127.0.1.1 ", HostName(host), "\n");
+    for (int other = 1; other <= hosts && names == Names::kEverywhere; ++other) {
+      if (other != host) absl::StrAppend(&etc_hosts, Address(other), " ", HostName(other), "\n");
+    }
+    WriteFile(cluster->files_ / absl::StrCat("hosts.", host), etc_hosts);
   }
   return cluster;
 }

@@ -5,10 +5,12 @@
 // these namespaces. Everything is removed in the destructor, also when a test fails.
 // Needs root (ctest label `netns`).
 //
-// Each host has a name of its own, node<host>, which resolves only on that host and only to
-// 127.0.1.1, as Debian and Ubuntu write a machine's /etc/hosts: host names do not resolve
-// across hosts, as on most clusters. A program started on a host sees that name and that
-// /etc/hosts (its own UTS and mount namespaces).
+// Each host has a name of its own, node<host>, which resolves on that host to 127.0.1.1, as
+// Debian and Ubuntu write a machine's /etc/hosts, and by default nowhere else: host names do
+// not resolve across hosts, as on many clusters. With Names::kEverywhere every host also
+// resolves the others' names to their addresses (as with DNS, the own name still loopback).
+// A program started on a host sees that name and that /etc/hosts (its own UTS and mount
+// namespaces).
 
 #include <memory>
 #include <string>
@@ -22,8 +24,9 @@ namespace ddprun::testing {
 
 class NetnsCluster {
  public:
+  enum class Names { kOwnOnly, kEverywhere };
   /// Hosts 1..`hosts`. The error says why (not root, no `ip`, ...).
-  static absl::StatusOr<std::unique_ptr<NetnsCluster>> Create(int hosts);
+  static absl::StatusOr<std::unique_ptr<NetnsCluster>> Create(int hosts, Names names = Names::kOwnOnly);
   ~NetnsCluster();
 
   /// "10.213.0.<host>".

@@ -424,7 +424,9 @@ std::string ElasticAgent::GlooInterface(const std::string& master_addr) {
   }
   const std::string name = ChooseGlooInterface(choices);
   if (name.empty() && gloo_said_ != "?") {
-    spdlog::warn("this host's name resolves only to loopback here, where gloo listens, and no "
+    // Mostly every node on this machine (a test, a workstation), where loopback is right:
+    // INFO, not a warning on every such job.
+    spdlog::info("this host's name resolves only to loopback here, where gloo listens, and no "
                  "interface toward the other nodes is known: workers that use gloo may not reach "
                  "each other; set GLOO_SOCKET_IFNAME (e.g. eth0), or give this host's name an "
                  "address the other nodes reach");

@@ -7,7 +7,7 @@ function(ddprun_test name label)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   if(DDPRUN_SANITIZE)
     # Inherited by everything a test starts (ddprun, its workers).
-    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 30
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 30 PROPERTIES
       ENVIRONMENT "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/cmake/lsan.supp")
   else()
     gtest_discover_tests(${name} DISCOVERY_TIMEOUT 30)

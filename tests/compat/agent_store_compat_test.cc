@@ -39,7 +39,8 @@ class AgentStoreCompat : public ::testing::TestWithParam<const char*> {
     EXPECT_THAT(r.err, ::testing::Not(::testing::HasSubstr("refused"))) << r.err;
   }
   int Port() const {
-    absl::string_view err = server_->ErrSoFar();
+    const std::string text = server_->ErrSoFar();
+    absl::string_view err = text;
     if (!absl::ConsumePrefix(&err, "port ")) return 0;
     int port = 0;
     return absl::SimpleAtoi(absl::StripAsciiWhitespace(err.substr(0, err.find('\n'))), &port) ? port : 0;

@@ -1,7 +1,8 @@
-"""A real PyTorch DDP job (gloo, CPU, init_method env://, DistributedSampler), unchanged from
-what one would run under torchrun. Writes <out_dir>/rank<RANK>.txt with the SHA-256 of the
-final parameters and the full-dataset loss before and after training, and
-<out_dir>/launch<RANK>.txt with what the launcher told it (MASTER_ADDR and the rest), and
+"""A real PyTorch DDP job (init_method env://, DistributedSampler), unchanged from what one
+would run under torchrun: gloo on the CPU, or NCCL on GPU LOCAL_RANK with
+device_ids=[LOCAL_RANK]. Writes <out_dir>/rank<RANK>.txt with the SHA-256 of the final
+parameters and the full-dataset loss before and after training, <out_dir>/launch<RANK>.txt
+with what the launcher told it (MASTER_ADDR and the rest) and the device it trained on, and
 <out_dir>/meeting.<RANK> before init_process_group.
 
 Training is deterministic: the same world size gives the same final parameters, whatever
@@ -9,6 +10,7 @@ happened before (a restarted attempt starts again from the start).
 
   --crash RANK:STEP   in the first attempt (TORCHELASTIC_RESTART_COUNT=0), RANK exits 3 at
                       training step STEP, as a crashing worker would
+  --backend B         gloo (the default) or nccl
   --world N           a smaller world only checks that it works (one all_reduce), writes
                       <out_dir>/ready.<WORLD_SIZE>.<RANK>, and waits to be stopped: the job
                       trains once N workers are in it
@@ -33,19 +35,30 @@ def main():
     parser.add_argument("out_dir")
     parser.add_argument("--crash", default="")
     parser.add_argument("--world", type=int, default=0)
+    parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     args = parser.parse_args()
+
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        # Deterministic cuBLAS, so that a restarted job ends where an uncrashed one does.
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
 
     # Written before the workers meet: a test can tell workers that wait for each other.
     open(os.path.join(args.out_dir, f"meeting.{os.environ['RANK']}"), "w").close()
-    dist.init_process_group("gloo", init_method="env://")
+    dist.init_process_group(args.backend, init_method="env://")
     rank, world = dist.get_rank(), dist.get_world_size()
     assert rank == int(os.environ["RANK"]) and world == int(os.environ["WORLD_SIZE"])
     with open(os.path.join(args.out_dir, f"launch{rank}.txt"), "w") as out:
         for name in LAUNCH_VARIABLES:
             out.write(f"{name}={os.environ.get(name, '')}\n")
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+        out.write(f"DEVICE={device} {name}\n")
 
     if args.world and world < args.world:
-        t = torch.ones(1)
+        t = torch.ones(1, device=device)
         dist.all_reduce(t)
         assert t.item() == world
         open(os.path.join(args.out_dir, f"ready.{world}.{rank}"), "w").close()
@@ -58,12 +71,14 @@ def main():
     data = torch.Generator().manual_seed(0)
     x = torch.randn(512, 8, generator=data)
     y = x @ torch.randn(8, 1, generator=data) + 0.01 * torch.randn(512, 1, generator=data)
+    x, y = x.to(device), y.to(device)
     dataset = TensorDataset(x, y)
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=True, seed=1)
     loader = DataLoader(dataset, batch_size=32, sampler=sampler)
 
     torch.manual_seed(1000 + rank)  # different on each rank: DDP must broadcast rank 0's
-    model = DistributedDataParallel(torch.nn.Linear(8, 1))
+    model = torch.nn.Linear(8, 1).to(device)
+    model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
     loss_fn = torch.nn.functional.mse_loss
     with torch.no_grad():
@@ -81,7 +96,7 @@ def main():
             step += 1
     with torch.no_grad():
         loss_after = loss_fn(model.module(x), y).item()
-    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    params = torch.cat([p.detach().flatten().cpu() for p in model.parameters()])
     digest = hashlib.sha256(params.numpy().tobytes()).hexdigest()
     with open(os.path.join(args.out_dir, f"rank{rank}.txt"), "w") as out:
         out.write(f"{digest} {loss_before} {loss_after}\n")

@@ -35,6 +35,17 @@ TEST(Gpu, CudaVisibleDevicesLimitsTheCount) {
   EXPECT_EQ(ParseEnvFile(dir / "env.0.0")["WORLD_SIZE"], "1");
 }
 
+TEST(Gpu, CudaVisibleDevicesHidingEveryGpuIsAClearError) {
+  ASSERT_GT(NvidiaSmiGpuCount(), 0);
+  TempDir dir;
+  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=gpu"}, {"env", dir.path()}),
+                               {{"CUDA_VISIBLE_DEVICES", ""}});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, ::testing::HasSubstr("--nproc-per-node=gpu: no GPU is visible on this node"));
+  EXPECT_THAT(r.err, ::testing::HasSubstr("CUDA_VISIBLE_DEVICES"));
+  EXPECT_FALSE(FileExists(dir / "env.0.0"));
+}
+
 TEST(Gpu, AutoPrefersGpusOverCpus) {
   const int gpus = NvidiaSmiGpuCount();
   ASSERT_GT(gpus, 0);

@@ -12,6 +12,7 @@ build_pkgs=(
   build-essential cmake ninja-build pkg-config git
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev
+  patchelf  # scripts/gpu-bundle.sh
 )
 test_pkgs=(
   python3 python3-torch procps iproute2 openssl clang-14 libclang-rt-14-dev

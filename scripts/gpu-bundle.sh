@@ -25,11 +25,10 @@
 #
 # Not bundled: glibc (any as new as the MANIFEST says), the driver's libcuda.so.1, and
 # libcudart.so.13 and libnccl.so.2, which must match the driver and are what PyTorch there
-# uses too. tests/gpu/run.sh --bundle finds them: first where the loader already does
-# (ldconfig), then under the nvidia/ packages of the site-packages of PYTHON_EXEC (or
-# python3) - nvidia/cu13/lib, nvidia/cuda_runtime/lib, nvidia/nccl/lib - then in
-# /usr/local/cuda*/lib64 and /usr/local/nvidia/lib64, and puts their folders on
-# LD_LIBRARY_PATH.
+# uses too. tests/gpu/run.sh --bundle finds them (docs/gpu.md): where a PyTorch process
+# loaded them from, then NVIDIA's wheels in that Python's site-packages (nvidia/cu13/lib,
+# nvidia/nccl/lib, ...), then LD_LIBRARY_PATH, /usr/local/cuda*/lib64 and
+# /usr/local/nvidia/lib64, and puts their folders on LD_LIBRARY_PATH.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

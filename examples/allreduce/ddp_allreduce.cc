@@ -255,7 +255,8 @@ int main(int argc, char** argv) {
     printf("  %10zu %13zu %9s %7s %7d", bytes, bytes / sizeof(float), "float", "sum", -1);
     int column = 0;
     for (const Timing& t : {out_of_place, in_place}) {
-      const double algbw = bytes / t.us / 1000.0;  // GB/s
+      // On one rank NCCL may queue nothing at all (in place): no time, and no bandwidth.
+      const double algbw = t.us > 0 ? bytes / t.us / 1000.0 : 0.0;  // GB/s
       const double busbw = algbw * 2.0 * (n - 1) / n;
       busbw_sum += busbw;
       ++measurements;

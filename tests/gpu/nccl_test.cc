@@ -65,6 +65,7 @@ TEST(GpuNccl, InitNcclAndAllReduceOnOneRank) {
   absl::StatusOr<NcclCommunicator> world = ctx.InitNccl();
   ASSERT_TRUE(world.ok()) << world.status();
   std::printf("[ measure ] InitNccl on 1 rank: %.1f ms\n", absl::ToDoubleMilliseconds(absl::Now() - start));
+  std::fflush(stdout);
   EXPECT_EQ(world->size(), 1);
   EXPECT_EQ(world->device(), 0);
   EXPECT_TRUE(world->AsyncError().ok());
@@ -107,73 +108,99 @@ TEST(GpuNccl, SplitAndAbort) {
   EXPECT_FALSE(part->AsyncError().ok());
 }
 
-// A stream held by a host function until the test opens the gate: a collective queued
-// behind it cannot finish, as one waiting for a dead or stuck peer cannot.
-struct StreamGate {
-  std::mutex mu;
-  std::condition_variable opened;
-  bool open = false;
-
-  static void CUDART_CB Wait(void* gate) {
-    auto* g = static_cast<StreamGate*>(gate);
-    std::unique_lock<std::mutex> lock(g->mu);
-    g->opened.wait(lock, [g] { return g->open; });
+// A stream held by a host function until Open(): work queued behind it cannot finish, as a
+// collective waiting for a dead or stuck peer cannot. On every way out of a test the gate
+// opens and the stream drains before either goes.
+class HeldStream {
+ public:
+  HeldStream() {
+    EXPECT_EQ(cudaStreamCreate(&stream_), cudaSuccess);
+    EXPECT_EQ(cudaLaunchHostFunc(stream_, &HeldStream::Wait, this), cudaSuccess);
   }
+  ~HeldStream() {
+    Open();
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+  }
+  cudaStream_t get() const { return stream_; }
   void Open() {
-    std::lock_guard<std::mutex> lock(mu);
-    open = true;
-    opened.notify_all();
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    opened_.notify_all();
   }
+
+ private:
+  static void CUDART_CB Wait(void* held) {
+    auto* h = static_cast<HeldStream*>(held);
+    std::unique_lock<std::mutex> lock(h->mu_);
+    h->opened_.wait(lock, [h] { return h->open_; });
+  }
+
+  cudaStream_t stream_ = nullptr;
+  std::mutex mu_;
+  std::condition_variable opened_;
+  bool open_ = false;
 };
 
 std::atomic<int> g_sigterms{0};
 void CountSigterm(int) { ++g_sigterms; }
 
+// SIGTERM counted instead of ending the test program; the action that was there comes back
+// on every way out.
+class CountedSigterm {
+ public:
+  CountedSigterm() {
+    struct sigaction counting {};
+    counting.sa_handler = &CountSigterm;
+    sigemptyset(&counting.sa_mask);
+    g_sigterms = 0;
+    EXPECT_EQ(::sigaction(SIGTERM, &counting, &saved_), 0);
+  }
+  ~CountedSigterm() { ::sigaction(SIGTERM, &saved_, nullptr); }
+
+ private:
+  struct sigaction saved_ {};
+};
+
 // The agent's stop signal at the end of a round reaches a worker whose collective hangs: the
 // watchdog aborts the communicator, then SIGTERM goes on to the handler that was there.
 TEST(GpuNccl, WatchdogAbortsAHungCollectiveOnSigterm) {
-  struct sigaction counting {};
-  counting.sa_handler = &CountSigterm;
-  sigemptyset(&counting.sa_mask);
-  struct sigaction saved {};
-  ASSERT_EQ(::sigaction(SIGTERM, &counting, &saved), 0);  // else SIGTERM would end the test
-  g_sigterms = 0;
+  CountedSigterm sigterm;  // installed before InitNccl: the handler the watchdog passes on to
+  Context ctx = RankZero();
+  absl::StatusOr<NcclCommunicator> world = ctx.InitNccl();  // abort_on_sigterm by default
+  ASSERT_TRUE(world.ok()) << world.status();
+  constexpr size_t kCount = 1 << 20;
+  float* send = nullptr;
+  float* recv = nullptr;
+  ASSERT_EQ(cudaMalloc(&send, kCount * sizeof(float)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&recv, kCount * sizeof(float)), cudaSuccess);
   {
-    Context ctx = RankZero();
-    absl::StatusOr<NcclCommunicator> world = ctx.InitNccl();  // abort_on_sigterm by default
-    ASSERT_TRUE(world.ok()) << world.status();
-    cudaStream_t stream;
-    ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
-    constexpr size_t kCount = 1 << 20;
-    float* buf = nullptr;
-    ASSERT_EQ(cudaMalloc(&buf, kCount * sizeof(float)), cudaSuccess);
-    StreamGate gate;
-    ASSERT_EQ(cudaLaunchHostFunc(stream, &StreamGate::Wait, &gate), cudaSuccess);
-    const ncclResult_t r = ncclAllReduce(buf, buf, kCount, ncclFloat, ncclSum, world->get(), stream);
+    HeldStream held;
+    // Out of place, so that even on one rank NCCL queues work (a copy) behind the gate.
+    const ncclResult_t r = ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, world->get(), held.get());
     ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress) << ncclGetErrorString(r);
     ASSERT_TRUE(world->WaitReady(absl::Seconds(30)).ok());
-    EXPECT_EQ(cudaStreamQuery(stream), cudaErrorNotReady) << "the collective was not held";
+    EXPECT_EQ(cudaStreamQuery(held.get()), cudaErrorNotReady) << "the collective was not held";
 
     const absl::Time sent = absl::Now();
     ASSERT_EQ(::raise(SIGTERM), 0);
     const bool aborted = ddprun::testing::WaitUntil([&] { return world->aborted(); }, absl::Seconds(30));
-    std::printf("[ measure ] SIGTERM to an aborted communicator (collective hung): %.1f ms\n",
-                absl::ToDoubleMilliseconds(absl::Now() - sent));
-    gate.Open();  // whatever happens, let the stream drain before its memory goes
+    held.Open();  // an abort that waits for the device can now finish
     ASSERT_TRUE(aborted) << "the watchdog did not abort the communicator within 30 s of SIGTERM";
+    std::printf("[ measure ] SIGTERM to an aborted communicator (collective held): %.1f ms\n",
+                absl::ToDoubleMilliseconds(absl::Now() - sent));
     EXPECT_TRUE(ddprun::testing::WaitUntil([] { return g_sigterms.load() >= 1; }, absl::Seconds(30)))
         << "SIGTERM did not go on to the handler installed before InitNccl";
     std::printf("[ measure ] SIGTERM passed on to the previous handler after: %.1f ms\n",
                 absl::ToDoubleMilliseconds(absl::Now() - sent));
-    absl::Status done = world->Synchronize(stream, absl::Seconds(30));
+    std::fflush(stdout);
+    absl::Status done = world->Synchronize(held.get(), absl::Seconds(30));
     EXPECT_EQ(done.code(), absl::StatusCode::kCancelled) << done;
     EXPECT_THAT(done.message(), HasSubstr("was aborted: signal 15 arrived"));
     EXPECT_EQ(world->get(), nullptr);
-    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    cudaFree(buf);
-    cudaStreamDestroy(stream);
   }
-  ::sigaction(SIGTERM, &saved, nullptr);
+  cudaFree(send);
+  cudaFree(recv);
 }
 
 // A peer that never comes: InitNccl ends at its deadline, with the communicator aborted,
@@ -190,6 +217,7 @@ TEST(GpuNccl, InitWithAPeerThatNeverComesEndsAtItsDeadline) {
   EXPECT_THAT(comm.status().message(), HasSubstr("NCCL init of communicator 'alone' (2 ranks)"));
   std::printf("[ measure ] InitNccl with a missing peer gave up after %.1f ms (deadline 5 s)\n",
               absl::ToDoubleMilliseconds(took));
+  std::fflush(stdout);
   EXPECT_LT(took, absl::Seconds(20));
 }
 
@@ -197,8 +225,9 @@ TEST(GpuNccl, DdpAllreduceUnderDdprunFrom8BTo1GiB) {
   ddprun::testing::ProcessResult r = ddprun::testing::RunProcess(
       {ddprun::testing::kDdprun, "--standalone", "--nproc-per-node=gpu", "--no-python",
        kDdpAllreduce, "--iters", "10"},
-      {}, absl::Seconds(300));
+      {}, absl::Seconds(150));  // inside tests/gpu/run.sh's limit, so that the output is kept
   std::printf("%s", r.out.c_str());
+  std::fflush(stdout);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("# Avg bus bandwidth"));
   EXPECT_THAT(r.out, HasSubstr("  1073741824     268435456     float"));

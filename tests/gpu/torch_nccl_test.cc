@@ -45,6 +45,7 @@ int TorchGpuCount() {
     return -1;
   }
   std::printf("[ measure ] PyTorch, its CUDA, its NCCL, GPUs it sees: %s\n", out.c_str());
+  std::fflush(stdout);
   return count;
 }
 
@@ -53,10 +54,12 @@ ProcessResult TrainOnGpus(const TempDir& out, const std::vector<std::string>& ex
                                    kTrain, out.path(), "--backend", "nccl"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   const absl::Time start = absl::Now();
-  ProcessResult r = RunProcess(argv, {{"PYTHON_EXEC", Python()}}, absl::Seconds(300));
+  // Inside tests/gpu/run.sh's limit for the program, so that the output is kept.
+  ProcessResult r = RunProcess(argv, {{"PYTHON_EXEC", Python()}}, absl::Seconds(90));
   std::printf("[ measure ] ddprun DDP (NCCL)%s: %.1f s from start to exit %d\n",
               extra.empty() ? "" : " with a crash and a restart",
               absl::ToDoubleSeconds(absl::Now() - start), r.exit_code);
+  std::fflush(stdout);
   return r;
 }
 
@@ -78,6 +81,7 @@ TEST(GpuTorch, DdpWithNcclTrainsAndARestartedJobEndsWhereAnUncrashedOneDoes) {
     EXPECT_EQ(launch["TORCHELASTIC_RESTART_COUNT"], "1") << "rank " << rank;
     EXPECT_THAT(launch["DEVICE"], StartsWith(absl::StrCat("cuda:", rank, " "))) << "rank " << rank;
     std::printf("[ measure ] rank %d trained on %s\n", rank, launch["DEVICE"].c_str());
+    std::fflush(stdout);
   }
 }
 

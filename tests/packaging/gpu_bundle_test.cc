@@ -2,15 +2,19 @@
 // ours: packed from this build into a root file system that holds Debian's libc6 alone
 // (libc_root.sh), and run there: ddprun --version, a one-node job, multi-node jobs (an
 // agent hosting the master, and ddprun-master), and the programs that need CUDA's runtime
-// and NCCL, which find them only in a folder of their own, as on the GPU machine. Root only
-// (chroot, namespaces): label `netns`, with the other root-only tests.
+// and NCCL, which find them only in a folder of their own, as on the GPU machine. Then
+// tests/gpu/run.sh --bundle itself, dry, in another distribution with PyTorch and NVIDIA's
+// libraries laid out as their wheels are, and no GPU. Root only (chroot, namespaces): label
+// `netns`, with the other root-only tests.
 
 #include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <regex>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -152,19 +156,29 @@ TEST_F(GpuBundleTest, MultiNodeJobThroughDdprunMaster) {
   ExpectRanksWrote(2);
 }
 
+// Copies this host's CUDA runtime and NCCL (those ddp-allreduce was linked with) into
+// `folder(name)` for each; returns their names.
+std::vector<std::string> CopyCudaLibraries(const std::function<std::string(const std::string&)>& folder) {
+  ProcessResult host = RunProcess({"/usr/bin/ldd", DDP_ALLREDUCE_BIN});
+  EXPECT_EQ(host.exit_code, 0) << host.err;
+  const std::regex cuda_line(R"(\t(lib(cudart|nccl)\.so\.[0-9]+) => (\S+))");
+  std::vector<std::string> names;
+  for (std::sregex_iterator it(host.out.begin(), host.out.end(), cuda_line), end; it != end; ++it) {
+    const std::string name = (*it)[1];
+    EXPECT_EQ(RunProcess({"/bin/mkdir", "-p", folder(name)}).exit_code, 0);
+    EXPECT_EQ(RunProcess({"/bin/cp", "-L", (*it)[3], folder(name) + "/" + name}).exit_code, 0);
+    names.push_back(name);
+  }
+  EXPECT_EQ(names.size(), 2u) << host.out;
+  return names;
+}
+
 // CUDA's runtime and NCCL are not in the bundle: the programs that need them load them from
 // a folder given as on the GPU machine (LD_LIBRARY_PATH), and the rest from the bundle.
 TEST_F(GpuBundleTest, CudaProgramsTakeTheRuntimeAndNcclFromTheFolderTheyAreGiven) {
-  ProcessResult host = RunProcess({"/usr/bin/ldd", DDP_ALLREDUCE_BIN});
-  ASSERT_EQ(host.exit_code, 0) << host.err;
-  const std::regex cuda_line(R"(\t(lib(cudart|nccl)\.so\.[0-9]+) => (\S+))");
-  std::vector<std::string> names;
-  ASSERT_EQ(RunProcess({"/bin/mkdir", "-p", root_ / "opt/nvidia/lib"}).exit_code, 0);
-  for (std::sregex_iterator it(host.out.begin(), host.out.end(), cuda_line), end; it != end; ++it) {
-    names.push_back((*it)[1]);
-    ASSERT_EQ(RunProcess({"/bin/cp", "-L", (*it)[3], root_ / "opt/nvidia/lib/" + (*it)[1].str()}).exit_code, 0);
-  }
-  ASSERT_EQ(names.size(), 2u) << host.out;
+  const std::vector<std::string> names =
+      CopyCudaLibraries([&](const std::string&) { return root_ / "opt/nvidia/lib"; });
+  ASSERT_FALSE(HasFailure());
 
   const std::string loader = "/lib64/ld-linux-x86-64.so.2";
   ProcessResult alone = RunInRoot({loader, "--list", Bundled("ddp-allreduce")});
@@ -193,6 +207,69 @@ TEST_F(GpuBundleTest, CudaProgramsTakeTheRuntimeAndNcclFromTheFolderTheyAreGiven
                                    {{"LD_LIBRARY_PATH", "/opt/nvidia/lib"}});
   EXPECT_EQ(listed.exit_code, 0) << listed.err;
   EXPECT_THAT(listed.out, HasSubstr("WatchdogAbortsAHungCollectiveOnSigterm"));
+}
+
+// tests/gpu/run.sh --bundle as on the GPU machine, but without a GPU: in the torch 2.x root
+// (Debian 13: another glibc, bash, Python with PyTorch), with CUDA's runtime and NCCL where
+// NVIDIA's wheels put them (nvidia/cu13/lib, nvidia/nccl/lib on the Python path), CUDA's
+// stub libcuda, and a stand-in nvidia-smi that lists one GPU. It must find each library
+// there, run the three programs from the bundle (their GPU tests fail, as they must here,
+// and the others pass), and leave the results and the log in $OUT.
+TEST_F(GpuBundleTest, RunShFindsTheLibrariesBesidePyTorchRunsEveryProgramAndWritesItsResults) {
+  const char* torch2_root = ::getenv("DDPRUN_TORCH2_ROOT");
+  if (torch2_root == nullptr) {
+    GTEST_SKIP() << "DDPRUN_TORCH2_ROOT is not set: scripts/test.sh makes the torch 2.x root as root";
+  }
+  const std::string os_root = torch2_root;
+  TempDir mnt;  // becomes /mnt in that root
+  for (const char* folder : {"repo", "out", "bin", "site/nvidia/driver/lib"}) {
+    ASSERT_EQ(RunProcess({"/bin/mkdir", "-p", mnt / folder}).exit_code, 0);
+  }
+  CopyCudaLibraries([&](const std::string& name) {
+    return mnt / (name.rfind("libnccl", 0) == 0 ? "site/nvidia/nccl/lib" : "site/nvidia/cu13/lib");
+  });
+  ASSERT_FALSE(HasFailure());
+  ProcessResult stub = RunProcess({"/bin/sh", "-c", "cp -L \"$(ls /usr/local/cuda*/lib64/stubs/libcuda.so | head -n 1)\" \"$0\"",
+                                   mnt / "site/nvidia/driver/lib/libcuda.so.1"});
+  ASSERT_EQ(stub.exit_code, 0) << "CUDA's stub libcuda.so: " << stub.err;
+  mnt.Write("bin/nvidia-smi",
+            "#!/bin/sh\n"
+            "case \"$*\" in\n"
+            "  -L) echo 'GPU 0: Stand-in GPU (UUID: GPU-00000000-0000-0000-0000-000000000000)' ;;\n"
+            "  *query*) echo 'Stand-in GPU, 0 MiB, 0.0' ;;\n"
+            "  *) echo '| NVIDIA-SMI 0.0  Driver Version: 0.0  CUDA Version: 13.0 |' ;;\n"
+            "esac\n",
+            0755);
+  ASSERT_EQ(RunProcess({"/bin/cp", "-a", root_ / "bundle", mnt / "bundle"}).exit_code, 0);
+
+  const std::string script = absl::StrCat(
+      "mount --bind '", mnt.path(), "' '", os_root, "/mnt' && mount --bind '", kSourceDir, "' '", os_root,
+      "/mnt/repo' && mount -t proc proc '", os_root, "/proc' && mount --rbind /dev '", os_root,
+      "/dev' && exec chroot '", os_root, "' /usr/bin/env PATH=/mnt/bin:/usr/bin:/bin PYTHONPATH=/mnt/site "
+      "OUT=/mnt/out RUN_BUDGET_S=240 bash /mnt/repo/tests/gpu/run.sh --bundle /mnt/bundle");
+  ProcessResult run = RunProcess({"/usr/bin/unshare", "--mount", "--fork", "/bin/sh", "-c", script},
+                                 {{"PYTHON_EXEC", std::nullopt}, {"LD_LIBRARY_PATH", std::nullopt}},
+                                 absl::Seconds(300));
+  EXPECT_EQ(run.exit_code, 1) << "without a GPU the GPU tests fail\n" << run.out << run.err;
+  EXPECT_THAT(run.out, HasSubstr("run.sh: PyTorch from /usr/bin/python3: 2."));
+  EXPECT_THAT(run.out, HasSubstr("run.sh: libnccl.so.2 from /mnt/site/nvidia/nccl/lib"));
+  EXPECT_THAT(run.out, HasSubstr("from /mnt/site/nvidia/cu13/lib"));
+  EXPECT_THAT(run.out, HasSubstr("run.sh: libcuda.so.1 from /mnt/site/nvidia/driver/lib"));
+
+  const std::string results = ReadFile(mnt / "out/gpu-results.md");
+  EXPECT_THAT(results, HasSubstr("Stand-in GPU"));
+  EXPECT_THAT(results, HasSubstr("- LD_LIBRARY_PATH: /mnt/site/nvidia/"));
+  EXPECT_THAT(results, Not(HasSubstr("Stopped before the tests")));
+  // Every program ran from the bundle; the tests that need no GPU passed in this other
+  // distribution, the rest failed with their messages.
+  EXPECT_THAT(results, HasSubstr("| `gpu_tests` | FAILED (exit 1) |"));
+  EXPECT_THAT(results, HasSubstr("Gpu.AgentDoesNotLinkCuda OK"));
+  EXPECT_THAT(results, HasSubstr("Gpu.CudaVisibleDevicesHidingEveryGpuIsAClearError OK"));
+  EXPECT_THAT(results, HasSubstr("| `gpu_nccl_tests` | FAILED (exit 1) | GpuNccl."));
+  EXPECT_THAT(results, HasSubstr("| `gpu_torch_tests` | FAILED (exit 1) | GpuTorch."));
+  const std::string log = ReadFile(mnt / "out/gpu-tests.log");
+  EXPECT_THAT(log, HasSubstr("no CUDA device visible"));
+  EXPECT_THAT(log, HasSubstr("=== gpu_torch_tests"));
 }
 
 }  // namespace

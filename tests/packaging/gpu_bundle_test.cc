@@ -13,9 +13,9 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <regex>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -161,12 +161,15 @@ TEST_F(GpuBundleTest, MultiNodeJobThroughDdprunMaster) {
 std::vector<std::string> CopyCudaLibraries(const std::function<std::string(const std::string&)>& folder) {
   ProcessResult host = RunProcess({"/usr/bin/ldd", DDP_ALLREDUCE_BIN});
   EXPECT_EQ(host.exit_code, 0) << host.err;
-  const std::regex cuda_line(R"(\t(lib(cudart|nccl)\.so\.[0-9]+) => (\S+))");
   std::vector<std::string> names;
-  for (std::sregex_iterator it(host.out.begin(), host.out.end(), cuda_line), end; it != end; ++it) {
-    const std::string name = (*it)[1];
+  for (absl::string_view line : absl::StrSplit(host.out, '\n')) {
+    // "\tlibnccl.so.2 => /usr/local/cuda/lib/libnccl.so.2 (0x...)"
+    std::vector<std::string> fields = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    if (fields.size() < 3 || fields[1] != "=>") continue;
+    const std::string& name = fields[0];
+    if (!absl::StartsWith(name, "libcudart.so.") && !absl::StartsWith(name, "libnccl.so.")) continue;
     EXPECT_EQ(RunProcess({"/bin/mkdir", "-p", folder(name)}).exit_code, 0);
-    EXPECT_EQ(RunProcess({"/bin/cp", "-L", (*it)[3], folder(name) + "/" + name}).exit_code, 0);
+    EXPECT_EQ(RunProcess({"/bin/cp", "-L", fields[2], folder(name) + "/" + name}).exit_code, 0);
     names.push_back(name);
   }
   EXPECT_EQ(names.size(), 2u) << host.out;

@@ -11,6 +11,8 @@
 
 #include <cstring>
 #include <set>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -64,33 +66,46 @@ std::string AddressText(const sockaddr* addr) {
   return text;
 }
 
-}  // namespace
-
-bool ResolvesBeyondLoopback(const std::string& name) {
+// The addresses `name` resolves to here, as text; none when it does not resolve.
+std::vector<std::string> ResolvedAddresses(const std::string& name) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* resolved = nullptr;
-  if (::getaddrinfo(name.c_str(), nullptr, &hints, &resolved) != 0) return false;
-  bool beyond = false;
-  for (addrinfo* a = resolved; a != nullptr && !beyond; a = a->ai_next) {
-    beyond = !IsLoopbackOrUnspecified(AddressText(a->ai_addr));
-  }
+  std::vector<std::string> addresses;
+  if (::getaddrinfo(name.c_str(), nullptr, &hints, &resolved) != 0) return addresses;
+  for (addrinfo* a = resolved; a != nullptr; a = a->ai_next) addresses.push_back(AddressText(a->ai_addr));
   ::freeaddrinfo(resolved);
-  return beyond;
+  return addresses;
+}
+
+// Each address of this host's interfaces, with its interface.
+std::vector<std::pair<std::string, NetworkInterface>> OwnAddresses() {
+  std::vector<std::pair<std::string, NetworkInterface>> own;
+  ifaddrs* interfaces = nullptr;
+  if (::getifaddrs(&interfaces) != 0) return own;
+  for (ifaddrs* i = interfaces; i != nullptr; i = i->ifa_next) {
+    if (i->ifa_addr == nullptr) continue;
+    own.push_back({AddressText(i->ifa_addr), {i->ifa_name, (i->ifa_flags & IFF_LOOPBACK) != 0}});
+  }
+  ::freeifaddrs(interfaces);
+  return own;
+}
+
+}  // namespace
+
+bool ResolvesBeyondLoopback(const std::string& name) {
+  for (const std::string& address : ResolvedAddresses(name)) {
+    if (!IsLoopbackOrUnspecified(address)) return true;
+  }
+  return false;
 }
 
 NetworkInterface InterfaceHolding(const std::string& local_address) {
-  NetworkInterface found;
-  ifaddrs* interfaces = nullptr;
-  if (local_address.empty() || ::getifaddrs(&interfaces) != 0) return found;
-  for (ifaddrs* i = interfaces; i != nullptr && found.name.empty(); i = i->ifa_next) {
-    if (i->ifa_addr != nullptr && AddressText(i->ifa_addr) == local_address) {
-      found.name = i->ifa_name;
-      found.loopback = (i->ifa_flags & IFF_LOOPBACK) != 0;
-    }
+  if (local_address.empty()) return {};
+  for (const auto& [address, interface] : OwnAddresses()) {
+    if (address == local_address) return interface;
   }
-  ::freeifaddrs(interfaces);
-  return found;
+  return {};
 }
 
 NetworkInterface InterfaceToward(const std::string& addr) {
@@ -119,24 +134,11 @@ bool IsThisHost(const std::string& host) {
   const std::string name = HostName();
   if (host == name || host.rfind(name + ".", 0) == 0) return true;
   std::set<std::string> own;
-  ifaddrs* interfaces = nullptr;
-  if (::getifaddrs(&interfaces) == 0) {
-    for (ifaddrs* i = interfaces; i != nullptr; i = i->ifa_next) {
-      if (i->ifa_addr != nullptr) own.insert(AddressText(i->ifa_addr));
-    }
-    ::freeifaddrs(interfaces);
+  for (const auto& [address, interface] : OwnAddresses()) own.insert(address);
+  for (const std::string& address : ResolvedAddresses(host)) {
+    if (own.count(address) > 0 || IsLoopbackOrUnspecified(address)) return true;
   }
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* resolved = nullptr;
-  if (::getaddrinfo(host.c_str(), nullptr, &hints, &resolved) != 0) return false;
-  bool mine = false;
-  for (addrinfo* a = resolved; a != nullptr && !mine; a = a->ai_next) {
-    const std::string text = AddressText(a->ai_addr);
-    mine = own.count(text) > 0 || IsLoopbackOrUnspecified(text);
-  }
-  ::freeaddrinfo(resolved);
-  return mine;
+  return false;
 }
 
 }  // namespace ddprun

@@ -95,6 +95,33 @@ TEST_F(TlsTest, AHostingAgentServesTlsOnThePortItSharesWithItsWorkersStore) {
   }
 }
 
+// The same with both agents started as users start them: one command line, no
+// --local-addr. Which node gets group rank 0 is then not fixed (its store is on the shared
+// port only when it is the hosting agent), but every worker is told the same meeting point.
+TEST_F(TlsTest, AgentsStartedWithTheSameLineAndNoLocalAddrRunTheJobOverTls) {
+  const std::vector<std::string> agent = DdprunWithTestWorker(
+      {"--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
+       absl::StrCat("--rdzv-endpoint=127.0.0.1:", port_), "--rdzv-id=tls",
+       absl::StrCat("--rdzv-conf=tls_cert=", dir_ / "node.pem", ",tls_key=", dir_ / "node.key",
+                    ",tls_ca=", dir_ / "ca.pem")},
+      {"env", dir_.path()});
+  auto a = ChildProcess::Start(agent);
+  auto b = ChildProcess::Start(agent);
+  ProcessResult ra = a->Wait(absl::Seconds(30));
+  ProcessResult rb = b->Wait(absl::Seconds(30));
+  ASSERT_EQ(ra.exit_code, 0) << ra.err;
+  ASSERT_EQ(rb.exit_code, 0) << rb.err;
+  auto rank0 = ParseEnvFile(dir_ / "env.0.0");
+  EXPECT_EQ(rank0["MASTER_ADDR"], "127.0.0.1");
+  for (const char* file : {"env.1.0", "env.2.0", "env.3.0"}) {
+    auto env = ParseEnvFile(dir_ / file);
+    EXPECT_EQ(env["WORLD_SIZE"], "4") << file;
+    EXPECT_EQ(env["MASTER_ADDR"], rank0["MASTER_ADDR"]) << file;
+    EXPECT_EQ(env["MASTER_PORT"], rank0["MASTER_PORT"]) << file;
+    EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "True") << file;
+  }
+}
+
 TEST_F(TlsTest, AnAgentWithACertificateTheMasterDoesNotTrustIsKeptOut) {
   auto master = Master();
   ProcessResult r = RunProcess(Agent(1, "rogue", ",join_timeout=1,keep_alive_interval=0.5"), {}, absl::Seconds(30));

@@ -6,6 +6,9 @@ function(ddprun_test name label)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest_main GTest::gmock)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   if(DDPRUN_SANITIZE)
+    target_compile_definitions(${name} PRIVATE DDPRUN_SANITIZED)  # for tests that skip there
+  endif()
+  if(DDPRUN_SANITIZE)
     # Inherited by everything a test starts (ddprun, its workers).
     gtest_discover_tests(${name} DISCOVERY_TIMEOUT 30 PROPERTIES
       ENVIRONMENT "LSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/cmake/lsan.supp")
@@ -18,4 +21,15 @@ function(ddprun_test name label)
   file(WRITE "${labels_file}"
        "if(${name}_TESTS)\n  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${label}\")\nendif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${labels_file}")
+endfunction()
+
+# ddprun_test_runs_binaries(NAME): the paths tests/support/ddprun_paths.h reads (ddprun,
+# ddprun-master, test_worker, the source tree), with those programs built before the test.
+function(ddprun_test_runs_binaries name)
+  target_compile_definitions(${name} PRIVATE
+    DDPRUN_BIN="$<TARGET_FILE:ddprun>"
+    DDPRUN_MASTER_BIN="$<TARGET_FILE:ddprun-master>"
+    TEST_WORKER_BIN="$<TARGET_FILE:test_worker>"
+    DDPRUN_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  add_dependencies(${name} ddprun ddprun-master ddprun_network test_worker)
 endfunction()

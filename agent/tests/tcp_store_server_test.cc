@@ -39,21 +39,17 @@ using testing::WaitUntil;
 class RawClient {
  public:
   explicit RawClient(int port, bool v6 = false) {
-    if (v6) {
-      fd_.Reset(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      sockaddr_in6 addr{};
-      addr.sin6_family = AF_INET6;
-      addr.sin6_addr = in6addr_loopback;
-      addr.sin6_port = htons(static_cast<uint16_t>(port));
-      connected_ = ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    } else {
-      fd_.Reset(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      addr.sin_port = htons(static_cast<uint16_t>(port));
-      connected_ = ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    }
+    sockaddr_in6 addr6{};
+    addr6.sin6_family = AF_INET6;
+    addr6.sin6_addr = in6addr_loopback;
+    addr6.sin6_port = htons(static_cast<uint16_t>(port));
+    sockaddr_in addr4{};
+    addr4.sin_family = AF_INET;
+    addr4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr4.sin_port = htons(static_cast<uint16_t>(port));
+    fd_.Reset(::socket(v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    connected_ = v6 ? ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr6), sizeof addr6) == 0
+                    : ::connect(fd_.get(), reinterpret_cast<sockaddr*>(&addr4), sizeof addr4) == 0;
   }
   bool connected() const { return connected_; }
   void Send(const std::string& bytes) { ASSERT_TRUE(WriteAll(fd_.get(), bytes).ok()); }

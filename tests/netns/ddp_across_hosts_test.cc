@@ -9,6 +9,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "tests/compat/ddp_results.h"
@@ -48,7 +50,7 @@ class DdpAcrossHosts : public ::testing::Test {
   }
 
   // torchrun's c10d form, the same on every host.
-  std::vector<std::string> C10d(const std::string& nnodes, const std::string& endpoint_host,
+  static std::vector<std::string> C10d(const std::string& nnodes, const std::string& endpoint_host,
                                 std::vector<std::string> extra = {}) {
     std::vector<std::string> options = {
         "--nnodes=" + nnodes, "--nproc_per_node=2", "--rdzv_backend=c10d",
@@ -69,6 +71,20 @@ class DdpAcrossHosts : public ::testing::Test {
     }
   }
 
+  // Hosts 1 and 2 run `options(host)` to the end: all 4 ranks trained and were told to meet
+  // at `addr`:kPort, and nothing is left on either host.
+  void ExpectTwoHostsTrainMeetingAt(const std::function<std::vector<std::string>(int)>& options,
+                                    const std::string& addr) {
+    TempDir out;
+    auto a = Ddprun(1, options(1), out);
+    auto b = Ddprun(2, options(2), out);
+    ExpectExit0(*a);
+    ExpectExit0(*b);
+    ExpectTrained(out, 4);
+    ExpectMeetingAt(out, 4, addr, kPort);
+    ExpectHostsEmpty(2);
+  }
+
   std::unique_ptr<NetnsCluster> cluster_;
 };
 
@@ -76,33 +92,21 @@ class DdpAcrossHosts : public ::testing::Test {
 // agent serves their store beside the rendezvous master.
 TEST_F(DdpAcrossHosts, TheStaticFormTrains) {
   MakeHosts(2);
-  TempDir out;
-  auto node = [&](int rank) {
-    return std::vector<std::string>{"--nnodes=2", absl::StrCat("--node_rank=", rank),
-                                    "--nproc_per_node=2", "--master_addr=" + NetnsCluster::Address(1),
-                                    absl::StrCat("--master_port=", kPort)};
-  };
-  auto a = Ddprun(1, node(0), out);
-  auto b = Ddprun(2, node(1), out);
-  ExpectExit0(*a);
-  ExpectExit0(*b);
-  ExpectTrained(out, 4);
-  ExpectMeetingAt(out, 4, NetnsCluster::Address(1), kPort);
-  ExpectHostsEmpty(2);
+  ExpectTwoHostsTrainMeetingAt(
+      [](int host) {
+        return std::vector<std::string>{"--nnodes=2", absl::StrCat("--node_rank=", host - 1),
+                                        "--nproc_per_node=2", "--master_addr=" + NetnsCluster::Address(1),
+                                        absl::StrCat("--master_port=", kPort)};
+      },
+      NetnsCluster::Address(1));
 }
 
 // torchrun's c10d form: node1 hosts the master and gets group rank 0 (node1 < node2), so its
 // workers' store is on the endpoint's port too: one port for the whole job.
 TEST_F(DdpAcrossHosts, TheC10dFormTrains) {
   MakeHosts(2);
-  TempDir out;
-  auto a = Ddprun(1, C10d("2", NetnsCluster::Address(1)), out);
-  auto b = Ddprun(2, C10d("2", NetnsCluster::Address(1)), out);
-  ExpectExit0(*a);
-  ExpectExit0(*b);
-  ExpectTrained(out, 4);
-  ExpectMeetingAt(out, 4, NetnsCluster::Address(1), kPort);
-  ExpectHostsEmpty(2);
+  ExpectTwoHostsTrainMeetingAt([](int) { return C10d("2", NetnsCluster::Address(1)); },
+                               NetnsCluster::Address(1));
 }
 
 // Names that resolve everywhere, each host's own to 127.0.1.1 there (Debian with DNS), and
@@ -111,14 +115,8 @@ TEST_F(DdpAcrossHosts, TheC10dFormTrains) {
 // interface node2's connection arrived at).
 TEST_F(DdpAcrossHosts, TheC10dFormTrainsWithAnEndpointNamedAsTheHostIsNamed) {
   MakeHosts(2, NetnsCluster::Names::kEverywhere);
-  TempDir out;
-  auto a = Ddprun(1, C10d("2", NetnsCluster::HostName(1)), out);
-  auto b = Ddprun(2, C10d("2", NetnsCluster::HostName(1)), out);
-  ExpectExit0(*a);
-  ExpectExit0(*b);
-  ExpectTrained(out, 4);
-  ExpectMeetingAt(out, 4, NetnsCluster::HostName(1), kPort);
-  ExpectHostsEmpty(2);
+  ExpectTwoHostsTrainMeetingAt([](int) { return C10d("2", NetnsCluster::HostName(1)); },
+                               NetnsCluster::HostName(1));
 }
 
 // --nnodes=1:2: host 1 runs alone, host 2 joins; both restart as one world of 4 and train.

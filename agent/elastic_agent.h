@@ -1,13 +1,9 @@
 #pragma once
-// The agent's main loop: join a round, start this node's workers, watch them, report to the
-// rendezvous, and follow its orders (stop and rejoin, or end). One thread, one event loop:
-// signals, worker exits, worker output, timers and rendezvous events all arrive as fds.
-//
-//   joining --(assigned)--> running --(a worker failed: report, stop the rest)--+
-//      ^                       |  \--(all succeeded: report)--> finishing       |
-//      |                       |                                    |           |
-//      +---(stop order, once the workers have exited) <--------------+-----------+
-//   any --(run ended, once the workers have exited)--> done (exit status)
+// The agent: the shell around AgentStateMachine (agent_state_machine.h), which holds every
+// rule. One thread, one event loop: signals, worker exits, worker output, the rules' next
+// deadline and rendezvous events all arrive as fds; each is fed to the rules, and the shell
+// runs the actions they emit (join, start and stop workers, report, exit). It decides
+// nothing itself.
 
 #include <memory>
 #include <optional>
@@ -16,8 +12,10 @@
 
 #include "absl/status/statusor.h"
 #include "agent/agent_config.h"
+#include "agent/agent_state_machine.h"
 #include "agent/event_loop.h"
 #include "agent/failure_summary.h"
+#include "agent/log_root.h"
 #include "agent/orphan_guard.h"
 #include "agent/store_address.h"
 #include "agent/tcp_store_server.h"
@@ -52,33 +50,36 @@ class ElasticAgent {
   /// Runs the job to its end and returns the exit status for the ddprun process.
   int Run();
   /// This node left the run while others still ran (the exit barrier timed out).
-  bool others_still_run() const { return others_still_run_; }
+  bool others_still_run() const { return rules_.others_still_run(); }
 
  private:
-  enum class State { kJoining, kRunning, kFinishing, kDone };
-
   absl::Status SetUp();
-  void JoinNextRound();
-  void StartAttempt(const Assignment& assignment);
+  absl::Status WatchInputs();
+
+  // Inputs: each is fed to the rules, whose actions then run.
   void OnSignals();
+  void OnRendezvousEvent(RendezvousEvent& event);
+  void OnDeadline();
+  void ReportWorkers();
+  void FeedWorkers();  // without running the actions: for use inside an action
   void ReapChildren();
-  void OnRendezvousEvents();
-  void OnMasterLost(const absl::Status& status);
-  void OnJoinTimeout();
-  void OnWorkersChanged();
-  void EndAttempt();
+
+  // Actions.
+  void RunActions();
+  void RunAction(const AgentAction& action);
+  void Join(const std::optional<Assignment>& last);
+  void StartAttempt(const Assignment& assignment);
+  AttemptResult CloseAttempt();
+  void KillWorkersNow();
+  void WriteFailureSummary();
+  void WriteStopSummary(int signal);
+
   // The round is over for every node: the workers' store closes its connections.
   void EndStoreRound();
   // Where the workers of the last attempt met, for the summaries.
   MeetingPoint Meeting() const;
   // GLOO_SOCKET_IFNAME for this round's workers ("": none); see WorkerStore.
   std::string GlooInterface(const std::string& master_addr);
-  void AfterAttempt();
-  void BeginStop(int signal);
-  void Finish(int exit_code);
-  void FinishRun(const RendezvousEvent& end);
-  void CleanUpLogRoot();
-  int FirstFreeAttempt() const;
   std::vector<ReportedFailure> ForMaster(const std::vector<WorkerFailure>& failures) const;
 
   const AgentConfig& config_;
@@ -86,31 +87,19 @@ class ElasticAgent {
   RendezvousConnection& rendezvous_;
   OrphanGuard& guard_;
   const std::optional<WorkerStore> store_;
-  std::string host_;
-  std::string incarnation_;
-  std::string log_root_;
-  bool log_root_is_temporary_ = false;
-  int attempt_offset_ = 0;  // attempts of earlier runs with the same id and --log-dir
+  const std::string host_;
+  const std::string incarnation_;
+  AgentStateMachine rules_;
+  LogRoot log_root_;
   int last_log_attempt_ = -1;  // attempt_<n> folders only go up, even if a new master restarts rounds
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<SignalChannel> signals_;
-  std::unique_ptr<OneShotTimer> grace_timer_;
-  std::unique_ptr<OneShotTimer> heartbeat_timer_;  // re-armed every heartbeat_interval
-  std::unique_ptr<OneShotTimer> join_timer_;       // armed while waiting for a round
-
-  State state_ = State::kJoining;
-  int exit_code_ = 0;
-  int interrupted_by_ = 0;          // the first terminating signal received, 0 if none
+  std::unique_ptr<OneShotTimer> deadline_timer_;  // armed for rules_.NextDeadline()
   std::unique_ptr<WorkerSupervisor> workers_;  // the current attempt; null between attempts
-  Assignment assignment_;           // of the current attempt
-  bool assigned_once_ = false;
-  bool others_still_run_ = false;      // assignment_ holds a round this agent ran
-  bool failure_reported_ = false;   // this attempt's failure went to the rendezvous
-  bool rejoin_after_attempt_ = false;            // a stop order arrived
-  bool reconnect_after_attempt_ = false;         // the master was lost: reconnect, rejoin
-  std::optional<RendezvousEvent> end_after_attempt_;  // the run ended
-  std::vector<WorkerFailure> last_failures_;     // of the last attempt that had any
+  std::optional<Assignment> assignment_;       // of the current or last attempt
+  std::vector<WorkerFailure> last_failures_;   // of the last attempt that had any
   std::string gloo_said_;  // the GLOO_SOCKET_IFNAME last logged ("?": the warning that none)
+  int exit_code_ = 0;
 };
 
 }  // namespace ddprun

@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/line_assembler.h"
+#include "common/small_file.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -68,16 +69,8 @@ absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json) 
   return report;
 }
 
-absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
-  std::ostringstream contents;
-  contents << in.rdbuf();
-  return contents.str();
-}
-
 absl::StatusOr<WorkerErrorReport> ReadWorkerErrorFile(const std::string& path) {
-  absl::StatusOr<std::string> json = ReadFileToString(path);
+  absl::StatusOr<std::string> json = ReadSmallFile(path);
   if (!json.ok()) return json.status();
   absl::StatusOr<WorkerErrorReport> report = ParseWorkerErrorFile(*json);
   if (!report.ok()) {

@@ -26,9 +26,6 @@ absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json);
 /// Reads and parses `path`; NotFound when the worker wrote none.
 absl::StatusOr<WorkerErrorReport> ReadWorkerErrorFile(const std::string& path);
 
-/// Reads a whole (small) file.
-absl::StatusOr<std::string> ReadFileToString(const std::string& path);
-
 }  // namespace ddprun
 
 namespace ddprun {

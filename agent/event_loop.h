@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "agent/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace ddprun {
 

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/worker_process.h"
+#include "common/process_status.h"
 
 namespace ddprun {
 namespace {

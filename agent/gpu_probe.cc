@@ -12,7 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
-#include "agent/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace ddprun {
 namespace {

@@ -16,12 +16,12 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "agent/unique_fd.h"
+#include "common/unique_fd.h"
 #include "rendezvous/node_address.h"
 
 namespace ddprun {
 
-absl::StatusOr<int> ReserveFreePort() {
+absl::StatusOr<int> FindFreePort() {
   // Dual-stack when IPv6 exists, so the port is free for both families; IPv4 otherwise.
   UniqueFd sock(::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (sock.valid()) {

@@ -9,7 +9,7 @@ namespace ddprun {
 
 /// A TCP port that is free on this host now, for MASTER_PORT: the kernel picks it (bind to
 /// port 0) and the socket is closed again so that rank 0's worker can listen on it.
-absl::StatusOr<int> ReserveFreePort();
+absl::StatusOr<int> FindFreePort();
 
 /// This host's name (gethostname), for node order and failure reports.
 std::string HostName();

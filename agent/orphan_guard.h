@@ -11,7 +11,7 @@
 #include <sys/types.h>
 
 #include "absl/status/statusor.h"
-#include "agent/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace ddprun {
 

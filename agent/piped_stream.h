@@ -5,7 +5,7 @@
 #include <string>
 
 #include "agent/line_assembler.h"
-#include "agent/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace ddprun {
 

@@ -18,7 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "agent/event_loop.h"
-#include "agent/unique_fd.h"
+#include "common/unique_fd.h"
 #include "rendezvous/node_address.h"
 #include "rendezvous/tcp_store_service.h"
 

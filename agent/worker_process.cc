@@ -13,7 +13,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "agent/unique_fd.h"
+#include "common/unique_fd.h"
 
 namespace ddprun {
 namespace {
@@ -121,21 +121,6 @@ int KillStrayChildren(pid_t keep, const std::vector<pid_t>& known_groups) {
     if (std::find(known_groups.begin(), known_groups.end(), pgrp) == known_groups.end()) ++strays;
   }
   return strays;
-}
-
-std::string SignalName(int signal) {
-  const char* abbrev = ::sigabbrev_np(signal);
-  if (abbrev == nullptr) return absl::StrCat("signal ", signal);
-  return absl::StrCat("SIG", abbrev);
-}
-
-std::string DescribeWaitStatus(int wait_status) {
-  if (WIFEXITED(wait_status)) return absl::StrCat("exit code ", WEXITSTATUS(wait_status));
-  if (WIFSIGNALED(wait_status)) {
-    const int sig = WTERMSIG(wait_status);
-    return absl::StrCat("signal ", sig, " (", SignalName(sig), ")");
-  }
-  return absl::StrCat("wait status ", wait_status);
 }
 
 }  // namespace ddprun

@@ -34,10 +34,4 @@ absl::StatusOr<pid_t> SpawnWorkerProcess(const SpawnSpec& spec);
 /// `known_groups` (process groups the caller has already killed).
 int KillStrayChildren(pid_t keep, const std::vector<pid_t>& known_groups);
 
-/// A human form of a waitpid status: "exit code 3" or "signal 9 (SIGKILL)".
-std::string DescribeWaitStatus(int wait_status);
-
-/// "SIGTERM" for 15; "signal 99" for an unknown number.
-std::string SignalName(int signal);
-
 }  // namespace ddprun

@@ -9,6 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "agent/error_file.h"
 #include "agent/worker_process.h"
+#include "common/clock.h"
+#include "common/process_status.h"
 #include "agent/log_format.h"
 #include "spdlog/spdlog.h"
 
@@ -45,6 +47,7 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
     absl::StatusOr<OneShotTimer> timer = OneShotTimer::Create();
     if (!timer.ok()) return timer.status();
     heartbeat_timer_ = std::make_unique<OneShotTimer>(std::move(*timer));
+    heartbeats_ = std::make_unique<WorkerHeartbeats>(config_.worker_heartbeat_timeout);
     if (absl::Status s = loop_.WatchReadable(heartbeat_timer_->fd(),
                                              [this](uint32_t) { OnHeartbeatDeadline(); });
         !s.ok()) {
@@ -54,7 +57,7 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
   for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
     auto worker = std::make_unique<Worker>();
     worker->local_rank = local_rank;
-    worker->rank = plan.base_rank + local_rank;
+    worker->rank = plan.assignment.base_rank + local_rank;
     worker->stderr_tail = LineTail(kStderrTailLines);
     if (files_enabled_) {
       worker->paths = WorkerLogPathsFor(plan.log_root, config_.run_id, plan.log_attempt,
@@ -74,6 +77,7 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
       worker->wait_status = 127 << 8;  // what a shell reports for "command not found"
       worker->exited = absl::Now();
       worker->start_error = std::string(s.message());
+      if (heartbeats_) heartbeats_->Forget(worker->local_rank);
       spdlog::error("local_rank {} (rank {}) could not be started: {}", worker->local_rank,
                     worker->rank, s.message());
       CloseStream(worker->out);
@@ -87,19 +91,19 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
   WorkerPlacement placement;
   placement.local_rank = worker.local_rank;
   placement.rank = worker.rank;
-  placement.group_rank = plan.group_rank;
+  placement.group_rank = plan.assignment.group_rank;
   placement.local_world_size = config_.nproc_per_node;
-  placement.world_size = plan.world_size;
-  placement.group_world_size = plan.group_world_size;
+  placement.world_size = plan.assignment.world_size;
+  placement.group_world_size = plan.assignment.group_world_size;
   placement.role_name = config_.role;
-  placement.master_addr = plan.master_addr;
-  placement.master_port = plan.master_port;
+  placement.master_addr = plan.assignment.master_addr;
+  placement.master_port = plan.assignment.master_port;
   placement.agent_store = plan.agent_store;
   placement.gloo_interface = plan.gloo_interface;
-  placement.restart_count = plan.restart_count;
+  placement.restart_count = plan.assignment.restart_count;
   placement.max_restarts = config_.max_restarts;
   placement.run_id = config_.run_id;
-  placement.round = plan.round;
+  placement.round = static_cast<int>(plan.assignment.round);
   placement.error_file = worker.error_file_enabled ? worker.paths.error_file : "";
   placement.store_addr = plan.store_addr;
   placement.tls_cert = config_.tls.cert_path;
@@ -190,7 +194,8 @@ bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
   for (auto& worker : workers_) {
     if (worker->pid != pid || worker->state != WorkerState::kRunning) continue;
     worker->wait_status = wait_status;
-    worker->exited = absl::Now();
+    worker->exited = absl::Now();  // a date, for the summary
+    if (heartbeats_) heartbeats_->Forget(worker->local_rank);
     const bool success = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
     if (success) {
       worker->state = WorkerState::kSucceeded;
@@ -258,7 +263,7 @@ absl::Status WorkerSupervisor::SetUpHeartbeat(Worker& worker, int& child_end,
     return s;
   }
   worker.heartbeat = std::move(pipe->read_end);
-  worker.last_beat = absl::Now();  // the clock starts at the start
+  heartbeats_->Watch(worker.local_rank, MonotonicNow());  // the clock starts at the start
   child_end = pipe->write_end.get();
   child_ends.push_back(std::move(pipe->write_end));
   ArmHeartbeatTimer();
@@ -274,41 +279,33 @@ void WorkerSupervisor::OnHeartbeat(Worker& worker) {
     CloseHeartbeat(worker);  // the worker closed it (or exited): nothing more to wait for
   }
   if (beat) {
-    worker.last_beat = absl::Now();
+    heartbeats_->Beat(worker.local_rank, MonotonicNow());
     ArmHeartbeatTimer();
   }
 }
 
 void WorkerSupervisor::ArmHeartbeatTimer() {
-  absl::Time next = absl::InfiniteFuture();
-  for (const auto& worker : workers_) {
-    if (worker->state == WorkerState::kRunning && worker->heartbeat.valid() && !worker->hung) {
-      next = std::min(next, worker->last_beat + config_.worker_heartbeat_timeout);
-    }
-  }
+  const absl::Time next = heartbeats_->NextDeadline();
   if (next == absl::InfiniteFuture()) return heartbeat_timer_->Disarm();
-  heartbeat_timer_->Arm(std::max(next - absl::Now(), absl::Milliseconds(1)));
+  heartbeat_timer_->Arm(std::max(next - MonotonicNow(), absl::Milliseconds(1)));
 }
 
 void WorkerSupervisor::OnHeartbeatDeadline() {
   if (!heartbeat_timer_->Acknowledge() || stopping_) return;
-  const absl::Time now = absl::Now();
-  for (auto& worker : workers_) {
-    if (worker->state != WorkerState::kRunning || !worker->heartbeat.valid() || worker->hung ||
-        now - worker->last_beat < config_.worker_heartbeat_timeout) {
-      continue;
-    }
-    worker->hung = true;
+  for (const WorkerHeartbeats::Overdue& overdue : heartbeats_->TakeOverdue(MonotonicNow())) {
+    Worker& worker = *workers_[overdue.local_rank];
+    worker.hung = true;
     spdlog::warn("local_rank {} (rank {}, pid {}) sent no heartbeat for {} "
                  "(--worker-heartbeat-timeout): taking it for hung; SIGKILL",
-                 worker->local_rank, worker->rank, worker->pid,
-                 absl::FormatDuration(absl::Trunc(now - worker->last_beat, absl::Milliseconds(1))));
-    ::killpg(worker->pid, SIGKILL);
+                 worker.local_rank, worker.rank, worker.pid,
+                 absl::FormatDuration(absl::Trunc(overdue.silent, absl::Milliseconds(1))));
+    ::killpg(worker.pid, SIGKILL);
   }
   ArmHeartbeatTimer();
 }
 
 void WorkerSupervisor::CloseHeartbeat(Worker& worker) {
+  if (heartbeats_) heartbeats_->Forget(worker.local_rank);
   if (!worker.heartbeat.valid()) return;
   loop_.Unwatch(worker.heartbeat.get());
   worker.heartbeat.Reset();

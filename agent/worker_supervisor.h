@@ -23,20 +23,15 @@
 #include "agent/orphan_guard.h"
 #include "agent/piped_stream.h"
 #include "agent/worker_env.h"
+#include "agent/worker_heartbeats.h"
+#include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
 
 /// What the whole node's part of the job looks like in one round.
 struct AttemptPlan {
-  int round = 0;
+  Assignment assignment;  // the round, as the rendezvous assigned it to this node
   int log_attempt = 0;  // attempt_<n> folder: the round, after any attempts of earlier runs
-  int restart_count = 0;
-  int group_rank = 0;
-  int group_world_size = 1;
-  int base_rank = 0;  // RANK of this node's local rank 0
-  int world_size = 1;
-  std::string master_addr;
-  int master_port = 0;
   bool agent_store = false;  // the agent serves the workers' TCPStore at MASTER_ADDR:MASTER_PORT
   std::string gloo_interface;  // GLOO_SOCKET_IFNAME, unless set; empty: none
   std::string store_addr;
@@ -95,7 +90,6 @@ class WorkerSupervisor {
     std::unique_ptr<PipedStream> err;
     // --worker-heartbeat-timeout: the agent's end of the worker's heartbeat pipe.
     UniqueFd heartbeat;
-    absl::Time last_beat;
     bool hung = false;  // killed for sending no heartbeat in time
   };
 
@@ -123,6 +117,7 @@ class WorkerSupervisor {
   bool files_enabled_ = false;
   bool stopping_ = false;
   std::unique_ptr<OneShotTimer> heartbeat_timer_;  // only with --worker-heartbeat-timeout
+  std::unique_ptr<WorkerHeartbeats> heartbeats_;   // likewise: the rule
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 

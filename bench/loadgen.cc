@@ -249,6 +249,7 @@ class Loadgen {
         Fail(absl::StrCat(agent.node.host, ": the master ended the run: ", event.detail));
         return;
       case RendezvousEvent::Kind::kLost:
+      case RendezvousEvent::Kind::kRefused:
         Fail(absl::StrCat(agent.node.host, ": ", event.status.message()));
         return;
     }

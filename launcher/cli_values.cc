@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/small_file.h"
 #include "rendezvous/tls_config.h"
 
 namespace ddprun {
@@ -177,18 +178,9 @@ absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, Agent
         return Invalid(option, value, "true or false (1 or 0)");
       }
     } else if (key == "token_file") {
-      std::ifstream in(value);
-      std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (!in) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--rdzv-conf token_file='", value, "' cannot be read"));
-      }
-      token = std::string(absl::StripAsciiWhitespace(token));
-      if (token.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--rdzv-conf token_file='", value, "' is empty"));
-      }
-      config.token = token;
+      absl::StatusOr<std::string> token = ReadTokenFile(value, "--rdzv-conf token_file");
+      if (!token.ok()) return token.status();
+      config.token = *std::move(token);
     } else if (key == "tls_cert" || key == "tls_key" || key == "tls_ca") {
       // Read below, once all three are known.
     } else if (key == "timeout" || key == "store_type") {

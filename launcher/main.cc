@@ -16,10 +16,10 @@
 
 #include "absl/strings/ascii.h"
 #include "agent/elastic_agent.h"
-#include "agent/exit_codes.h"
+#include "common/exit_codes.h"
 #include "agent/gpu_probe.h"
 #include "agent/orphan_guard.h"
-#include "agent/unique_fd.h"
+#include "common/unique_fd.h"
 #include "agent/worker_env.h"
 #include "launcher/cli.h"
 #include "agent/host_info.h"

@@ -99,13 +99,13 @@ void SessionStream::OnWriteDone(bool ok) {
 void SessionStream::OnDone(const grpc::Status& status) {
   absl::MutexLock lock(&mu_);
   if (!abandoned_) {
-    RendezvousEvent lost;
-    lost.kind = RendezvousEvent::Kind::kLost;
+    RendezvousEvent ended;
     absl::Status why = FromGrpcStatus(status);
     if (why.ok()) why = absl::UnavailableError("the master closed the session");
-    lost.status = absl::Status(why.code(), absl::StrCat("rendezvous master at ", endpoint_, ": ",
-                                                        why.message()));
-    on_event_(std::move(lost));
+    ended.kind = LossOrRefusal(why);
+    ended.status = absl::Status(why.code(), absl::StrCat("rendezvous master at ", endpoint_,
+                                                         ": ", why.message()));
+    on_event_(std::move(ended));
   }
   done_ = true;
 }

@@ -39,7 +39,7 @@ class SessionStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Maste
   ~SessionStream() override;
 
   void Send(v1::AgentMessage message);
-  /// From now on the stream's end is expected, not news: no kLost event.
+  /// From now on the stream's end is expected, not news: no kLost or kRefused event.
   void Abandon();
 
  private:

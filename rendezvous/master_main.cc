@@ -16,6 +16,8 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
+#include "common/small_file.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/wire.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -23,8 +25,8 @@
 
 namespace {
 
-constexpr int kExitUsage = 2;
-constexpr int kExitCannotServe = 75;
+using ddprun::kExitCannotServe;
+using ddprun::kExitUsage;
 
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "ddprun-master: error: %s\n", message.c_str());
@@ -88,13 +90,9 @@ int main(int argc, char** argv) {
   if (!tls.ok()) return UsageError(std::string(tls.status().message()));
   options.tls = *tls;
   if (!token_file.empty()) {
-    std::ifstream in(token_file);
-    std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!in) return UsageError(absl::StrCat("--token-file='", token_file, "' cannot be read"));
-    options.token = std::string(absl::StripAsciiWhitespace(token));
-    if (options.token.empty()) {
-      return UsageError(absl::StrCat("--token-file='", token_file, "' is empty"));
-    }
+    absl::StatusOr<std::string> token = ddprun::ReadTokenFile(token_file, "--token-file");
+    if (!token.ok()) return UsageError(std::string(token.status().message()));
+    options.token = *std::move(token);
   }
 
   // SIGTERM and SIGINT are waited for below; block them before gRPC starts its threads.

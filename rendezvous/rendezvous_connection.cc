@@ -38,6 +38,13 @@ std::vector<RendezvousEvent> EventQueue::Take() {
   return out;
 }
 
+RendezvousEvent::Kind LossOrRefusal(const absl::Status& status) {
+  const bool refused = absl::IsPermissionDenied(status) || absl::IsNotFound(status) ||
+                       absl::IsFailedPrecondition(status) || absl::IsInvalidArgument(status) ||
+                       absl::IsUnimplemented(status);
+  return refused ? RendezvousEvent::Kind::kRefused : RendezvousEvent::Kind::kLost;
+}
+
 std::vector<RendezvousEvent> EventsFor(SessionId session, std::vector<Outbound> outbound) {
   std::vector<RendezvousEvent> events;
   for (Outbound& out : outbound) {
@@ -91,10 +98,10 @@ LocalRendezvous::LocalRendezvous(int max_restarts) : rounds_(OneNode(max_restart
 void LocalRendezvous::Join(const NodeInfo& node) {
   absl::Status status = rounds_.Join(kSelf, node, Now());
   if (!status.ok()) {
-    RendezvousEvent lost;
-    lost.kind = RendezvousEvent::Kind::kLost;
-    lost.status = status;
-    events_.Push(std::move(lost));
+    RendezvousEvent refused;
+    refused.kind = LossOrRefusal(status);
+    refused.status = status;
+    events_.Push(std::move(refused));
   }
   Publish();
 }

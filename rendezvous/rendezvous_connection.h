@@ -16,14 +16,17 @@
 namespace ddprun {
 
 struct RendezvousEvent {
-  enum class Kind { kAssigned, kStop, kEnd, kLost };
+  // kLost: the master is out of reach, for now (the agent reconnects). kRefused: the
+  // rendezvous will not take this node (wrong token or run, the run has ended, a bad field):
+  // trying again would not change that.
+  enum class Kind { kAssigned, kStop, kEnd, kLost, kRefused };
   Kind kind = Kind::kAssigned;
   Assignment assignment;                          // kAssigned
   StopReason stop_reason = StopReason::kWorkerFailed;  // kStop
   RunOutcome outcome = RunOutcome::kSucceeded;         // kEnd
   std::string detail;                             // kStop, kEnd: what happened
   std::vector<ReportedFailure> root_cause;        // kEnd, failed: the earliest failure anywhere
-  absl::Status status;                            // kLost: why the master is out of reach
+  absl::Status status;                            // kLost, kRefused: why
 };
 
 class RendezvousConnection {
@@ -65,6 +68,9 @@ class EventQueue {
   struct State;
   State* state_;
 };
+
+/// kRefused for a status that trying again will not change (a refusal), else kLost.
+RendezvousEvent::Kind LossOrRefusal(const absl::Status& status);
 
 /// The events for one session out of a state machine's outbound messages.
 std::vector<RendezvousEvent> EventsFor(SessionId session, std::vector<Outbound> outbound);

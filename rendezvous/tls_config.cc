@@ -5,23 +5,9 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/small_file.h"
 
 namespace ddprun {
-namespace {
-
-absl::StatusOr<std::string> ReadPem(const std::string& path, const std::string& option) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(option, "='", path, "' cannot be read"));
-  if (!absl::StrContains(text.str(), "-----BEGIN ")) {
-    return absl::InvalidArgumentError(absl::StrCat(option, "='", path, "' is not a PEM file"));
-  }
-  return text.str();
-}
-
-}  // namespace
-
 absl::StatusOr<TlsConfig> ReadTlsFiles(const std::string& cert_path, const std::string& key_path,
                                        const std::string& ca_path, const std::string& setting) {
   TlsConfig tls;
@@ -32,11 +18,11 @@ absl::StatusOr<TlsConfig> ReadTlsFiles(const std::string& cert_path, const std::
         setting, ": TLS needs all three of tls_cert, tls_key and tls_ca (this side's "
                  "certificate, its key, and the CA that signed the other side's)"));
   }
-  absl::StatusOr<std::string> cert = ReadPem(cert_path, setting + " tls_cert");
+  absl::StatusOr<std::string> cert = ReadPemFile(cert_path, setting + " tls_cert");
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadPem(key_path, setting + " tls_key");
+  absl::StatusOr<std::string> key = ReadPemFile(key_path, setting + " tls_key");
   if (!key.ok()) return key.status();
-  absl::StatusOr<std::string> ca = ReadPem(ca_path, setting + " tls_ca");
+  absl::StatusOr<std::string> ca = ReadPemFile(ca_path, setting + " tls_ca");
   if (!ca.ok()) return ca.status();
   tls.cert_pem = *cert;
   tls.key_pem = *key;

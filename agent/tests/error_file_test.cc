@@ -118,16 +118,6 @@ TEST(ReadWorkerErrorFileTest, BadFileErrorNamesThePath) {
   EXPECT_THAT(std::string(report.status().message()), HasSubstr(path));
 }
 
-TEST(ReadFileToStringTest, WholeFileAndMissingFile) {
-  TempDir dir;
-  const std::string path = dir.Write("f", std::string("a\0b\n", 4));
-  absl::StatusOr<std::string> text = ReadFileToString(path);
-  ASSERT_TRUE(text.ok()) << text.status();
-  EXPECT_EQ(*text, std::string("a\0b\n", 4));
-  EXPECT_EQ(ReadFileToString(dir.path() + "/missing").status().code(),
-            absl::StatusCode::kNotFound);
-}
-
 TEST(LastLinesOfFileTest, LastLines) {
   TempDir dir;
   const std::string path = dir.Write("stderr.log", "one\ntwo\nthree\nfour\n");

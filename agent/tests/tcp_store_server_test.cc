@@ -17,7 +17,7 @@
 #include <mutex>
 
 #include "absl/time/clock.h"
-#include "agent/unique_fd.h"
+#include "common/unique_fd.h"
 #include "rendezvous/tests/tcp_store_requests.h"
 #include "tests/support/child_process.h"
 

@@ -111,5 +111,19 @@ TEST(EventsForTest, OnlyTheSessionsOwnMessagesAndEvictionIsALostMaster) {
   EXPECT_EQ(events[1].status.code(), absl::StatusCode::kAborted);
 }
 
+TEST(LossOrRefusalTest, ARefusalIsTypedApartFromALostMaster) {
+  // The agent never looks at status codes: a refusal ends it, a loss makes it reconnect.
+  for (const absl::Status& refused :
+       {absl::PermissionDeniedError("token"), absl::NotFoundError("run"),
+        absl::FailedPreconditionError("ended"), absl::InvalidArgumentError("field"),
+        absl::UnimplementedError("old master")}) {
+    EXPECT_EQ(LossOrRefusal(refused), Kind::kRefused) << refused;
+  }
+  for (const absl::Status& lost : {absl::UnavailableError("closed"), absl::AbortedError("dropped"),
+                                   absl::DeadlineExceededError("ping"), absl::InternalError("?")}) {
+    EXPECT_EQ(LossOrRefusal(lost), Kind::kLost) << lost;
+  }
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -21,7 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tests/support/child_process.h"
-#include "agent/unique_fd.h"  // ListDir
+#include "common/unique_fd.h"  // ListDir
 #include "tests/netns/netns_cluster.h"
 #include "tests/support/temp_dir.h"
 

@@ -1,5 +1,5 @@
 #pragma once
-// ddprun's own exit statuses. A failed job exits with its root-cause worker's code instead
+// The exit statuses of ddprun and ddprun-master. A failed job exits with its root-cause worker's code instead
 // (128+N when that worker died of signal N), and a signalled agent with 128+signal.
 
 namespace ddprun {
@@ -11,6 +11,9 @@ inline constexpr int kExitUsage = 2;
 inline constexpr int kExitInternal = 70;  // EX_SOFTWARE
 /// The rendezvous failed: it timed out, refused this node, or the master was lost.
 inline constexpr int kExitRendezvous = 75;  // EX_TEMPFAIL
+
+/// ddprun-master could not serve (its address cannot be bound, TLS cannot start).
+inline constexpr int kExitCannotServe = 75;  // EX_TEMPFAIL
 
 /// The status a shell reports for a process that ended by `signal`.
 inline constexpr int ExitCodeForSignal(int signal) { return 128 + signal; }

@@ -1,4 +1,4 @@
-#include "agent/unique_fd.h"
+#include "common/unique_fd.h"
 
 #include <errno.h>
 #include <fcntl.h>

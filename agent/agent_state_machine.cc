@@ -1,0 +1,319 @@
+#include "agent/agent_state_machine.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
+#include "common/process_status.h"
+
+namespace ddprun {
+namespace {
+
+// torchrun's exit-code field (-N for signal N) as the status a shell reports.
+int ShellCodeFromTorch(int torch_code) { return torch_code < 0 ? 128 - torch_code : torch_code; }
+
+}  // namespace
+
+AgentStateMachine::AgentStateMachine(AgentSettings settings, absl::Time now)
+    : settings_(std::move(settings)) {
+  if (settings_.heartbeat_interval != absl::InfiniteDuration()) {
+    heartbeat_deadline_ = now + settings_.heartbeat_interval;
+  }
+}
+
+void AgentStateMachine::Start(absl::Time now) {
+  if (phase_ == Phase::kIdle) JoinNextRound(now);
+}
+
+void AgentStateMachine::JoinNextRound(absl::Time now) {
+  if (interrupted_by_ != 0) return Exit(ExitCodeForSignal(interrupted_by_));
+  phase_ = Phase::kJoining;
+  // The master applies join_timeout too, and says who is missing; this deadline catches a
+  // master that cannot be reached at all, so it comes a little later.
+  join_deadline_.reset();
+  if (settings_.join_deadline != absl::InfiniteDuration()) {
+    join_deadline_ = now + settings_.join_deadline;
+  }
+  AgentAction join;
+  join.kind = AgentAction::Kind::kJoin;
+  join.assignment = assignment_;
+  actions_.push_back(std::move(join));
+}
+
+void AgentStateMachine::Assigned(const Assignment& assignment, absl::Time /*now*/) {
+  if (phase_ != Phase::kJoining) return;
+  join_deadline_.reset();
+  phase_ = Phase::kRunning;
+  assignment_ = assignment;
+  stopping_ = false;
+  failure_reported_ = false;
+  closing_ = false;
+  after_stop_ = AfterStop::kNothing;
+  AgentAction start;
+  start.kind = AgentAction::Kind::kStartWorkers;
+  start.assignment = assignment;
+  actions_.push_back(std::move(start));
+}
+
+void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail,
+                                    absl::Time now) {
+  if (done()) return;
+  Emit(AgentAction::Kind::kEndStoreRound);
+  Log(LogLevel::kWarning,
+      absl::StrCat(detail, reason == StopReason::kMembershipChanged
+                               ? ": restarting all workers (membership change, no restart spent)"
+                               : ""));
+  StopThen(AfterStop::kRejoin, now);
+}
+
+void AgentStateMachine::RunEnded(RunOutcome outcome, const std::string& detail,
+                                 const std::vector<ReportedFailure>& root_cause, absl::Time now) {
+  if (done()) return;
+  end_outcome_ = outcome;
+  end_detail_ = detail;
+  end_root_cause_ = root_cause;
+  StopThen(AfterStop::kEnd, now);
+}
+
+void AgentStateMachine::MasterLost(const std::string& detail, absl::Time now) {
+  if (done()) return;
+  // A node cut off from the master must not go on training in a round that may be over.
+  Log(LogLevel::kWarning, absl::StrCat("lost the rendezvous master: ", detail,
+                                       "; stopping this node's workers and rejoining"));
+  Emit(AgentAction::Kind::kEndStoreRound);
+  StopThen(AfterStop::kReconnect, now);
+}
+
+void AgentStateMachine::Refused(const std::string& detail, absl::Time now) {
+  if (done()) return;
+  Log(LogLevel::kError, absl::StrCat("the rendezvous refused this node: ", detail));
+  StopThen(AfterStop::kLeave, now);
+}
+
+void AgentStateMachine::Signal(int signal, absl::Time now) {
+  if (done()) return;
+  const bool running = phase_ == Phase::kRunning;
+  if (interrupted_by_ == 0) {
+    interrupted_by_ = signal;
+    if (!running) {
+      Log(LogLevel::kWarning,
+          absl::StrCat("received ", SignalName(signal), ": no workers are running; exiting"));
+      return Exit(ExitCodeForSignal(signal));
+    }
+    Log(LogLevel::kWarning,
+        absl::StrCat("received ", SignalName(signal), ": forwarding it to ",
+                     settings_.nproc_per_node, " workers, SIGKILL after ",
+                     absl::ToDoubleSeconds(settings_.shutdown_timeout), "s"));
+    BeginStop(signal, now);
+  } else if (running) {
+    Log(LogLevel::kWarning,
+        absl::StrCat("received ", SignalName(signal), " again: killing the workers now"));
+    AgentAction kill;
+    kill.kind = AgentAction::Kind::kKillWorkers;
+    kill.text = absl::StrCat("at a second ", SignalName(signal));
+    actions_.push_back(std::move(kill));
+  }
+}
+
+void AgentStateMachine::WorkersChanged(const WorkersView& view, absl::Time now) {
+  if (phase_ != Phase::kRunning || closing_) return;
+  if (!failure_reported_ && view.any_failed) {
+    // Tell the rendezvous at once, so that other nodes stop too, and stop ours meanwhile.
+    failure_reported_ = true;
+    if (!stopping_) BeginStop(SIGTERM, now);
+    EmitForRound(AgentAction::Kind::kReportFailure);
+  }
+  if (view.all_exited) {
+    grace_deadline_.reset();
+    closing_ = true;
+    Emit(AgentAction::Kind::kCloseAttempt);
+  }
+}
+
+void AgentStateMachine::AttemptClosed(const AttemptResult& result, absl::Time now) {
+  if (phase_ != Phase::kRunning || !closing_) return;
+  closing_ = false;
+  if (result.root_cause) last_root_cause_ = result.root_cause;
+  if (interrupted_by_ != 0) {
+    EmitWithSignal(AgentAction::Kind::kWriteStopSummary, interrupted_by_);
+    Log(LogLevel::kWarning, absl::StrCat("stopped by ", SignalName(interrupted_by_), ": exiting ",
+                                         ExitCodeForSignal(interrupted_by_)));
+    return Exit(ExitCodeForSignal(interrupted_by_));
+  }
+  if (after_stop_ != AfterStop::kNothing) return Carry(after_stop_, now);
+  if (result.succeeded) {
+    Log(LogLevel::kInfo, absl::StrCat("all ", settings_.nproc_per_node, " workers succeeded"));
+    EmitForRound(AgentAction::Kind::kReportSuccess);
+  }
+  // Failed (already reported) or succeeded: the rendezvous decides what comes next.
+  phase_ = Phase::kFinishing;
+}
+
+void AgentStateMachine::Fatal(int exit_code, absl::Time /*now*/) {
+  if (!done()) Exit(exit_code);
+}
+
+void AgentStateMachine::Tick(absl::Time now) {
+  if (grace_deadline_ && now >= *grace_deadline_) {
+    grace_deadline_.reset();
+    if (phase_ == Phase::kRunning) {
+      AgentAction kill;
+      kill.kind = AgentAction::Kind::kKillWorkers;
+      kill.text = absl::StrCat("after the ", absl::FormatDuration(settings_.shutdown_timeout),
+                               " grace period (--shutdown-timeout)");
+      actions_.push_back(std::move(kill));
+    }
+  }
+  if (join_deadline_ && now >= *join_deadline_) {
+    join_deadline_.reset();
+    if (phase_ == Phase::kJoining) {
+      Log(LogLevel::kError, JoinTimeoutMessage());
+      return Exit(kExitRendezvous);
+    }
+  }
+  if (heartbeat_deadline_ && now >= *heartbeat_deadline_) {
+    Emit(AgentAction::Kind::kHeartbeat);
+    heartbeat_deadline_ = now + settings_.heartbeat_interval;
+  }
+}
+
+std::vector<AgentAction> AgentStateMachine::TakeActions() {
+  std::vector<AgentAction> out;
+  out.swap(actions_);
+  return out;
+}
+
+absl::Time AgentStateMachine::NextDeadline() const {
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& deadline : {grace_deadline_, join_deadline_, heartbeat_deadline_}) {
+    if (deadline) next = std::min(next, *deadline);
+  }
+  return next;
+}
+
+// The one place for "if workers run, remember what to do next and stop them; else do it now".
+void AgentStateMachine::StopThen(AfterStop next, absl::Time now) {
+  if (phase_ != Phase::kRunning) return Carry(next, now);
+  after_stop_ = std::max(after_stop_, next);
+  if (!stopping_) BeginStop(SIGTERM, now);
+}
+
+void AgentStateMachine::Carry(AfterStop next, absl::Time now) {
+  switch (next) {
+    case AfterStop::kNothing:
+      return;
+    case AfterStop::kRejoin:
+      return JoinNextRound(now);
+    case AfterStop::kReconnect:
+      Emit(AgentAction::Kind::kReconnect);
+      return JoinNextRound(now);
+    case AfterStop::kLeave:
+      return Exit(kExitRendezvous);
+    case AfterStop::kEnd:
+      return FinishRun();
+  }
+}
+
+void AgentStateMachine::BeginStop(int signal, absl::Time now) {
+  stopping_ = true;
+  EmitWithSignal(AgentAction::Kind::kStopWorkers, signal);
+  grace_deadline_ = now + settings_.shutdown_timeout;
+}
+
+void AgentStateMachine::FinishRun() {
+  switch (end_outcome_) {
+    case RunOutcome::kSucceeded:
+      return Exit(kExitSuccess);
+    case RunOutcome::kReleased:
+      Log(LogLevel::kWarning,
+          absl::StrCat(end_detail_, "; exiting 0 (their outcome is in their own logs)"));
+      others_still_run_ = true;
+      return Exit(kExitSuccess);
+    case RunOutcome::kTimedOut:
+      Log(LogLevel::kError, end_detail_);
+      return Exit(kExitRendezvous);
+    case RunOutcome::kFailed:
+      return FinishFailedRun();
+  }
+}
+
+// The exit status of a failed job is its root cause's: this node's, unless the master knows
+// of an earlier one elsewhere.
+void AgentStateMachine::FinishFailedRun() {
+  int code = 1;
+  if (last_root_cause_) {
+    Emit(AgentAction::Kind::kWriteFailureSummary);
+    code = last_root_cause_->shell_exit_code;
+  }
+  if (!end_root_cause_.empty()) {
+    const ReportedFailure& root = end_root_cause_.front();
+    const bool here =
+        root.host == settings_.host && last_root_cause_ && last_root_cause_->rank == root.rank;
+    if (!here) {
+      Log(LogLevel::kError, absl::StrCat("root cause across the job: rank ", root.rank, " on ",
+                                         root.host, " failed with exitcode ", root.exit_code,
+                                         ": ", root.message));
+    }
+    code = ShellCodeFromTorch(root.exit_code);
+  }
+  Log(LogLevel::kError,
+      absl::StrCat("job failed (", end_detail_, "); exiting with status ", code));
+  Exit(code);
+}
+
+void AgentStateMachine::Exit(int exit_code) {
+  phase_ = Phase::kDone;
+  grace_deadline_.reset();
+  join_deadline_.reset();
+  heartbeat_deadline_.reset();
+  AgentAction exit;
+  exit.kind = AgentAction::Kind::kExit;
+  exit.exit_code = exit_code;
+  actions_.push_back(std::move(exit));
+}
+
+void AgentStateMachine::Log(LogLevel level, std::string text) {
+  AgentAction log;
+  log.kind = AgentAction::Kind::kLog;
+  log.level = level;
+  log.text = std::move(text);
+  actions_.push_back(std::move(log));
+}
+
+void AgentStateMachine::Emit(AgentAction::Kind kind) {
+  AgentAction action;
+  action.kind = kind;
+  actions_.push_back(std::move(action));
+}
+
+void AgentStateMachine::EmitWithSignal(AgentAction::Kind kind, int signal) {
+  AgentAction action;
+  action.kind = kind;
+  action.signal = signal;
+  actions_.push_back(std::move(action));
+}
+
+void AgentStateMachine::EmitForRound(AgentAction::Kind kind) {
+  AgentAction action;
+  action.kind = kind;
+  action.round = assignment_ ? assignment_->round : 0;
+  actions_.push_back(std::move(action));
+}
+
+std::string AgentStateMachine::JoinTimeoutMessage() const {
+  return absl::StrCat(
+      "this node got no round within join_timeout=",
+      absl::FormatDuration(settings_.join_timeout),
+      ": either the rendezvous master at ", settings_.master_endpoint,
+      " is not reachable from here (is it up? is the port open? ",
+      settings_.tls
+          ? "with TLS: is this node's tls_cert signed by the CA the master trusts, and the "
+            "master's certificate by this node's tls_ca, for the endpoint's address?"
+          : "does the master use TLS? then give this node tls_cert, tls_key and tls_ca",
+      "), or the job is at its --nnodes maximum and had no free slot for this node");
+}
+
+}  // namespace ddprun

@@ -1,0 +1,165 @@
+#pragma once
+// AgentStateMachine: the rules of one node's agent, beside the master's RoundStateMachine and
+// built the same way. Pure: no processes, no sockets, no clock of its own. The agent's shell
+// (ElasticAgent) feeds it what happened, with monotonic time, runs the actions it emits in
+// order, and calls Tick at NextDeadline(); tests drive it with a fake clock.
+//
+//   joining --(assigned)--> running --(a worker failed: report, stop the rest)--+
+//      ^                       |  \--(all succeeded: report)--> finishing       |
+//      |                       |                                    |           |
+//      +---(stop order, once the workers have exited) <--------------+-----------+
+//   any --(run ended, refused, signal, join timeout; once the workers have exited)--> done
+//
+// While workers run, an order that ends the attempt (stop, master lost, refused, run ended,
+// signal) stops them first and is carried out when the last one has exited; when several
+// arrive, the strongest wins: signal > run ended > refused > master lost > stop order.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "rendezvous/round_state_machine.h"
+
+namespace ddprun {
+
+/// What the rules need to know of the job, fixed for the agent's life.
+struct AgentSettings {
+  std::string host;  // this node's name, as in failure reports
+  int nproc_per_node = 1;
+  std::string entrypoint_name;  // for the summaries
+  absl::Duration shutdown_timeout = absl::Seconds(30);
+  // How often the master wants a heartbeat; InfiniteDuration: no master to tell (one node).
+  absl::Duration heartbeat_interval = absl::InfiniteDuration();
+  // How long a join may wait for a round before this node gives up; InfiniteDuration: forever.
+  absl::Duration join_deadline = absl::InfiniteDuration();
+  // For the message when the join deadline passes.
+  absl::Duration join_timeout = absl::Seconds(600);
+  std::string master_endpoint;
+  bool tls = false;
+};
+
+/// The state of this attempt's workers, as the shell sees them after anything happened.
+struct WorkersView {
+  bool any_failed = false;  // a worker failed on its own (not one the agent stopped)
+  bool all_exited = false;
+  bool all_succeeded = false;
+};
+
+/// What the shell found when it closed an attempt whose workers have all exited.
+struct AttemptResult {
+  bool succeeded = false;
+  // The attempt's root cause on this node, when a worker failed.
+  struct RootCause {
+    int rank = 0;
+    int shell_exit_code = 1;  // what a shell would report for it (128+N for signal N)
+  };
+  std::optional<RootCause> root_cause;
+};
+
+enum class LogLevel { kInfo, kWarning, kError };
+
+struct AgentAction {
+  enum class Kind {
+    kJoin,              // ask for the next round; `assignment`: the last one this node ran
+    kReconnect,         // open a new session to the master (a kJoin follows)
+    kStartWorkers,      // `assignment`: the round to run
+    kStopWorkers,       // `signal` to every worker still running
+    kKillWorkers,       // SIGKILL to every worker still running; `text` says why
+    kReportFailure,     // this attempt's failures to the rendezvous, for `round`
+    kReportSuccess,     // every worker of `round` exited 0
+    kHeartbeat,         // proof of life to the master
+    kEndStoreRound,     // the round is over everywhere: the workers' store closes connections
+    kCloseAttempt,      // all workers exited: drain output, kill strays; answer AttemptClosed
+    kWriteStopSummary,  // the job was stopped by `signal`: say so on stderr
+    kWriteFailureSummary,  // this node's failures of the last failed attempt, on stderr
+    kLog,               // `text` at `level`
+    kExit,              // the agent is done: exit with `exit_code`
+  };
+  Kind kind = Kind::kLog;
+  std::optional<Assignment> assignment;
+  int signal = 0;
+  int64_t round = 0;
+  int exit_code = 0;
+  LogLevel level = LogLevel::kInfo;
+  std::string text;
+};
+
+class AgentStateMachine {
+ public:
+  enum class Phase { kIdle, kJoining, kRunning, kFinishing, kDone };
+
+  AgentStateMachine(AgentSettings settings, absl::Time now);
+
+  /// Joins the first round.
+  void Start(absl::Time now);
+  /// The rendezvous assigned this node a round (ignored unless joining).
+  void Assigned(const Assignment& assignment, absl::Time now);
+  /// The round ended for every node: stop, then join the next one.
+  void StopOrdered(StopReason reason, const std::string& detail, absl::Time now);
+  /// The run is over (`root_cause`: the earliest failure anywhere, when it failed).
+  void RunEnded(RunOutcome outcome, const std::string& detail,
+                const std::vector<ReportedFailure>& root_cause, absl::Time now);
+  /// The master is out of reach: stop (a round may be over elsewhere), reconnect, rejoin.
+  void MasterLost(const std::string& detail, absl::Time now);
+  /// The rendezvous refused this node; trying again will not change that.
+  void Refused(const std::string& detail, absl::Time now);
+  /// A terminating signal reached the agent (not SIGCHLD).
+  void Signal(int signal, absl::Time now);
+  /// Something happened to this attempt's workers (an exit, a start that failed).
+  void WorkersChanged(const WorkersView& view, absl::Time now);
+  /// The shell ran kCloseAttempt.
+  void AttemptClosed(const AttemptResult& result, absl::Time now);
+  /// The shell cannot go on (it has logged why and killed what it started): exit.
+  void Fatal(int exit_code, absl::Time now);
+  /// Applies every deadline that has passed by `now`.
+  void Tick(absl::Time now);
+
+  /// Actions emitted since the last call, in the order they must run.
+  std::vector<AgentAction> TakeActions();
+  /// When Tick must next be called (InfiniteFuture when nothing is pending).
+  absl::Time NextDeadline() const;
+
+  Phase phase() const { return phase_; }
+  bool done() const { return phase_ == Phase::kDone; }
+  /// This node left the run while others still ran (the exit barrier timed out).
+  bool others_still_run() const { return others_still_run_; }
+
+ private:
+  // What to do once the running attempt's workers have exited; stronger values win.
+  enum class AfterStop { kNothing, kRejoin, kReconnect, kLeave, kEnd };
+
+  void JoinNextRound(absl::Time now);
+  void StopThen(AfterStop next, absl::Time now);
+  void Carry(AfterStop next, absl::Time now);
+  void BeginStop(int signal, absl::Time now);
+  void FinishRun();
+  void FinishFailedRun();
+  void Exit(int exit_code);
+  void Log(LogLevel level, std::string text);
+  void Emit(AgentAction::Kind kind);
+  void EmitWithSignal(AgentAction::Kind kind, int signal);
+  void EmitForRound(AgentAction::Kind kind);
+  std::string JoinTimeoutMessage() const;
+
+  const AgentSettings settings_;
+  Phase phase_ = Phase::kIdle;
+  std::optional<Assignment> assignment_;  // the current attempt's, or the last one run
+  bool stopping_ = false;            // this attempt's workers were told to stop
+  bool failure_reported_ = false;    // this attempt's failure went to the rendezvous
+  bool closing_ = false;             // kCloseAttempt emitted, AttemptClosed not yet back
+  AfterStop after_stop_ = AfterStop::kNothing;
+  RunOutcome end_outcome_ = RunOutcome::kSucceeded;  // after_stop_ == kEnd
+  std::string end_detail_;
+  std::vector<ReportedFailure> end_root_cause_;
+  int interrupted_by_ = 0;           // the first terminating signal, 0 if none
+  std::optional<AttemptResult::RootCause> last_root_cause_;  // of the last failed attempt
+  bool others_still_run_ = false;
+  std::optional<absl::Time> grace_deadline_;      // SIGKILL what still runs
+  std::optional<absl::Time> join_deadline_;       // give up waiting for a round
+  std::optional<absl::Time> heartbeat_deadline_;  // tell the master this node lives
+  std::vector<AgentAction> actions_;
+};
+
+}  // namespace ddprun

@@ -1,0 +1,25 @@
+#pragma once
+// The folder a run's worker files go under (--log-dir, or a private temporary one), made
+// when the agent starts and tidied when it ends.
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ddprun {
+
+struct LogRoot {
+  std::string path;        // "/dev/null": no files
+  bool temporary = false;  // made by ddprun (no --log-dir): removed if nothing in it is kept
+  int attempt_offset = 0;  // attempts of earlier runs with the same id and --log-dir
+};
+
+/// `log_dir` empty: a new folder under $TMPDIR (or /tmp). Else it is created if need be, and
+/// attempts already in it for `run_id` are skipped (with a warning), never overwritten.
+absl::StatusOr<LogRoot> OpenLogRoot(const std::string& log_dir, const std::string& run_id);
+
+/// A temporary root keeps only what holds something (log files -r/-t/--local-ranks-filter
+/// asked for, error files); a run that left nothing leaves no folder.
+void CleanUpLogRoot(const LogRoot& root, const std::string& run_id);
+
+}  // namespace ddprun

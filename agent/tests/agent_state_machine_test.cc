@@ -1,0 +1,387 @@
+#include "agent/agent_state_machine.h"
+
+#include <signal.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/exit_codes.h"
+#include "common/process_status.h"
+
+namespace ddprun {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// One action as a line of a transcript: "stop-workers SIGTERM", "exit 75". Log lines are
+// left out here (LogsOf() has them), so that each step reads as what the agent does.
+std::string Describe(const AgentAction& a) {
+  using Kind = AgentAction::Kind;
+  switch (a.kind) {
+    case Kind::kJoin:
+      return a.assignment ? absl::StrCat("join after=", a.assignment->round) : "join";
+    case Kind::kReconnect:
+      return "reconnect";
+    case Kind::kStartWorkers:
+      return absl::StrCat("start-workers round=", a.assignment->round);
+    case Kind::kStopWorkers:
+      return absl::StrCat("stop-workers ", SignalName(a.signal));
+    case Kind::kKillWorkers:
+      return "kill-workers";
+    case Kind::kReportFailure:
+      return absl::StrCat("report-failure round=", a.round);
+    case Kind::kReportSuccess:
+      return absl::StrCat("report-success round=", a.round);
+    case Kind::kHeartbeat:
+      return "heartbeat";
+    case Kind::kEndStoreRound:
+      return "end-store-round";
+    case Kind::kCloseAttempt:
+      return "close-attempt";
+    case Kind::kWriteStopSummary:
+      return absl::StrCat("stop-summary ", SignalName(a.signal));
+    case Kind::kWriteFailureSummary:
+      return "failure-summary";
+    case Kind::kLog:
+      return "log";
+    case Kind::kExit:
+      return absl::StrCat("exit ", a.exit_code);
+  }
+  return "?";
+}
+
+// Drives an AgentStateMachine with a fake clock, as the shell does: each step feeds one
+// event and returns the actions it caused, in order.
+class AgentStateMachineTest : public ::testing::Test {
+ protected:
+  void Make(bool networked = true) {
+    AgentSettings s;
+    s.host = "node0";
+    s.nproc_per_node = 2;
+    s.shutdown_timeout = absl::Seconds(30);
+    if (networked) {
+      s.heartbeat_interval = absl::Seconds(5);
+      s.join_deadline = absl::Seconds(605);
+    }
+    s.join_timeout = absl::Seconds(600);
+    s.master_endpoint = "master:29400";
+    sm_ = std::make_unique<AgentStateMachine>(s, now_);
+  }
+
+  std::vector<std::string> Take() {
+    actions_ = sm_->TakeActions();
+    std::vector<std::string> out;
+    for (const AgentAction& a : actions_) {
+      if (a.kind != AgentAction::Kind::kLog) out.push_back(Describe(a));
+    }
+    return out;
+  }
+  std::vector<std::string> LogsOf() const {
+    std::vector<std::string> out;
+    for (const AgentAction& a : actions_) {
+      if (a.kind == AgentAction::Kind::kLog) out.push_back(a.text);
+    }
+    return out;
+  }
+
+  static Assignment Round(int64_t round, int restarts = 0) {
+    Assignment a;
+    a.round = round;
+    a.restart_count = restarts;
+    a.world_size = 4;
+    a.group_world_size = 2;
+    return a;
+  }
+  static WorkersView Running() { return {}; }
+  static WorkersView Failed(bool all_exited) { return {true, all_exited, false}; }
+  static WorkersView AllExited(bool succeeded) { return {false, true, succeeded}; }
+  static AttemptResult Succeeded() { return {true, std::nullopt}; }
+  static AttemptResult FailedAt(int rank, int code) {
+    return {false, AttemptResult::RootCause{rank, code}};
+  }
+
+  std::vector<std::string> Start() { return (sm_->Start(now_), Take()); }
+  std::vector<std::string> Assign(int64_t round, int restarts = 0) {
+    return (sm_->Assigned(Round(round, restarts), now_), Take());
+  }
+  std::vector<std::string> Workers(const WorkersView& view) {
+    return (sm_->WorkersChanged(view, now_), Take());
+  }
+  std::vector<std::string> Closed(const AttemptResult& result) {
+    return (sm_->AttemptClosed(result, now_), Take());
+  }
+  std::vector<std::string> Stop(StopReason reason = StopReason::kWorkerFailed) {
+    return (sm_->StopOrdered(reason, "rank 1 on node1 failed", now_), Take());
+  }
+  std::vector<std::string> End(RunOutcome outcome, std::vector<ReportedFailure> root = {}) {
+    return (sm_->RunEnded(outcome, "the run ended", root, now_), Take());
+  }
+  std::vector<std::string> Signal(int sig) { return (sm_->Signal(sig, now_), Take()); }
+  std::vector<std::string> Advance(absl::Duration d) {
+    now_ += d;
+    sm_->Tick(now_);
+    return Take();
+  }
+  // Runs the first round: started, joined, assigned round 0.
+  void RunRoundZero() {
+    Make();
+    ASSERT_THAT(Start(), ElementsAre("join"));
+    ASSERT_THAT(Assign(0), ElementsAre("start-workers round=0"));
+    ASSERT_THAT(Workers(Running()), IsEmpty());
+  }
+  int ExitCode() const {
+    for (const AgentAction& a : actions_) {
+      if (a.kind == AgentAction::Kind::kExit) return a.exit_code;
+    }
+    return -1;
+  }
+
+  absl::Time now_ = absl::FromUnixSeconds(1000);
+  std::unique_ptr<AgentStateMachine> sm_;
+  std::vector<AgentAction> actions_;
+};
+
+TEST_F(AgentStateMachineTest, AWorkerFailureIsReportedAtOnceAndTheRestStopped) {
+  RunRoundZero();
+  EXPECT_THAT(Workers(Failed(false)), ElementsAre("stop-workers SIGTERM", "report-failure round=0"));
+  EXPECT_THAT(Workers(Failed(false)), IsEmpty()) << "reported once per attempt";
+  EXPECT_THAT(Workers(Failed(true)), ElementsAre("close-attempt"));
+  EXPECT_THAT(Closed(FailedAt(1, 3)), IsEmpty()) << "the rendezvous decides what comes next";
+  EXPECT_EQ(sm_->phase(), AgentStateMachine::Phase::kFinishing);
+}
+
+TEST_F(AgentStateMachineTest, RestartAfterAFailureRejoinsWithTheLastRound) {
+  RunRoundZero();
+  Workers(Failed(true));
+  Closed(FailedAt(1, 3));
+  EXPECT_THAT(Stop(), ElementsAre("end-store-round", "join after=0"));
+  EXPECT_THAT(Assign(1, 1), ElementsAre("start-workers round=1"));
+  EXPECT_EQ(sm_->phase(), AgentStateMachine::Phase::kRunning);
+}
+
+TEST_F(AgentStateMachineTest, AStopOrderWhileWorkersRunStopsThemThenRejoins) {
+  RunRoundZero();
+  EXPECT_THAT(Stop(), ElementsAre("end-store-round", "stop-workers SIGTERM"));
+  EXPECT_THAT(LogsOf(), ElementsAre("rank 1 on node1 failed"));
+  EXPECT_THAT(Stop(), ElementsAre("end-store-round")) << "stopping already: no second SIGTERM";
+  EXPECT_THAT(Workers(AllExited(false)), ElementsAre("close-attempt"));
+  EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("join after=0"));
+}
+
+TEST_F(AgentStateMachineTest, AMembershipChangeSaysNoRestartIsSpent) {
+  RunRoundZero();
+  Stop(StopReason::kMembershipChanged);
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("membership change, no restart spent")));
+}
+
+TEST_F(AgentStateMachineTest, SuccessIsReportedAndTheRunEndsWithZero) {
+  RunRoundZero();
+  EXPECT_THAT(Workers(AllExited(true)), ElementsAre("close-attempt"));
+  EXPECT_THAT(Closed(Succeeded()), ElementsAre("report-success round=0"));
+  EXPECT_THAT(LogsOf(), ElementsAre("all 2 workers succeeded"));
+  EXPECT_THAT(End(RunOutcome::kSucceeded), ElementsAre("exit 0"));
+  EXPECT_TRUE(sm_->done());
+  EXPECT_FALSE(sm_->others_still_run());
+}
+
+TEST_F(AgentStateMachineTest, ReleasedByTheExitBarrierExitsZeroWhileOthersRun) {
+  RunRoundZero();
+  Workers(AllExited(true));
+  Closed(Succeeded());
+  EXPECT_THAT(End(RunOutcome::kReleased), ElementsAre("exit 0"));
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("their outcome is in their own logs")));
+  EXPECT_TRUE(sm_->others_still_run());
+}
+
+TEST_F(AgentStateMachineTest, BudgetSpentExitsWithTheLocalRootCauseAndItsSummary) {
+  RunRoundZero();
+  Workers(Failed(true));
+  Closed(FailedAt(1, 3));
+  ReportedFailure root;
+  root.host = "node0";
+  root.rank = 1;
+  root.exit_code = 3;
+  EXPECT_THAT(End(RunOutcome::kFailed, {root}), ElementsAre("failure-summary", "exit 3"));
+  EXPECT_THAT(LogsOf(), ElementsAre("job failed (the run ended); exiting with status 3"));
+}
+
+TEST_F(AgentStateMachineTest, ARootCauseElsewhereIsNamedAndGivesTheExitStatus) {
+  RunRoundZero();
+  Workers(Failed(true));
+  Closed(FailedAt(1, 143));  // stopped here, after rank 3 on node1 had died of SIGSEGV
+  ReportedFailure root;
+  root.host = "node1";
+  root.rank = 3;
+  root.exit_code = -SIGSEGV;
+  root.message = "Segmentation fault";
+  EXPECT_THAT(End(RunOutcome::kFailed, {root}), ElementsAre("failure-summary", "exit 139"));
+  EXPECT_THAT(LogsOf(), ElementsAre("root cause across the job: rank 3 on node1 failed with "
+                                    "exitcode -11: Segmentation fault",
+                                    HasSubstr("exiting with status 139")));
+}
+
+TEST_F(AgentStateMachineTest, ARunThatEndsWhileWorkersRunEndsOnceTheyHaveExited) {
+  RunRoundZero();
+  EXPECT_THAT(End(RunOutcome::kFailed), ElementsAre("stop-workers SIGTERM"));
+  EXPECT_THAT(Workers(AllExited(false)), ElementsAre("close-attempt"));
+  EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("exit 1"));
+}
+
+TEST_F(AgentStateMachineTest, AnEndedRunThatTimedOutExitsWithTheRendezvousStatus) {
+  Make();
+  Start();
+  EXPECT_THAT(End(RunOutcome::kTimedOut), ElementsAre(absl::StrCat("exit ", kExitRendezvous)));
+  EXPECT_THAT(LogsOf(), ElementsAre("the run ended"));
+}
+
+TEST_F(AgentStateMachineTest, ASignalIsForwardedThenKillsAfterTheGracePeriod) {
+  RunRoundZero();
+  EXPECT_THAT(Signal(SIGTERM), ElementsAre("stop-workers SIGTERM"));
+  EXPECT_THAT(LogsOf(), ElementsAre("received SIGTERM: forwarding it to 2 workers, SIGKILL after 30s"));
+  EXPECT_EQ(sm_->NextDeadline(), now_ + absl::Seconds(5)) << "the heartbeat comes first";
+  EXPECT_THAT(Advance(absl::Seconds(29)), ElementsAre("heartbeat")) << "one tick, one beat";
+  EXPECT_THAT(Advance(absl::Seconds(1)), ElementsAre("kill-workers"));
+  EXPECT_EQ(actions_.back().text, "after the 30s grace period (--shutdown-timeout)");
+  EXPECT_THAT(Workers(AllExited(false)), ElementsAre("close-attempt"));
+  EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("stop-summary SIGTERM", "exit 143"));
+}
+
+TEST_F(AgentStateMachineTest, ASecondSignalKillsAtOnce) {
+  RunRoundZero();
+  Signal(SIGINT);
+  EXPECT_THAT(Signal(SIGINT), ElementsAre("kill-workers"));
+  EXPECT_THAT(LogsOf(), ElementsAre("received SIGINT again: killing the workers now"));
+  EXPECT_EQ(actions_.back().text, "at a second SIGINT");
+  Workers(AllExited(false));
+  EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("stop-summary SIGINT", "exit 130"));
+}
+
+TEST_F(AgentStateMachineTest, ASignalWithNoWorkersRunningExitsAtOnce) {
+  Make();
+  Start();
+  EXPECT_THAT(Signal(SIGTERM), ElementsAre("exit 143"));
+  EXPECT_THAT(LogsOf(), ElementsAre("received SIGTERM: no workers are running; exiting"));
+}
+
+TEST_F(AgentStateMachineTest, ASignalOutranksEveryOtherOrderOnceWorkersHaveExited) {
+  RunRoundZero();
+  End(RunOutcome::kSucceeded);
+  Signal(SIGTERM);
+  sm_->MasterLost("gone", now_);
+  Take();
+  Workers(AllExited(false));
+  EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("stop-summary SIGTERM", "exit 143"));
+}
+
+TEST_F(AgentStateMachineTest, TheMasterLostStopsTheWorkersThenReconnectsAndRejoins) {
+  RunRoundZero();
+  sm_->MasterLost("rendezvous master at master:29400: Socket closed", now_);
+  EXPECT_THAT(Take(), ElementsAre("end-store-round", "stop-workers SIGTERM"))
+      << "a node cut off from the master must not go on training";
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("stopping this node's workers and rejoining")));
+  Workers(AllExited(false));
+  EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("reconnect", "join after=0"));
+}
+
+TEST_F(AgentStateMachineTest, TheMasterLostWhileJoiningReconnectsAtOnce) {
+  Make();
+  Start();
+  sm_->MasterLost("unavailable", now_);
+  EXPECT_THAT(Take(), ElementsAre("end-store-round", "reconnect", "join"));
+}
+
+TEST_F(AgentStateMachineTest, AnEndedRunOutranksALostMaster) {
+  RunRoundZero();
+  sm_->MasterLost("unavailable", now_);
+  End(RunOutcome::kSucceeded);
+  Workers(AllExited(true));
+  EXPECT_THAT(Closed(Succeeded()), ElementsAre("exit 0"));
+}
+
+TEST_F(AgentStateMachineTest, ARefusalStopsTheWorkersAndLeavesWithTheRendezvousStatus) {
+  RunRoundZero();
+  sm_->Refused("the master serves run 'mine', not 'theirs'", now_);
+  EXPECT_THAT(Take(), ElementsAre("stop-workers SIGTERM"));
+  EXPECT_THAT(LogsOf(), ElementsAre("the rendezvous refused this node: the master serves run "
+                                    "'mine', not 'theirs'"));
+  Workers(AllExited(false));
+  EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre(absl::StrCat("exit ", kExitRendezvous)));
+}
+
+TEST_F(AgentStateMachineTest, ARefusalWhileJoiningLeavesAtOnce) {
+  Make();
+  Start();
+  sm_->Refused("wrong token", now_);
+  EXPECT_THAT(Take(), ElementsAre(absl::StrCat("exit ", kExitRendezvous)));
+}
+
+TEST_F(AgentStateMachineTest, NoRoundWithinTheJoinDeadlineLeavesNamingTheMaster) {
+  Make();
+  Start();
+  EXPECT_EQ(sm_->NextDeadline(), now_ + absl::Seconds(5));
+  now_ += absl::Seconds(604);
+  sm_->Tick(now_);
+  EXPECT_THAT(Take(), ElementsAre("heartbeat"));
+  EXPECT_THAT(Advance(absl::Seconds(1)), ElementsAre(absl::StrCat("exit ", kExitRendezvous)));
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("rendezvous master at master:29400 is not "
+                                              "reachable from here")));
+  EXPECT_EQ(sm_->NextDeadline(), absl::InfiniteFuture()) << "done: nothing more to wake for";
+}
+
+TEST_F(AgentStateMachineTest, AnAssignmentStopsTheJoinDeadline) {
+  RunRoundZero();
+  for (int i = 0; i < 200; ++i) EXPECT_THAT(Advance(absl::Seconds(5)), ElementsAre("heartbeat"));
+  EXPECT_FALSE(sm_->done());
+}
+
+TEST_F(AgentStateMachineTest, HeartbeatsGoEveryIntervalWhateverThePhase) {
+  Make();
+  EXPECT_THAT(Advance(absl::Seconds(5)), ElementsAre("heartbeat")) << "even before joining";
+  Start();
+  EXPECT_THAT(Advance(absl::Seconds(4)), IsEmpty());
+  EXPECT_THAT(Advance(absl::Seconds(1)), ElementsAre("heartbeat"));
+}
+
+TEST_F(AgentStateMachineTest, OneNodeHasNoHeartbeatAndNoJoinDeadline) {
+  Make(/*networked=*/false);
+  Start();
+  EXPECT_EQ(sm_->NextDeadline(), absl::InfiniteFuture());
+}
+
+TEST_F(AgentStateMachineTest, AnAssignmentWhenNotJoiningIsIgnored) {
+  RunRoundZero();
+  EXPECT_THAT(Assign(1), IsEmpty());
+}
+
+TEST_F(AgentStateMachineTest, AFatalErrorExitsWithItsCode) {
+  RunRoundZero();
+  sm_->Fatal(kExitInternal, now_);
+  EXPECT_THAT(Take(), ElementsAre(absl::StrCat("exit ", kExitInternal)));
+  sm_->StopOrdered(StopReason::kWorkerFailed, "late", now_);
+  sm_->Signal(SIGTERM, now_);
+  EXPECT_THAT(Take(), IsEmpty()) << "nothing happens after the end";
+}
+
+TEST_F(AgentStateMachineTest, AFailureDuringAStopIsStillReportedButNotStoppedTwice) {
+  RunRoundZero();
+  Stop();
+  EXPECT_THAT(Workers(Failed(false)), ElementsAre("report-failure round=0"));
+}
+
+TEST_F(AgentStateMachineTest, TheLastFailedAttemptsRootCauseSurvivesALaterCleanAttempt) {
+  RunRoundZero();
+  Workers(Failed(true));
+  Closed(FailedAt(0, 3));
+  Stop();
+  Assign(1, 1);
+  End(RunOutcome::kFailed);  // the run fails elsewhere while this node's round 1 runs
+  Workers(AllExited(false));
+  EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("failure-summary", "exit 3"));
+}
+
+}  // namespace
+}  // namespace ddprun

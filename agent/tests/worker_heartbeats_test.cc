@@ -1,0 +1,51 @@
+#include "agent/worker_heartbeats.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace ddprun {
+namespace {
+
+using ::testing::IsEmpty;
+
+std::vector<int> Ranks(const std::vector<WorkerHeartbeats::Overdue>& overdue) {
+  std::vector<int> out;
+  for (const auto& o : overdue) out.push_back(o.local_rank);
+  return out;
+}
+
+const absl::Time kStart = absl::FromUnixSeconds(100);
+
+TEST(WorkerHeartbeatsTest, TheClockStartsAtTheStartAndABeatPushesTheDeadline) {
+  WorkerHeartbeats beats(absl::Seconds(10));
+  beats.Watch(0, kStart);
+  beats.Watch(1, kStart);
+  EXPECT_EQ(beats.NextDeadline(), kStart + absl::Seconds(10));
+  beats.Beat(0, kStart + absl::Seconds(6));
+  EXPECT_THAT(beats.TakeOverdue(kStart + absl::Seconds(9)), IsEmpty());
+  std::vector<WorkerHeartbeats::Overdue> overdue = beats.TakeOverdue(kStart + absl::Seconds(10));
+  EXPECT_EQ(Ranks(overdue), std::vector<int>{1});
+  EXPECT_EQ(overdue[0].silent, absl::Seconds(10));
+  EXPECT_EQ(beats.NextDeadline(), kStart + absl::Seconds(16)) << "rank 1 is reported once";
+  EXPECT_EQ(Ranks(beats.TakeOverdue(kStart + absl::Seconds(17))), std::vector<int>{0});
+  EXPECT_EQ(beats.NextDeadline(), absl::InfiniteFuture());
+}
+
+TEST(WorkerHeartbeatsTest, AForgottenWorkerIsNeverOverdue) {
+  WorkerHeartbeats beats(absl::Seconds(1));
+  beats.Watch(0, kStart);
+  beats.Forget(0);  // it exited, or closed its pipe
+  EXPECT_THAT(beats.TakeOverdue(kStart + absl::Hours(1)), IsEmpty());
+  beats.Beat(0, kStart + absl::Hours(1));  // a late beat does not bring it back
+  EXPECT_EQ(beats.NextDeadline(), absl::InfiniteFuture());
+}
+
+TEST(WorkerHeartbeatsTest, AnOlderBeatNeverMovesTheDeadlineBack) {
+  WorkerHeartbeats beats(absl::Seconds(10));
+  beats.Watch(0, kStart + absl::Seconds(5));
+  beats.Beat(0, kStart);
+  EXPECT_EQ(beats.NextDeadline(), kStart + absl::Seconds(15));
+}
+
+}  // namespace
+}  // namespace ddprun

@@ -1,0 +1,43 @@
+#include "common/small_file.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace ddprun {
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  std::ostringstream contents;
+  contents << in.rdbuf();
+  return contents.str();
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& setting) {
+  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(setting, "='", path, "' cannot be read"));
+  }
+  std::string token(absl::StripAsciiWhitespace(*text));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(setting, "='", path, "' is empty"));
+  }
+  return token;
+}
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& setting) {
+  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(setting, "='", path, "' cannot be read"));
+  }
+  if (!absl::StrContains(*text, "-----BEGIN ")) {
+    return absl::InvalidArgumentError(absl::StrCat(setting, "='", path, "' is not a PEM file"));
+  }
+  return text;
+}
+
+}  // namespace ddprun

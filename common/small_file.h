@@ -1,0 +1,21 @@
+#pragma once
+// Reading the small files a command line names: tokens, PEM certificates, error files.
+// Errors name the setting the path came from, so a user knows what to fix.
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace ddprun {
+
+/// The whole file. NotFound when it cannot be opened, InvalidArgument when it cannot be read.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path);
+
+/// A secret from a file, surrounding whitespace removed. `setting` names where the path came
+/// from ("--token-file"); errors say "<setting>='<path>' cannot be read" or "... is empty".
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& setting);
+
+/// A PEM file: "<setting>='<path>' cannot be read" or "... is not a PEM file".
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& setting);
+
+}  // namespace ddprun

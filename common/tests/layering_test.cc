@@ -1,0 +1,100 @@
+// The include rules each folder's README states, checked on the source tree: a part may
+// include only the parts below it (common <- rendezvous <- agent <- launcher; the worker SDK
+// beside the agent), and nothing but the worker SDK includes CUDA or NCCL.
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace ddprun {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The folders of ddprun that production code may name in an #include.
+const std::set<std::string> kParts = {"common", "rendezvous", "agent", "launcher", "worker_sdk",
+                                      "tests", "bench", "fuzz", "examples"};
+
+// Which parts each folder's production files may include (its own included).
+const std::map<std::string, std::set<std::string>> kMayInclude = {
+    {"common", {"common"}},
+    {"rendezvous", {"common", "rendezvous"}},
+    {"agent", {"common", "rendezvous", "agent"}},
+    {"launcher", {"common", "rendezvous", "agent", "launcher"}},
+    {"worker_sdk", {"common", "rendezvous", "worker_sdk"}},
+};
+
+bool IsSource(const fs::path& p) { return p.extension() == ".cc" || p.extension() == ".h"; }
+
+// The production files of `folder`: everything but its tests.
+std::vector<fs::path> ProductionFiles(const std::string& folder) {
+  std::vector<fs::path> files;
+  const fs::path root = fs::path(DDPRUN_SOURCE_DIR) / folder;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
+       ++it) {
+    if (it->is_directory() && it->path().filename() == "tests") {
+      it.disable_recursion_pending();
+    } else if (it->is_regular_file() && IsSource(it->path())) {
+      files.push_back(it->path());
+    }
+  }
+  return files;
+}
+
+// Every `#include "..."` and `#include <...>` target of `file`.
+std::vector<std::string> Includes(const fs::path& file) {
+  std::vector<std::string> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!absl::StartsWith(line, "#include ")) continue;
+    const std::string target = line.substr(9);
+    if (target.size() > 2) out.push_back(target.substr(1, target.find_first_of("\">", 1) - 1));
+  }
+  return out;
+}
+
+std::vector<std::string> Violations(const std::string& folder) {
+  std::vector<std::string> bad;
+  const std::set<std::string>& allowed = kMayInclude.at(folder);
+  for (const fs::path& file : ProductionFiles(folder)) {
+    const std::string name = fs::relative(file, DDPRUN_SOURCE_DIR).string();
+    for (const std::string& target : Includes(file)) {
+      const std::string part = target.substr(0, target.find('/'));
+      if (kParts.count(part) > 0 && allowed.count(part) == 0) {
+        bad.push_back(absl::StrCat(name, " includes ", target));
+      }
+      const bool cuda = absl::StartsWith(target, "cuda") || absl::StartsWith(target, "nccl");
+      if (cuda && folder != "worker_sdk") bad.push_back(absl::StrCat(name, " includes ", target));
+    }
+  }
+  return bad;
+}
+
+TEST(LayeringTest, EveryFolderIncludesOnlyWhatItsReadmeAllows) {
+  for (const auto& [folder, allowed] : kMayInclude) {
+    EXPECT_FALSE(ProductionFiles(folder).empty()) << folder << ": no sources found";
+    EXPECT_THAT(Violations(folder), ::testing::IsEmpty())
+        << folder << " may include only " << absl::StrJoin(allowed, ", ");
+  }
+}
+
+TEST(LayeringTest, TheCheckSeesAViolation) {
+  // The reader must see an include it forbids, or the test above could pass on nothing.
+  const fs::path probe = fs::path(DDPRUN_SOURCE_DIR) / "common" / "unique_fd.h";
+  EXPECT_THAT(Includes(probe), ::testing::Contains("absl/status/status.h"));
+  EXPECT_THAT(Includes(fs::path(DDPRUN_SOURCE_DIR) / "agent" / "elastic_agent.h"),
+              ::testing::Contains(::testing::StartsWith("rendezvous/")));
+  EXPECT_EQ(kMayInclude.at("common").count("rendezvous"), 0u);
+}
+
+}  // namespace
+}  // namespace ddprun

@@ -15,6 +15,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "ddprun/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/grpc_channel.h"
 #include "rendezvous/network_plugin.h"
 #include "rendezvous/rendezvous_connection.h"
 
@@ -22,9 +23,6 @@ namespace ddprun {
 
 /// The channel arguments an agent's connection to the master uses (keepalive, reconnect).
 grpc::ChannelArguments AgentChannelArguments(const NetworkRendezvousOptions& options);
-/// A refused connection is retried after 100 ms (gRPC's least), backing off to 1 s; each
-/// attempt keeps gRPC's default 20 s to complete. For every client of a ddprun server.
-void SetQuickReconnect(grpc::ChannelArguments& args);
 /// Plain, or TLS with the agent's certificate when options.tls is enabled.
 std::shared_ptr<grpc::ChannelCredentials> AgentCredentials(const NetworkRendezvousOptions& options);
 

@@ -17,6 +17,8 @@
 
 namespace ddprun {
 
+class MasterState;
+
 struct MasterOptions {
   std::string host = "0.0.0.0";  // address to listen on
   int port = 0;                  // 0: the kernel picks one
@@ -28,6 +30,8 @@ struct MasterOptions {
   // How long a blocking Store read without its own timeout waits (torchrun's read_timeout).
   absl::Duration store_timeout = absl::Seconds(60);
   TlsConfig tls;  // enabled: clients must show a certificate signed by tls.ca_pem
+  // Serve the Store service only, not Rendezvous (the worker SDK's rank-0 store).
+  bool store_only = false;
 };
 
 class MasterServer {
@@ -50,15 +54,10 @@ class MasterServer {
   /// Stops accepting, lets calls finish until `grace` has passed, then cancels the rest.
   void Shutdown(absl::Duration grace);
 
-  class Impl;
-
  private:
-  explicit MasterServer(std::unique_ptr<Impl> impl);
-  std::unique_ptr<Impl> impl_;
+  explicit MasterServer(std::unique_ptr<MasterState> impl);
+  std::unique_ptr<MasterState> impl_;
 };
-
-/// A steady clock as absl::Time, so deadlines never move when the wall clock does.
-absl::Time MonotonicNow();
 
 /// Turns off Abseil's mutex deadlock detection in this process. Debian's Abseil is built
 /// without NDEBUG, so it is on by default, and then every Lock() also updates one global

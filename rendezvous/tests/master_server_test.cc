@@ -618,5 +618,23 @@ TEST(WireTest, WhatAnAgentSendsIsWithinTheLimitsAndEachLimitIsNamed) {
   EXPECT_THAT(refused(report), HasSubstr("report.failures.message has 70000 bytes"));
 }
 
+TEST_F(MasterServerTest, AStoreOnlyServerServesTheStoreAndRefusesSessions) {
+  MasterOptions options;
+  options.store_only = true;  // the worker SDK's rank-0 store
+  StartMaster(options);
+  TestSession a(NewChannel());
+  a.Join("job", "node1", 1, 1);
+  EXPECT_FALSE(a.Read());
+  EXPECT_EQ(a.Close().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  auto store = pb::Store::NewStub(channel_);
+  grpc::ClientContext c;
+  pb::SetRequest set;
+  set.set_run_id("job");
+  set.set_key("k");
+  set.set_value("v");
+  pb::SetResponse r;
+  EXPECT_TRUE(store->Set(WithDeadline(c), set, &r).ok());
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -9,7 +9,7 @@
 #include "absl/time/clock.h"
 #include "ddp/worker/store.h"
 #include "ddprun/v1/store.grpc.pb.h"
-#include "rendezvous/grpc_rendezvous.h"
+#include "rendezvous/grpc_channel.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/wire.h"
 
@@ -231,9 +231,9 @@ std::unique_ptr<Store> Store::Connect(const std::string& address, const std::str
 }
 
 absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(int port) {
-  // The master's Store service (its Rendezvous service is served too, and unused): one
-  // implementation of the verbs and their limits.
+  // The master's Store service, alone: one implementation of the verbs and their limits.
   ddprun::MasterOptions options;
+  options.store_only = true;
   options.host = "::";
   options.port = port;
   absl::StatusOr<std::unique_ptr<ddprun::MasterServer>> server = ddprun::MasterServer::Start(options);

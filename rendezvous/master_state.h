@@ -1,0 +1,135 @@
+#pragma once
+// MasterState: everything the master knows, behind one mutex: each run's RoundStateMachine,
+// its KvStore and its sessions, and the ticker thread that applies their deadlines. The
+// services (session_service.h, store_service.h) call into it from gRPC's threads.
+
+#include <grpcpp/grpcpp.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "ddprun/v1/rendezvous.pb.h"
+#include "rendezvous/kv_store.h"
+#include "rendezvous/master_server.h"
+#include "rendezvous/round_state_machine.h"
+
+namespace ddprun {
+
+class SessionReactor;
+
+/// Everything the master knows; one mutex guards it all.
+class MasterState {
+ public:
+  explicit MasterState(MasterOptions options)
+      : options_(std::move(options)), session_end_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+  ~MasterState() { ::close(session_end_fd_); }
+
+  const MasterOptions& options() const { return options_; }
+  int session_end_fd() const { return session_end_fd_; }
+  int PendingStoreReads() {
+    absl::MutexLock lock(&mu_);
+    int n = 0;
+    for (const auto& [id, run] : runs_) n += run.store.Waiting();
+    return n;
+  }
+  int SessionCount(const std::string& run_id) {
+    absl::MutexLock lock(&mu_);
+    auto it = runs_.find(run_id);
+    return it == runs_.end() ? 0 : static_cast<int>(it->second.sessions.size());
+  }
+
+  // --- Sessions (called from gRPC threads) ---
+  SessionId NewSessionId() { return next_session_.fetch_add(1); }
+  absl::Status OnAgentMessage(SessionReactor* reactor, const v1::AgentMessage& message);
+  void OnSessionClosed(SessionReactor* reactor);
+
+  // --- Store (called from gRPC threads) ---
+  void StoreWait(const std::string& run_id, std::vector<std::string> keys, absl::Time deadline,
+                 KvStore::Done done);
+  template <typename Fn>
+  auto WithStore(const std::string& run_id, Fn fn) {
+    absl::ReleasableMutexLock lock(&mu_);
+    auto result = fn(runs_[run_id].store);
+    TakeStoreCompletions(runs_[run_id]);
+    ReleaseAndRunPending(lock);
+    return result;
+  }
+
+  // Ends every blocking Store read now, and any that comes later: gRPC's shutdown waits for
+  // open calls, and a read may wait for minutes.
+  void AbortStoreReads() {
+    absl::ReleasableMutexLock lock(&mu_);
+    store_closed_ = true;
+    for (auto& [id, run] : runs_) {
+      run.store.AbortAll(absl::UnavailableError("the store is shutting down"));
+      TakeStoreCompletions(run);
+    }
+    ReleaseAndRunPending(lock);
+  }
+
+  void StartTicker() { ticker_ = std::thread([this] { TickerLoop(); }); }
+  void StopTicker() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      WakeTickerBefore(absl::InfiniteFuture());
+    }
+    if (ticker_.joinable()) ticker_.join();
+  }
+
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+  std::vector<std::unique_ptr<grpc::Service>> services;
+  // adopt_connections: gRPC's acceptor, and whether the server is shutting down (gRPC would
+  // leave an fd it is handed then open).
+  std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor;
+  absl::Mutex adopt_mu;
+  bool adopt_closed ABSL_GUARDED_BY(adopt_mu) = false;
+
+ private:
+  struct Run {
+    std::optional<RoundStateMachine> rounds;
+    KvStore store;
+    int64_t store_round = -1;  // the round whose keys the store holds
+    std::map<SessionId, SessionReactor*> sessions;
+  };
+
+  absl::Status Join(SessionReactor* reactor, const v1::Join& join) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Dispatch(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TakeStoreCompletions(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Releases `lock` and runs the completions queued while it was held (Store replies,
+  // which must not run under the mutex). One lock per message.
+  void ReleaseAndRunPending(absl::ReleasableMutexLock& lock) ABSL_UNLOCK_FUNCTION(mu_);
+  void SessionEnded(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TickerLoop();
+  // Wakes the ticker when `deadline` comes before the time it sleeps until. Only then: a
+  // wake-up per message would cost a thread switch per heartbeat at scale.
+  void WakeTickerBefore(absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stopping_ || deadline < ticker_wakes_at_) wake_.Signal();
+  }
+
+  const MasterOptions options_;
+  const int session_end_fd_;
+  absl::Mutex mu_;
+  absl::CondVar wake_;
+  std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mu_);
+  std::atomic<SessionId> next_session_{1};
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // While the ticker sleeps: when it will wake by itself. InfinitePast while it is awake.
+  absl::Time ticker_wakes_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  bool store_closed_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::function<void()>> pending_ ABSL_GUARDED_BY(mu_);
+  std::thread ticker_;
+};
+
+}  // namespace ddprun

@@ -33,6 +33,8 @@ struct AgentConfig {
   int nproc_per_node = 1;
   int node_rank = 0;
   bool node_rank_given = false;  // --node-rank was set: a rank-order hint for c10d
+  // The backend makes --node-rank this node's group rank (static), not a hint.
+  bool fixed_node_rank = false;
 
   // Rendezvous.
   std::string rdzv_backend = "static";

@@ -265,7 +265,7 @@ void ElasticAgent::Join(const std::optional<Assignment>& last) {
   node.pid = static_cast<int>(::getpid());
   node.incarnation = incarnation_;
   node.local_world_size = config_.nproc_per_node;
-  node.node_rank_hint = config_.node_rank_given || config_.rdzv_backend == "static"
+  node.node_rank_hint = config_.node_rank_given || config_.fixed_node_rank
                             ? config_.node_rank
                             : -1;
   if (store_) {  // where this node's agent serves the workers' TCPStore

@@ -2,6 +2,7 @@
 // ddprun's command line: torchrun's options (both spellings, PET_* defaults) turned into a
 // validated AgentConfig, or the text of --help / --version.
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,28 @@ struct CliOutcome {
   std::vector<std::string> notices;  // one-line notes for the user (ignored options, ...)
 };
 
-/// Parses `args` (without the program name). Reads PET_* and PYTHON_EXEC from the
-/// environment and checks that the training script can be run; every problem comes back as
-/// InvalidArgument/FailedPrecondition with one line that names the option and the fix.
+/// What the command line's rules read from the process: its variables (PET_*, PYTHON_EXEC,
+/// PATH, SLURM_JOB_ID, DDPRUN_RDZV_TOKEN, torchrun's TORCH_ELASTIC_*) and working folder.
+struct LaunchEnvironment {
+  std::map<std::string, std::string> vars;
+  std::string cwd;
+
+  /// The variable's value; "" when unset.
+  std::string Get(const std::string& name) const {
+    auto it = vars.find(name);
+    return it == vars.end() ? "" : it->second;
+  }
+  /// This process's environment and working folder.
+  static LaunchEnvironment OfThisProcess();
+};
+
+/// Parses `args` (without the program name) with `env` and checks that the training script
+/// can be run; every problem comes back as InvalidArgument/FailedPrecondition with one line
+/// that names the option and the fix.
+absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args,
+                                            const DeviceCounts& devices,
+                                            const LaunchEnvironment& env);
+/// The same with this process's environment.
 absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args,
                                             const DeviceCounts& devices);
 
@@ -36,6 +56,7 @@ struct OptionDoc {
   std::string help;                // the --help text, with its default
   std::string group;               // the --help section
   bool takes_value = false;
+  std::vector<std::string> completion;  // words, "<dirs>" or "<files>" (options.h)
 };
 
 /// Every option, in --help's order.

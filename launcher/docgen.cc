@@ -78,6 +78,27 @@ std::string ManPage() {
 // --log-dir, and files from the training script on. The names come from DescribeOptions;
 // the value sets are written here (they are short and change with the parsers in
 // cli_values.cc).
+// One case per option that completes something (OptionDoc::completion): its words, folders
+// or files.
+std::string CompletionCases() {
+  std::string cases;
+  for (const OptionDoc& option : DescribeOptions()) {
+    if (option.completion.empty()) continue;
+    std::string reply;
+    if (option.completion.front() == "<dirs>") {
+      reply = "compgen -d -- \"$cur\"";
+    } else if (option.completion.front() == "<files>") {
+      reply = "compgen -f -- \"$cur\"";
+    } else {
+      reply = absl::StrCat("compgen -W \"", absl::StrJoin(option.completion, " "),
+                           "\" -- \"$cur\"");
+    }
+    absl::StrAppend(&cases, "    ", absl::StrJoin(option.names, "|"), ") COMPREPLY=($(", reply,
+                    ")); return ;;\n");
+  }
+  return cases;
+}
+
 std::string BashCompletion() {
   std::vector<std::string> all, with_value;
   for (const OptionDoc& option : DescribeOptions()) {
@@ -107,11 +128,7 @@ std::string BashCompletion() {
       "  if [[ \"$prev\" == \"=\" ]]; then option=\"${COMP_WORDS[COMP_CWORD-2]}\"; fi\n"
       "  if [[ \"$cur\" == \"=\" ]]; then option=\"$prev\"; cur=\"\"; fi\n"
       "  case \"$option\" in\n"
-      "    --rdzv-backend|--rdzv_backend) COMPREPLY=($(compgen -W \"c10d static\" -- \"$cur\")); return ;;\n"
-      "    --nproc-per-node|--nproc_per_node) COMPREPLY=($(compgen -W \"gpu cpu auto\" -- \"$cur\")); return ;;\n"
-      "    --start-method|--start_method) COMPREPLY=($(compgen -W \"spawn fork forkserver\" -- \"$cur\")); return ;;\n"
-      "    -r|--redirects|-t|--tee) COMPREPLY=($(compgen -W \"0 1 2 3\" -- \"$cur\")); return ;;\n"
-      "    --log-dir|--log_dir) COMPREPLY=($(compgen -d -- \"$cur\")); return ;;\n"
+      , CompletionCases(),
       "  esac\n"
       "  if [[ \"$with_value\" == *\" $option \"* ]]; then COMPREPLY=(); return; fi\n"
       "  if [[ \"$cur\" == -* ]]; then\n"

@@ -33,13 +33,8 @@ int UsageError(const std::string& message) {
   return kExitUsage;
 }
 
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  ddprun::DisableMutexDeadlockDetection();
-  CLI::App app("ddprun-master: the ddprun rendezvous master and Store, on its own.",
-               "ddprun-master");
+// ddprun-master's command line.
+struct Settings {
   std::string host = "0.0.0.0";
   int port = 29400;
   std::string token_file;
@@ -47,33 +42,30 @@ int main(int argc, char** argv) {
   double read_timeout_seconds = 60;
   std::string tls_cert, tls_key, tls_ca;
   bool verbose = false;
-  app.add_option("--host", host, "Address to listen on [default: 0.0.0.0]");
-  app.add_option("--port", port, "Port to listen on; 0 picks a free one [default: 29400]")
+};
+
+void DeclareOptions(CLI::App& app, Settings& s) {
+  app.add_option("--host", s.host, "Address to listen on [default: 0.0.0.0]");
+  app.add_option("--port", s.port, "Port to listen on; 0 picks a free one [default: 29400]")
       ->check(CLI::Range(0, 65535));
-  app.add_option("--token-file", token_file,
+  app.add_option("--token-file", s.token_file,
                  "File holding the join token agents must present (--rdzv-conf token_file= "
                  "or DDPRUN_RDZV_TOKEN on the agents) [default: none]");
-  app.add_option("--grace", grace_seconds, "Seconds open sessions get at shutdown [default: 5]")
+  app.add_option("--grace", s.grace_seconds, "Seconds open sessions get at shutdown [default: 5]")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--read-timeout", read_timeout_seconds,
+  app.add_option("--read-timeout", s.read_timeout_seconds,
                  "Seconds a blocking Store read without its own timeout waits (like "
                  "--rdzv-conf read_timeout on a hosting agent) [default: 60]")
       ->check(CLI::PositiveNumber);
-  app.add_option("--tls-cert", tls_cert,
+  app.add_option("--tls-cert", s.tls_cert,
                  "TLS: this master's certificate (PEM); with --tls-key and --tls-ca, agents "
                  "must show a certificate signed by --tls-ca [default: plaintext]");
-  app.add_option("--tls-key", tls_key, "TLS: the private key of --tls-cert (PEM)");
-  app.add_option("--tls-ca", tls_ca, "TLS: the CA that signs the agents' certificates (PEM)");
-  app.add_flag("-v,--verbose", verbose, "Log gRPC's own messages too (debug level)");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    std::fputs(app.help().c_str(), stdout);
-    return 0;
-  } catch (const CLI::ParseError& e) {
-    return UsageError(absl::StrCat(e.what(), "; see ddprun-master --help"));
-  }
+  app.add_option("--tls-key", s.tls_key, "TLS: the private key of --tls-cert (PEM)");
+  app.add_option("--tls-ca", s.tls_ca, "TLS: the CA that signs the agents' certificates (PEM)");
+  app.add_flag("-v,--verbose", s.verbose, "Log gRPC's own messages too (debug level)");
+}
 
+void ConfigureLogging(bool verbose) {
   // _mt: gRPC's threads log through it too (RouteGrpcLogsToSpdlog).
   auto logger = spdlog::stderr_logger_mt("ddprun-master");
   logger->set_pattern("[ddprun-master] %Y-%m-%d %H:%M:%S.%e %l: %v");
@@ -81,20 +73,28 @@ int main(int argc, char** argv) {
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::info);
   logger->flush_on(spdlog::level::trace);
   ddprun::RouteGrpcLogsToSpdlog();
+}
 
+// The server's options; an error is a usage error (a file that cannot be read).
+absl::StatusOr<ddprun::MasterOptions> MasterOptionsFrom(const Settings& s) {
   ddprun::MasterOptions options;
-  options.host = host;
-  options.port = port;
-  options.store_timeout = absl::Seconds(read_timeout_seconds);
-  absl::StatusOr<ddprun::TlsConfig> tls = ddprun::ReadTlsFiles(tls_cert, tls_key, tls_ca, "ddprun-master");
-  if (!tls.ok()) return UsageError(std::string(tls.status().message()));
+  options.host = s.host;
+  options.port = s.port;
+  options.store_timeout = absl::Seconds(s.read_timeout_seconds);
+  absl::StatusOr<ddprun::TlsConfig> tls =
+      ddprun::ReadTlsFiles(s.tls_cert, s.tls_key, s.tls_ca, "ddprun-master");
+  if (!tls.ok()) return tls.status();
   options.tls = *tls;
-  if (!token_file.empty()) {
-    absl::StatusOr<std::string> token = ddprun::ReadTokenFile(token_file, "--token-file");
-    if (!token.ok()) return UsageError(std::string(token.status().message()));
+  if (!s.token_file.empty()) {
+    absl::StatusOr<std::string> token = ddprun::ReadTokenFile(s.token_file, "--token-file");
+    if (!token.ok()) return token.status();
     options.token = *std::move(token);
   }
+  return options;
+}
 
+// Serves until SIGTERM or SIGINT, then shuts down after the grace period.
+int Serve(const Settings& s, const ddprun::MasterOptions& options) {
   // SIGTERM and SIGINT are waited for below; block them before gRPC starts its threads.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -109,13 +109,35 @@ int main(int argc, char** argv) {
     return kExitCannotServe;
   }
   // The "listening" line is what scripts wait for; it carries the real port.
-  spdlog::info("listening on {}:{}{}{}", host, (*master)->port(),
+  spdlog::info("listening on {}:{}{}{}", s.host, (*master)->port(),
                options.tls.enabled() ? " with TLS (clients need a certificate)" : "",
                options.token.empty() ? "" : " (joins need the token)");
   int sig = 0;
   sigwait(&stop_signals, &sig);
   spdlog::info("received {}: shutting down (grace {}s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
-               grace_seconds);
-  (*master)->Shutdown(absl::Seconds(grace_seconds));
+               s.grace_seconds);
+  (*master)->Shutdown(absl::Seconds(s.grace_seconds));
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ddprun::DisableMutexDeadlockDetection();
+  CLI::App app("ddprun-master: the ddprun rendezvous master and Store, on its own.",
+               "ddprun-master");
+  Settings settings;
+  DeclareOptions(app, settings);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return UsageError(absl::StrCat(e.what(), "; see ddprun-master --help"));
+  }
+  ConfigureLogging(settings.verbose);
+  absl::StatusOr<ddprun::MasterOptions> options = MasterOptionsFrom(settings);
+  if (!options.ok()) return UsageError(std::string(options.status().message()));
+  return Serve(settings, *options);
 }

@@ -6,6 +6,8 @@
 
 #include <mutex>
 
+#include "common/clock.h"
+
 namespace ddprun {
 
 struct EventQueue::State {
@@ -78,22 +80,28 @@ std::vector<RendezvousEvent> EventsFor(SessionId session, std::vector<Outbound> 
 
 namespace {
 
-RendezvousSettings OneNode(int max_restarts) {
-  RendezvousSettings settings;
+RendezvousSettings OneNode(RendezvousSettings settings) {
   settings.min_nodes = 1;
   settings.max_nodes = 1;
-  settings.max_restarts = max_restarts;
   // One node talks to itself: nothing can go silent, and the run ends with its workers.
   settings.keep_alive_interval = absl::Hours(24 * 365);
   settings.exit_barrier_timeout = absl::ZeroDuration();
   return settings;
 }
 
-absl::Time Now() { return absl::Now(); }
+absl::Time Now() { return MonotonicNow(); }
 
 }  // namespace
 
-LocalRendezvous::LocalRendezvous(int max_restarts) : rounds_(OneNode(max_restarts), Now()) {}
+LocalRendezvous::LocalRendezvous(const RendezvousSettings& settings)
+    : rounds_(OneNode(settings), Now()) {}
+
+LocalRendezvous::LocalRendezvous(int max_restarts)
+    : LocalRendezvous([max_restarts] {
+        RendezvousSettings settings;
+        settings.max_restarts = max_restarts;
+        return settings;
+      }()) {}
 
 void LocalRendezvous::Join(const NodeInfo& node) {
   absl::Status status = rounds_.Join(kSelf, node, Now());

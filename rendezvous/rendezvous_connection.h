@@ -79,6 +79,8 @@ std::vector<RendezvousEvent> EventsFor(SessionId session, std::vector<Outbound> 
 /// min = max = 1), in-process, without network or heartbeats.
 class LocalRendezvous : public RendezvousConnection {
  public:
+  /// The job's settings; those about several nodes do not apply to one.
+  explicit LocalRendezvous(const RendezvousSettings& settings);
   explicit LocalRendezvous(int max_restarts);
 
   int event_fd() const override { return events_.fd(); }

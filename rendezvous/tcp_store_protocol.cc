@@ -112,10 +112,24 @@ class Reader {
   std::string why_;
 };
 
-// The fields of `verb` after its code byte (only measured unless `in` copies).
-bool ReadFields(Reader& in, Request& r) {
+// A count, then that many keys (and a value after each key, `with_values`).
+bool ReadCounted(Reader& in, Request& r, bool with_values) {
   std::string scratch;  // where a measuring reader "reads" counted keys and values
   uint64_t count = 0;
+  if (!in.Count(count)) return false;
+  if (in.copying()) {
+    r.keys.resize(count);
+    if (with_values) r.values.resize(count);
+  }
+  for (uint64_t i = 0; i < count; ++i) {
+    if (!in.Key(in.copying() ? r.keys[i] : scratch)) return false;
+    if (with_values && !in.Value(in.copying() ? r.values[i] : scratch)) return false;
+  }
+  return true;
+}
+
+// The fields of `verb` after its code byte (only measured unless `in` copies).
+bool ReadFields(Reader& in, Request& r) {
   switch (r.verb) {
     case Verb::kValidate:
     case Verb::kPing: {
@@ -152,25 +166,9 @@ bool ReadFields(Reader& in, Request& r) {
     case Verb::kCheck:
     case Verb::kWait:
     case Verb::kMultiGet:
-      if (!in.Count(count)) return false;
-      if (in.copying()) r.keys.resize(count);
-      for (uint64_t i = 0; i < count; ++i) {
-        if (!in.Key(in.copying() ? r.keys[i] : scratch)) return false;
-      }
-      return true;
+      return ReadCounted(in, r, /*with_values=*/false);
     case Verb::kMultiSet:
-      if (!in.Count(count)) return false;
-      if (in.copying()) {
-        r.keys.resize(count);
-        r.values.resize(count);
-      }
-      for (uint64_t i = 0; i < count; ++i) {
-        if (!in.Key(in.copying() ? r.keys[i] : scratch) ||
-            !in.Value(in.copying() ? r.values[i] : scratch)) {
-          return false;
-        }
-      }
-      return true;
+      return ReadCounted(in, r, /*with_values=*/true);
   }
   return false;
 }

@@ -1,6 +1,7 @@
-// The include rules each folder's README states, checked on the source tree: a part may
+// Rules of the source tree. The include rules each folder's README states: a part may
 // include only the parts below it (common <- rendezvous <- agent <- launcher; the worker SDK
-// beside the agent), and nothing but the worker SDK includes CUDA or NCCL.
+// beside the agent), and nothing but the worker SDK includes CUDA or NCCL; and the size of a
+// production file.
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -94,6 +95,18 @@ TEST(LayeringTest, TheCheckSeesAViolation) {
   EXPECT_THAT(Includes(fs::path(DDPRUN_SOURCE_DIR) / "agent" / "elastic_agent.h"),
               ::testing::Contains(::testing::StartsWith("rendezvous/")));
   EXPECT_EQ(kMayInclude.at("common").count("rendezvous"), 0u);
+}
+
+TEST(SourceSizeTest, NoProductionFileHoldsMoreThan500Lines) {
+  // Past that a file holds more than one module: split it (the issue that set the limit).
+  for (const auto& [folder, allowed] : kMayInclude) {
+    for (const fs::path& file : ProductionFiles(folder)) {
+      std::ifstream in(file);
+      int lines = 0;
+      for (std::string line; std::getline(in, line);) ++lines;
+      EXPECT_LE(lines, 500) << fs::relative(file, DDPRUN_SOURCE_DIR).string();
+    }
+  }
 }
 
 }  // namespace

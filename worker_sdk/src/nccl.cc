@@ -1,4 +1,4 @@
-// Context::InitNccl, NcclCommunicator and the watchdog that aborts communicators.
+// Context::InitNccl and NcclCommunicator (the watchdog: nccl_watchdog.h).
 //
 // Communicators are non-blocking (ncclConfig_t.blocking = 0): an NCCL call may return
 // ncclInProgress, and no other call may be made on the communicator until
@@ -24,86 +24,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "ddp/worker/context.h"
+#include "common/clock.h"
 #include "src/context_state.h"
+#include "src/nccl_internal.h"
+#include "src/nccl_watchdog.h"
 #include "src/root_blobs.h"
 
 namespace ddp::worker {
-
-class NcclWatchdog;
-
-namespace {
-
-std::string NcclError(ncclResult_t result) {
-  const char* last = ncclGetLastError(nullptr);
-  return absl::StrCat(ncclGetErrorString(result),
-                      last != nullptr && *last ? absl::StrCat(" (", last, ")") : "");
-}
-
-// Polls `state` until it is not ncclInProgress or `deadline` passes: spinning at first
-// (enqueueing a collective takes microseconds), then sleeping a little between checks.
-ncclResult_t PollWhileInProgress(const std::function<ncclResult_t()>& state, absl::Time deadline) {
-  const absl::Time spin_until = absl::Now() + absl::Milliseconds(1);
-  while (true) {
-    const ncclResult_t s = state();
-    if (s != ncclInProgress) return s;
-    const absl::Time now = absl::Now();
-    if (now >= deadline) return ncclInProgress;
-    if (now < spin_until) {
-      std::this_thread::yield();
-    } else {
-      absl::SleepFor(absl::Microseconds(50));
-    }
-  }
-}
-
-}  // namespace
-
-struct NcclCommunicator::Handle {
-  ~Handle() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (comm == nullptr || aborted) return;
-    // ncclCommDestroy frees nothing while work is pending or after an error: finalize
-    // first, with a deadline, and abort a communicator that will not finish.
-    const auto current = [&] {
-      ncclResult_t s = ncclSuccess;
-      const ncclResult_t r = ncclCommGetAsyncError(comm, &s);
-      return r == ncclSuccess ? s : r;
-    };
-    ncclResult_t state = current();
-    if (state == ncclSuccess) {
-      const ncclResult_t r = ncclCommFinalize(comm);
-      state = r == ncclSuccess || r == ncclInProgress
-                  ? PollWhileInProgress(current, absl::Now() + absl::Seconds(10))
-                  : r;
-    }
-    if (state == ncclSuccess) {
-      ncclCommDestroy(comm);
-    } else {
-      ncclCommAbort(comm);
-    }
-  }
-
-  // NCCL's state of the communicator; ncclInvalidUsage once aborted. Under `mu`, so that an
-  // abort on another thread never frees the communicator during the call.
-  ncclResult_t State() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (aborted || comm == nullptr) return ncclInvalidUsage;
-    ncclResult_t state = ncclSuccess;
-    const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
-    return r == ncclSuccess ? state : r;
-  }
-
-  std::mutex mu;  // guards comm against Abort, and abort_reason
-  ncclComm_t comm = nullptr;
-  std::atomic<bool> aborted{false};
-  std::string abort_reason;
-  std::string name;
-  int rank = 0;
-  int size = 0;
-  int device = 0;
-  std::shared_ptr<std::atomic<bool>> context_failed;  // the Context's "failed" flag
-  std::weak_ptr<NcclWatchdog> watchdog;               // splits are watched by the same one
-};
 
 namespace {
 
@@ -146,7 +73,7 @@ absl::Status WaitUntilCreated(ncclComm_t comm, absl::Duration timeout, const std
         const ncclResult_t r = ncclCommGetAsyncError(comm, &s);
         return r == ncclSuccess ? s : r;
       },
-      absl::Now() + timeout);
+      ddprun::MonotonicNow() + timeout);
   if (state == ncclSuccess) return absl::OkStatus();
   ncclCommAbort(comm);
   if (state == ncclInProgress) {
@@ -159,163 +86,6 @@ absl::Status WaitUntilCreated(ncclComm_t comm, absl::Duration timeout, const std
 }
 
 }  // namespace
-
-// Aborts watched communicators on an asynchronous NCCL error, and all of them when a chosen
-// signal arrives. Signal handlers are process-wide: one watchdog at a time owns them.
-class NcclWatchdog {
- public:
-  static absl::StatusOr<std::shared_ptr<NcclWatchdog>> Start() {
-    auto watchdog = std::shared_ptr<NcclWatchdog>(new NcclWatchdog);
-    if (::pipe2(watchdog->pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
-      return absl::InternalError(absl::StrCat("cannot start the NCCL watchdog: pipe2: ",
-                                              strerror(errno)));
-    }
-    watchdog->weak_self_ = watchdog;
-    watchdog->thread_ = std::thread([w = watchdog.get()] { w->Loop(); });
-    return watchdog;
-  }
-
-  ~NcclWatchdog() {
-    // The previous actions first, so that a signal from now on takes its old course; one
-    // already in the pipe is still handled by the thread before it stops.
-    RestoreSignals();
-    Wake(kStop);
-    thread_.join();
-    int mine = pipe_[1];
-    g_signal_pipe.compare_exchange_strong(mine, -1);
-    ::close(pipe_[0]);
-    ::close(pipe_[1]);
-  }
-
-  void Watch(const std::shared_ptr<NcclCommunicator::Handle>& handle) {
-    handle->watchdog = weak_self_;
-    std::lock_guard<std::mutex> lock(mu_);
-    watched_.push_back(handle);
-  }
-
-  absl::Status AbortOnSignal(int sig) {
-    int expected = -1;
-    if (!g_signal_pipe.compare_exchange_strong(expected, pipe_[1]) && expected != pipe_[1]) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "another Context's NCCL watchdog handles signals in this process; signal ", sig,
-          " stays with it"));
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [s, old] : previous_) {
-      if (s == sig) return absl::OkStatus();  // already handled
-    }
-    struct sigaction action {};
-    action.sa_handler = &OnSignal;
-    sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESTART;
-    struct sigaction old {};
-    if (::sigaction(sig, &action, &old) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("cannot handle signal ", sig));
-    }
-    previous_.emplace_back(sig, old);
-    return absl::OkStatus();
-  }
-
- private:
-  static constexpr unsigned char kStop = 0;
-  // How long aborting may take before a signal goes on regardless.
-  static constexpr absl::Duration kAbortBudget = absl::Seconds(5);
-
-  NcclWatchdog() = default;
-
-  static void OnSignal(int sig) {
-    const int saved = errno;
-    const unsigned char byte = static_cast<unsigned char>(sig);
-    const int fd = g_signal_pipe.load();
-    if (fd >= 0) (void)!::write(fd, &byte, 1);
-    errno = saved;
-  }
-
-  void Wake(unsigned char byte) { (void)!::write(pipe_[1], &byte, 1); }
-
-  std::vector<std::shared_ptr<NcclCommunicator::Handle>> Live() {
-    std::lock_guard<std::mutex> lock(mu_);
-    std::vector<std::shared_ptr<NcclCommunicator::Handle>> live;
-    std::vector<std::weak_ptr<NcclCommunicator::Handle>> kept;
-    for (auto& weak : watched_) {
-      if (auto handle = weak.lock()) {
-        live.push_back(handle);
-        kept.push_back(weak);
-      }
-    }
-    watched_.swap(kept);
-    return live;
-  }
-
-  void CheckErrors() {
-    for (auto& handle : Live()) {
-      NcclCommunicator comm(handle);
-      if (absl::Status s = comm.AsyncError(); !s.ok() && !comm.aborted()) {
-        comm.Abort(std::string(s.message()));
-      }
-    }
-  }
-
-  // Aborts everything, but lets the signal go on after kAbortBudget even if an abort hangs.
-  void AbortAllWithin(const std::string& why) {
-    auto live = std::make_shared<std::vector<std::shared_ptr<NcclCommunicator::Handle>>>(Live());
-    std::packaged_task<void()> task([live, why] {
-      for (auto& handle : *live) NcclCommunicator(handle).Abort(why);
-    });
-    std::future<void> done = task.get_future();
-    std::thread(std::move(task)).detach();
-    (void)done.wait_for(absl::ToChronoSeconds(kAbortBudget));
-  }
-
-  void Loop() {
-    while (true) {
-      pollfd p{pipe_[0], POLLIN, 0};
-      const int ready = ::poll(&p, 1, 1000);  // errors surface within a second
-      if (ready <= 0) {
-        CheckErrors();
-        continue;
-      }
-      unsigned char byte = 0;
-      while (::read(pipe_[0], &byte, 1) == 1) {
-        if (byte == kStop) return;
-        AbortAllWithin(absl::StrCat("signal ", static_cast<int>(byte), " arrived: the round is over"));
-        RaiseAgain(byte);
-      }
-    }
-  }
-
-  // The signal goes on to what would have handled it without us: the old action is put
-  // back (if it is not already: a second signal queued behind the first, or the watchdog
-  // being destroyed) and the signal sent again. A later AbortOnSignal(sig) installs the
-  // handler again.
-  void RaiseAgain(int sig) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      for (auto it = previous_.begin(); it != previous_.end(); ++it) {
-        if (it->first == sig) {
-          ::sigaction(sig, &it->second, nullptr);
-          previous_.erase(it);
-          break;
-        }
-      }
-    }
-    ::kill(::getpid(), sig);
-  }
-
-  void RestoreSignals() {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [sig, old] : previous_) ::sigaction(sig, &old, nullptr);
-    previous_.clear();
-  }
-
-  static inline std::atomic<int> g_signal_pipe{-1};  // the owning watchdog's write end
-  int pipe_[2] = {-1, -1};
-  std::weak_ptr<NcclWatchdog> weak_self_;
-  std::mutex mu_;
-  std::vector<std::weak_ptr<NcclCommunicator::Handle>> watched_;
-  std::vector<std::pair<int, struct sigaction>> previous_;
-  std::thread thread_;
-};
 
 namespace {
 
@@ -372,7 +142,7 @@ void NcclCommunicator::Abort(const std::string& why) {
 absl::Status NcclCommunicator::WaitReady(absl::Duration timeout) {
   if (handle_->comm == nullptr) return absl::OkStatus();
   const ncclResult_t state =
-      PollWhileInProgress([this] { return handle_->State(); }, absl::Now() + timeout);
+      PollWhileInProgress([this] { return handle_->State(); }, ddprun::MonotonicNow() + timeout);
   if (state == ncclSuccess) return absl::OkStatus();
   if (absl::Status s = AsyncError(); !s.ok()) {
     Abort(std::string(s.message()));
@@ -390,7 +160,7 @@ absl::Status NcclCommunicator::AbortStuck(const std::string& what, absl::Duratio
 }
 
 absl::Status NcclCommunicator::Synchronize(cudaStream_t stream, absl::Duration timeout) {
-  const absl::Time deadline = absl::Now() + timeout;
+  const absl::Time deadline = ddprun::MonotonicNow() + timeout;
   // The last call must have been queued on the stream before the stream can be trusted.
   if (absl::Status s = WaitReady(timeout); !s.ok()) return s;
   while (true) {
@@ -404,7 +174,7 @@ absl::Status NcclCommunicator::Synchronize(cudaStream_t stream, absl::Duration t
       return absl::InternalError(absl::StrCat("rank ", handle_->rank, ": cudaStreamQuery: ",
                                               cudaGetErrorString(q)));
     }
-    if (absl::Now() >= deadline) return AbortStuck("its work did not finish within", timeout);
+    if (ddprun::MonotonicNow() >= deadline) return AbortStuck("its work did not finish within", timeout);
     absl::SleepFor(absl::Microseconds(100));
   }
 }
@@ -451,15 +221,13 @@ absl::StatusOr<NcclCommunicator> NcclCommunicator::Split(int color, int key, con
 
 namespace {
 
-absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, Context::State& state,
-                                              absl::string_view name, const NcclOptions& options) {
-  const Environment& env = ctx.env();
-  // NCCL_COMM_ID fixes the root's address, and NCCL then takes one id only.
-  const bool scalable = env.world_size > options.scalable_threshold && ::getenv("NCCL_COMM_ID") == nullptr;
-  const int roots = scalable ? RootCount(env.world_size, std::max(1, options.ranks_per_root)) : 1;
-  // The key first: a rank that fails below must still use up its number, like the others.
-  const std::string prefix = ctx.NextKeyPrefix("nccl", name);
-  absl::StatusOr<int> device = SelectDevice(env);
+// The ncclUniqueIds of a new communicator: made by the root ranks, read by every rank
+// through the store.
+absl::StatusOr<std::vector<ncclUniqueId>> ExchangeUniqueIds(Context& ctx,
+                                                            const std::string& prefix,
+                                                            int roots,
+                                                            const absl::StatusOr<int>& device,
+                                                            absl::Duration timeout) {
   absl::StatusOr<std::vector<std::string>> ids = ExchangeRootBlobs(
       ctx, prefix, roots,
       [&]() -> absl::StatusOr<std::string> {
@@ -470,18 +238,50 @@ absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, Context::State& stat
         }
         return std::string(id.internal, sizeof id.internal);
       },
-      options.timeout, "ncclUniqueId");
+      timeout, "ncclUniqueId");
   if (!device.ok()) return device.status();
   if (!ids.ok()) return ids.status();
   std::vector<ncclUniqueId> unique_ids(ids->size());
   for (size_t i = 0; i < ids->size(); ++i) {
     if ((*ids)[i].size() != sizeof unique_ids[i].internal) {
-      return absl::DataLossError(absl::StrCat("rank ", env.rank, ": the ncclUniqueId under '", prefix,
-                                              "/id/", i, "' has ", (*ids)[i].size(), " bytes, not ",
-                                              sizeof unique_ids[i].internal));
+      return absl::DataLossError(absl::StrCat("rank ", ctx.env().rank, ": the ncclUniqueId under '",
+                                              prefix, "/id/", i, "' has ", (*ids)[i].size(),
+                                              " bytes, not ", sizeof unique_ids[i].internal));
     }
     std::copy((*ids)[i].begin(), (*ids)[i].end(), unique_ids[i].internal);
   }
+  return unique_ids;
+}
+
+// Puts `handle` under the Context's watchdog, which also aborts it on SIGTERM if asked.
+absl::Status WatchCommunicator(Context::State& state,
+                               const std::shared_ptr<NcclCommunicator::Handle>& handle,
+                               const NcclOptions& options) {
+  if (!options.watchdog) return absl::OkStatus();
+  absl::StatusOr<std::shared_ptr<NcclWatchdog>> watchdog = WatchdogOf(state);
+  if (!watchdog.ok()) return watchdog.status();
+  (*watchdog)->Watch(handle);
+  if (options.abort_on_sigterm) {
+    // AlreadyExists: another Context of this process owns the signal; it aborts its own.
+    if (absl::Status s = (*watchdog)->AbortOnSignal(SIGTERM); !s.ok() && !absl::IsAlreadyExists(s)) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, Context::State& state,
+                                              absl::string_view name, const NcclOptions& options) {
+  const Environment& env = ctx.env();
+  // NCCL_COMM_ID fixes the root's address, and NCCL then takes one id only.
+  const bool scalable = env.world_size > options.scalable_threshold && ::getenv("NCCL_COMM_ID") == nullptr;
+  const int roots = scalable ? RootCount(env.world_size, std::max(1, options.ranks_per_root)) : 1;
+  // The key first: a rank that fails below must still use up its number, like the others.
+  const std::string prefix = ctx.NextKeyPrefix("nccl", name);
+  const absl::StatusOr<int> device = SelectDevice(env);
+  absl::StatusOr<std::vector<ncclUniqueId>> unique_ids =
+      ExchangeUniqueIds(ctx, prefix, roots, device, options.timeout);
+  if (!unique_ids.ok()) return unique_ids.status();
 
   auto handle = std::make_shared<NcclCommunicator::Handle>();
   handle->name = std::string(name);
@@ -494,11 +294,11 @@ absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, Context::State& stat
   config.commName = handle->name.c_str();
   const ncclResult_t r =
       scalable ? ncclCommInitRankScalable(&handle->comm, env.world_size, env.rank,
-                                          static_cast<int>(unique_ids.size()), unique_ids.data(), &config)
-               : ncclCommInitRankConfig(&handle->comm, env.world_size, unique_ids[0], env.rank, &config);
+                                          static_cast<int>(unique_ids->size()), unique_ids->data(), &config)
+               : ncclCommInitRankConfig(&handle->comm, env.world_size, (*unique_ids)[0], env.rank, &config);
   const std::string what = absl::StrCat(
       "rank ", env.rank, ": NCCL init of communicator '", name, "' (", env.world_size, " ranks",
-      scalable ? absl::StrCat(", ", unique_ids.size(), " ids") : "", ")");
+      scalable ? absl::StrCat(", ", unique_ids->size(), " ids") : "", ")");
   if (r != ncclSuccess && r != ncclInProgress) {
     handle->comm = nullptr;
     return absl::InternalError(absl::StrCat(what, " failed: ", NcclError(r)));
@@ -507,17 +307,7 @@ absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, Context::State& stat
     handle->comm = nullptr;  // aborted
     return s;
   }
-  if (options.watchdog) {
-    absl::StatusOr<std::shared_ptr<NcclWatchdog>> watchdog = WatchdogOf(state);
-    if (!watchdog.ok()) return watchdog.status();
-    (*watchdog)->Watch(handle);
-    if (options.abort_on_sigterm) {
-      // AlreadyExists: another Context of this process owns the signal; it aborts its own.
-      if (absl::Status s = (*watchdog)->AbortOnSignal(SIGTERM); !s.ok() && !absl::IsAlreadyExists(s)) {
-        return s;
-      }
-    }
-  }
+  if (absl::Status s = WatchCommunicator(state, handle, options); !s.ok()) return s;
   return NcclCommunicator(handle);
 }
 

@@ -1,0 +1,87 @@
+#include "launcher/backends.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "launcher/options.h"
+#include "launcher/rendezvous_start.h"
+
+namespace ddprun {
+namespace {
+
+// c10d: any node may host the master (the --rdzv-endpoint host); ranks follow arrival.
+absl::Status CheckC10d(const OptionValues& values, AgentConfig& config) {
+  if (config.max_nodes > 1 && values["--rdzv-endpoint"].empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nnodes=", values["--nnodes"], " with --rdzv-backend=c10d needs "
+        "--rdzv-endpoint=HOST[:PORT]: the address of the node (or ddprun-master) that all "
+        "nodes can reach"));
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<StartedRendezvous> StartC10d(const AgentConfig& config, int& exit_code) {
+  return StartRendezvous(config, "--rdzv-endpoint host", exit_code);
+}
+
+// static: a fixed number of nodes, each with its --node-rank; node 0 hosts the master at
+// --master-addr:--master-port.
+absl::Status CheckStatic(const OptionValues& values, AgentConfig& config) {
+  config.fixed_node_rank = true;
+  if (config.max_nodes == 1) return absl::OkStatus();
+  if (config.min_nodes != config.max_nodes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--nnodes=", values["--nnodes"], " with --rdzv-backend=static must be a fixed count: "
+        "use --rdzv-backend=c10d for an elastic range"));
+  }
+  if (values["--master-addr"].empty() || !config.master_port) {
+    return absl::InvalidArgumentError(
+        "--rdzv-backend=static with several nodes needs --master-addr and --master-port: "
+        "the address and port of node 0, where the rendezvous master runs");
+  }
+  if (config.node_rank >= config.max_nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("--node-rank=", config.node_rank,
+                                                   " is not valid: expected 0 to ",
+                                                   config.max_nodes - 1));
+  }
+  config.endpoint_host = values["--master-addr"];
+  config.endpoint_port = *config.master_port;
+  if (!config.is_host) config.is_host = config.node_rank == 0;
+  return absl::OkStatus();
+}
+
+std::unique_ptr<StartedRendezvous> StartStatic(const AgentConfig& config, int& exit_code) {
+  return StartRendezvous(config, "--master-addr", exit_code);
+}
+
+}  // namespace
+
+const std::vector<RendezvousBackend>& RendezvousBackends() {
+  static const auto* backends = new std::vector<RendezvousBackend>{
+      {"c10d", CheckC10d, StartC10d},
+      {"static", CheckStatic, StartStatic},
+  };
+  return *backends;
+}
+
+const RendezvousBackend* FindRendezvousBackend(const std::string& name) {
+  for (const RendezvousBackend& backend : RendezvousBackends()) {
+    if (backend.name == name) return &backend;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> RendezvousBackendNames() {
+  std::vector<std::string> names;
+  for (const RendezvousBackend& backend : RendezvousBackends()) names.push_back(backend.name);
+  return names;
+}
+
+std::string RendezvousBackendChoices(const std::string& conjunction) {
+  std::vector<std::string> names = RendezvousBackendNames();
+  if (names.size() < 2) return absl::StrJoin(names, "");
+  const std::string last = names.back();
+  names.pop_back();
+  return absl::StrCat(absl::StrJoin(names, ", "), " ", conjunction, " ", last);
+}
+
+}  // namespace ddprun

@@ -1,0 +1,150 @@
+#include "launcher/cli_rules.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "launcher/backends.h"
+
+namespace ddprun {
+namespace {
+
+std::string MakeRunId() {
+  std::random_device rd;
+  std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
+  const uint64_t hi = gen(), lo = gen();
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-4%03x-%04x-%012llx",
+                static_cast<unsigned>(hi >> 32), static_cast<unsigned>((hi >> 16) & 0xffff),
+                static_cast<unsigned>(hi & 0xfff),
+                static_cast<unsigned>(0x8000 | ((lo >> 48) & 0x3fff)),
+                static_cast<unsigned long long>(lo & 0xffffffffffffULL));
+  return buf;
+}
+
+// The executable path for `name`: as given when it has a '/', else searched in PATH.
+absl::StatusOr<std::string> FindExecutable(const std::string& name, const std::string& path) {
+  auto executable_file = [](const std::string& path) {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    struct stat st;
+    if (::stat(name.c_str(), &st) != 0) return absl::NotFoundError("does not exist");
+    if (!S_ISREG(st.st_mode)) return absl::FailedPreconditionError("is not a regular file");
+    if (::access(name.c_str(), X_OK) != 0) {
+      return absl::PermissionDeniedError("is not executable (chmod +x it)");
+    }
+    return name;
+  }
+  for (absl::string_view dir : absl::StrSplit(path, ':', absl::SkipEmpty())) {
+    std::string candidate = absl::StrCat(dir, "/", name);
+    if (executable_file(candidate)) return candidate;
+  }
+  return absl::NotFoundError("was not found on PATH");
+}
+
+}  // namespace
+
+void ApplyEnvironmentDefaults(const OptionValues& values, const LaunchEnvironment& env,
+                              AgentConfig& config) {
+  // In a Slurm job every node sees the same SLURM_JOB_ID, and a requeued job keeps it: the
+  // id a job script would pass anyway.
+  if (!values.was_given("--rdzv-id") && !env.Get("SLURM_JOB_ID").empty()) {
+    config.run_id = env.Get("SLURM_JOB_ID");
+  }
+  if (config.token.empty() && env.vars.count("DDPRUN_RDZV_TOKEN") > 0) {
+    config.token = std::string(absl::StripAsciiWhitespace(env.Get("DDPRUN_RDZV_TOKEN")));
+  }
+  if (!config.log_dir.empty() && config.log_dir.front() != '/' && !env.cwd.empty()) {
+    // Workers get TORCHELASTIC_ERROR_FILE under it: it must stay valid if they chdir.
+    config.log_dir = absl::StrCat(env.cwd, "/", config.log_dir);
+  }
+}
+
+absl::Status ApplyBackendRules(const OptionValues& values, AgentConfig& config) {
+  if (config.standalone) {
+    config.rdzv_backend = "c10d";
+    config.rdzv_endpoint = "localhost:0";
+    config.run_id = MakeRunId();
+  }
+  // 256 bytes: the most a rendezvous master takes (CheckLimits); better said here than late.
+  if (config.run_id.empty() || config.run_id.find('/') != std::string::npos ||
+      config.run_id.size() > 256) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rdzv-id='", config.run_id.substr(0, 300), "' is not valid: expected a non-empty id "
+        "without '/', at most 256 bytes"));
+  }
+  if (config.max_nodes > 1 && config.standalone) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--standalone is for one-node jobs, but --nnodes=", values["--nnodes"], ": give every "
+        "node --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT --rdzv-id=JOB instead"));
+  }
+  // The workers' MASTER_ADDR and MASTER_PORT are where group rank 0's agent serves their
+  // TCPStore (docs/environment.md): static, --master-addr:--master-port; c10d, an address
+  // of that node (--master-port, when given, is the port of every node's store).
+  return FindRendezvousBackend(config.rdzv_backend)->check(values, config);
+}
+
+void DeriveSettings(const OptionValues& values, AgentConfig& config) {
+  config.node_rank_given = values.was_given("--node-rank");
+  config.master_addr = !values["--master-addr"].empty() ? values["--master-addr"]
+                       : !config.local_addr.empty()     ? config.local_addr
+                                                        : "localhost";
+  // Tee implies redirect, as torchrun ORs the tee bits into the redirects.
+  const StdSpec redirects = config.redirects;
+  const StdSpec& tee = config.tee;
+  config.redirects.all_ranks = redirects.all_ranks | tee.all_ranks;
+  for (const StdSpec* spec : {&redirects, &tee}) {
+    for (const auto& [rank, streams] : spec->per_rank) {
+      config.redirects.per_rank[rank] = redirects.ForRank(rank) | tee.ForRank(rank);
+    }
+  }
+}
+
+absl::Status BuildWorkerCommand(const OptionValues& values,
+                                const std::vector<std::string>& positional,
+                                const LaunchEnvironment& env, AgentConfig& config) {
+  const bool module = values.flag("--module");
+  const bool no_python = values.flag("--no-python");
+  const std::string& script = positional[0];
+  if (module && no_python) {
+    return absl::InvalidArgumentError(
+        "-m/--module and --no-python cannot be used together: a module needs Python");
+  }
+  if (no_python) {
+    absl::StatusOr<std::string> program = FindExecutable(script, env.Get("PATH"));
+    if (!program.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training_script '", script, "' (with --no-python) ", program.status().message()));
+    }
+    config.worker_argv = positional;
+  } else {
+    const std::string python = env.Get("PYTHON_EXEC").empty() ? "python3" : env.Get("PYTHON_EXEC");
+    absl::StatusOr<std::string> interpreter = FindExecutable(python, env.Get("PATH"));
+    if (!interpreter.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the Python interpreter '", python, "' ", interpreter.status().message(),
+          "; set PYTHON_EXEC to one, or use --no-python to run a program directly"));
+    }
+    if (!module) {
+      struct stat st;
+      if (::stat(script.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "training_script '", script, "' is not a file; give a Python script, "
+            "-m for a module, or --no-python for a program"));
+      }
+    }
+    config.worker_argv = {python, "-u"};
+    if (module) config.worker_argv.push_back("-m");
+    config.worker_argv.insert(config.worker_argv.end(), positional.begin(), positional.end());
+  }
+  config.entrypoint_name = script;
+  return absl::OkStatus();
+}
+
+}  // namespace ddprun

@@ -1,0 +1,305 @@
+#include "launcher/options.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "absl/strings/str_cat.h"
+#include "launcher/backends.h"
+
+namespace ddprun {
+namespace {
+
+constexpr char kWorkerGroup[] = "Worker/resource definitions";
+constexpr char kRdzvGroup[] = "Rendezvous";
+constexpr char kLaunchGroup[] = "User-code launch";
+constexpr char kLogGroup[] = "Logs";
+constexpr char kShutdownGroup[] = "Shutdown and signals";
+constexpr char kStaticGroup[] = "Node rank, master address and port";
+
+absl::Status Nnodes(const std::string& value, ParseState& s) {
+  absl::StatusOr<NodeRange> nodes = ParseNnodes(value);
+  if (!nodes.ok()) return nodes.status();
+  s.config.min_nodes = nodes->min_nodes;
+  s.config.max_nodes = nodes->max_nodes;
+  return absl::OkStatus();
+}
+
+absl::Status NprocPerNode(const std::string& value, ParseState& s) {
+  absl::StatusOr<int> nproc = ParseNprocPerNode(value, s.devices);
+  if (!nproc.ok()) return nproc.status();
+  s.config.nproc_per_node = *nproc;
+  return absl::OkStatus();
+}
+
+absl::Status MaxRestarts(const std::string& value, ParseState& s) {
+  absl::StatusOr<int> n = ParseNonNegativeInt("--max-restarts", value);
+  if (!n.ok()) return n.status();
+  s.config.max_restarts = *n;
+  return absl::OkStatus();
+}
+
+absl::Status MonitorInterval(const std::string& value, ParseState&) {
+  return ParseSeconds("--monitor-interval", value, /*positive=*/true).status();
+}
+
+absl::Status StartMethod(const std::string& value, ParseState& s) {
+  if (value != "spawn" && value != "fork" && value != "forkserver") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--start-method='", value, "' is not valid: expected spawn, fork or forkserver"));
+  }
+  if (value != "spawn") {
+    s.notices.push_back(absl::StrCat("--start-method=", value, " has no effect: ddprun starts "
+                                     "every worker as a new process (clone+exec)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Role(const std::string& value, ParseState& s) {
+  if (value.empty()) return absl::InvalidArgumentError("--role='' is not valid: expected a name");
+  s.config.role = value;
+  return absl::OkStatus();
+}
+
+absl::Status RdzvBackend(const std::string& value, ParseState& s) {
+  if (FindRendezvousBackend(value) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--rdzv-backend='", value,
+                                                   "' is not valid: expected ",
+                                                   RendezvousBackendChoices()));
+  }
+  s.config.rdzv_backend = value;
+  return absl::OkStatus();
+}
+
+absl::Status RdzvEndpoint(const std::string& value, ParseState& s) {
+  s.config.rdzv_endpoint = value;
+  if (value.empty()) return absl::OkStatus();
+  // c10d's default port, as torchrun; for static the port comes from --master-port.
+  absl::StatusOr<Endpoint> endpoint = ParseEndpoint(value, 29400);
+  if (!endpoint.ok()) return endpoint.status();
+  s.config.endpoint_host = endpoint->host;
+  s.config.endpoint_port = endpoint->port;
+  return absl::OkStatus();
+}
+
+absl::Status RdzvId(const std::string& value, ParseState& s) {
+  s.config.run_id = value;
+  return absl::OkStatus();
+}
+
+absl::Status RdzvConf(const std::string& value, ParseState& s) {
+  absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(value);
+  if (!conf.ok()) return conf.status();
+  s.config.rdzv_conf = *conf;
+  return ApplyRdzvConf(s.config.rdzv_conf, s.config);
+}
+
+absl::Status Standalone(const std::string& value, ParseState& s) {
+  s.config.standalone = !value.empty();
+  return absl::OkStatus();
+}
+
+absl::Status LogDir(const std::string& value, ParseState& s) {
+  s.config.log_dir = value;
+  return absl::OkStatus();
+}
+
+absl::Status StdStreamsFor(const std::string& option, const std::string& value, ParseState& s,
+                           StdSpec& out) {
+  absl::StatusOr<StdSpec> spec = ParseStdSpec(option, value);
+  if (!spec.ok()) return spec.status();
+  for (const auto& [rank, streams] : spec->per_rank) {
+    if (rank >= s.config.nproc_per_node) {
+      return absl::InvalidArgumentError(absl::StrCat(option, " names local rank ", rank,
+                                                     " but there are only ",
+                                                     s.config.nproc_per_node,
+                                                     " (--nproc-per-node)"));
+    }
+  }
+  out = *spec;
+  return absl::OkStatus();
+}
+
+absl::Status Redirects(const std::string& value, ParseState& s) {
+  return StdStreamsFor("--redirects", value, s, s.config.redirects);
+}
+
+absl::Status Tee(const std::string& value, ParseState& s) {
+  return StdStreamsFor("--tee", value, s, s.config.tee);
+}
+
+absl::Status LocalRanksFilter(const std::string& value, ParseState& s) {
+  if (value.empty()) return absl::OkStatus();
+  absl::StatusOr<std::set<int>> filter = ParseLocalRanksFilter(value, s.config.nproc_per_node);
+  if (!filter.ok()) return filter.status();
+  s.config.local_ranks_filter = *filter;
+  return absl::OkStatus();
+}
+
+absl::Status SignalsToHandle(const std::string& value, ParseState& s) {
+  absl::StatusOr<std::vector<int>> signals = ParseSignalList(value);
+  if (!signals.ok()) return signals.status();
+  // SIGTERM, SIGINT, SIGHUP and SIGQUIT are always handled, and the list adds to them:
+  // "--signals-to-handle=SIGUSR1" for Slurm preemption must not turn a plain SIGTERM into
+  // an agent dying without a grace period for its workers.
+  std::vector<int>& handled = s.config.signals_to_handle;
+  handled = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  for (int sig : *signals) {
+    if (std::find(handled.begin(), handled.end(), sig) == handled.end()) handled.push_back(sig);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SecondsInto(const std::string& option, const std::string& value,
+                         absl::Duration& out) {
+  absl::StatusOr<absl::Duration> d = ParseSeconds(option, value);
+  if (!d.ok()) return d.status();
+  out = *d;
+  return absl::OkStatus();
+}
+
+absl::Status ShutdownTimeout(const std::string& value, ParseState& s) {
+  return SecondsInto("--shutdown-timeout", value, s.config.shutdown_timeout);
+}
+
+absl::Status ExitBarrierTimeout(const std::string& value, ParseState& s) {
+  return SecondsInto("--exit-barrier-timeout", value, s.config.exit_barrier_timeout);
+}
+
+absl::Status WorkerHeartbeatTimeout(const std::string& value, ParseState& s) {
+  return SecondsInto("--worker-heartbeat-timeout", value, s.config.worker_heartbeat_timeout);
+}
+
+absl::Status NodeRank(const std::string& value, ParseState& s) {
+  absl::StatusOr<int> rank = ParseNonNegativeInt("--node-rank", value);
+  if (!rank.ok()) return rank.status();
+  s.config.node_rank = *rank;
+  return absl::OkStatus();
+}
+
+absl::Status MasterPort(const std::string& value, ParseState& s) {
+  if (value.empty()) return absl::OkStatus();
+  absl::StatusOr<int> port = ParseNonNegativeInt("--master-port", value);
+  if (!port.ok() || *port < 1 || *port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--master-port='", value, "' is not valid: expected a TCP port 1-65535"));
+  }
+  s.config.master_port = *port;
+  return absl::OkStatus();
+}
+
+absl::Status LocalAddr(const std::string& value, ParseState& s) {
+  s.config.local_addr = value;
+  return absl::OkStatus();
+}
+
+// The table. Each entry: name, short name, underscore spelling, flag, default, group, help,
+// torchrun's variable, completion, parser.
+std::vector<OptionSpec> MakeOptions() {
+  const std::vector<std::string> std_streams = {"0", "1", "2", "3"};
+  return {
+      {"--nnodes", "", false, false, "1:1", kWorkerGroup,
+       "Number of nodes, or MIN:MAX for an elastic job", "", {}, Nnodes},
+      {"--nproc-per-node", "", true, false, "1", kWorkerGroup,
+       "Workers per node: a number, 'gpu' (one per visible GPU), 'cpu' (one per CPU) or "
+       "'auto' (GPUs if any, else CPUs)", "", {"gpu", "cpu", "auto"}, NprocPerNode},
+      {"--max-restarts", "", true, false, "0", kWorkerGroup,
+       "Times the whole job is restarted after a worker fails", "", {}, MaxRestarts},
+      {"--monitor-interval", "", true, false, "0.1", kWorkerGroup,
+       "Accepted for torchrun compatibility; ddprun sees a worker exit at once instead of "
+       "polling", "", {}, MonitorInterval},
+      {"--start-method", "", true, false, "spawn", kWorkerGroup,
+       "Accepted for torchrun compatibility (spawn, fork, forkserver); it has no effect: "
+       "every worker is a new process started with clone+exec", "",
+       {"spawn", "fork", "forkserver"}, StartMethod},
+      {"--role", "", false, false, "default", kWorkerGroup,
+       "Worker role: ROLE_NAME and the tee prefix [<role><local_rank>]:", "", {}, Role},
+
+      {"--rdzv-backend", "", true, false, "static", kRdzvGroup,
+       "Rendezvous backend: " + RendezvousBackendChoices("or"), "", RendezvousBackendNames(),
+       RdzvBackend},
+      {"--rdzv-endpoint", "", true, false, "", kRdzvGroup,
+       "Rendezvous master as HOST[:PORT] (c10d default port 29400)", "", {}, RdzvEndpoint},
+      {"--rdzv-id", "", true, false, "none", kRdzvGroup,
+       "Job id shared by all nodes (TORCHELASTIC_RUN_ID); unset in a Slurm job: "
+       "$SLURM_JOB_ID", "", {}, RdzvId},
+      {"--rdzv-conf", "", true, false, "", kRdzvGroup,
+       "Rendezvous settings as key=value,... (join_timeout, last_call_timeout, ...)", "", {},
+       RdzvConf},
+      {"--standalone", "", false, true, "", kRdzvGroup,
+       "One-node job: rendezvous in-process and a random run id (instead of --rdzv-id "
+       "and --rdzv-endpoint)", "", {}, Standalone},
+
+      {"--module", "-m", false, true, "", kLaunchGroup,
+       "Run the script as a Python module: python -u -m <script>", "", {}, nullptr},
+      {"--no-python", "", true, true, "", kLaunchGroup,
+       "Execute <script> directly instead of with python -u", "", {}, nullptr},
+      {"--run-path", "", true, true, "", kLaunchGroup,
+       "Run <script> as a Python file path (ddprun always runs workers as separate "
+       "processes)", "", {}, nullptr},
+
+      {"--log-dir", "", true, false, "", kLogGroup,
+       "Folder for <run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log and error.json; "
+       "unset: a temporary folder, removed unless it holds logs or error files", "",
+       {"<dirs>"}, LogDir},
+      {"--redirects", "-r", true, false, "0", kLogGroup,
+       "Write worker streams to files instead of the console: 0 none, 1 stdout, 2 stderr, "
+       "3 both, or per local rank as 0:1,1:2", "", std_streams, Redirects},
+      {"--tee", "-t", true, false, "0", kLogGroup,
+       "Like --redirects, and also show them on the console with a [<role><local_rank>]: "
+       "prefix", "", std_streams, Tee},
+      {"--local-ranks-filter", "", true, false, "", kLogGroup,
+       "Only these local ranks (e.g. 0,2) reach the console; the others still get their "
+       "log files", "", {}, LocalRanksFilter},
+
+      {"--signals-to-handle", "", true, false, "SIGTERM,SIGINT,SIGHUP,SIGQUIT", kShutdownGroup,
+       "Signals the agent forwards to every worker before stopping them; SIGTERM, SIGINT, "
+       "SIGHUP and SIGQUIT always are, and the list adds to them (e.g. SIGUSR1,SIGUSR2)",
+       "TORCHELASTIC_SIGNALS_TO_HANDLE", {}, SignalsToHandle},
+      {"--shutdown-timeout", "", true, false, "30", kShutdownGroup,
+       "Seconds between the stop signal and SIGKILL", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", {},
+       ShutdownTimeout},
+      {"--exit-barrier-timeout", "", true, false, "300", kShutdownGroup,
+       "Seconds a node that finished waits for the others (multi-node)",
+       "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", {}, ExitBarrierTimeout},
+      {"--worker-heartbeat-timeout", "", true, false, "0", kShutdownGroup,
+       "Seconds a worker may go without writing to the pipe in DDPRUN_HEARTBEAT_FD before "
+       "it is taken for hung, killed and the attempt fails; 0: off (ddprun only)", "", {},
+       WorkerHeartbeatTimeout},
+
+      {"--node-rank", "", true, false, "0", kStaticGroup,
+       "This node's rank with the static backend; with c10d, a hint for the order of "
+       "new nodes", "", {}, NodeRank},
+      {"--master-addr", "", true, false, "", kStaticGroup,
+       "MASTER_ADDR for the workers. One node: unset, --local-addr, else localhost. "
+       "Static backend: node 0's address, where its agent serves the rendezvous master "
+       "and the workers' TCPStore", "", {}, nullptr},
+      {"--master-port", "", true, false, "", kStaticGroup,
+       "One node: MASTER_PORT for the workers (unset: a free port, new on every attempt). "
+       "Static backend: node 0's port for the rendezvous master and the workers' store "
+       "(their MASTER_PORT). c10d: the port of each other agent's store for its workers",
+       "", {}, MasterPort},
+      {"--local-addr", "", true, false, "", kStaticGroup,
+       "This node's address as other nodes reach it (c10d: MASTER_ADDR when it is rank 0, "
+       "unless the endpoint is on this machine; unset: where the master sees it connect from)",
+       "", {}, LocalAddr},
+  };
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& Options() {
+  static const std::vector<OptionSpec>* options = new std::vector<OptionSpec>(MakeOptions());
+  return *options;
+}
+
+std::string PetName(const std::string& name) {
+  std::string pet = "PET_";
+  for (size_t i = 2; i < name.size(); ++i) {
+    pet += name[i] == '-' ? '_' : static_cast<char>(std::toupper(name[i]));
+  }
+  return pet;
+}
+
+}  // namespace ddprun

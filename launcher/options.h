@@ -1,0 +1,60 @@
+#pragma once
+// ddprun's options as one table: each entry is every fact about one option (its spellings,
+// PET_ variable, group, help, default, what completes it, and how its value is parsed into
+// the AgentConfig). --help, the man page, the bash completion and the parser are all made
+// from it (launcher/cli.cc, launcher/docgen.cc): a new option is one entry here, its field
+// in AgentConfig, a test and a line in docs/cli.md.
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "agent/agent_config.h"
+#include "launcher/cli_values.h"
+
+namespace ddprun {
+
+/// What an option's parser may use besides its own value: the config as filled so far by
+/// the entries above it (the table's order is the order of parsing) and the notices list.
+struct ParseState {
+  const DeviceCounts& devices;
+  AgentConfig& config;
+  std::vector<std::string>& notices;
+};
+
+struct OptionSpec {
+  std::string name;        // "--nproc-per-node": the long spelling, and its key in OptionValues
+  std::string short_name;  // "-r", or empty
+  bool underscore_spelling = true;  // also accept "--nproc_per_node", as torchrun does
+  bool flag = false;                // takes no value
+  std::string default_value;        // a text option's default; empty: unset
+  std::string group;                // its --help section
+  std::string help;                 // without the default, which is added
+  // A variable of torchrun's read when neither the option nor its PET_ variable is set.
+  std::string torch_env;
+  // What the shell completes after it: words, "<dirs>" or "<files>"; empty: nothing.
+  std::vector<std::string> completion;
+  // Parses the value into the config; null when only the rules of cli_rules.h read it.
+  absl::Status (*parse)(const std::string& value, ParseState& state) = nullptr;
+};
+
+/// Every option in --help's order, which is also the order of parsing.
+const std::vector<OptionSpec>& Options();
+
+/// "--nproc-per-node" -> "PET_NPROC_PER_NODE".
+std::string PetName(const std::string& name);
+
+/// Every option's text after the command line, PET_ variables and torchrun's variables have
+/// been applied ("1" or "" for flags), and whether the user gave it.
+struct OptionValues {
+  std::map<std::string, std::string> text;
+  std::set<std::string> given;  // on the command line or in its PET_ variable
+
+  const std::string& operator[](const std::string& name) const { return text.at(name); }
+  bool flag(const std::string& name) const { return !text.at(name).empty(); }
+  bool was_given(const std::string& name) const { return given.count(name) > 0; }
+};
+
+}  // namespace ddprun

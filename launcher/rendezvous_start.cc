@@ -1,0 +1,235 @@
+#include "launcher/rendezvous_start.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "agent/host_info.h"
+#include "agent/log_format.h"
+#include "agent/store_address.h"
+#include "agent/tcp_store_server.h"
+#include "common/exit_codes.h"
+#include "common/unique_fd.h"
+#include "rendezvous/network_plugin.h"
+#include "rendezvous/node_address.h"
+#include "spdlog/spdlog.h"
+
+namespace ddprun {
+namespace {
+
+// The rendezvous master this agent hosts (if any) and the TCPStore it serves its workers.
+struct Served {
+  std::unique_ptr<HostedMaster> master;
+  std::unique_ptr<TcpStoreServer> store;
+  WorkerStore worker_store;
+};
+
+void LogRefusedStoreClient(const std::string& peer, const std::string& why) {
+  spdlog::warn("closed a connection to the workers' store from {}: {}; only that connection is "
+               "closed, and the store call on it fails", peer, why);
+}
+
+// The agent on the --rdzv-endpoint host (is_host, inferred as torchrun does unless
+// --rdzv-conf is_host= says) serves the master in-process, and its workers' TCPStore on the
+// same port, as torchrun's static agent does: one port for the whole job. When several
+// agents on one host race for the port, the losers simply join the winner's master.
+void MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& config,
+                     Served& served) {
+  const bool is_host = config.is_host ? *config.is_host : IsThisHost(config.endpoint_host);
+  if (!is_host) return;
+  MasterOptions options;
+  options.port = config.endpoint_port;
+  options.adopt_connections = true;  // the store listens, on every address, and hands them over
+  options.token = config.token;
+  options.only_run_id = config.run_id;
+  options.store_timeout = config.read_timeout;
+  options.tls = config.tls;
+  absl::StatusOr<std::unique_ptr<HostedMaster>> master = network.host_master(options);
+  absl::Status hosting = master.status();
+  std::unique_ptr<TcpStoreServer> store;
+  if (hosting.ok()) {
+    TcpStoreServerOptions store_options;
+    store_options.port = config.endpoint_port;
+    store_options.grpc_handoff = [hosted = master->get()](int listen_fd, int fd) {
+      hosted->AdoptConnection(listen_fd, fd);
+    };
+    store_options.on_refused = LogRefusedStoreClient;
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> started =
+        TcpStoreServer::Start(store_options);
+    if (started.ok()) store = std::move(*started);
+    hosting = started.status();
+  }
+  if (!hosting.ok()) {
+    // A port in use: another agent on this machine won the race, a detail. Anything else
+    // is worth seeing: this agent meant to host and cannot.
+    const auto level = absl::IsUnavailable(hosting) ? spdlog::level::info : spdlog::level::warn;
+    spdlog::log(level, "not hosting the rendezvous master ({}); joining the one at {}:{}",
+                hosting.message(), config.endpoint_host, config.endpoint_port);
+    return;
+  }
+  spdlog::info("hosting the rendezvous master for run '{}' and the workers' store on {}:{}",
+               config.run_id, config.endpoint_host, config.endpoint_port);
+  served.master = std::move(*master);
+  served.store = std::move(store);
+}
+
+// Every multi-node agent that may get group rank 0 serves its workers a TCPStore: beside the
+// master it hosts, else on a port of its own (c10d: --master-port when given), held for its
+// whole life, so that no worker binds a port and the port stays the same across rounds.
+absl::Status ServeMasterAndStore(const NetworkPlugin& network,
+                                 const AgentConfig& config, Served& served) {
+  const bool is_static = config.fixed_node_rank;
+  MaybeHostMaster(network, config, served);
+  // Static: node 0's store is the one on --master-port; the other nodes never get rank 0.
+  const bool on_master_port = served.store != nullptr || (is_static && config.node_rank != 0);
+  if (!on_master_port) {
+    TcpStoreServerOptions options;
+    options.port = !is_static && config.master_port ? *config.master_port : 0;
+    options.on_refused = LogRefusedStoreClient;
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> store =
+        TcpStoreServer::Start(options);
+    if (!store.ok()) {
+      return absl::Status(store.status().code(),
+                          absl::StrCat("cannot serve the workers' store",
+                                       options.port != 0 ? absl::StrCat(" on --master-port=", options.port) : "",
+                                       ": ", store.status().message()));
+    }
+    served.store = std::move(*store);
+  }
+  StoreAddressFacts facts;
+  facts.store_on_master_port = on_master_port;
+  facts.endpoint_host = config.endpoint_host;
+  facts.endpoint_is_this_host = IsThisHost(config.endpoint_host);
+  facts.local_addr = config.local_addr;
+  facts.host_name = HostName();
+  facts.host_name_beyond_loopback = ResolvesBeyondLoopback(facts.host_name);
+  served.worker_store.server = served.store.get();
+  served.worker_store.offer = OfferStoreAddress(facts);
+  served.worker_store.port = on_master_port ? config.endpoint_port : served.store->port();
+  served.worker_store.pick_gloo_interface = !facts.host_name_beyond_loopback;
+  return absl::OkStatus();
+}
+
+// An agent that hosts the master cannot leave while other nodes still use it (after the
+// exit barrier timed out on this node): it serves on until they are gone, or until one of
+// the signals it handles asks it to stop.
+void ServeWhileOthersRun(const HostedMaster& master, const AgentConfig& config) {
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : config.signals_to_handle) sigaddset(&stop, sig);
+  UniqueFd signals(::signalfd(-1, &stop, SFD_CLOEXEC));
+  spdlog::warn("other nodes still run and this node hosts their rendezvous master: serving "
+               "it until they finish (send SIGTERM to stop now, which ends their run)");
+  while (master.SessionCount(config.run_id) > 0) {
+    pollfd fds[2] = {{master.session_end_fd(), POLLIN, 0}, {signals.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (fds[1].revents != 0) return;
+    uint64_t count = 0;
+    (void)!::read(master.session_end_fd(), &count, sizeof count);
+  }
+}
+
+NetworkRendezvousOptions RendezvousOptions(const AgentConfig& config) {
+  NetworkRendezvousOptions options;
+  const bool v6 = config.endpoint_host.find(':') != std::string::npos;
+  options.endpoint = v6 ? "[" + config.endpoint_host + "]:" + std::to_string(config.endpoint_port)
+                        : config.endpoint_host + ":" + std::to_string(config.endpoint_port);
+  options.run_id = config.run_id;
+  options.token = config.token;
+  options.settings = RendezvousSettingsFrom(config);
+  options.heartbeat_timeout = config.heartbeat_timeout;
+  options.tls = config.tls;
+  return options;
+}
+
+// The multi-node half: the network plugin, the master this agent may host, the workers'
+// store and the connection to the master.
+class NetworkRendezvous : public StartedRendezvous {
+ public:
+  NetworkRendezvous(const AgentConfig& config, NetworkPlugin network)
+      : config_(config), network_(std::move(network)) {}
+  ~NetworkRendezvous() override {
+    connection_.reset();
+    served_.store.reset();
+  }
+
+  int Start(const std::string& endpoint_option) {
+    // Every node must reach the master there, and its workers the store when it is there
+    // too: a name that does not resolve is said now, not after join_timeout.
+    if (absl::Status s = CheckResolves(config_.endpoint_host, endpoint_option); !s.ok()) {
+      spdlog::error("{}", s.message());
+      return kExitRendezvous;
+    }
+    if (absl::Status s = ServeMasterAndStore(network_, config_, served_); !s.ok()) {
+      spdlog::error("{}", s.message());
+      return kExitInternal;
+    }
+    connection_ = network_.connect(RendezvousOptions(config_));
+    return 0;
+  }
+
+  RendezvousConnection& connection() override { return *connection_; }
+  std::optional<WorkerStore> worker_store() const override { return served_.worker_store; }
+  void Finish(bool others_still_run) override {
+    connection_.reset();
+    if (served_.master) {
+      if (others_still_run) ServeWhileOthersRun(*served_.master, config_);
+      served_.master->Shutdown(config_.close_timeout);
+    }
+    served_.store.reset();  // after the master: it hands the master its connections
+  }
+
+ private:
+  const AgentConfig& config_;
+  NetworkPlugin network_;
+  Served served_;
+  std::unique_ptr<RendezvousConnection> connection_;
+};
+
+// A one-node job: the master's rules in-process (LocalRendezvous), no network.
+class LocalStart : public StartedRendezvous {
+ public:
+  explicit LocalStart(const AgentConfig& config) : local_(RendezvousSettingsFrom(config)) {}
+  RendezvousConnection& connection() override { return local_; }
+  std::optional<WorkerStore> worker_store() const override { return std::nullopt; }
+  void Finish(bool) override {}
+
+ private:
+  LocalRendezvous local_;
+};
+
+}  // namespace
+
+RendezvousSettings RendezvousSettingsFrom(const AgentConfig& config) {
+  RendezvousSettings settings;
+  settings.min_nodes = config.min_nodes;
+  settings.max_nodes = config.max_nodes;
+  settings.max_restarts = config.max_restarts;
+  settings.join_timeout = config.join_timeout;
+  settings.last_call_timeout = config.last_call_timeout;
+  settings.keep_alive_interval = config.keep_alive_interval;
+  settings.keep_alive_max_attempt = config.keep_alive_max_attempt;
+  settings.exit_barrier_timeout = config.exit_barrier_timeout;
+  return settings;
+}
+
+std::unique_ptr<StartedRendezvous> StartRendezvous(const AgentConfig& config,
+                                                   const std::string& endpoint_option,
+                                                   int& exit_code) {
+  if (config.max_nodes == 1) return std::make_unique<LocalStart>(config);
+  absl::StatusOr<NetworkPlugin> network = LoadNetworkPlugin();
+  if (!network.ok()) {
+    spdlog::error("{}", network.status().message());
+    exit_code = kExitInternal;
+    return nullptr;
+  }
+  auto started = std::make_unique<NetworkRendezvous>(config, std::move(*network));
+  exit_code = started->Start(endpoint_option);
+  if (exit_code != 0) return nullptr;
+  return started;
+}
+
+}  // namespace ddprun

@@ -1,0 +1,139 @@
+// The command line's rules with the environment passed in: nothing here reads or changes
+// this process's environment.
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/backends.h"
+#include "launcher/cli.h"
+#include "launcher/options.h"
+#include "tests/support/temp_dir.h"
+
+namespace ddprun {
+namespace {
+
+using ::testing::HasSubstr;
+
+DeviceCounts NoGpus() {
+  DeviceCounts devices;
+  devices.count_gpus = []() -> absl::StatusOr<int> { return 0; };
+  devices.cpu_count = 4;
+  return devices;
+}
+
+// An environment with PATH only: every other variable is the test's.
+LaunchEnvironment Env(std::map<std::string, std::string> vars = {}) {
+  LaunchEnvironment env;
+  env.vars = std::move(vars);
+  env.vars.emplace("PATH", "/usr/bin:/bin");
+  env.cwd = "/work/here";
+  return env;
+}
+
+absl::StatusOr<CliOutcome> Parse(const std::vector<std::string>& args,
+                                 const LaunchEnvironment& env) {
+  return ParseCommandLine(args, NoGpus(), env);
+}
+
+TEST(CliRulesTest, PetVariablesComeFromTheEnvironmentPassedIn) {
+  absl::StatusOr<CliOutcome> out =
+      Parse({"--no-python", "/bin/sh"}, Env({{"PET_NPROC_PER_NODE", "3"}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->config.nproc_per_node, 3);
+  out = Parse({"--nproc-per-node=2", "--no-python", "/bin/sh"}, Env({{"PET_NPROC_PER_NODE", "3"}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->config.nproc_per_node, 2) << "the command line wins";
+}
+
+TEST(CliRulesTest, AFlagFromItsPetVariableReadsWordsAndNumbers) {
+  for (const std::string& on : {"1", "true", "YES", "on", "enable", "2"}) {
+    absl::StatusOr<CliOutcome> out = Parse({"/bin/sh"}, Env({{"PET_NO_PYTHON", on}}));
+    ASSERT_TRUE(out.ok()) << on << ": " << out.status();
+    EXPECT_EQ(out->config.worker_argv.front(), "/bin/sh") << on;
+  }
+  absl::StatusOr<CliOutcome> off =
+      Parse({"/bin/sh"}, Env({{"PET_NO_PYTHON", "0"}, {"PYTHON_EXEC", "/bin/sh"}}));
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->config.worker_argv.front(), "/bin/sh");
+  EXPECT_EQ(off->config.worker_argv[1], "-u") << "a Python worker: the flag is off";
+  absl::StatusOr<CliOutcome> bad = Parse({"/bin/sh"}, Env({{"PET_NO_PYTHON", "maybe"}}));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("PET_NO_PYTHON='maybe'"));
+}
+
+TEST(CliRulesTest, TorchrunsOwnVariablesComeAfterPet) {
+  const LaunchEnvironment env = Env({{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}});
+  absl::StatusOr<CliOutcome> out = Parse({"--no-python", "/bin/sh"}, env);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->config.shutdown_timeout, absl::Seconds(7));
+  LaunchEnvironment both = env;
+  both.vars["PET_SHUTDOWN_TIMEOUT"] = "9";
+  out = Parse({"--no-python", "/bin/sh"}, both);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->config.shutdown_timeout, absl::Seconds(9));
+}
+
+TEST(CliRulesTest, SlurmJobIdTokenAndWorkingFolderComeFromThePassedEnvironment) {
+  absl::StatusOr<CliOutcome> out =
+      Parse({"--log-dir=logs", "--no-python", "/bin/sh"},
+            Env({{"SLURM_JOB_ID", "77"}, {"DDPRUN_RDZV_TOKEN", " s3cret\n"}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->config.run_id, "77");
+  EXPECT_EQ(out->config.token, "s3cret");
+  EXPECT_EQ(out->config.log_dir, "/work/here/logs");
+}
+
+TEST(CliRulesTest, PythonAndProgramsAreFoundOnThePassedPath) {
+  testing::TempDir dir;
+  const std::string python = dir.Write("py", "#!/bin/sh\n");
+  ASSERT_EQ(::chmod(python.c_str(), 0755), 0);
+  absl::StatusOr<CliOutcome> out = Parse({"-m", "mod"}, Env({{"PATH", dir.path()}, {"PYTHON_EXEC", "py"}}));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->config.worker_argv.front(), "py");
+  absl::StatusOr<CliOutcome> missing = Parse({"-m", "mod"}, Env({{"PATH", "/nonexistent"}}));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("the Python interpreter 'python3' was not found on PATH"));
+}
+
+TEST(BackendRegistryTest, BackendsAreFoundByNameAndListedInMessages) {
+  ASSERT_NE(FindRendezvousBackend("c10d"), nullptr);
+  ASSERT_NE(FindRendezvousBackend("static"), nullptr);
+  EXPECT_EQ(FindRendezvousBackend("etcd"), nullptr);
+  EXPECT_EQ(RendezvousBackendChoices(), "c10d or static");
+  absl::StatusOr<CliOutcome> out = Parse({"--rdzv-backend=etcd", "--no-python", "/bin/sh"}, Env());
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(), "--rdzv-backend='etcd' is not valid: expected c10d or static");
+}
+
+TEST(BackendRegistryTest, TheStaticBackendMakesTheNodeRankFixedAndC10dAHint) {
+  absl::StatusOr<CliOutcome> out = Parse({"--no-python", "/bin/sh"}, Env());
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(out->config.fixed_node_rank);
+  out = Parse({"--rdzv-backend=c10d", "--no-python", "/bin/sh"}, Env());
+  ASSERT_TRUE(out.ok());
+  EXPECT_FALSE(out->config.fixed_node_rank);
+}
+
+TEST(OptionsTableTest, NamesAreUniqueAndEveryOptionIsInDocsCliMd) {
+  std::ifstream in(std::string(DDPRUN_SOURCE_DIR) + "/docs/cli.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  ASSERT_FALSE(text.str().empty());
+  std::set<std::string> seen;
+  for (const OptionDoc& option : DescribeOptions()) {
+    for (const std::string& name : option.names) {
+      EXPECT_TRUE(seen.insert(name).second) << name << " is declared twice";
+    }
+    const std::string& long_name = option.names.size() > 1 && option.names[0].size() == 2
+                                       ? option.names[1]
+                                       : option.names[0];
+    EXPECT_TRUE(absl::StrContains(text.str(), "`" + long_name))
+        << long_name << " is in --help but not in docs/cli.md";
+  }
+}
+
+}  // namespace
+}  // namespace ddprun

@@ -54,14 +54,7 @@ SessionStream::~SessionStream() {
 }
 
 void SessionStream::Send(pb::AgentMessage message) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (done_) return;
-    queue_.push_back(std::move(message));
-    if (writing_) return;
-    writing_ = true;
-  }
-  StartWrite(&queue_.front());
+  if (const pb::AgentMessage* first = writes_.Push(std::move(message))) StartWrite(first);
 }
 
 void SessionStream::Abandon() {
@@ -76,17 +69,11 @@ void SessionStream::OnReadDone(bool ok) {
 }
 
 void SessionStream::OnWriteDone(bool ok) {
-  bool more = false;
-  {
-    absl::MutexLock lock(&mu_);
-    queue_.pop_front();
-    more = ok && !queue_.empty();
-    writing_ = more;
-  }
-  if (more) StartWrite(&queue_.front());
+  if (const pb::AgentMessage* next = writes_.Done(ok).write) StartWrite(next);
 }
 
 void SessionStream::OnDone(const grpc::Status& status) {
+  writes_.Finish();
   absl::MutexLock lock(&mu_);
   if (!abandoned_) {
     RendezvousEvent ended;

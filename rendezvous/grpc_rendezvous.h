@@ -18,6 +18,7 @@
 #include "rendezvous/grpc_channel.h"
 #include "rendezvous/network_plugin.h"
 #include "rendezvous/rendezvous_connection.h"
+#include "rendezvous/write_queue.h"
 
 namespace ddprun {
 
@@ -49,9 +50,8 @@ class SessionStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Maste
   const OnEvent on_event_;
   grpc::ClientContext context_;
   v1::MasterMessage in_;
+  WriteQueue<v1::AgentMessage> writes_;
   absl::Mutex mu_;
-  std::deque<v1::AgentMessage> queue_ ABSL_GUARDED_BY(mu_);  // front() in flight if writing_
-  bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
 };

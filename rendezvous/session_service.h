@@ -4,7 +4,6 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,6 +12,7 @@
 #include "ddprun/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/master_state.h"
 #include "rendezvous/wire.h"
+#include "rendezvous/write_queue.h"
 
 namespace ddprun {
 
@@ -36,26 +36,11 @@ class SessionReactor : public grpc::ServerBidiReactor<v1::AgentMessage, v1::Mast
 
   /// Ends the stream with `status` once the queued messages are written.
   void Close(const grpc::Status& status) {
-    {
-      absl::MutexLock lock(&write_mu_);
-      if (finished_ || close_status_) return;
-      if (writing_) {
-        close_status_ = status;
-        return;
-      }
-    }
-    FinishOnce(status);
+    if (std::optional<grpc::Status> now = writes_.CloseAfterWrites(status)) FinishOnce(*now);
   }
 
   void Send(v1::MasterMessage message) {
-    {
-      absl::MutexLock lock(&write_mu_);
-      if (finished_) return;
-      queue_.push_back(std::move(message));
-      if (writing_) return;
-      writing_ = true;
-    }
-    StartWrite(&queue_.front());
+    if (const v1::MasterMessage* first = writes_.Push(std::move(message))) StartWrite(first);
   }
 
  private:
@@ -74,17 +59,9 @@ class SessionReactor : public grpc::ServerBidiReactor<v1::AgentMessage, v1::Mast
   }
 
   void OnWriteDone(bool ok) override {
-    bool more = false;
-    std::optional<grpc::Status> close;
-    {
-      absl::MutexLock lock(&write_mu_);
-      queue_.pop_front();
-      more = ok && !queue_.empty() && !finished_;
-      writing_ = more;
-      if (!more) close.swap(close_status_);
-    }
-    if (more) StartWrite(&queue_.front());
-    if (close) FinishOnce(*close);
+    auto next = writes_.Done(ok);
+    if (next.write != nullptr) StartWrite(next.write);
+    if (next.close) FinishOnce(*next.close);
   }
 
   void OnDone() override {
@@ -93,23 +70,14 @@ class SessionReactor : public grpc::ServerBidiReactor<v1::AgentMessage, v1::Mast
   }
 
   void FinishOnce(const grpc::Status& status) {
-    {
-      absl::MutexLock lock(&write_mu_);
-      if (finished_) return;
-      finished_ = true;
-    }
-    Finish(status);
+    if (writes_.Finish()) Finish(status);
   }
 
   MasterState* master_;
   const SessionId id_;
   const std::string peer_;
   v1::AgentMessage in_;
-  absl::Mutex write_mu_;
-  std::deque<v1::MasterMessage> queue_;  // front() is in flight while writing_
-  bool writing_ = false;
-  bool finished_ = false;
-  std::optional<grpc::Status> close_status_;  // Close() waiting for the queue to drain
+  WriteQueue<v1::MasterMessage, grpc::Status> writes_;
 };
 
 /// The Rendezvous service, one SessionReactor per Session call.

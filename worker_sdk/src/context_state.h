@@ -52,4 +52,16 @@ struct Context::State {
 #endif
 };
 
+namespace internal {
+
+// What the SDK's sources use of a Context that its users do not see.
+struct ContextAccess {
+  using State = Context::State;
+  static State& StateOf(Context& ctx) { return *ctx.state_; }
+  static std::string NextKeyPrefix(Context& ctx, absl::string_view kind, absl::string_view name) {
+    return ctx.NextKeyPrefix(kind, name);
+  }
+};
+
+}  // namespace internal
 }  // namespace ddp::worker

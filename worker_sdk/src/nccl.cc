@@ -89,7 +89,7 @@ absl::Status WaitUntilCreated(ncclComm_t comm, absl::Duration timeout, const std
 
 namespace {
 
-absl::StatusOr<std::shared_ptr<NcclWatchdog>> WatchdogOf(Context::State& state) {
+absl::StatusOr<std::shared_ptr<NcclWatchdog>> WatchdogOf(internal::ContextAccess::State& state) {
   if (state.watchdog) return state.watchdog;
   absl::StatusOr<std::shared_ptr<NcclWatchdog>> started = NcclWatchdog::Start();
   if (!started.ok()) return started.status();
@@ -254,8 +254,8 @@ absl::StatusOr<std::vector<ncclUniqueId>> ExchangeUniqueIds(Context& ctx,
 }
 
 // Puts `handle` under the Context's watchdog, which also aborts it on SIGTERM if asked.
-absl::Status WatchCommunicator(Context::State& state,
-                               const std::shared_ptr<NcclCommunicator::Handle>& handle,
+absl::Status WatchCommunicator(internal::ContextAccess::State& state,
+                               const std::shared_ptr<internal::NcclAccess::Handle>& handle,
                                const NcclOptions& options) {
   if (!options.watchdog) return absl::OkStatus();
   absl::StatusOr<std::shared_ptr<NcclWatchdog>> watchdog = WatchdogOf(state);
@@ -270,20 +270,20 @@ absl::Status WatchCommunicator(Context::State& state,
   return absl::OkStatus();
 }
 
-absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, Context::State& state,
+absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, internal::ContextAccess::State& state,
                                               absl::string_view name, const NcclOptions& options) {
   const Environment& env = ctx.env();
   // NCCL_COMM_ID fixes the root's address, and NCCL then takes one id only.
   const bool scalable = env.world_size > options.scalable_threshold && ::getenv("NCCL_COMM_ID") == nullptr;
   const int roots = scalable ? RootCount(env.world_size, std::max(1, options.ranks_per_root)) : 1;
   // The key first: a rank that fails below must still use up its number, like the others.
-  const std::string prefix = ctx.NextKeyPrefix("nccl", name);
+  const std::string prefix = internal::ContextAccess::NextKeyPrefix(ctx, "nccl", name);
   const absl::StatusOr<int> device = SelectDevice(env);
   absl::StatusOr<std::vector<ncclUniqueId>> unique_ids =
       ExchangeUniqueIds(ctx, prefix, roots, device, options.timeout);
   if (!unique_ids.ok()) return unique_ids.status();
 
-  auto handle = std::make_shared<NcclCommunicator::Handle>();
+  auto handle = std::make_shared<internal::NcclAccess::Handle>();
   handle->name = std::string(name);
   handle->rank = env.rank;
   handle->size = env.world_size;
@@ -308,7 +308,7 @@ absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, Context::State& stat
     return s;
   }
   if (absl::Status s = WatchCommunicator(state, handle, options); !s.ok()) return s;
-  return NcclCommunicator(handle);
+  return internal::NcclAccess::Make(handle);
 }
 
 }  // namespace

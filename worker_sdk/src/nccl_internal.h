@@ -72,4 +72,15 @@ struct NcclCommunicator::Handle {
   std::weak_ptr<NcclWatchdog> watchdog;               // splits are watched by the same one
 };
 
+namespace internal {
+
+// What the SDK's sources use of a communicator that its users do not see.
+struct NcclAccess {
+  using Handle = NcclCommunicator::Handle;
+  static NcclCommunicator Make(std::shared_ptr<Handle> handle) {
+    return NcclCommunicator(std::move(handle));
+  }
+};
+
+}  // namespace internal
 }  // namespace ddp::worker

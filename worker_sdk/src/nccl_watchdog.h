@@ -47,7 +47,7 @@ class NcclWatchdog {
     ::close(pipe_[1]);
   }
 
-  void Watch(const std::shared_ptr<NcclCommunicator::Handle>& handle) {
+  void Watch(const std::shared_ptr<internal::NcclAccess::Handle>& handle) {
     handle->watchdog = weak_self_;
     std::lock_guard<std::mutex> lock(mu_);
     watched_.push_back(handle);
@@ -93,10 +93,10 @@ class NcclWatchdog {
 
   void Wake(unsigned char byte) { (void)!::write(pipe_[1], &byte, 1); }
 
-  std::vector<std::shared_ptr<NcclCommunicator::Handle>> Live() {
+  std::vector<std::shared_ptr<internal::NcclAccess::Handle>> Live() {
     std::lock_guard<std::mutex> lock(mu_);
-    std::vector<std::shared_ptr<NcclCommunicator::Handle>> live;
-    std::vector<std::weak_ptr<NcclCommunicator::Handle>> kept;
+    std::vector<std::shared_ptr<internal::NcclAccess::Handle>> live;
+    std::vector<std::weak_ptr<internal::NcclAccess::Handle>> kept;
     for (auto& weak : watched_) {
       if (auto handle = weak.lock()) {
         live.push_back(handle);
@@ -109,7 +109,7 @@ class NcclWatchdog {
 
   void CheckErrors() {
     for (auto& handle : Live()) {
-      NcclCommunicator comm(handle);
+      NcclCommunicator comm = internal::NcclAccess::Make(handle);
       if (absl::Status s = comm.AsyncError(); !s.ok() && !comm.aborted()) {
         comm.Abort(std::string(s.message()));
       }
@@ -118,9 +118,9 @@ class NcclWatchdog {
 
   // Aborts everything, but lets the signal go on after kAbortBudget even if an abort hangs.
   void AbortAllWithin(const std::string& why) {
-    auto live = std::make_shared<std::vector<std::shared_ptr<NcclCommunicator::Handle>>>(Live());
+    auto live = std::make_shared<std::vector<std::shared_ptr<internal::NcclAccess::Handle>>>(Live());
     std::packaged_task<void()> task([live, why] {
-      for (auto& handle : *live) NcclCommunicator(handle).Abort(why);
+      for (auto& handle : *live) internal::NcclAccess::Make(handle).Abort(why);
     });
     std::future<void> done = task.get_future();
     std::thread(std::move(task)).detach();
@@ -172,7 +172,7 @@ class NcclWatchdog {
   int pipe_[2] = {-1, -1};
   std::weak_ptr<NcclWatchdog> weak_self_;
   std::mutex mu_;
-  std::vector<std::weak_ptr<NcclCommunicator::Handle>> watched_;
+  std::vector<std::weak_ptr<internal::NcclAccess::Handle>> watched_;
   std::vector<std::pair<int, struct sigaction>> previous_;
   std::thread thread_;
 };

@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "ddp/worker/context.h"
+#include "worker_sdk/src/context_state.h"
 #include "worker_sdk/tests/loopback_master.h"
 #include "worker_sdk/src/root_blobs.h"
 #include "tests/support/child_process.h"
@@ -156,9 +157,9 @@ TEST_F(CollectivesTest, BadBroadcastRootIsAnError) {
 
 TEST_F(CollectivesTest, KeyPrefixesAreScopedByRoundKindNameAndUse) {
   auto results = RunRanks(1, {0}, addr_, 1, [](Context& ctx) {
-    EXPECT_THAT(ctx.NextKeyPrefix("nccl", "world"), MatchesRegex("ddp/r3/g[0-9]+/nccl/world/0"));
-    EXPECT_THAT(ctx.NextKeyPrefix("nccl", "world"), MatchesRegex("ddp/r3/g[0-9]+/nccl/world/1"));
-    EXPECT_THAT(ctx.NextKeyPrefix("nccl", "tp"), MatchesRegex("ddp/r3/g[0-9]+/nccl/tp/0"));
+    EXPECT_THAT(internal::ContextAccess::NextKeyPrefix(ctx, "nccl", "world"), MatchesRegex("ddp/r3/g[0-9]+/nccl/world/0"));
+    EXPECT_THAT(internal::ContextAccess::NextKeyPrefix(ctx, "nccl", "world"), MatchesRegex("ddp/r3/g[0-9]+/nccl/world/1"));
+    EXPECT_THAT(internal::ContextAccess::NextKeyPrefix(ctx, "nccl", "tp"), MatchesRegex("ddp/r3/g[0-9]+/nccl/tp/0"));
     return absl::OkStatus();
   });
   EXPECT_TRUE(results[0].ok());
@@ -192,11 +193,11 @@ TEST_F(CollectivesTest, OneLiveContextPerRankAndALaterOneNeverMeetsTheEarliersKe
     absl::StatusOr<Context> second = Context::Create(env);
     EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_THAT(second.status().message(), HasSubstr("a Context for rank 0 already exists"));
-    first_prefix = first->NextKeyPrefix("barrier", "x");
+    first_prefix = internal::ContextAccess::NextKeyPrefix(*first, "barrier", "x");
   }
   absl::StatusOr<Context> later = Context::Create(env);
   ASSERT_TRUE(later.ok()) << later.status();
-  EXPECT_NE(later->NextKeyPrefix("barrier", "x"), first_prefix);
+  EXPECT_NE(internal::ContextAccess::NextKeyPrefix(*later, "barrier", "x"), first_prefix);
 }
 
 // The ncclUniqueId exchange without NCCL: roots make blobs, everyone gets all, in order.
@@ -206,7 +207,7 @@ TEST_F(CollectivesTest, RootBlobsOnePerBlockOfRanksReachEveryRank) {
   std::vector<std::string> got[kRanks];
   auto results = RunRanks(kRanks, Ranks(kRanks), addr_, 1, [&](Context& ctx) {
     absl::StatusOr<std::vector<std::string>> blobs = ExchangeRootBlobs(
-        ctx, ctx.NextKeyPrefix("nccl", "world"), /*roots=*/RootCount(kRanks, 2),
+        ctx, internal::ContextAccess::NextKeyPrefix(ctx, "nccl", "world"), /*roots=*/RootCount(kRanks, 2),
         [&]() -> absl::StatusOr<std::string> {
           ++made;
           return absl::StrCat("id-of-", ctx.rank());

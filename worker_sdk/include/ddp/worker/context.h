@@ -36,6 +36,10 @@ struct ContextOptions {
   absl::Duration close_timeout = absl::Seconds(30);
 };
 
+namespace internal {
+struct ContextAccess;
+}  // namespace internal
+
 class Context {
  public:
   /// Reads the environment (EnvironmentFromProcess), then connects to the Store: the ddprun
@@ -90,15 +94,16 @@ class Context {
   absl::Status AbortNcclOnSignal(int signal);
 #endif
 
+ private:
+  friend struct internal::ContextAccess;  // the SDK's own sources (src/context_state.h)
+  struct State;
+
+  explicit Context(std::unique_ptr<State> state);
   /// The store key prefix of the next use of `name` by `kind` ("barrier", "nccl", ...):
   /// scoped by run, round, kind, name and how many times it was used before. Every rank gets
   /// the same prefixes when it makes the same calls in the same order.
   std::string NextKeyPrefix(absl::string_view kind, absl::string_view name);
 
-  struct State;
-
- private:
-  explicit Context(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
 

@@ -39,11 +39,12 @@ struct NcclOptions {
   bool abort_on_sigterm = true;
 };
 
+namespace internal {
+struct NcclAccess;
+}  // namespace internal
+
 class NcclCommunicator {
  public:
-  struct Handle;
-
-  explicit NcclCommunicator(std::shared_ptr<Handle> handle);
   NcclCommunicator(NcclCommunicator&&) noexcept;
   NcclCommunicator& operator=(NcclCommunicator&&) noexcept;
   /// Destroys the communicator (nothing more once it was aborted).
@@ -78,6 +79,10 @@ class NcclCommunicator {
                                          absl::Duration timeout = absl::Seconds(300));
 
  private:
+  friend struct internal::NcclAccess;  // the SDK's own sources (src/nccl_internal.h)
+  struct Handle;
+
+  explicit NcclCommunicator(std::shared_ptr<Handle> handle);
   // Aborts, and says that `what` (+ `timeout`) happened.
   absl::Status AbortStuck(const std::string& what, absl::Duration timeout);
 

@@ -43,7 +43,7 @@ void AgentStateMachine::JoinNextRound(absl::Time now) {
   actions_.push_back(std::move(join));
 }
 
-void AgentStateMachine::Assigned(const Assignment& assignment, absl::Time /*now*/) {
+void AgentStateMachine::Assigned(const Assignment& assignment) {
   if (phase_ != Phase::kJoining) return;
   join_deadline_.reset();
   phase_ = Phase::kRunning;
@@ -152,7 +152,7 @@ void AgentStateMachine::AttemptClosed(const AttemptResult& result, absl::Time no
   phase_ = Phase::kFinishing;
 }
 
-void AgentStateMachine::Fatal(int exit_code, absl::Time /*now*/) {
+void AgentStateMachine::Fatal(int exit_code) {
   if (!done()) Exit(exit_code);
 }
 

@@ -95,7 +95,7 @@ class AgentStateMachine {
   /// Joins the first round.
   void Start(absl::Time now);
   /// The rendezvous assigned this node a round (ignored unless joining).
-  void Assigned(const Assignment& assignment, absl::Time now);
+  void Assigned(const Assignment& assignment);
   /// The round ended for every node: stop, then join the next one.
   void StopOrdered(StopReason reason, const std::string& detail, absl::Time now);
   /// The run is over (`root_cause`: the earliest failure anywhere, when it failed).
@@ -112,7 +112,7 @@ class AgentStateMachine {
   /// The shell ran kCloseAttempt.
   void AttemptClosed(const AttemptResult& result, absl::Time now);
   /// The shell cannot go on (it has logged why and killed what it started): exit.
-  void Fatal(int exit_code, absl::Time now);
+  void Fatal(int exit_code);
   /// Applies every deadline that has passed by `now`.
   void Tick(absl::Time now);
 

@@ -129,7 +129,7 @@ int ElasticAgent::Run() {
     if (absl::Status s = loop_->RunOnce(absl::InfiniteDuration()); !s.ok()) {
       spdlog::error("the agent's event loop failed: {}; killing the workers", s.message());
       KillWorkersNow();
-      rules_.Fatal(kExitInternal, MonotonicNow());
+      rules_.Fatal(kExitInternal);
       RunActions();
     }
   }
@@ -155,7 +155,7 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
   const absl::Time now = MonotonicNow();
   switch (event.kind) {
     case RendezvousEvent::Kind::kAssigned:
-      rules_.Assigned(event.assignment, now);
+      rules_.Assigned(event.assignment);
       break;
     case RendezvousEvent::Kind::kStop:
       rules_.StopOrdered(event.stop_reason, event.detail, now);
@@ -278,7 +278,7 @@ void ElasticAgent::Join(const std::optional<Assignment>& last) {
         config_.master_port ? absl::StatusOr<int>(*config_.master_port) : FindFreePort();
     if (!port.ok()) {
       spdlog::error("{}", port.status().message());
-      return rules_.Fatal(kExitInternal, MonotonicNow());
+      return rules_.Fatal(kExitInternal);
     }
     node.master_port = *port;
   }
@@ -298,7 +298,7 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
                     "--local-addr or its host name; start it with --local-addr=IP); this node "
                     "leaves the job",
                     s.message());
-      return rules_.Fatal(kExitRendezvous, MonotonicNow());
+      return rules_.Fatal(kExitRendezvous);
     }
     if (store_->server) store_->server->BeginRound(assignment.round);
   }
@@ -318,7 +318,7 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
   if (absl::Status s = workers_->Start(plan); !s.ok()) {
     spdlog::error("cannot start the workers: {}", s.message());
     KillWorkersNow();
-    return rules_.Fatal(kExitInternal, MonotonicNow());
+    return rules_.Fatal(kExitInternal);
   }
   spdlog::info("attempt {}: started {} workers (restart {}, MASTER_ADDR={} MASTER_PORT={})",
                assignment.round, workers_->size(), assignment.restart_count,

@@ -169,7 +169,7 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
                                         " failed (exitcode ", first.exit_code, ")");
   if (phase_ == Phase::kFinishing) {
     EndRun(RunOutcome::kFailed,
-           absl::StrCat(what, " after another node had finished: no restart is possible"), now);
+           absl::StrCat(what, " after another node had finished: no restart is possible"));
   } else if (phase_ == Phase::kRunning && restarts_spent_ < settings_.max_restarts) {
     ++restarts_spent_;
     EndRound(StopReason::kWorkerFailed,
@@ -179,8 +179,7 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
   } else if (phase_ == Phase::kRunning) {
     EndRun(RunOutcome::kFailed,
            absl::StrCat(what, "; restart budget spent (--max-restarts=", settings_.max_restarts,
-                        ")"),
-           now);
+                        ")"));
   }
 }
 
@@ -196,7 +195,7 @@ void RoundStateMachine::ReportSuccess(SessionId session, int64_t round, absl::Ti
     finishing_deadline_ = now + settings_.exit_barrier_timeout;
   }
   if (finished_members_ == static_cast<int>(members_.size())) {
-    EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
+    EndRun(RunOutcome::kSucceeded, "every node's workers succeeded");
   }
 }
 
@@ -216,13 +215,12 @@ void RoundStateMachine::Tick(absl::Time now) {
   }
   if (phase_ == Phase::kGathering) {
     if (last_call_deadline_ && now >= *last_call_deadline_) {
-      CloseRound(now);
+      CloseRound();
     } else if (joined_count_ < settings_.min_nodes &&
                now - gathering_since_ >= settings_.join_timeout) {
       EndRun(RunOutcome::kTimedOut,
              absl::StrCat("rendezvous timed out after join_timeout=",
-                          absl::FormatDuration(settings_.join_timeout), ": ", DescribeMissing()),
-             now);
+                          absl::FormatDuration(settings_.join_timeout), ": ", DescribeMissing()));
     }
   } else if (phase_ == Phase::kFinishing && finishing_deadline_ && now >= *finishing_deadline_) {
     ReleaseFinishedMembers();
@@ -295,10 +293,10 @@ bool RoundStateMachine::AllPreviousMembersBack() const {
 void RoundStateMachine::MaybeCloseRound(absl::Time now) {
   const int joined = joined_count_;
   if (joined >= settings_.max_nodes || (joined >= settings_.min_nodes && AllPreviousMembersBack())) {
-    CloseRound(now);
+    CloseRound();
   } else if (joined >= settings_.min_nodes) {
     if (!last_call_deadline_) last_call_deadline_ = now + settings_.last_call_timeout;
-    if (now >= *last_call_deadline_) CloseRound(now);
+    if (now >= *last_call_deadline_) CloseRound();
   } else {
     last_call_deadline_.reset();
   }
@@ -338,8 +336,7 @@ std::vector<SessionId> RoundStateMachine::OrderForNextRound() const {
   return order;
 }
 
-void RoundStateMachine::CloseRound(absl::Time now) {
-  (void)now;
+void RoundStateMachine::CloseRound() {
   for (SessionId s : members_) {
     if (auto it = nodes_.find(s); it != nodes_.end()) SetMember(it->second, false);
   }
@@ -401,8 +398,7 @@ void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, a
   MaybeCloseRound(now);  // nodes waiting to join may already be enough; members must rejoin
 }
 
-void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail, absl::Time now) {
-  (void)now;
+void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail) {
   phase_ = Phase::kEnded;
   end_detail_ = detail;
   // No round runs any more. Cleared here, once, so that the agents leaving afterwards
@@ -455,10 +451,10 @@ void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, bo
   if (phase_ == Phase::kRunning) {
     EndRound(StopReason::kMembershipChanged, detail, now);
   } else if (phase_ == Phase::kFinishing && !finished) {
-    EndRun(RunOutcome::kFailed, absl::StrCat(detail, ", before its workers finished"), now);
+    EndRun(RunOutcome::kFailed, absl::StrCat(detail, ", before its workers finished"));
   } else if (phase_ == Phase::kFinishing) {
     if (finished_members_ == static_cast<int>(members_.size())) {
-      EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
+      EndRun(RunOutcome::kSucceeded, "every node's workers succeeded");
     }
   }
 }

@@ -148,9 +148,9 @@ class RoundStateMachine {
 
   void BeginGathering(absl::Time now);
   void MaybeCloseRound(absl::Time now);
-  void CloseRound(absl::Time now);
+  void CloseRound();
   void EndRound(StopReason reason, const std::string& detail, absl::Time now);
-  void EndRun(RunOutcome outcome, const std::string& detail, absl::Time now);
+  void EndRun(RunOutcome outcome, const std::string& detail);
   void RemoveNode(SessionId session, const std::string& why, bool evict, absl::Time now);
   void ReleaseFinishedMembers();
   std::vector<SessionId> OrderForNextRound() const;

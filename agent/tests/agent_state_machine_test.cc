@@ -106,7 +106,7 @@ class AgentStateMachineTest : public ::testing::Test {
 
   std::vector<std::string> Start() { return (sm_->Start(now_), Take()); }
   std::vector<std::string> Assign(int64_t round, int restarts = 0) {
-    return (sm_->Assigned(Round(round, restarts), now_), Take());
+    return (sm_->Assigned(Round(round, restarts)), Take());
   }
   std::vector<std::string> Workers(const WorkersView& view) {
     return (sm_->WorkersChanged(view, now_), Take());
@@ -359,7 +359,7 @@ TEST_F(AgentStateMachineTest, AnAssignmentWhenNotJoiningIsIgnored) {
 
 TEST_F(AgentStateMachineTest, AFatalErrorExitsWithItsCode) {
   RunRoundZero();
-  sm_->Fatal(kExitInternal, now_);
+  sm_->Fatal(kExitInternal);
   EXPECT_THAT(Take(), ElementsAre(absl::StrCat("exit ", kExitInternal)));
   sm_->StopOrdered(StopReason::kWorkerFailed, "late", now_);
   sm_->Signal(SIGTERM, now_);

@@ -48,7 +48,7 @@ TEST(CliRulesTest, PetVariablesComeFromTheEnvironmentPassedIn) {
 }
 
 TEST(CliRulesTest, AFlagFromItsPetVariableReadsWordsAndNumbers) {
-  for (const std::string& on : {"1", "true", "YES", "on", "enable", "2"}) {
+  for (const char* on : {"1", "true", "YES", "on", "enable", "2"}) {
     absl::StatusOr<CliOutcome> out = Parse({"/bin/sh"}, Env({{"PET_NO_PYTHON", on}}));
     ASSERT_TRUE(out.ok()) << on << ": " << out.status();
     EXPECT_EQ(out->config.worker_argv.front(), "/bin/sh") << on;

@@ -213,7 +213,7 @@ void AgentStateMachine::Carry(AfterStop next, absl::Time now) {
     case AfterStop::kLeave:
       return Exit(kExitRendezvous);
     case AfterStop::kEnd:
-      return FinishRun();
+      return ExitAtRunEnd();
   }
 }
 
@@ -223,7 +223,7 @@ void AgentStateMachine::BeginStop(int signal, absl::Time now) {
   grace_deadline_ = now + settings_.shutdown_timeout;
 }
 
-void AgentStateMachine::FinishRun() {
+void AgentStateMachine::ExitAtRunEnd() {
   switch (end_outcome_) {
     case RunOutcome::kSucceeded:
       return Exit(kExitSuccess);
@@ -236,13 +236,13 @@ void AgentStateMachine::FinishRun() {
       Log(LogLevel::kError, end_detail_);
       return Exit(kExitRendezvous);
     case RunOutcome::kFailed:
-      return FinishFailedRun();
+      return ExitAfterFailedRun();
   }
 }
 
 // The exit status of a failed job is its root cause's: this node's, unless the master knows
 // of an earlier one elsewhere.
-void AgentStateMachine::FinishFailedRun() {
+void AgentStateMachine::ExitAfterFailedRun() {
   int code = 1;
   if (last_root_cause_) {
     Emit(AgentAction::Kind::kWriteFailureSummary);

@@ -134,8 +134,8 @@ class AgentStateMachine {
   void StopThen(AfterStop next, absl::Time now);
   void Carry(AfterStop next, absl::Time now);
   void BeginStop(int signal, absl::Time now);
-  void FinishRun();
-  void FinishFailedRun();
+  void ExitAtRunEnd();
+  void ExitAfterFailedRun();
   void Exit(int exit_code);
   void Log(LogLevel level, std::string text);
   void Emit(AgentAction::Kind kind);

@@ -327,7 +327,7 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
 }
 
 AttemptResult ElasticAgent::CloseAttempt() {
-  workers_->Finish();
+  workers_->Close();
   if (const int strays = KillStrayChildren(guard_.pid(), workers_->pids()); strays > 0) {
     spdlog::warn("killed {} process(es) that workers had left running outside their process "
                  "groups", strays);
@@ -350,7 +350,7 @@ AttemptResult ElasticAgent::CloseAttempt() {
 void ElasticAgent::KillWorkersNow() {
   if (!workers_) return;
   workers_->Stop(SIGKILL);
-  workers_->Finish();
+  workers_->Close();
   workers_.reset();
 }
 

@@ -319,7 +319,7 @@ void WorkerSupervisor::CloseStream(std::unique_ptr<PipedStream>& stream) {
   }
 }
 
-void WorkerSupervisor::Finish() {
+void WorkerSupervisor::Close() {
   for (auto& worker : workers_) {
     if (worker->pid <= 0) continue;
     // Whatever a worker forked and left running in its group dies with the attempt: the

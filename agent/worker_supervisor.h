@@ -65,7 +65,7 @@ class WorkerSupervisor {
 
   /// After AllExited(): drains the output pipes, kills whatever the workers left behind in
   /// their process groups, and closes everything.
-  void Finish();
+  void Close();
 
   /// The failures of this attempt, with error files read and stderr tails attached.
   std::vector<WorkerFailure> CollectFailures() const;

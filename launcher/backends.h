@@ -27,7 +27,7 @@ class StartedRendezvous {
   virtual std::optional<WorkerStore> worker_store() const = 0;
   /// After the agent's run: serve on while `others_still_run` if this node hosts what they
   /// use, then stop.
-  virtual void Finish(bool others_still_run) = 0;
+  virtual void Stop(bool others_still_run) = 0;
 };
 
 struct RendezvousBackend {

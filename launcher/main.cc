@@ -99,6 +99,6 @@ int main(int argc, char** argv) {
   ddprun::ElasticAgent agent(config, ddprun::CurrentEnvironment(), rendezvous->connection(),
                              *guard, rendezvous->worker_store());
   const int status = agent.Run();
-  rendezvous->Finish(agent.others_still_run());
+  rendezvous->Stop(agent.others_still_run());
   return status;
 }

@@ -173,7 +173,7 @@ class NetworkRendezvous : public StartedRendezvous {
 
   RendezvousConnection& connection() override { return *connection_; }
   std::optional<WorkerStore> worker_store() const override { return served_.worker_store; }
-  void Finish(bool others_still_run) override {
+  void Stop(bool others_still_run) override {
     connection_.reset();
     if (served_.master) {
       if (others_still_run) ServeWhileOthersRun(*served_.master, config_);
@@ -195,7 +195,7 @@ class LocalStart : public StartedRendezvous {
   explicit LocalStart(const AgentConfig& config) : local_(RendezvousSettingsFrom(config)) {}
   RendezvousConnection& connection() override { return local_; }
   std::optional<WorkerStore> worker_store() const override { return std::nullopt; }
-  void Finish(bool) override {}
+  void Stop(bool) override {}
 
  private:
   LocalRendezvous local_;

@@ -83,6 +83,7 @@ class NetnsTest : public ::testing::Test {
 
 TEST_F(NetnsTest, AWorkerCrashOnOneHostRestartsEveryHost) {
   MakeHosts(2);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   auto a = Agent(1, "2", {"crash-once", "3", "7", dir_.path()}, {"--max-restarts=1"});
   auto b = Agent(2, "2", {"crash-once", "3", "7", dir_.path()}, {"--max-restarts=1"});
   ProcessResult ra = a->Wait(absl::Seconds(60));
@@ -98,6 +99,7 @@ TEST_F(NetnsTest, AWorkerCrashOnOneHostRestartsEveryHost) {
 // restart left: every host stops and exits with 128 + the signal, the root cause named.
 TEST_F(NetnsTest, AWorkerKilledByASignalEndsTheJobOnEveryHostWithItsStatus) {
   MakeHosts(2);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   auto a = Agent(1, "2", {"round-env", dir_.path()});
   auto b = Agent(2, "2", {"kill-self", "6"});
   ProcessResult rb = b->Wait(absl::Seconds(60));
@@ -112,6 +114,7 @@ TEST_F(NetnsTest, AWorkerKilledByASignalEndsTheJobOnEveryHostWithItsStatus) {
 // another's (each line is counted whole).
 TEST_F(NetnsTest, NoLineAWorkerPrintsIsLost) {
   MakeHosts(2);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   constexpr int kLines = 5000;
   const std::vector<std::string> logs = {"--tee=1", "--log-dir=" + dir_.path()};
   auto a = Agent(1, "2", {"spew", std::to_string(kLines)}, logs);
@@ -131,6 +134,7 @@ TEST_F(NetnsTest, NoLineAWorkerPrintsIsLost) {
 
 TEST_F(NetnsTest, AnAgentKilledTheSurvivorsGoOnWithoutIt) {
   MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   auto a = Agent(1, "2:3", {"count-starts", dir_.path()});
   auto b = Agent(2, "2:3", {"count-starts", dir_.path()});
   auto c = Agent(3, "2:3", {"count-starts", dir_.path()}, {"--rdzv-conf=last_call_timeout=0.2"});
@@ -152,6 +156,7 @@ TEST_F(NetnsTest, AnAgentKilledTheSurvivorsGoOnWithoutIt) {
 // 1 and 2 go on without it; when the link comes back, host 3 rejoins and the job grows.
 TEST_F(NetnsTest, APartitionedHostStopsItsWorkersTheOthersGoOnAndItRejoins) {
   MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   std::vector<std::unique_ptr<ChildProcess>> agents;
   StartThreeQuickAgents(agents);
   if (HasFatalFailure()) return;
@@ -181,6 +186,7 @@ TEST_F(NetnsTest, APartitionedHostStopsItsWorkersTheOthersGoOnAndItRejoins) {
 
 TEST_F(NetnsTest, ALateJoinerGrowsTheJobWithoutSpendingARestart) {
   MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   const std::vector<std::string> quick = {"--rdzv-conf=last_call_timeout=0.2"};
   auto a = Agent(1, "2:3", {"count-starts", dir_.path()}, quick);
   auto b = Agent(2, "2:3", {"count-starts", dir_.path()}, quick);
@@ -201,6 +207,7 @@ TEST_F(NetnsTest, ALateJoinerGrowsTheJobWithoutSpendingARestart) {
 // back; the job never spends a restart and ends well.
 TEST_F(NetnsTest, AFlappingHostComesBackEachTime) {
   MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   std::vector<std::unique_ptr<ChildProcess>> agents;
   StartThreeQuickAgents(agents);
   if (HasFatalFailure()) return;
@@ -225,6 +232,7 @@ TEST_F(NetnsTest, AFlappingHostComesBackEachTime) {
 // single point of failure).
 TEST_F(NetnsTest, TheMasterOnItsOwnHostKilledAndRestartedTheJobCarriesOn) {
   MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   const std::vector<std::string> master_argv = {kMaster, "--host=" + NetnsCluster::Address(1),
                                                 absl::StrCat("--port=", kPort)};
   auto master = cluster_->Start(1, master_argv);
@@ -248,6 +256,7 @@ TEST_F(NetnsTest, TheMasterOnItsOwnHostKilledAndRestartedTheJobCarriesOn) {
 
 TEST_F(NetnsTest, TwoJobsOnOneMasterDoNotSeeEachOther) {
   MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   auto master = cluster_->Start(1, {kMaster, "--host=" + NetnsCluster::Address(1),
                                     absl::StrCat("--port=", kPort)});
   ASSERT_TRUE(WaitUntil([&] { return master->ErrSoFar().find("listening on") != std::string::npos; },

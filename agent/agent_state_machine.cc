@@ -58,8 +58,7 @@ void AgentStateMachine::Assigned(const Assignment& assignment) {
   actions_.push_back(std::move(start));
 }
 
-void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail,
-                                    absl::Time now) {
+void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail, absl::Time now) {
   if (done()) return;
   Emit(AgentAction::Kind::kEndStoreRound);
   Log(LogLevel::kWarning,
@@ -103,10 +102,9 @@ void AgentStateMachine::Signal(int signal, absl::Time now) {
           absl::StrCat("received ", SignalName(signal), ": no workers are running; exiting"));
       return Exit(ExitCodeForSignal(signal));
     }
-    Log(LogLevel::kWarning,
-        absl::StrCat("received ", SignalName(signal), ": forwarding it to ",
-                     settings_.nproc_per_node, " workers, SIGKILL after ",
-                     absl::ToDoubleSeconds(settings_.shutdown_timeout), "s"));
+    Log(LogLevel::kWarning, absl::StrCat("received ", SignalName(signal), ": forwarding it to ",
+                                         settings_.nproc_per_node, " workers, SIGKILL after ",
+                                         absl::ToDoubleSeconds(settings_.shutdown_timeout), "s"));
     BeginStop(signal, now);
   } else if (running) {
     Log(LogLevel::kWarning,
@@ -253,14 +251,13 @@ void AgentStateMachine::ExitAfterFailedRun() {
     const bool here =
         root.host == settings_.host && last_root_cause_ && last_root_cause_->rank == root.rank;
     if (!here) {
-      Log(LogLevel::kError, absl::StrCat("root cause across the job: rank ", root.rank, " on ",
-                                         root.host, " failed with exitcode ", root.exit_code,
-                                         ": ", root.message));
+      Log(LogLevel::kError,
+          absl::StrCat("root cause across the job: rank ", root.rank, " on ", root.host,
+                       " failed with exitcode ", root.exit_code, ": ", root.message));
     }
     code = ShellCodeFromTorch(root.exit_code);
   }
-  Log(LogLevel::kError,
-      absl::StrCat("job failed (", end_detail_, "); exiting with status ", code));
+  Log(LogLevel::kError, absl::StrCat("job failed (", end_detail_, "); exiting with status ", code));
   Exit(code);
 }
 
@@ -305,8 +302,7 @@ void AgentStateMachine::EmitForRound(AgentAction::Kind kind) {
 
 std::string AgentStateMachine::JoinTimeoutMessage() const {
   return absl::StrCat(
-      "this node got no round within join_timeout=",
-      absl::FormatDuration(settings_.join_timeout),
+      "this node got no round within join_timeout=", absl::FormatDuration(settings_.join_timeout),
       ": either the rendezvous master at ", settings_.master_endpoint,
       " is not reachable from here (is it up? is the port open? ",
       settings_.tls

@@ -62,20 +62,20 @@ enum class LogLevel { kInfo, kWarning, kError };
 
 struct AgentAction {
   enum class Kind {
-    kJoin,              // ask for the next round; `assignment`: the last one this node ran
-    kReconnect,         // open a new session to the master (a kJoin follows)
-    kStartWorkers,      // `assignment`: the round to run
-    kStopWorkers,       // `signal` to every worker still running
-    kKillWorkers,       // SIGKILL to every worker still running; `text` says why
-    kReportFailure,     // this attempt's failures to the rendezvous, for `round`
-    kReportSuccess,     // every worker of `round` exited 0
-    kHeartbeat,         // proof of life to the master
-    kEndStoreRound,     // the round is over everywhere: the workers' store closes connections
-    kCloseAttempt,      // all workers exited: drain output, kill strays; answer AttemptClosed
-    kWriteStopSummary,  // the job was stopped by `signal`: say so on stderr
+    kJoin,                 // ask for the next round; `assignment`: the last one this node ran
+    kReconnect,            // open a new session to the master (a kJoin follows)
+    kStartWorkers,         // `assignment`: the round to run
+    kStopWorkers,          // `signal` to every worker still running
+    kKillWorkers,          // SIGKILL to every worker still running; `text` says why
+    kReportFailure,        // this attempt's failures to the rendezvous, for `round`
+    kReportSuccess,        // every worker of `round` exited 0
+    kHeartbeat,            // proof of life to the master
+    kEndStoreRound,        // the round is over everywhere: the workers' store closes connections
+    kCloseAttempt,         // all workers exited: drain output, kill strays; answer AttemptClosed
+    kWriteStopSummary,     // the job was stopped by `signal`: say so on stderr
     kWriteFailureSummary,  // this node's failures of the last failed attempt, on stderr
-    kLog,               // `text` at `level`
-    kExit,              // the agent is done: exit with `exit_code`
+    kLog,                  // `text` at `level`
+    kExit,                 // the agent is done: exit with `exit_code`
   };
   Kind kind = Kind::kLog;
   std::optional<Assignment> assignment;
@@ -146,14 +146,14 @@ class AgentStateMachine {
   const AgentSettings settings_;
   Phase phase_ = Phase::kIdle;
   std::optional<Assignment> assignment_;  // the current attempt's, or the last one run
-  bool stopping_ = false;            // this attempt's workers were told to stop
-  bool failure_reported_ = false;    // this attempt's failure went to the rendezvous
-  bool closing_ = false;             // kCloseAttempt emitted, AttemptClosed not yet back
+  bool stopping_ = false;                 // this attempt's workers were told to stop
+  bool failure_reported_ = false;         // this attempt's failure went to the rendezvous
+  bool closing_ = false;                  // kCloseAttempt emitted, AttemptClosed not yet back
   AfterStop after_stop_ = AfterStop::kNothing;
   RunOutcome end_outcome_ = RunOutcome::kSucceeded;  // after_stop_ == kEnd
   std::string end_detail_;
   std::vector<ReportedFailure> end_root_cause_;
-  int interrupted_by_ = 0;           // the first terminating signal, 0 if none
+  int interrupted_by_ = 0;  // the first terminating signal, 0 if none
   std::optional<AttemptResult::RootCause> last_root_cause_;  // of the last failed attempt
   bool others_still_run_ = false;
   std::optional<absl::Time> grace_deadline_;      // SIGKILL what still runs

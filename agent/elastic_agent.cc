@@ -93,9 +93,10 @@ absl::Status ElasticAgent::SetUp() {
   if (!log_root.ok()) return log_root.status();
   log_root_ = *std::move(log_root);
   if (WillDefaultOmpThreads(base_env_, config_.nproc_per_node)) {
-    spdlog::warn("OMP_NUM_THREADS is not set: setting it to 1 for each worker so that {} workers "
-                 "do not overload the CPUs; set it yourself to tune performance.",
-                 config_.nproc_per_node);
+    spdlog::warn(
+        "OMP_NUM_THREADS is not set: setting it to 1 for each worker so that {} workers "
+        "do not overload the CPUs; set it yourself to tune performance.",
+        config_.nproc_per_node);
   }
   return WatchInputs();
 }
@@ -105,8 +106,8 @@ absl::Status ElasticAgent::WatchInputs() {
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = loop_->WatchReadable(deadline_timer_->fd(),
-                                            [this](uint32_t) { OnDeadline(); });
+  if (absl::Status s =
+          loop_->WatchReadable(deadline_timer_->fd(), [this](uint32_t) { OnDeadline(); });
       !s.ok()) {
     return s;
   }
@@ -200,9 +201,10 @@ void ElasticAgent::ReapChildren() {
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
     if (workers_ && workers_->OnProcessExited(pid, status)) continue;
     if (pid == guard_.pid()) {
-      spdlog::warn("the orphan guard (pid {}) exited: {}; workers still die with the agent via "
-                   "PR_SET_PDEATHSIG, but their children would not", pid,
-                   DescribeWaitStatus(status));
+      spdlog::warn(
+          "the orphan guard (pid {}) exited: {}; workers still die with the agent via "
+          "PR_SET_PDEATHSIG, but their children would not",
+          pid, DescribeWaitStatus(status));
     }
     // Otherwise: a worker's child re-parented to us (we are a subreaper); reaping it is all.
   }
@@ -265,9 +267,7 @@ void ElasticAgent::Join(const std::optional<Assignment>& last) {
   node.pid = static_cast<int>(::getpid());
   node.incarnation = incarnation_;
   node.local_world_size = config_.nproc_per_node;
-  node.node_rank_hint = config_.node_rank_given || config_.fixed_node_rank
-                            ? config_.node_rank
-                            : -1;
+  node.node_rank_hint = config_.node_rank_given || config_.fixed_node_rank ? config_.node_rank : -1;
   if (store_) {  // where this node's agent serves the workers' TCPStore
     node.addr = store_->offer.addr;
     node.fallback_addr = store_->offer.fallback_addr;
@@ -294,10 +294,11 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
     // Workers given a name that does not resolve here wait for each other until their
     // timeout; better to say so now.
     if (absl::Status s = CheckResolves(assignment.master_addr, "MASTER_ADDR"); !s.ok()) {
-      spdlog::error("{} (the address of group rank 0's store: the endpoint's host, that node's "
-                    "--local-addr or its host name; start it with --local-addr=IP); this node "
-                    "leaves the job",
-                    s.message());
+      spdlog::error(
+          "{} (the address of group rank 0's store: the endpoint's host, that node's "
+          "--local-addr or its host name; start it with --local-addr=IP); this node "
+          "leaves the job",
+          s.message());
       return rules_.Fatal(kExitRendezvous);
     }
     if (store_->server) store_->server->BeginRound(assignment.round);
@@ -321,16 +322,18 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
     return rules_.Fatal(kExitInternal);
   }
   spdlog::info("attempt {}: started {} workers (restart {}, MASTER_ADDR={} MASTER_PORT={})",
-               assignment.round, workers_->size(), assignment.restart_count,
-               assignment.master_addr, assignment.master_port);
+               assignment.round, workers_->size(), assignment.restart_count, assignment.master_addr,
+               assignment.master_port);
   FeedWorkers();  // a worker that could not be started counts as failed at once
 }
 
 AttemptResult ElasticAgent::CloseAttempt() {
   workers_->Close();
   if (const int strays = KillStrayChildren(guard_.pid(), workers_->pids()); strays > 0) {
-    spdlog::warn("killed {} process(es) that workers had left running outside their process "
-                 "groups", strays);
+    spdlog::warn(
+        "killed {} process(es) that workers had left running outside their process "
+        "groups",
+        strays);
   }
   AttemptResult result;
   result.succeeded = workers_->AllSucceeded();
@@ -361,9 +364,8 @@ void ElasticAgent::WriteFailureSummary() {
 
 void ElasticAgent::WriteStopSummary(int signal) {
   const int first = assignment_ ? assignment_->base_rank : 0;
-  (void)WriteAll(STDERR_FILENO,
-                 FormatStopSummary(config_.entrypoint_name, signal, host_, first,
-                                   first + config_.nproc_per_node - 1, Meeting()));
+  (void)WriteAll(STDERR_FILENO, FormatStopSummary(config_.entrypoint_name, signal, host_, first,
+                                                  first + config_.nproc_per_node - 1, Meeting()));
 }
 
 void ElasticAgent::EndStoreRound() {
@@ -384,15 +386,18 @@ std::string ElasticAgent::GlooInterface(const std::string& master_addr) {
   if (name.empty() && gloo_said_ != "?") {
     // Mostly every node on this machine (a test, a workstation), where loopback is right:
     // INFO, not a warning on every such job.
-    spdlog::info("this host's name resolves only to loopback here, where gloo listens, and no "
-                 "interface toward the other nodes is known: workers that use gloo may not reach "
-                 "each other; set GLOO_SOCKET_IFNAME (e.g. eth0), or give this host's name an "
-                 "address the other nodes reach");
+    spdlog::info(
+        "this host's name resolves only to loopback here, where gloo listens, and no "
+        "interface toward the other nodes is known: workers that use gloo may not reach "
+        "each other; set GLOO_SOCKET_IFNAME (e.g. eth0), or give this host's name an "
+        "address the other nodes reach");
     gloo_said_ = "?";
   } else if (!name.empty() && name != gloo_said_) {
-    spdlog::info("this host's name resolves only to loopback here: workers get "
-                 "GLOO_SOCKET_IFNAME={} (the interface toward the other nodes), so that gloo "
-                 "listens where they reach it; set GLOO_SOCKET_IFNAME to choose", name);
+    spdlog::info(
+        "this host's name resolves only to loopback here: workers get "
+        "GLOO_SOCKET_IFNAME={} (the interface toward the other nodes), so that gloo "
+        "listens where they reach it; set GLOO_SOCKET_IFNAME to choose",
+        name);
     gloo_said_ = name;
   }
   return name;
@@ -414,8 +419,8 @@ std::vector<ReportedFailure> ElasticAgent::ForMaster(
     r.exit_code = TorchExitCode(f.wait_status);
     r.pid = f.pid;
     r.time = f.time;
-    r.message = f.error_message.empty() && !f.stderr_tail.empty() ? f.stderr_tail.back()
-                                                                  : f.error_message;
+    r.message =
+        f.error_message.empty() && !f.stderr_tail.empty() ? f.stderr_tail.back() : f.error_message;
     // The master refuses a failure message over 64 KiB (CheckLimits); an error file can
     // hold any amount. The whole message stays in this node's own summary.
     constexpr size_t kMaxReported = 16 * 1024;

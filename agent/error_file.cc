@@ -59,12 +59,14 @@ absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json) 
   if (const Value* text = Field(body, "message"); text != nullptr && text->has_string_value()) {
     report.message = text->string_value();
   }
-  if (const Value* extra = Field(body, "extraInfo"); extra != nullptr && extra->has_struct_value()) {
+  if (const Value* extra = Field(body, "extraInfo");
+      extra != nullptr && extra->has_struct_value()) {
     const Struct& info = extra->struct_value();
     if (const Value* stack = Field(info, "py_callstack"); stack && stack->has_string_value()) {
       report.traceback = stack->string_value();
     }
-    if (const Value* ts = Field(info, "timestamp"); ts != nullptr) report.timestamp = ParseTimestamp(*ts);
+    if (const Value* ts = Field(info, "timestamp"); ts != nullptr)
+      report.timestamp = ParseTimestamp(*ts);
   }
   return report;
 }

@@ -16,7 +16,7 @@ namespace ddprun {
 
 struct WorkerErrorReport {
   std::string message;
-  std::string traceback;              // py_callstack, when present
+  std::string traceback;                // py_callstack, when present
   std::optional<absl::Time> timestamp;  // when the worker recorded the error
 };
 

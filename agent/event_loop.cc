@@ -43,8 +43,9 @@ void EventLoop::Unwatch(int fd) {
 absl::Status EventLoop::RunOnce(absl::Duration timeout) {
   constexpr int kMaxEvents = 64;
   epoll_event events[kMaxEvents];
-  const int timeout_ms =
-      timeout == absl::InfiniteDuration() ? -1 : static_cast<int>(absl::ToInt64Milliseconds(timeout));
+  const int timeout_ms = timeout == absl::InfiniteDuration()
+                             ? -1
+                             : static_cast<int>(absl::ToInt64Milliseconds(timeout));
   const int n = ::epoll_wait(epoll_fd_.get(), events, kMaxEvents, timeout_ms);
   if (n < 0) {
     if (errno == EINTR) return absl::OkStatus();

@@ -24,15 +24,16 @@ void AppendIndented(std::string& out, const std::string& label, const std::strin
 
 void AppendFailure(std::string& out, size_t index, const WorkerFailure& f, absl::TimeZone zone) {
   absl::StrAppend(&out, "[", index, "]:\n");
-  absl::StrAppend(&out, "  time      : ", absl::FormatTime("%Y-%m-%d_%H:%M:%S", f.time, zone), "\n");
+  absl::StrAppend(&out, "  time      : ", absl::FormatTime("%Y-%m-%d_%H:%M:%S", f.time, zone),
+                  "\n");
   absl::StrAppend(&out, "  host      : ", f.host, "\n");
   absl::StrAppend(&out, "  rank      : ", f.rank, " (local_rank: ", f.local_rank, ")\n");
   absl::StrAppend(&out, "  exitcode  : ", TorchExitCode(f.wait_status), " (pid: ", f.pid, ")\n");
   absl::StrAppend(&out, "  error_file: ", f.error_file.empty() ? "<N/A>" : f.error_file, "\n");
   if (!f.error_file.empty()) {
-    AppendIndented(out, "  traceback : ",
-                   f.traceback.empty() ? f.error_message
-                                       : absl::StrCat(f.error_message, "\n", f.traceback));
+    AppendIndented(
+        out, "  traceback : ",
+        f.traceback.empty() ? f.error_message : absl::StrCat(f.error_message, "\n", f.traceback));
   } else if (WIFSIGNALED(f.wait_status)) {
     const int sig = WTERMSIG(f.wait_status);
     // With no error file, the message is ddprun's own account (a worker it killed as hung).
@@ -45,8 +46,8 @@ void AppendFailure(std::string& out, size_t index, const WorkerFailure& f, absl:
     if (f.stderr_tail.empty()) {
       absl::StrAppend(&out, "  stderr    : <empty> (", f.stderr_source, ")\n");
     } else {
-      absl::StrAppend(&out, "  stderr    : last ", f.stderr_tail.size(), " lines (", f.stderr_source,
-                      "):\n");
+      absl::StrAppend(&out, "  stderr    : last ", f.stderr_tail.size(), " lines (",
+                      f.stderr_source, "):\n");
       for (const std::string& line : f.stderr_tail) absl::StrAppend(&out, "    ", line, "\n");
     }
   }
@@ -106,9 +107,10 @@ std::string FormatStopSummary(const std::string& entrypoint, int signal, const s
   const std::string heavy(kWidth, '=');
   std::string out;
   absl::StrAppend(&out, heavy, "\n", entrypoint, " STOPPED by ", SignalName(signal), "\n",
-                  std::string(kWidth, '-'), "\nStopped while running: ",
-                  first_rank == last_rank ? "rank " : "ranks ", first_rank,
-                  first_rank == last_rank ? "" : absl::StrCat("-", last_rank), " on ", host, "\n");
+                  std::string(kWidth, '-'),
+                  "\nStopped while running: ", first_rank == last_rank ? "rank " : "ranks ",
+                  first_rank, first_rank == last_rank ? "" : absl::StrCat("-", last_rank), " on ",
+                  host, "\n");
   AppendMeetingPoint(out, meeting);
   absl::StrAppend(&out, heavy, "\n");
   return out;

@@ -19,7 +19,7 @@ struct WorkerFailure {
   int local_rank = 0;
   int wait_status = 0;  // as from waitpid
   pid_t pid = 0;
-  std::string error_file;  // empty: the worker wrote none
+  std::string error_file;              // empty: the worker wrote none
   bool error_file_unreadable = false;  // it wrote one that is not torch's format: the
                                        // summary shows the stderr tail as well
   std::string error_message;

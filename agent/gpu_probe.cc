@@ -8,9 +8,9 @@
 
 #include <set>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/unique_fd.h"
 

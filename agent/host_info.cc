@@ -1,7 +1,7 @@
 #include "agent/host_info.h"
 
-#include <errno.h>
 #include <arpa/inet.h>
+#include <errno.h>
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netdb.h>
@@ -73,7 +73,8 @@ std::vector<std::string> ResolvedAddresses(const std::string& name) {
   addrinfo* resolved = nullptr;
   std::vector<std::string> addresses;
   if (::getaddrinfo(name.c_str(), nullptr, &hints, &resolved) != 0) return addresses;
-  for (addrinfo* a = resolved; a != nullptr; a = a->ai_next) addresses.push_back(AddressText(a->ai_addr));
+  for (addrinfo* a = resolved; a != nullptr; a = a->ai_next)
+    addresses.push_back(AddressText(a->ai_addr));
   ::freeaddrinfo(resolved);
   return addresses;
 }

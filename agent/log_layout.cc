@@ -13,8 +13,8 @@ std::string AttemptLogDir(const std::string& log_dir, const std::string& run_id,
   return absl::StrCat(RunLogDir(log_dir, run_id), "/attempt_", attempt);
 }
 
-WorkerLogPaths WorkerLogPathsFor(const std::string& log_dir, const std::string& run_id,
-                                 int attempt, int local_rank) {
+WorkerLogPaths WorkerLogPathsFor(const std::string& log_dir, const std::string& run_id, int attempt,
+                                 int local_rank) {
   WorkerLogPaths paths;
   paths.dir = absl::StrCat(AttemptLogDir(log_dir, run_id, attempt), "/", local_rank);
   paths.stdout_log = paths.dir + "/stdout.log";
@@ -23,8 +23,8 @@ WorkerLogPaths WorkerLogPathsFor(const std::string& log_dir, const std::string& 
   return paths;
 }
 
-std::string LinePrefix(const std::string& prefix_template, const std::string& role_name,
-                       int rank, int local_rank) {
+std::string LinePrefix(const std::string& prefix_template, const std::string& role_name, int rank,
+                       int local_rank) {
   if (prefix_template.empty()) return absl::StrCat("[", role_name, local_rank, "]:");
   return absl::StrReplaceAll(prefix_template, {{"${role_name}", role_name},
                                                {"${rank}", absl::StrCat(rank)},

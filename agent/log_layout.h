@@ -16,12 +16,12 @@ struct WorkerLogPaths {
 
 std::string RunLogDir(const std::string& log_dir, const std::string& run_id);
 std::string AttemptLogDir(const std::string& log_dir, const std::string& run_id, int attempt);
-WorkerLogPaths WorkerLogPathsFor(const std::string& log_dir, const std::string& run_id,
-                                 int attempt, int local_rank);
+WorkerLogPaths WorkerLogPathsFor(const std::string& log_dir, const std::string& run_id, int attempt,
+                                 int local_rank);
 
 /// The prefix put before each tee'd line: TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE with
 /// ${role_name}, ${rank} and ${local_rank} filled in, or torchrun's "[<role><local_rank>]:".
-std::string LinePrefix(const std::string& prefix_template, const std::string& role_name,
-                       int rank, int local_rank);
+std::string LinePrefix(const std::string& prefix_template, const std::string& role_name, int rank,
+                       int local_rank);
 
 }  // namespace ddprun

@@ -47,8 +47,10 @@ absl::StatusOr<LogRoot> OpenLogRoot(const std::string& log_dir, const std::strin
   if (absl::Status s = MakeDirs(run_dir); !s.ok()) return s;
   root.attempt_offset = FirstFreeAttempt(run_dir);
   if (root.attempt_offset > 0) {
-    spdlog::warn("{} holds attempts of an earlier run with the same --rdzv-id; this run's "
-                 "logs start at attempt_{}", run_dir, root.attempt_offset);
+    spdlog::warn(
+        "{} holds attempts of an earlier run with the same --rdzv-id; this run's "
+        "logs start at attempt_{}",
+        run_dir, root.attempt_offset);
   }
   return root;
 }

@@ -5,8 +5,8 @@
 // PR_SET_PDEATHSIG kills each worker with the agent, but not the worker's children, which
 // the kernel re-parents to init. So at start-up the agent forks this small guard process
 // before it does anything else. Each worker registers its process group over a pipe before
-// it execs, and the agent unregisters groups that are gone; when that pipe reads end-of-file — the agent exited, however it died — the
-// guard sends SIGKILL to every group still listed, and exits.
+// it execs, and the agent unregisters groups that are gone; when that pipe reads end-of-file — the
+// agent exited, however it died — the guard sends SIGKILL to every group still listed, and exits.
 
 #include <sys/types.h>
 

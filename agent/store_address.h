@@ -13,9 +13,9 @@ struct StoreAddressFacts {
   // The store the workers use is on the rendezvous master's port: this agent hosts the
   // master and serves the store beside it, or (static) node 0 does.
   bool store_on_master_port = false;
-  std::string endpoint_host;            // --rdzv-endpoint's host (c10d), --master-addr (static)
-  bool endpoint_is_this_host = false;   // IsThisHost(endpoint_host)
-  std::string local_addr;               // --local-addr
+  std::string endpoint_host;           // --rdzv-endpoint's host (c10d), --master-addr (static)
+  bool endpoint_is_this_host = false;  // IsThisHost(endpoint_host)
+  std::string local_addr;              // --local-addr
   std::string host_name;
   bool host_name_beyond_loopback = false;  // it resolves here to an address that is not loopback
 };

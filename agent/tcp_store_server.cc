@@ -112,12 +112,17 @@ int BoundPort(int fd) {
 
 class TcpStoreServer::Impl {
  public:
-  Impl(TcpStoreServerOptions options, UniqueFd listen, std::unique_ptr<EventLoop> loop, UniqueFd wake)
-      : options_(std::move(options)), listen_(std::move(listen)), loop_(std::move(loop)),
-        wake_(std::move(wake)), port_(BoundPort(listen_.get())) {}
+  Impl(TcpStoreServerOptions options, UniqueFd listen, std::unique_ptr<EventLoop> loop,
+       UniqueFd wake)
+      : options_(std::move(options)),
+        listen_(std::move(listen)),
+        loop_(std::move(loop)),
+        wake_(std::move(wake)),
+        port_(BoundPort(listen_.get())) {}
 
   absl::Status Watch() {
-    if (absl::Status s = loop_->WatchReadable(listen_.get(), [this](uint32_t) { Accept(); }); !s.ok()) {
+    if (absl::Status s = loop_->WatchReadable(listen_.get(), [this](uint32_t) { Accept(); });
+        !s.ok()) {
       return s;
     }
     return loop_->WatchReadable(wake_.get(), [this](uint32_t) { TakeCommands(); });
@@ -278,8 +283,8 @@ class TcpStoreServer::Impl {
   void Flush(TcpStoreService::ConnectionId id) {
     Connection& c = connections_.at(id);
     while (c.out_sent < c.out.size()) {
-      const ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent,
-                               MSG_NOSIGNAL);
+      const ssize_t n =
+          ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
       if (n > 0) {
         c.out_sent += static_cast<size_t>(n);
         continue;
@@ -300,7 +305,8 @@ class TcpStoreServer::Impl {
       return;
     }
     const bool want = !c.out.empty();
-    if (want != c.want_writable && loop_->WatchWritable(c.fd.get(), want).ok()) c.want_writable = want;
+    if (want != c.want_writable && loop_->WatchWritable(c.fd.get(), want).ok())
+      c.want_writable = want;
   }
 
   void Drop(TcpStoreService::ConnectionId id) {
@@ -331,7 +337,8 @@ class TcpStoreServer::Impl {
   TcpStoreService::ConnectionId next_id_ = 1;
 };
 
-absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(TcpStoreServerOptions options) {
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
+    TcpStoreServerOptions options) {
   absl::StatusOr<UniqueFd> listen = Listen(options.port);
   if (!listen.ok()) return listen.status();
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();

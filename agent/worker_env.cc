@@ -46,9 +46,10 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const WorkerPlacement& p) {
   } else {
     env[worker_env::kStoreAddr] = p.store_addr;
   }
-  for (const auto& [name, value] : {std::pair<const char*, const std::string&>{worker_env::kTlsCert, p.tls_cert},
-                                     {worker_env::kTlsKey, p.tls_key},
-                                     {worker_env::kTlsCa, p.tls_ca}}) {
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string&>{worker_env::kTlsCert, p.tls_cert},
+        {worker_env::kTlsKey, p.tls_key},
+        {worker_env::kTlsCa, p.tls_ca}}) {
     if (value.empty() || p.store_addr.empty()) {
       env.erase(name);
     } else {

@@ -2,9 +2,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -88,7 +88,8 @@ absl::StatusOr<pid_t> SpawnWorkerProcess(const SpawnSpec& spec) {
   // afterwards, which makes a spawn several times cheaper than fork on virtual machines.
   constexpr size_t kChildStack = 64 * 1024;
   alignas(16) static thread_local char stack[kChildStack];
-  const pid_t pid = ::clone(ExecChild, stack + kChildStack, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
+  const pid_t pid =
+      ::clone(ExecChild, stack + kChildStack, CLONE_VM | CLONE_VFORK | SIGCHLD, &args);
   if (pid < 0) return ErrnoStatus(errno, "clone");
   // The agent resumes once the child has exec'ed, or exited because exec failed.
   if (args.exec_errno != 0) {

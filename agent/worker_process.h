@@ -1,11 +1,12 @@
 #pragma once
-// Starting one worker process: clone/exec into its own session and process group, with a parent-death
-// signal so it can never outlive the agent, and exec errors reported back instead of lost.
+// Starting one worker process: clone/exec into its own session and process group, with a
+// parent-death signal so it can never outlive the agent, and exec errors reported back instead of
+// lost.
 
 #include <sys/types.h>
 
-#include <string>
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"

@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/error_file.h"
+#include "agent/log_format.h"
 #include "agent/worker_process.h"
 #include "common/clock.h"
 #include "common/process_status.h"
-#include "agent/log_format.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
@@ -60,8 +60,8 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
     worker->rank = plan.assignment.base_rank + local_rank;
     worker->stderr_tail = LineTail(kStderrTailLines);
     if (files_enabled_) {
-      worker->paths = WorkerLogPathsFor(plan.log_root, config_.run_id, plan.log_attempt,
-                                        local_rank);
+      worker->paths =
+          WorkerLogPathsFor(plan.log_root, config_.run_id, plan.log_attempt, local_rank);
       if (absl::Status s = MakeDirs(worker->paths.dir); !s.ok()) return s;
       ::unlink(worker->paths.error_file.c_str());  // a stale file would blame this attempt
       worker->error_file_enabled = true;
@@ -137,8 +137,8 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
 
 absl::Status WorkerSupervisor::SetUpStreams(Worker& worker, int& child_stdout, int& child_stderr,
                                             std::vector<UniqueFd>& child_ends) {
-  if (absl::Status s = SetUpStream(worker, kStdOut, worker.paths.stdout_log, child_stdout,
-                                   child_ends);
+  if (absl::Status s =
+          SetUpStream(worker, kStdOut, worker.paths.stdout_log, child_stdout, child_ends);
       !s.ok()) {
     return s;
   }
@@ -258,7 +258,8 @@ absl::Status WorkerSupervisor::SetUpHeartbeat(Worker& worker, int& child_end,
   // A worker's beat must never block it, even if the agent were slow to read.
   ::fcntl(pipe->write_end.get(), F_SETFL, O_NONBLOCK);
   Worker* w = &worker;
-  if (absl::Status s = loop_.WatchReadable(pipe->read_end.get(), [this, w](uint32_t) { OnHeartbeat(*w); });
+  if (absl::Status s =
+          loop_.WatchReadable(pipe->read_end.get(), [this, w](uint32_t) { OnHeartbeat(*w); });
       !s.ok()) {
     return s;
   }
@@ -295,10 +296,11 @@ void WorkerSupervisor::OnHeartbeatDeadline() {
   for (const WorkerHeartbeats::Overdue& overdue : heartbeats_->TakeOverdue(MonotonicNow())) {
     Worker& worker = *workers_[overdue.local_rank];
     worker.hung = true;
-    spdlog::warn("local_rank {} (rank {}, pid {}) sent no heartbeat for {} "
-                 "(--worker-heartbeat-timeout): taking it for hung; SIGKILL",
-                 worker.local_rank, worker.rank, worker.pid,
-                 absl::FormatDuration(absl::Trunc(overdue.silent, absl::Milliseconds(1))));
+    spdlog::warn(
+        "local_rank {} (rank {}, pid {}) sent no heartbeat for {} "
+        "(--worker-heartbeat-timeout): taking it for hung; SIGKILL",
+        worker.local_rank, worker.rank, worker.pid,
+        absl::FormatDuration(absl::Trunc(overdue.silent, absl::Milliseconds(1))));
     ::killpg(worker.pid, SIGKILL);
   }
   ArmHeartbeatTimer();
@@ -370,7 +372,8 @@ WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
     failure.stderr_tail = LastLinesOfFile(worker.paths.stderr_log, kStderrTailLines);
     failure.stderr_source = worker.paths.stderr_log;
   } else {
-    failure.stderr_tail.assign(worker.stderr_tail.lines().begin(), worker.stderr_tail.lines().end());
+    failure.stderr_tail.assign(worker.stderr_tail.lines().begin(),
+                               worker.stderr_tail.lines().end());
     failure.stderr_source = "stderr";
   }
   return failure;

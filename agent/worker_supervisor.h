@@ -30,9 +30,9 @@ namespace ddprun {
 
 /// What the whole node's part of the job looks like in one round.
 struct AttemptPlan {
-  Assignment assignment;  // the round, as the rendezvous assigned it to this node
-  int log_attempt = 0;  // attempt_<n> folder: the round, after any attempts of earlier runs
-  bool agent_store = false;  // the agent serves the workers' TCPStore at MASTER_ADDR:MASTER_PORT
+  Assignment assignment;       // the round, as the rendezvous assigned it to this node
+  int log_attempt = 0;         // attempt_<n> folder: the round, after any attempts of earlier runs
+  bool agent_store = false;    // the agent serves the workers' TCPStore at MASTER_ADDR:MASTER_PORT
   std::string gloo_interface;  // GLOO_SOCKET_IFNAME, unless set; empty: none
   std::string store_addr;
   std::string log_root;  // the log dir in use ("" or /dev/null: no files)
@@ -96,8 +96,8 @@ class WorkerSupervisor {
   absl::Status StartWorker(Worker& worker, const AttemptPlan& plan);
   absl::Status SetUpStreams(Worker& worker, int& child_stdout, int& child_stderr,
                             std::vector<UniqueFd>& child_ends);
-  absl::Status SetUpStream(Worker& worker, int which, const std::string& file_path,
-                           int& child_fd, std::vector<UniqueFd>& child_ends);
+  absl::Status SetUpStream(Worker& worker, int which, const std::string& file_path, int& child_fd,
+                           std::vector<UniqueFd>& child_ends);
   WorkerFailure DescribeFailure(const Worker& worker) const;
   void CloseStream(std::unique_ptr<PipedStream>& stream);
   // Heartbeats (--worker-heartbeat-timeout): a pipe per worker, one timer for the earliest

@@ -1,7 +1,7 @@
-// ddprun-bare-master: the floor for bench/scale.py and bench/store_bench.cc. It speaks the rendezvous protocol to
-// ddprun-loadgen with nothing but what a round needs: a gRPC callback server, one mutex,
-// a list of streams. When max_nodes have joined it writes each one an assignment (ranks
-// in order of arrival); a failure report writes every member a stop order, and the rejoins
+// ddprun-bare-master: the floor for bench/scale.py and bench/store_bench.cc. It speaks the
+// rendezvous protocol to ddprun-loadgen with nothing but what a round needs: a gRPC callback
+// server, one mutex, a list of streams. When max_nodes have joined it writes each one an assignment
+// (ranks in order of arrival); a failure report writes every member a stop order, and the rejoins
 // close the next round. No validation, deadlines, heartbeats, store or ordering rules: the
 // difference between it and ddprun-master, with the same load generator in the same run,
 // is what ddprun's own rules and bookkeeping cost. Its Store answers NumKeys at once: a
@@ -120,8 +120,8 @@ class BareMaster : public pb::Rendezvous::CallbackService {
 };
 
 class BareStore : public pb::Store::CallbackService {
-  grpc::ServerUnaryReactor* NumKeys(grpc::CallbackServerContext* context,
-                                    const pb::NumKeysRequest*, pb::NumKeysResponse*) override {
+  grpc::ServerUnaryReactor* NumKeys(grpc::CallbackServerContext* context, const pb::NumKeysRequest*,
+                                    pb::NumKeysResponse*) override {
     auto* reactor = context->DefaultReactor();
     reactor->Finish(grpc::Status::OK);
     return reactor;

@@ -1,9 +1,9 @@
 // ddprun-loadgen: plays N agents against one rendezvous master, from one process, to measure
 // the master at cluster scale. Each simulated agent is a real client of the protocol: its own
 // Session stream (the agent's SessionStream class), its own identity, the agent's channel
-// settings, heartbeats every keep_alive_interval from round 0 on, and the agent's answers (a stop order is
-// answered with a join for the next round). Streams share at most --connections connections,
-// or each has its own (--connections=0), as agents on separate hosts would.
+// settings, heartbeats every keep_alive_interval from round 0 on, and the agent's answers (a stop
+// order is answered with a join for the next round). Streams share at most --connections
+// connections, or each has its own (--connections=0), as agents on separate hosts would.
 //
 // Measured, from this side of the wire:
 //   connect  - every connection up (channels created and READY)
@@ -169,12 +169,11 @@ class Loadgen {
     for (double ms : restart_ms_) restarts.push_back(absl::StrFormat("%.2f", ms));
     for (double ms : restart_cpu_ms_) restart_cpu.push_back(absl::StrFormat("%.2f", ms * 1000 / n));
     return absl::StrCat(
-        "{\"agents\": ", options_.agents, ", \"connections\": ",
-        ChannelCount(),
+        "{\"agents\": ", options_.agents, ", \"connections\": ", ChannelCount(),
         ", \"connect_ms\": ", absl::StrFormat("%.2f", connect_ms_),
         ", \"round_ms\": ", absl::StrFormat("%.2f", round_ms_),
-        ", \"open_ms\": ", absl::StrFormat("%.2f", open_ms_),
-        ", \"restart_ms\": [", absl::StrJoin(restarts, ", "), "]",
+        ", \"open_ms\": ", absl::StrFormat("%.2f", open_ms_), ", \"restart_ms\": [",
+        absl::StrJoin(restarts, ", "), "]",
         ", \"master_cpu_us_per_agent_round\": ", absl::StrFormat("%.2f", round_cpu_ms_ * 1000 / n),
         ", \"master_cpu_us_per_agent_restart\": [", absl::StrJoin(restart_cpu, ", "), "]",
         ", \"master_peak_rss_mib\": ", absl::StrFormat("%.1f", master_peak_rss_mib_),
@@ -199,15 +198,17 @@ class Loadgen {
       // connection between channels to the same address.
       args.SetInt("ddprun.loadgen.connection", i);
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-      channels_.push_back(grpc::CreateCustomChannel(options_.endpoint, AgentCredentials(agent), args));
+      channels_.push_back(
+          grpc::CreateCustomChannel(options_.endpoint, AgentCredentials(agent), args));
       stubs_.push_back(v1::Rendezvous::NewStub(channels_.back()));
     }
   }
 
   absl::Status WaitConnected() {
     for (auto& channel : channels_) channel->GetState(/*try_to_connect=*/true);
-    const auto deadline = std::chrono::system_clock::now() +
-                          std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
+    const auto deadline =
+        std::chrono::system_clock::now() +
+        std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
     for (size_t i = 0; i < channels_.size(); ++i) {
       if (!channels_[i]->WaitForConnected(deadline)) {
         return absl::DeadlineExceededError(absl::StrCat(
@@ -295,9 +296,9 @@ class Loadgen {
       return assigned_ == options_.agents || !error_.empty();
     };
     if (!mu_.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(options_.timeout_s))) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "round ", expected_round_, ": only ", assigned_, " of ", options_.agents,
-          " agents were assigned within ", options_.timeout_s, " s"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("round ", expected_round_, ": only ", assigned_, " of ", options_.agents,
+                       " agents were assigned within ", options_.timeout_s, " s"));
     }
     if (!error_.empty()) return absl::InternalError(error_);
     return absl::OkStatus();
@@ -348,11 +349,13 @@ int main(int argc, char** argv) {
   ddprun::Options options;
   CLI::App app{"ddprun-loadgen: simulate N agents against one rendezvous master"};
   app.add_option("--endpoint", options.endpoint, "the master's host:port")->required();
-  app.add_option("--agents", options.agents, "how many agents to simulate")->check(CLI::Range(1, 1000000));
+  app.add_option("--agents", options.agents, "how many agents to simulate")
+      ->check(CLI::Range(1, 1000000));
   app.add_option("--connections", options.connections,
                  "connections the sessions share; 0: one per agent")
       ->check(CLI::Range(0, 1000000));
-  app.add_option("--restarts", options.restarts, "restart rounds to time")->check(CLI::Range(0, 1000));
+  app.add_option("--restarts", options.restarts, "restart rounds to time")
+      ->check(CLI::Range(0, 1000));
   app.add_option("--local-world-size", options.local_world_size, "workers per simulated agent")
       ->check(CLI::Range(1, 1024));
   app.add_option("--run-id", options.run_id, "the run id to join");

@@ -66,9 +66,10 @@ int main(int argc, char** argv) {
            ctx->store().address().c_str(),
            ctx->env().store_addr.empty() ? "served by rank 0" : "the ddprun master's", iters);
     printf("%-24s %10.2f ms\n", "context + first barrier", setup_ms);
-    for (const auto& [name, samples] : {std::pair<const char*, std::vector<double>*>{"barrier", &barrier},
-                                        {"broadcast 64 B", &broadcast},
-                                        {"all_gather 64 B", &all_gather}}) {
+    for (const auto& [name, samples] :
+         {std::pair<const char*, std::vector<double>*>{"barrier", &barrier},
+          {"broadcast 64 B", &broadcast},
+          {"all_gather 64 B", &all_gather}}) {
       const Stats s = Summarize(*samples);
       printf("%-24s median %8.1f us   p99 %8.1f us\n", name, s.median_us, s.p99_us);
     }

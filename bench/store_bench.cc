@@ -94,14 +94,13 @@ int main(int argc, char** argv) {
 
   const std::string value(64, 'v');
   const std::vector<std::pair<std::string, Op>> ops = {
-      {"set", [&](ddp::worker::Store& s, int c, int) { return s.Set(absl::StrCat("k", c), value); }},
-      {"get", [](ddp::worker::Store& s, int c, int) {
-         return s.Get(absl::StrCat("k", c), absl::Seconds(10)).status();
-       }},
+      {"set",
+       [&](ddp::worker::Store& s, int c, int) { return s.Set(absl::StrCat("k", c), value); }},
+      {"get", [](ddp::worker::Store& s, int c,
+                 int) { return s.Get(absl::StrCat("k", c), absl::Seconds(10)).status(); }},
       {"add", [](ddp::worker::Store& s, int, int) { return s.Add("counter", 1).status(); }},
-      {"wait", [](ddp::worker::Store& s, int c, int) {
-         return s.Wait({absl::StrCat("k", c)}, absl::Seconds(10));
-       }},
+      {"wait", [](ddp::worker::Store& s, int c,
+                  int) { return s.Wait({absl::StrCat("k", c)}, absl::Seconds(10)); }},
   };
   std::vector<std::string> rows;
   for (int clients : {1, 16, 256}) {
@@ -116,10 +115,9 @@ int main(int argc, char** argv) {
       }
       cells.push_back(absl::StrCat("\"", name, "\": ", Json(*r)));
     }
-    absl::StatusOr<Result> floor = Measure(bare_addr, clients, per_client,
-                                           [](ddp::worker::Store& s, int, int) {
-                                             return s.NumKeys().status();
-                                           });
+    absl::StatusOr<Result> floor =
+        Measure(bare_addr, clients, per_client,
+                [](ddp::worker::Store& s, int, int) { return s.NumKeys().status(); });
     if (!floor.ok()) {
       std::fprintf(stderr, "ddprun-storebench: bare round trip: %s\n",
                    std::string(floor.status().message()).c_str());

@@ -1,6 +1,6 @@
 #pragma once
-// The exit statuses of ddprun and ddprun-master. A failed job exits with its root-cause worker's code instead
-// (128+N when that worker died of signal N), and a signalled agent with 128+signal.
+// The exit statuses of ddprun and ddprun-master. A failed job exits with its root-cause worker's
+// code instead (128+N when that worker died of signal N), and a signalled agent with 128+signal.
 
 namespace ddprun {
 

@@ -1,8 +1,8 @@
 #include "common/unique_fd.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <dirent.h>
 #include <ftw.h>
 #include <poll.h>
 #include <string.h>

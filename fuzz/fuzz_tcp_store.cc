@@ -21,7 +21,9 @@ void Require(bool condition) {
   if (!condition) __builtin_trap();
 }
 
-std::string Key(ddprun::fuzz::FuzzInput& in) { return std::string("/") + static_cast<char>('a' + in.Below(4)); }
+std::string Key(ddprun::fuzz::FuzzInput& in) {
+  return std::string("/") + static_cast<char>('a' + in.Below(4));
+}
 
 std::string Request(ddprun::fuzz::FuzzInput& in, Dialect d) {
   const Verb verbs[] = {Verb::kSet,      Verb::kCompareSet, Verb::kGet,      Verb::kAdd,
@@ -33,15 +35,40 @@ std::string Request(ddprun::fuzz::FuzzInput& in, Dialect d) {
   if (ddprun::tcpstore::QueryCode(verb, d) < 0) return in.String(4);
   RequestBytes r(verb, d);
   switch (verb) {
-    case Verb::kSet: case Verb::kAppend: case Verb::kQueuePush: r.Str(Key(in)).Str(in.String(6)); break;
-    case Verb::kCompareSet: r.Str(Key(in)).Str(in.String(2)).Str(in.String(2)); break;
-    case Verb::kGet: case Verb::kDelete: case Verb::kQueuePop: case Verb::kQueueLen: r.Str(Key(in)); break;
-    case Verb::kAdd: r.Str(Key(in)).I64(static_cast<int8_t>(in.Byte())); break;
-    case Verb::kBarrier: r.Str(Key(in)).I64(in.Below(4)); break;
-    case Verb::kCheck: case Verb::kWait: case Verb::kMultiGet: r.U64(2).Str(Key(in)).Str(Key(in)); break;
-    case Verb::kMultiSet: r.U64(1).Str(Key(in)).Str(in.String(3)); break;
-    case Verb::kPing: case Verb::kValidate: r.U32(in.Below(2) ? ddprun::tcpstore::kValidationMagic : in.Byte()); break;
-    default: break;
+    case Verb::kSet:
+    case Verb::kAppend:
+    case Verb::kQueuePush:
+      r.Str(Key(in)).Str(in.String(6));
+      break;
+    case Verb::kCompareSet:
+      r.Str(Key(in)).Str(in.String(2)).Str(in.String(2));
+      break;
+    case Verb::kGet:
+    case Verb::kDelete:
+    case Verb::kQueuePop:
+    case Verb::kQueueLen:
+      r.Str(Key(in));
+      break;
+    case Verb::kAdd:
+      r.Str(Key(in)).I64(static_cast<int8_t>(in.Byte()));
+      break;
+    case Verb::kBarrier:
+      r.Str(Key(in)).I64(in.Below(4));
+      break;
+    case Verb::kCheck:
+    case Verb::kWait:
+    case Verb::kMultiGet:
+      r.U64(2).Str(Key(in)).Str(Key(in));
+      break;
+    case Verb::kMultiSet:
+      r.U64(1).Str(Key(in)).Str(in.String(3));
+      break;
+    case Verb::kPing:
+    case Verb::kValidate:
+      r.U32(in.Below(2) ? ddprun::tcpstore::kValidationMagic : in.Byte());
+      break;
+    default:
+      break;
   }
   return r;
 }
@@ -60,7 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (open.insert(id).second) {
           service.Open(id);
           dialect[id] = in.Below(2) ? Dialect::kValidated : Dialect::kLegacy;
-          if (dialect[id] == Dialect::kValidated) service.Receive(id, ddprun::tcpstore::testing::ValidateBytes());
+          if (dialect[id] == Dialect::kValidated)
+            service.Receive(id, ddprun::tcpstore::testing::ValidateBytes());
         }
         break;
       case 1:
@@ -79,7 +107,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         }
         break;
       default: {
-        const std::string bytes = Request(in, dialect[id] == Dialect::kUnknown ? Dialect::kLegacy : dialect[id]);
+        const std::string bytes =
+            Request(in, dialect[id] == Dialect::kUnknown ? Dialect::kLegacy : dialect[id]);
         const size_t cut = in.Below(static_cast<int>(bytes.size()) + 1);  // split anywhere
         service.Receive(id, bytes.substr(0, cut));
         service.Receive(id, bytes.substr(cut));

@@ -12,7 +12,8 @@ namespace {
 absl::Status CheckC10d(const OptionValues& values, AgentConfig& config) {
   if (config.max_nodes > 1 && values["--rdzv-endpoint"].empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--nnodes=", values["--nnodes"], " with --rdzv-backend=c10d needs "
+        "--nnodes=", values["--nnodes"],
+        " with --rdzv-backend=c10d needs "
         "--rdzv-endpoint=HOST[:PORT]: the address of the node (or ddprun-master) that all "
         "nodes can reach"));
   }
@@ -29,9 +30,10 @@ absl::Status CheckStatic(const OptionValues& values, AgentConfig& config) {
   config.fixed_node_rank = true;
   if (config.max_nodes == 1) return absl::OkStatus();
   if (config.min_nodes != config.max_nodes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--nnodes=", values["--nnodes"], " with --rdzv-backend=static must be a fixed count: "
-        "use --rdzv-backend=c10d for an elastic range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nnodes=", values["--nnodes"],
+                     " with --rdzv-backend=static must be a fixed count: "
+                     "use --rdzv-backend=c10d for an elastic range"));
   }
   if (values["--master-addr"].empty() || !config.master_port) {
     return absl::InvalidArgumentError(
@@ -39,9 +41,8 @@ absl::Status CheckStatic(const OptionValues& values, AgentConfig& config) {
         "the address and port of node 0, where the rendezvous master runs");
   }
   if (config.node_rank >= config.max_nodes) {
-    return absl::InvalidArgumentError(absl::StrCat("--node-rank=", config.node_rank,
-                                                   " is not valid: expected 0 to ",
-                                                   config.max_nodes - 1));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--node-rank=", config.node_rank, " is not valid: expected 0 to ", config.max_nodes - 1));
   }
   config.endpoint_host = values["--master-addr"];
   config.endpoint_port = *config.master_port;

@@ -58,8 +58,7 @@ std::string Spellings(const OptionSpec& spec) {
 
 std::string HelpText(const OptionSpec& spec) {
   if (spec.flag) return absl::StrCat(spec.help, " [default: off]");
-  const std::string shown =
-      spec.default_value.empty() ? "unset" : "'" + spec.default_value + "'";
+  const std::string shown = spec.default_value.empty() ? "unset" : "'" + spec.default_value + "'";
   return absl::StrCat(spec.help, " [default: ", shown, "]");
 }
 
@@ -112,8 +111,7 @@ absl::StatusOr<OptionValues> ReadOptionValues(const CLI::App& app, RawValues& ra
                                               const LaunchEnvironment& env) {
   OptionValues values;
   for (const OptionSpec& spec : Options()) {
-    std::string value =
-        spec.flag ? (raw.flags[spec.name] ? "1" : "") : raw.text[spec.name];
+    std::string value = spec.flag ? (raw.flags[spec.name] ? "1" : "") : raw.text[spec.name];
     const std::string pet = env.Get(PetName(spec.name));
     if (app.get_option(spec.name)->count() > 0) {
       values.given.insert(spec.name);
@@ -189,8 +187,8 @@ absl::StatusOr<std::vector<std::string>> Positional(const CLI::App& app) {
         "missing training_script: usage is ddprun [options] training_script [args...]");
   }
   if (absl::StartsWith(positional[0], "-")) {
-    return absl::InvalidArgumentError(absl::StrCat("unknown option '", positional[0],
-                                                   "'; see ddprun --help for the options"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown option '", positional[0], "'; see ddprun --help for the options"));
   }
   return positional;
 }

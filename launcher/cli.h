@@ -15,8 +15,8 @@ namespace ddprun {
 struct CliOutcome {
   enum class Action { kRun, kPrint };
   Action action = Action::kRun;
-  std::string text;     // kPrint: what to print on stdout
-  AgentConfig config;   // kRun
+  std::string text;                  // kPrint: what to print on stdout
+  AgentConfig config;                // kRun
   std::vector<std::string> notices;  // one-line notes for the user (ignored options, ...)
 };
 

@@ -18,9 +18,8 @@ std::string MakeRunId() {
   std::mt19937_64 gen((static_cast<uint64_t>(rd()) << 32) ^ rd());
   const uint64_t hi = gen(), lo = gen();
   char buf[40];
-  std::snprintf(buf, sizeof(buf), "%08x-%04x-4%03x-%04x-%012llx",
-                static_cast<unsigned>(hi >> 32), static_cast<unsigned>((hi >> 16) & 0xffff),
-                static_cast<unsigned>(hi & 0xfff),
+  std::snprintf(buf, sizeof(buf), "%08x-%04x-4%03x-%04x-%012llx", static_cast<unsigned>(hi >> 32),
+                static_cast<unsigned>((hi >> 16) & 0xffff), static_cast<unsigned>(hi & 0xfff),
                 static_cast<unsigned>(0x8000 | ((lo >> 48) & 0x3fff)),
                 static_cast<unsigned long long>(lo & 0xffffffffffffULL));
   return buf;
@@ -30,7 +29,8 @@ std::string MakeRunId() {
 absl::StatusOr<std::string> FindExecutable(const std::string& name, const std::string& path) {
   auto executable_file = [](const std::string& path) {
     struct stat st;
-    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+           ::access(path.c_str(), X_OK) == 0;
   };
   if (name.find('/') != std::string::npos) {
     struct stat st;
@@ -75,14 +75,15 @@ absl::Status ApplyBackendRules(const OptionValues& values, AgentConfig& config) 
   // 256 bytes: the most a rendezvous master takes (CheckLimits); better said here than late.
   if (config.run_id.empty() || config.run_id.find('/') != std::string::npos ||
       config.run_id.size() > 256) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--rdzv-id='", config.run_id.substr(0, 300), "' is not valid: expected a non-empty id "
-        "without '/', at most 256 bytes"));
+    return absl::InvalidArgumentError(absl::StrCat("--rdzv-id='", config.run_id.substr(0, 300),
+                                                   "' is not valid: expected a non-empty id "
+                                                   "without '/', at most 256 bytes"));
   }
   if (config.max_nodes > 1 && config.standalone) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--standalone is for one-node jobs, but --nnodes=", values["--nnodes"], ": give every "
-        "node --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT --rdzv-id=JOB instead"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--standalone is for one-node jobs, but --nnodes=", values["--nnodes"],
+                     ": give every "
+                     "node --rdzv-backend=c10d --rdzv-endpoint=HOST:PORT --rdzv-id=JOB instead"));
   }
   // The workers' MASTER_ADDR and MASTER_PORT are where group rank 0's agent serves their
   // TCPStore (docs/environment.md): static, --master-addr:--master-port; c10d, an address
@@ -127,16 +128,17 @@ absl::Status BuildWorkerCommand(const OptionValues& values,
     const std::string python = env.Get("PYTHON_EXEC").empty() ? "python3" : env.Get("PYTHON_EXEC");
     absl::StatusOr<std::string> interpreter = FindExecutable(python, env.Get("PATH"));
     if (!interpreter.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the Python interpreter '", python, "' ", interpreter.status().message(),
-          "; set PYTHON_EXEC to one, or use --no-python to run a program directly"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the Python interpreter '", python, "' ", interpreter.status().message(),
+                       "; set PYTHON_EXEC to one, or use --no-python to run a program directly"));
     }
     if (!module) {
       struct stat st;
       if (::stat(script.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "training_script '", script, "' is not a file; give a Python script, "
-            "-m for a module, or --no-python for a program"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("training_script '", script,
+                         "' is not a file; give a Python script, "
+                         "-m for a module, or --no-python for a program"));
       }
     }
     config.worker_argv = {python, "-u"};

@@ -2,8 +2,8 @@
 
 #include <signal.h>
 
-#include <fstream>
 #include <string.h>
+#include <fstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -56,7 +56,8 @@ absl::StatusOr<Endpoint> ParseEndpoint(const std::string& value, int default_por
   std::string port_text;
   if (!value.empty() && value.front() == '[') {
     const size_t close = value.find(']');
-    if (close == std::string::npos || close == 1) return Invalid("--rdzv-endpoint", value, expected);
+    if (close == std::string::npos || close == 1)
+      return Invalid("--rdzv-endpoint", value, expected);
     endpoint.host = value.substr(1, close - 1);
     const std::string rest = value.substr(close + 1);
     if (!rest.empty()) {
@@ -123,8 +124,8 @@ absl::StatusOr<StdSpec> ParseStdSpec(const std::string& option, const std::strin
       return Invalid(option, value, expected);
     }
     if (!spec.per_rank.emplace(rank, streams).second) {
-      return Invalid(option, value, absl::StrCat(expected, ", each local rank once (", rank,
-                                                 " is given twice)"));
+      return Invalid(option, value,
+                     absl::StrCat(expected, ", each local rank once (", rank, " is given twice)"));
     }
   }
   return spec;
@@ -187,7 +188,8 @@ absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, Agent
       // torchrun keys that do not apply to ddprun's c10d; accepted so command lines work.
     } else {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--rdzv-conf key '", key, "' is not known: expected join_timeout, last_call_timeout, "
+          "--rdzv-conf key '", key,
+          "' is not known: expected join_timeout, last_call_timeout, "
           "close_timeout, keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout, "
           "read_timeout, is_host, token_file, tls_cert, tls_key or tls_ca"));
     }
@@ -221,7 +223,8 @@ absl::StatusOr<std::vector<int>> ParseSignalList(const std::string& value) {
         number == SIGSEGV || number == SIGBUS || number == SIGFPE || number == SIGILL) {
       return Invalid("--signals-to-handle", value,
                      absl::StrCat("signal names such as SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,"
-                                  "SIGUSR2 ('", raw, "' is not a signal the agent can handle)"));
+                                  "SIGUSR2 ('",
+                                  raw, "' is not a signal the agent can handle)"));
     }
     if (std::find(signals.begin(), signals.end(), number) == signals.end()) {
       signals.push_back(number);
@@ -257,9 +260,10 @@ absl::StatusOr<absl::Duration> ParseSeconds(const std::string& option, const std
                                             bool positive) {
   double seconds = 0;
   if (value.empty() || absl::ascii_isspace(value.front()) || absl::ascii_isspace(value.back()) ||
-      !absl::SimpleAtod(value, &seconds) || !(seconds >= 0) ||
-      (positive && seconds == 0) || seconds > 1e9) {
-    return Invalid(option, value, positive ? "a number of seconds > 0" : "a number of seconds >= 0");
+      !absl::SimpleAtod(value, &seconds) || !(seconds >= 0) || (positive && seconds == 0) ||
+      seconds > 1e9) {
+    return Invalid(option, value,
+                   positive ? "a number of seconds > 0" : "a number of seconds >= 0");
   }
   return absl::Seconds(seconds);
 }

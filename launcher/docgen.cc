@@ -56,8 +56,8 @@ std::string ManPage() {
     }
     std::vector<std::string> names;
     for (const std::string& name : option.names) {
-      names.push_back(absl::StrCat("\\fB", Roff(name), "\\fR",
-                                   option.takes_value ? "=\\fIVALUE\\fR" : ""));
+      names.push_back(
+          absl::StrCat("\\fB", Roff(name), "\\fR", option.takes_value ? "=\\fIVALUE\\fR" : ""));
     }
     absl::StrAppend(&page, ".TP\n", absl::StrJoin(names, ", "), "\n", Roff(option.help), "\n");
     if (!option.env.empty()) absl::StrAppend(&page, ".br\nEnvironment: ", Roff(option.env), "\n");
@@ -90,8 +90,8 @@ std::string CompletionCases() {
     } else if (option.completion.front() == "<files>") {
       reply = "compgen -f -- \"$cur\"";
     } else {
-      reply = absl::StrCat("compgen -W \"", absl::StrJoin(option.completion, " "),
-                           "\" -- \"$cur\"");
+      reply =
+          absl::StrCat("compgen -W \"", absl::StrJoin(option.completion, " "), "\" -- \"$cur\"");
     }
     absl::StrAppend(&cases, "    ", absl::StrJoin(option.names, "|"), ") COMPREPLY=($(", reply,
                     ")); return ;;\n");
@@ -111,14 +111,17 @@ std::string BashCompletion() {
       "# bash completion for ddprun (made by ddprun-docgen from ddprun's options)\n"
       "_ddprun() {\n"
       "  local cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n"
-      "  local with_value=\" ", absl::StrJoin(with_value, " "), " \"\n"
+      "  local with_value=\" ",
+      absl::StrJoin(with_value, " "),
+      " \"\n"
       "  local i word\n"
       "  # After the training script everything is the script's: files.\n"
       "  for ((i = 1; i < COMP_CWORD; i++)); do\n"
       "    word=\"${COMP_WORDS[i]}\"\n"
       "    if [[ \"$word\" == -- ]]; then break; fi\n"
       "    if [[ \"$word\" != -* ]]; then\n"
-      "      if [[ \"${COMP_WORDS[i-1]}\" == \"=\" || \"$with_value\" == *\" ${COMP_WORDS[i-1]} \"* ]]; then\n"
+      "      if [[ \"${COMP_WORDS[i-1]}\" == \"=\" || \"$with_value\" == *\" ${COMP_WORDS[i-1]} "
+      "\"* ]]; then\n"
       "        continue\n"
       "      fi\n"
       "      COMPREPLY=($(compgen -f -- \"$cur\")); return\n"
@@ -127,12 +130,14 @@ std::string BashCompletion() {
       "  local option=\"$prev\"\n"
       "  if [[ \"$prev\" == \"=\" ]]; then option=\"${COMP_WORDS[COMP_CWORD-2]}\"; fi\n"
       "  if [[ \"$cur\" == \"=\" ]]; then option=\"$prev\"; cur=\"\"; fi\n"
-      "  case \"$option\" in\n"
-      , CompletionCases(),
+      "  case \"$option\" in\n",
+      CompletionCases(),
       "  esac\n"
       "  if [[ \"$with_value\" == *\" $option \"* ]]; then COMPREPLY=(); return; fi\n"
       "  if [[ \"$cur\" == -* ]]; then\n"
-      "    COMPREPLY=($(compgen -W \"", absl::StrJoin(all, " "), "\" -- \"$cur\"))\n"
+      "    COMPREPLY=($(compgen -W \"",
+      absl::StrJoin(all, " "),
+      "\" -- \"$cur\"))\n"
       "  else\n"
       "    COMPREPLY=($(compgen -f -- \"$cur\"))\n"
       "  fi\n"

@@ -13,14 +13,14 @@
 
 #include "absl/strings/ascii.h"
 #include "agent/elastic_agent.h"
-#include "common/exit_codes.h"
 #include "agent/gpu_probe.h"
+#include "agent/log_format.h"
 #include "agent/orphan_guard.h"
 #include "agent/worker_env.h"
+#include "common/exit_codes.h"
 #include "launcher/backends.h"
 #include "launcher/cli.h"
 #include "spdlog/sinks/stdout_sinks.h"
-#include "agent/log_format.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -96,8 +96,8 @@ int main(int argc, char** argv) {
   std::unique_ptr<ddprun::StartedRendezvous> rendezvous =
       ddprun::FindRendezvousBackend(config.rdzv_backend)->start(config, failed);
   if (rendezvous == nullptr) return failed;
-  ddprun::ElasticAgent agent(config, ddprun::CurrentEnvironment(), rendezvous->connection(),
-                             *guard, rendezvous->worker_store());
+  ddprun::ElasticAgent agent(config, ddprun::CurrentEnvironment(), rendezvous->connection(), *guard,
+                             rendezvous->worker_store());
   const int status = agent.Run();
   rendezvous->Stop(agent.others_still_run());
   return status;

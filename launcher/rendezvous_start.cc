@@ -28,16 +28,17 @@ struct Served {
 };
 
 void LogRefusedStoreClient(const std::string& peer, const std::string& why) {
-  spdlog::warn("closed a connection to the workers' store from {}: {}; only that connection is "
-               "closed, and the store call on it fails", peer, why);
+  spdlog::warn(
+      "closed a connection to the workers' store from {}: {}; only that connection is "
+      "closed, and the store call on it fails",
+      peer, why);
 }
 
 // The agent on the --rdzv-endpoint host (is_host, inferred as torchrun does unless
 // --rdzv-conf is_host= says) serves the master in-process, and its workers' TCPStore on the
 // same port, as torchrun's static agent does: one port for the whole job. When several
 // agents on one host race for the port, the losers simply join the winner's master.
-void MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& config,
-                     Served& served) {
+void MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& config, Served& served) {
   const bool is_host = config.is_host ? *config.is_host : IsThisHost(config.endpoint_host);
   if (!is_host) return;
   MasterOptions options;
@@ -57,8 +58,7 @@ void MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& config,
       hosted->AdoptConnection(listen_fd, fd);
     };
     store_options.on_refused = LogRefusedStoreClient;
-    absl::StatusOr<std::unique_ptr<TcpStoreServer>> started =
-        TcpStoreServer::Start(store_options);
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> started = TcpStoreServer::Start(store_options);
     if (started.ok()) store = std::move(*started);
     hosting = started.status();
   }
@@ -79,8 +79,8 @@ void MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& config,
 // Every multi-node agent that may get group rank 0 serves its workers a TCPStore: beside the
 // master it hosts, else on a port of its own (c10d: --master-port when given), held for its
 // whole life, so that no worker binds a port and the port stays the same across rounds.
-absl::Status ServeMasterAndStore(const NetworkPlugin& network,
-                                 const AgentConfig& config, Served& served) {
+absl::Status ServeMasterAndStore(const NetworkPlugin& network, const AgentConfig& config,
+                                 Served& served) {
   const bool is_static = config.fixed_node_rank;
   MaybeHostMaster(network, config, served);
   // Static: node 0's store is the one on --master-port; the other nodes never get rank 0.
@@ -89,13 +89,13 @@ absl::Status ServeMasterAndStore(const NetworkPlugin& network,
     TcpStoreServerOptions options;
     options.port = !is_static && config.master_port ? *config.master_port : 0;
     options.on_refused = LogRefusedStoreClient;
-    absl::StatusOr<std::unique_ptr<TcpStoreServer>> store =
-        TcpStoreServer::Start(options);
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> store = TcpStoreServer::Start(options);
     if (!store.ok()) {
-      return absl::Status(store.status().code(),
-                          absl::StrCat("cannot serve the workers' store",
-                                       options.port != 0 ? absl::StrCat(" on --master-port=", options.port) : "",
-                                       ": ", store.status().message()));
+      return absl::Status(
+          store.status().code(),
+          absl::StrCat("cannot serve the workers' store",
+                       options.port != 0 ? absl::StrCat(" on --master-port=", options.port) : "",
+                       ": ", store.status().message()));
     }
     served.store = std::move(*store);
   }
@@ -121,8 +121,9 @@ void ServeWhileOthersRun(const HostedMaster& master, const AgentConfig& config) 
   sigemptyset(&stop);
   for (int sig : config.signals_to_handle) sigaddset(&stop, sig);
   UniqueFd signals(::signalfd(-1, &stop, SFD_CLOEXEC));
-  spdlog::warn("other nodes still run and this node hosts their rendezvous master: serving "
-               "it until they finish (send SIGTERM to stop now, which ends their run)");
+  spdlog::warn(
+      "other nodes still run and this node hosts their rendezvous master: serving "
+      "it until they finish (send SIGTERM to stop now, which ends their run)");
   while (master.SessionCount(config.run_id) > 0) {
     pollfd fds[2] = {{master.session_end_fd(), POLLIN, 0}, {signals.get(), POLLIN, 0}};
     if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;

@@ -28,7 +28,8 @@ grpc::ChannelArguments AgentChannelArguments(const NetworkRendezvousOptions& opt
   return args;
 }
 
-std::shared_ptr<grpc::ChannelCredentials> AgentCredentials(const NetworkRendezvousOptions& options) {
+std::shared_ptr<grpc::ChannelCredentials> AgentCredentials(
+    const NetworkRendezvousOptions& options) {
   if (!options.tls.enabled()) return grpc::InsecureChannelCredentials();
   grpc::SslCredentialsOptions ssl;
   ssl.pem_root_certs = options.tls.ca_pem;
@@ -80,8 +81,8 @@ void SessionStream::OnDone(const grpc::Status& status) {
     absl::Status why = FromGrpcStatus(status);
     if (why.ok()) why = absl::UnavailableError("the master closed the session");
     ended.kind = LossOrRefusal(why);
-    ended.status = absl::Status(why.code(), absl::StrCat("rendezvous master at ", endpoint_,
-                                                         ": ", why.message()));
+    ended.status = absl::Status(
+        why.code(), absl::StrCat("rendezvous master at ", endpoint_, ": ", why.message()));
     on_event_(std::move(ended));
   }
   done_ = true;

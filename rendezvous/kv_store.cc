@@ -16,8 +16,8 @@ std::string Shown(const std::string& key) {
 absl::Status CheckKeyCount(size_t count) {
   if (count == 0) return absl::InvalidArgumentError("no keys given");
   if (count > KvStore::kMaxKeysPerCall) {
-    return absl::InvalidArgumentError(absl::StrCat(count, " keys in one call; the limit is ",
-                                                   KvStore::kMaxKeysPerCall));
+    return absl::InvalidArgumentError(
+        absl::StrCat(count, " keys in one call; the limit is ", KvStore::kMaxKeysPerCall));
   }
   return absl::OkStatus();
 }
@@ -27,9 +27,8 @@ absl::StatusOr<int64_t> IntegerAt(const std::map<std::string, std::string>& data
   int64_t value = 0;
   auto it = data.find(key);
   if (it != data.end() && !absl::SimpleAtoi(it->second, &value)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("store key '", Shown(key), "' holds a value that is not an integer; ", verb,
-                     " needs one"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "store key '", Shown(key), "' holds a value that is not an integer; ", verb, " needs one"));
   }
   return value;
 }
@@ -43,10 +42,9 @@ absl::Status CheckKeyAndValue(const std::string& key, size_t value_size) {
                                                    " bytes; the limit is ", KvStore::kMaxKeyBytes));
   }
   if (value_size > KvStore::kMaxValueBytes) {
-    return absl::InvalidArgumentError(absl::StrCat("value for store key '", Shown(key), "' is ",
-                                                   value_size, " bytes; the limit is ",
-                                                   KvStore::kMaxValueBytes,
-                                                   " (8 MiB): exchange large data otherwise"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "value for store key '", Shown(key), "' is ", value_size, " bytes; the limit is ",
+        KvStore::kMaxValueBytes, " (8 MiB): exchange large data otherwise"));
   }
   return absl::OkStatus();
 }
@@ -322,9 +320,10 @@ void KvStore::Expire(absl::Time now) {
     for (const std::string& key : waiter.keys) {
       if (!Present(key)) missing.push_back(Shown(key));
     }
-    Complete(id, absl::DeadlineExceededError(absl::StrCat(
-                     "store keys not set in time: ", absl::StrJoin(missing, ", "),
-                     "; the rank that should set them may have crashed or not reached that point")));
+    Complete(id,
+             absl::DeadlineExceededError(absl::StrCat(
+                 "store keys not set in time: ", absl::StrJoin(missing, ", "),
+                 "; the rank that should set them may have crashed or not reached that point")));
   }
 }
 

@@ -39,7 +39,8 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOp
       options.port);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (options.tls.enabled()) {
-    grpc::SslServerCredentialsOptions ssl(GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    grpc::SslServerCredentialsOptions ssl(
+        GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
     ssl.pem_root_certs = options.tls.ca_pem;
     ssl.pem_key_cert_pairs.push_back({options.tls.key_pem, options.tls.cert_pem});
     credentials = grpc::SslServerCredentials(ssl);

@@ -25,7 +25,7 @@ struct MasterOptions {
   // No listening socket: connections come through AdoptConnection from whoever listens on
   // `port` (the agent's TCPStore, which shares the port with this master).
   bool adopt_connections = false;
-  std::string token;             // empty: joins need no token
+  std::string token;                       // empty: joins need no token
   std::optional<std::string> only_run_id;  // set: refuse joins for any other run id
   // How long a blocking Store read without its own timeout waits (torchrun's read_timeout).
   absl::Duration store_timeout = absl::Seconds(60);

@@ -10,8 +10,7 @@ namespace ddprun {
 
 namespace pb = ::ddprun::v1;
 
-absl::Status MasterState::OnAgentMessage(SessionReactor* reactor,
-                                                const pb::AgentMessage& message) {
+absl::Status MasterState::OnAgentMessage(SessionReactor* reactor, const pb::AgentMessage& message) {
   absl::ReleasableMutexLock lock(&mu_);
   const absl::Time now = MonotonicNow();
   absl::Status status = CheckLimits(message);
@@ -19,8 +18,8 @@ absl::Status MasterState::OnAgentMessage(SessionReactor* reactor,
     // refused below, before it touches any run
   } else if (reactor->evicted) {
     // ABORTED, as the eviction itself: the agent takes it for a lost session and rejoins.
-    status = absl::AbortedError(
-        "the master dropped this session; the agent joins again on a new one");
+    status =
+        absl::AbortedError("the master dropped this session; the agent joins again on a new one");
   } else if (message.has_join()) {
     status = Join(reactor, message.join());
   } else if (!reactor->joined) {
@@ -34,8 +33,7 @@ absl::Status MasterState::OnAgentMessage(SessionReactor* reactor,
       if (report.succeeded()) {
         run.rounds->ReportSuccess(reactor->id(), report.round(), now);
       } else {
-        run.rounds->ReportFailure(reactor->id(), report.round(), FromWire(report.failures()),
-                                  now);
+        run.rounds->ReportFailure(reactor->id(), report.round(), FromWire(report.failures()), now);
       }
     }
   }
@@ -107,9 +105,9 @@ void MasterState::Dispatch(Run& run) {
   for (Outbound& out : run.rounds->TakeOutbound()) {
     if (out.kind == Outbound::Kind::kAssign && out.assignment.round != run.store_round) {
       // A new round: the store starts empty, and reads still waiting belong to the old one.
-      run.store.AbortAll(absl::AbortedError(absl::StrCat(
-          "the round ended while waiting for store keys (round ", out.assignment.round,
-          " has begun)")));
+      run.store.AbortAll(
+          absl::AbortedError(absl::StrCat("the round ended while waiting for store keys (round ",
+                                          out.assignment.round, " has begun)")));
       TakeStoreCompletions(run);
       run.store = KvStore();
       run.store_round = out.assignment.round;
@@ -157,12 +155,11 @@ void MasterState::ReleaseAndRunPending(absl::ReleasableMutexLock& lock) {
 }
 
 void MasterState::StoreWait(const std::string& run_id, std::vector<std::string> keys,
-                                   absl::Time deadline, KvStore::Done done) {
+                            absl::Time deadline, KvStore::Done done) {
   absl::ReleasableMutexLock lock(&mu_);
   if (store_closed_) {
-    pending_.push_back([done = std::move(done)] {
-      done(absl::UnavailableError("the store is shutting down"));
-    });
+    pending_.push_back(
+        [done = std::move(done)] { done(absl::UnavailableError("the store is shutting down")); });
   } else {
     Run& run = runs_[run_id];
     run.store.WaitFor(std::move(keys), deadline, std::move(done));

@@ -77,7 +77,9 @@ class MasterState {
     ReleaseAndRunPending(lock);
   }
 
-  void StartTicker() { ticker_ = std::thread([this] { TickerLoop(); }); }
+  void StartTicker() {
+    ticker_ = std::thread([this] { TickerLoop(); });
+  }
   void StopTicker() {
     {
       absl::MutexLock lock(&mu_);
@@ -104,7 +106,8 @@ class MasterState {
     std::map<SessionId, SessionReactor*> sessions;
   };
 
-  absl::Status Join(SessionReactor* reactor, const v1::Join& join) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status Join(SessionReactor* reactor, const v1::Join& join)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeStoreCompletions(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases `lock` and runs the completions queued while it was held (Store replies,

@@ -39,9 +39,10 @@ absl::StatusOr<NetworkPlugin> LoadNetworkPlugin() {
     entry(&plugin);
     return plugin;  // never unloaded: gRPC's threads live as long as the process
   }
-  return absl::NotFoundError(absl::StrCat(
-      "multi-node jobs need ", kName, ", installed next to ddprun; it was not found or could "
-      "not be loaded (", absl::StrJoin(errors, "; "), ")"));
+  return absl::NotFoundError(absl::StrCat("multi-node jobs need ", kName,
+                                          ", installed next to ddprun; it was not found or could "
+                                          "not be loaded (",
+                                          absl::StrJoin(errors, "; "), ")"));
 }
 
 }  // namespace ddprun

@@ -23,10 +23,10 @@ absl::Status CheckResolves(const std::string& host, absl::string_view what) {
     ::freeaddrinfo(resolved);
     return absl::OkStatus();
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      what, " '", host, "' does not resolve on this node (",
-      error == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(error),
-      "): check the name, or give an IP address"));
+  return absl::FailedPreconditionError(
+      absl::StrCat(what, " '", host, "' does not resolve on this node (",
+                   error == EAI_SYSTEM ? std::strerror(errno) : ::gai_strerror(error),
+                   "): check the name, or give an IP address"));
 }
 
 std::string PeerAddress(absl::string_view peer) {
@@ -63,9 +63,12 @@ absl::StatusOr<std::string> ReachableAddress(const NodeInfo& node, absl::string_
   if (!seen.empty() && !IsLoopbackOrUnspecified(seen)) return seen;
   if (!node.fallback_addr.empty()) return node.fallback_addr;
   return absl::FailedPreconditionError(absl::StrCat(
-      node.host, ": no address that the other nodes can reach for MASTER_ADDR, should this "
+      node.host,
+      ": no address that the other nodes can reach for MASTER_ADDR, should this "
       "node get group rank 0: it has no --local-addr, its connection to the rendezvous master "
-      "comes from ", seen.empty() ? absl::StrCat("'", peer, "', which names no address") : seen + ", a loopback address",
+      "comes from ",
+      seen.empty() ? absl::StrCat("'", peer, "', which names no address")
+                   : seen + ", a loopback address",
       ", and its host name resolves there only to loopback addresses (or not at all); start it "
       "with --local-addr=ADDRESS, an address of this node that the other nodes reach"));
 }

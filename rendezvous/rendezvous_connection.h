@@ -21,12 +21,12 @@ struct RendezvousEvent {
   // trying again would not change that.
   enum class Kind { kAssigned, kStop, kEnd, kLost, kRefused };
   Kind kind = Kind::kAssigned;
-  Assignment assignment;                          // kAssigned
+  Assignment assignment;                               // kAssigned
   StopReason stop_reason = StopReason::kWorkerFailed;  // kStop
   RunOutcome outcome = RunOutcome::kSucceeded;         // kEnd
-  std::string detail;                             // kStop, kEnd: what happened
-  std::vector<ReportedFailure> root_cause;        // kEnd, failed: the earliest failure anywhere
-  absl::Status status;                            // kLost, kRefused: why
+  std::string detail;                                  // kStop, kEnd: what happened
+  std::vector<ReportedFailure> root_cause;  // kEnd, failed: the earliest failure anywhere
+  absl::Status status;                      // kLost, kRefused: why
 };
 
 class RendezvousConnection {

@@ -51,16 +51,17 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
     RemoveNode(same->second, "it reconnected on a new session", /*evict=*/true, now);
   }
   if (phase_ == Phase::kEnded) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this run has already ended (", end_detail_,
-        "); start the job again with a new --rdzv-id"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("this run has already ended (", end_detail_,
+                     "); start the job again with a new --rdzv-id"));
   }
   if (phase_ == Phase::kGathering) {
     // A restarted master learns from the agents where the run was, so that rounds and
     // TORCHELASTIC_RESTART_COUNT go on and the restart budget is not handed out afresh.
     round_ = std::max(round_, node.last_round);
     // Never more than the budget, whatever an agent claims.
-    restarts_spent_ = std::max(restarts_spent_, std::min(node.restarts_seen, settings_.max_restarts));
+    restarts_spent_ =
+        std::max(restarts_spent_, std::min(node.restarts_seen, settings_.max_restarts));
   }
   auto [it, inserted] = nodes_.try_emplace(session);
   Node& entry = it->second;
@@ -84,8 +85,7 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
              absl::StrCat(node.host, " rejoined while its round was running"), now);
   } else if (member) {
     // Finishing: no new rounds. It waits for the end of the run like everyone else.
-  } else if (phase_ == Phase::kRunning &&
-             static_cast<int>(members_.size()) < settings_.max_nodes) {
+  } else if (phase_ == Phase::kRunning && static_cast<int>(members_.size()) < settings_.max_nodes) {
     EndRound(StopReason::kMembershipChanged,
              absl::StrCat(node.host, " joins the job (", members_.size() + 1, " nodes)"), now);
   }
@@ -177,9 +177,9 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
                           " of --max-restarts=", settings_.max_restarts, " restarts used)"),
              now);
   } else if (phase_ == Phase::kRunning) {
-    EndRun(RunOutcome::kFailed,
-           absl::StrCat(what, "; restart budget spent (--max-restarts=", settings_.max_restarts,
-                        ")"));
+    EndRun(
+        RunOutcome::kFailed,
+        absl::StrCat(what, "; restart budget spent (--max-restarts=", settings_.max_restarts, ")"));
   }
 }
 
@@ -274,7 +274,8 @@ absl::Time RoundStateMachine::NextDeadline() const {
       next = std::min(next, gathering_since_ + settings_.join_timeout);
     }
   }
-  if (phase_ == Phase::kFinishing && finishing_deadline_) next = std::min(next, *finishing_deadline_);
+  if (phase_ == Phase::kFinishing && finishing_deadline_)
+    next = std::min(next, *finishing_deadline_);
   return next;
 }
 
@@ -292,7 +293,8 @@ bool RoundStateMachine::AllPreviousMembersBack() const {
 
 void RoundStateMachine::MaybeCloseRound(absl::Time now) {
   const int joined = joined_count_;
-  if (joined >= settings_.max_nodes || (joined >= settings_.min_nodes && AllPreviousMembersBack())) {
+  if (joined >= settings_.max_nodes ||
+      (joined >= settings_.min_nodes && AllPreviousMembersBack())) {
     CloseRound();
   } else if (joined >= settings_.min_nodes) {
     if (!last_call_deadline_) last_call_deadline_ = now + settings_.last_call_timeout;
@@ -469,13 +471,13 @@ std::string RoundStateMachine::DescribeMissing() const {
   for (const std::string& host : departed_) {
     if (std::find(joined.begin(), joined.end(), host) == joined.end()) missing.push_back(host);
   }
-  return absl::StrCat(joined.size(), " of the at least ", settings_.min_nodes,
-                      " nodes needed (--nnodes=", settings_.min_nodes, ":", settings_.max_nodes,
-                      ") joined", joined.empty() ? "" : ": ", absl::StrJoin(joined, ", "),
-                      missing.empty() ? "" : "; lost from the last round: ",
-                      absl::StrJoin(missing, ", "),
-                      "; check that every node runs ddprun with the same --rdzv-endpoint and "
-                      "--rdzv-id and can reach the endpoint");
+  return absl::StrCat(
+      joined.size(), " of the at least ", settings_.min_nodes,
+      " nodes needed (--nnodes=", settings_.min_nodes, ":", settings_.max_nodes, ") joined",
+      joined.empty() ? "" : ": ", absl::StrJoin(joined, ", "),
+      missing.empty() ? "" : "; lost from the last round: ", absl::StrJoin(missing, ", "),
+      "; check that every node runs ddprun with the same --rdzv-endpoint and "
+      "--rdzv-id and can reach the endpoint");
 }
 
 }  // namespace ddprun

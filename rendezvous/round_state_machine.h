@@ -41,8 +41,8 @@ struct RendezvousSettings {
 
 /// What an agent says about itself when it joins.
 struct NodeInfo {
-  std::string host;         // for ordering and messages
-  std::string addr;         // where its TCPStore is reached (MASTER_ADDR if group rank 0)
+  std::string host;           // for ordering and messages
+  std::string addr;           // where its TCPStore is reached (MASTER_ADDR if group rank 0)
   std::string fallback_addr;  // its host name when that is not loopback there (see node_address.h)
   int pid = 0;
   std::string incarnation;  // random per agent process: tells a restarted agent apart
@@ -90,9 +90,9 @@ struct Outbound {
   enum class Kind { kAssign, kStop, kEnd, kEvict };
   SessionId session = 0;
   Kind kind = Kind::kAssign;
-  Assignment assignment;  // kAssign
+  Assignment assignment;                               // kAssign
   StopReason stop_reason = StopReason::kWorkerFailed;  // kStop
-  RunOutcome outcome = RunOutcome::kSucceeded;          // kEnd
+  RunOutcome outcome = RunOutcome::kSucceeded;         // kEnd
   std::string detail;  // kStop/kEnd: what happened, for the agent's log and summary
   std::vector<ReportedFailure> root_cause;  // kEnd with kFailed: the earliest failure
 };
@@ -176,16 +176,16 @@ class RoundStateMachine {
   std::vector<SessionId> previous_members_;
   std::map<std::string, SessionId> by_incarnation_;
   std::set<std::pair<absl::Time, SessionId>> by_last_seen_;  // oldest first, for Tick
-  int joined_count_ = 0;      // nodes with `joined`
-  int finished_members_ = 0;  // members with `finished`
-  int previous_alive_ = 0;    // nodes with `previous_member`
-  int previous_back_ = 0;     // nodes with `previous_member` and `joined`
+  int joined_count_ = 0;                                     // nodes with `joined`
+  int finished_members_ = 0;                                 // members with `finished`
+  int previous_alive_ = 0;                                   // nodes with `previous_member`
+  int previous_back_ = 0;  // nodes with `previous_member` and `joined`
   absl::Time gathering_since_;
   std::optional<absl::Time> last_call_deadline_;
   std::optional<absl::Time> finishing_deadline_;
   std::vector<ReportedFailure> failures_;  // every failure reported in this run
-  std::string end_detail_;                  // why the run ended, once it has
-  std::vector<std::string> departed_;       // hosts of members lost since the last round closed
+  std::string end_detail_;                 // why the run ended, once it has
+  std::vector<std::string> departed_;      // hosts of members lost since the last round closed
   std::vector<Outbound> outbound_;
 };
 

@@ -40,19 +40,21 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context, const pb::GetRequest* request,
                                 pb::GetResponse* response) override {
     auto* reactor = context->DefaultReactor();
-    master_->StoreWait(request->run_id(), {request->key()},
-                       StoreDeadline(request->timeout_ms(), master_->options().store_timeout, context),
-                       [reactor, response](absl::StatusOr<std::vector<std::string>> values) {
-                         if (values.ok()) response->set_value(std::move(values->front()));
-                         reactor->Finish(ToGrpcStatus(values.status()));
-                       });
+    master_->StoreWait(
+        request->run_id(), {request->key()},
+        StoreDeadline(request->timeout_ms(), master_->options().store_timeout, context),
+        [reactor, response](absl::StatusOr<std::vector<std::string>> values) {
+          if (values.ok()) response->set_value(std::move(values->front()));
+          reactor->Finish(ToGrpcStatus(values.status()));
+        });
     return reactor;
   }
 
   grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context, const pb::AddRequest* request,
                                 pb::AddResponse* response) override {
-    absl::StatusOr<int64_t> value = master_->WithStore(
-        request->run_id(), [&](KvStore& store) { return store.Add(request->key(), request->delta()); });
+    absl::StatusOr<int64_t> value = master_->WithStore(request->run_id(), [&](KvStore& store) {
+      return store.Add(request->key(), request->delta());
+    });
     if (value.ok()) response->set_value(*value);
     return Reply(context, value.status());
   }
@@ -70,11 +72,12 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext* context,
                                  const pb::WaitRequest* request, pb::WaitResponse*) override {
     auto* reactor = context->DefaultReactor();
-    master_->StoreWait(request->run_id(), {request->keys().begin(), request->keys().end()},
-                       StoreDeadline(request->timeout_ms(), master_->options().store_timeout, context),
-                       [reactor](absl::StatusOr<std::vector<std::string>> values) {
-                         reactor->Finish(ToGrpcStatus(values.status()));
-                       });
+    master_->StoreWait(
+        request->run_id(), {request->keys().begin(), request->keys().end()},
+        StoreDeadline(request->timeout_ms(), master_->options().store_timeout, context),
+        [reactor](absl::StatusOr<std::vector<std::string>> values) {
+          reactor->Finish(ToGrpcStatus(values.status()));
+        });
     return reactor;
   }
 
@@ -109,14 +112,15 @@ class StoreService : public pb::Store::CallbackService {
                                      const pb::MultiGetRequest* request,
                                      pb::MultiGetResponse* response) override {
     auto* reactor = context->DefaultReactor();
-    master_->StoreWait(request->run_id(), {request->keys().begin(), request->keys().end()},
-                       StoreDeadline(request->timeout_ms(), master_->options().store_timeout, context),
-                       [reactor, response](absl::StatusOr<std::vector<std::string>> values) {
-                         if (values.ok()) {
-                           for (std::string& v : *values) response->add_values(std::move(v));
-                         }
-                         reactor->Finish(ToGrpcStatus(values.status()));
-                       });
+    master_->StoreWait(
+        request->run_id(), {request->keys().begin(), request->keys().end()},
+        StoreDeadline(request->timeout_ms(), master_->options().store_timeout, context),
+        [reactor, response](absl::StatusOr<std::vector<std::string>> values) {
+          if (values.ok()) {
+            for (std::string& v : *values) response->add_values(std::move(v));
+          }
+          reactor->Finish(ToGrpcStatus(values.status()));
+        });
     return reactor;
   }
 

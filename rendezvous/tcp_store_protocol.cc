@@ -11,39 +11,58 @@ namespace {
 // Query codes in order; torch 1.13 (legacy) numbers the first nine from 0, torch 2.2+ puts
 // VALIDATE first. The legacy list also has the four codes main had in mid-2023 (9-12),
 // which no release sent before VALIDATE came; they mean the same in both.
-constexpr Verb kLegacyCodes[] = {Verb::kSet,    Verb::kCompareSet, Verb::kGet,
-                                 Verb::kAdd,    Verb::kCheck,      Verb::kWait,
-                                 Verb::kNumKeys, Verb::kWatchKey,  Verb::kDelete,
-                                 Verb::kAppend, Verb::kMultiGet,   Verb::kMultiSet,
-                                 Verb::kCancelWait};
+constexpr Verb kLegacyCodes[] = {
+    Verb::kSet,      Verb::kCompareSet, Verb::kGet,       Verb::kAdd,    Verb::kCheck,
+    Verb::kWait,     Verb::kNumKeys,    Verb::kWatchKey,  Verb::kDelete, Verb::kAppend,
+    Verb::kMultiGet, Verb::kMultiSet,   Verb::kCancelWait};
 constexpr Verb kValidatedCodes[] = {
-    Verb::kValidate,   Verb::kSet,       Verb::kCompareSet, Verb::kGet,      Verb::kAdd,
-    Verb::kCheck,      Verb::kWait,      Verb::kNumKeys,    Verb::kDelete,   Verb::kAppend,
-    Verb::kMultiGet,   Verb::kMultiSet,  Verb::kCancelWait, Verb::kPing,     Verb::kQueuePush,
-    Verb::kQueuePop,   Verb::kQueueLen,  Verb::kListKeys,   Verb::kBarrier};
+    Verb::kValidate, Verb::kSet,      Verb::kCompareSet, Verb::kGet,    Verb::kAdd,
+    Verb::kCheck,    Verb::kWait,     Verb::kNumKeys,    Verb::kDelete, Verb::kAppend,
+    Verb::kMultiGet, Verb::kMultiSet, Verb::kCancelWait, Verb::kPing,   Verb::kQueuePush,
+    Verb::kQueuePop, Verb::kQueueLen, Verb::kListKeys,   Verb::kBarrier};
 
 const char* VerbName(Verb verb) {
   switch (verb) {
-    case Verb::kValidate: return "VALIDATE";
-    case Verb::kSet: return "SET";
-    case Verb::kCompareSet: return "COMPARE_SET";
-    case Verb::kGet: return "GET";
-    case Verb::kAdd: return "ADD";
-    case Verb::kCheck: return "CHECK";
-    case Verb::kWait: return "WAIT";
-    case Verb::kNumKeys: return "GETNUMKEYS";
-    case Verb::kWatchKey: return "WATCH_KEY";
-    case Verb::kDelete: return "DELETE_KEY";
-    case Verb::kAppend: return "APPEND";
-    case Verb::kMultiGet: return "MULTI_GET";
-    case Verb::kMultiSet: return "MULTI_SET";
-    case Verb::kCancelWait: return "CANCEL_WAIT";
-    case Verb::kPing: return "PING";
-    case Verb::kQueuePush: return "QUEUE_PUSH";
-    case Verb::kQueuePop: return "QUEUE_POP";
-    case Verb::kQueueLen: return "QUEUE_LEN";
-    case Verb::kListKeys: return "LIST_KEYS";
-    case Verb::kBarrier: return "BARRIER";
+    case Verb::kValidate:
+      return "VALIDATE";
+    case Verb::kSet:
+      return "SET";
+    case Verb::kCompareSet:
+      return "COMPARE_SET";
+    case Verb::kGet:
+      return "GET";
+    case Verb::kAdd:
+      return "ADD";
+    case Verb::kCheck:
+      return "CHECK";
+    case Verb::kWait:
+      return "WAIT";
+    case Verb::kNumKeys:
+      return "GETNUMKEYS";
+    case Verb::kWatchKey:
+      return "WATCH_KEY";
+    case Verb::kDelete:
+      return "DELETE_KEY";
+    case Verb::kAppend:
+      return "APPEND";
+    case Verb::kMultiGet:
+      return "MULTI_GET";
+    case Verb::kMultiSet:
+      return "MULTI_SET";
+    case Verb::kCancelWait:
+      return "CANCEL_WAIT";
+    case Verb::kPing:
+      return "PING";
+    case Verb::kQueuePush:
+      return "QUEUE_PUSH";
+    case Verb::kQueuePop:
+      return "QUEUE_POP";
+    case Verb::kQueueLen:
+      return "QUEUE_LEN";
+    case Verb::kListKeys:
+      return "LIST_KEYS";
+    case Verb::kBarrier:
+      return "BARRIER";
   }
   return "?";
 }
@@ -73,7 +92,8 @@ class Reader {
   bool String(std::string& out, size_t limit, const char* what) {
     uint64_t length = 0;
     if (!Number(length)) return false;
-    if (length > limit) return Refuse(absl::StrCat(what, " of ", length, " bytes; the limit is ", limit));
+    if (length > limit)
+      return Refuse(absl::StrCat(what, " of ", length, " bytes; the limit is ", limit));
     if (!Have(length)) return false;
     if (copy_) out.assign(input_.data() + pos_, length);
     pos_ += length;
@@ -85,7 +105,8 @@ class Reader {
   bool Count(uint64_t& out) {
     if (!Number(out)) return false;
     if (out > KvStore::kMaxKeysPerCall) {
-      return Refuse(absl::StrCat(out, " keys in one request; the limit is ", KvStore::kMaxKeysPerCall));
+      return Refuse(
+          absl::StrCat(out, " keys in one request; the limit is ", KvStore::kMaxKeysPerCall));
     }
     return true;
   }
@@ -185,8 +206,10 @@ Dialect DetectDialect(absl::string_view first) {
 }
 
 int QueryCode(Verb verb, Dialect dialect) {
-  const Verb* begin = dialect == Dialect::kValidated ? std::begin(kValidatedCodes) : std::begin(kLegacyCodes);
-  const Verb* end = dialect == Dialect::kValidated ? std::end(kValidatedCodes) : std::end(kLegacyCodes);
+  const Verb* begin =
+      dialect == Dialect::kValidated ? std::begin(kValidatedCodes) : std::begin(kLegacyCodes);
+  const Verb* end =
+      dialect == Dialect::kValidated ? std::end(kValidatedCodes) : std::end(kLegacyCodes);
   for (const Verb* v = begin; v != end; ++v) {
     if (*v == verb) return static_cast<int>(v - begin);
   }
@@ -200,12 +223,14 @@ Parsed ParseRequest(absl::string_view input, Dialect dialect) {
     return out;
   }
   const uint8_t code = static_cast<uint8_t>(input[0]);
-  const size_t known = dialect == Dialect::kValidated ? std::size(kValidatedCodes) : std::size(kLegacyCodes);
+  const size_t known =
+      dialect == Dialect::kValidated ? std::size(kValidatedCodes) : std::size(kLegacyCodes);
   if (code >= known) {
     out.kind = Parsed::Kind::kRefused;
-    out.why = absl::StrCat("query code ", code, ", which this store does not know (",
-                           dialect == Dialect::kValidated ? "torch 2.2 or later" : "torch 1.13 to 2.0",
-                           " dialect); is the worker's PyTorch newer than this ddprun?");
+    out.why =
+        absl::StrCat("query code ", code, ", which this store does not know (",
+                     dialect == Dialect::kValidated ? "torch 2.2 or later" : "torch 1.13 to 2.0",
+                     " dialect); is the worker's PyTorch newer than this ddprun?");
     return out;
   }
   const Verb verb = dialect == Dialect::kValidated ? kValidatedCodes[code] : kLegacyCodes[code];

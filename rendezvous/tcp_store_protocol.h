@@ -27,9 +27,26 @@ enum class Dialect {
 };
 
 enum class Verb {
-  kValidate, kSet, kCompareSet, kGet, kAdd, kCheck, kWait, kNumKeys, kWatchKey, kDelete,
-  kAppend, kMultiGet, kMultiSet, kCancelWait, kPing, kQueuePush, kQueuePop, kQueueLen,
-  kListKeys, kBarrier,
+  kValidate,
+  kSet,
+  kCompareSet,
+  kGet,
+  kAdd,
+  kCheck,
+  kWait,
+  kNumKeys,
+  kWatchKey,
+  kDelete,
+  kAppend,
+  kMultiGet,
+  kMultiSet,
+  kCancelWait,
+  kPing,
+  kQueuePush,
+  kQueuePop,
+  kQueueLen,
+  kListKeys,
+  kBarrier,
 };
 
 /// VALIDATE's magic number, and the most a request may hold in all (PyTorch's libuv server

@@ -115,26 +115,41 @@ bool TcpStoreService::Execute(ConnectionId id, Connection& c, Request& r) {
 
 TcpStoreService::Handler TcpStoreService::HandlerOf(Verb verb) {
   switch (verb) {
-    case Verb::kValidate: return &TcpStoreService::OnValidate;
-    case Verb::kPing: return &TcpStoreService::OnPing;
+    case Verb::kValidate:
+      return &TcpStoreService::OnValidate;
+    case Verb::kPing:
+      return &TcpStoreService::OnPing;
     case Verb::kSet:
     case Verb::kAppend:
     case Verb::kMultiSet:
-    case Verb::kQueuePush: return &TcpStoreService::OnWrite;
-    case Verb::kCompareSet: return &TcpStoreService::OnCompareSet;
+    case Verb::kQueuePush:
+      return &TcpStoreService::OnWrite;
+    case Verb::kCompareSet:
+      return &TcpStoreService::OnCompareSet;
     case Verb::kGet:
-    case Verb::kMultiGet: return &TcpStoreService::OnGet;
-    case Verb::kAdd: return &TcpStoreService::OnAdd;
-    case Verb::kCheck: return &TcpStoreService::OnCheck;
-    case Verb::kNumKeys: return &TcpStoreService::OnNumKeys;
-    case Verb::kDelete: return &TcpStoreService::OnDelete;
-    case Verb::kListKeys: return &TcpStoreService::OnListKeys;
-    case Verb::kQueuePop: return &TcpStoreService::OnQueuePop;
-    case Verb::kQueueLen: return &TcpStoreService::OnQueueLen;
+    case Verb::kMultiGet:
+      return &TcpStoreService::OnGet;
+    case Verb::kAdd:
+      return &TcpStoreService::OnAdd;
+    case Verb::kCheck:
+      return &TcpStoreService::OnCheck;
+    case Verb::kNumKeys:
+      return &TcpStoreService::OnNumKeys;
+    case Verb::kDelete:
+      return &TcpStoreService::OnDelete;
+    case Verb::kListKeys:
+      return &TcpStoreService::OnListKeys;
+    case Verb::kQueuePop:
+      return &TcpStoreService::OnQueuePop;
+    case Verb::kQueueLen:
+      return &TcpStoreService::OnQueueLen;
     case Verb::kWait:
-    case Verb::kBarrier: return &TcpStoreService::OnWait;
-    case Verb::kCancelWait: return &TcpStoreService::OnCancelWait;
-    case Verb::kWatchKey: return &TcpStoreService::OnWatchKey;
+    case Verb::kBarrier:
+      return &TcpStoreService::OnWait;
+    case Verb::kCancelWait:
+      return &TcpStoreService::OnCancelWait;
+    case Verb::kWatchKey:
+      return &TcpStoreService::OnWatchKey;
   }
   return &TcpStoreService::OnWatchKey;  // not reached: every verb is above
 }
@@ -168,7 +183,8 @@ bool TcpStoreService::OnWrite(ConnectionId id, Connection&, Request& r) {
 }
 
 bool TcpStoreService::OnCompareSet(ConnectionId id, Connection&, Request& r) {
-  absl::StatusOr<std::string> value = store_.CompareSet(r.keys[0], r.values[0], std::move(r.values[1]));
+  absl::StatusOr<std::string> value =
+      store_.CompareSet(r.keys[0], r.values[0], std::move(r.values[1]));
   if (!value.ok()) return Failed(id, value.status());
   Reply(id, EncodeString(*value));
   return true;
@@ -259,8 +275,9 @@ bool TcpStoreService::OnCancelWait(ConnectionId id, Connection& c, Request&) {
 }
 
 bool TcpStoreService::OnWatchKey(ConnectionId id, Connection&, Request&) {
-  return Refuse(id, "it sent WATCH_KEY (key callbacks, in torch 1.13's C++ API only), which "
-                    "this store does not serve");
+  return Refuse(id,
+                "it sent WATCH_KEY (key callbacks, in torch 1.13's C++ API only), which "
+                "this store does not serve");
 }
 
 KvStore::Done TcpStoreService::Answer(ConnectionId id, std::shared_ptr<KvStore::WaiterId> slot) {

@@ -82,7 +82,8 @@ class TcpStoreService {
   bool Execute(ConnectionId id, Connection& c, tcpstore::Request& r);
   bool OnValidate(ConnectionId id, Connection& c, tcpstore::Request& r);
   bool OnPing(ConnectionId id, Connection& c, tcpstore::Request& r);
-  bool OnWrite(ConnectionId id, Connection& c, tcpstore::Request& r);  // SET, APPEND, MULTI_SET, QUEUE_PUSH
+  bool OnWrite(ConnectionId id, Connection& c,
+               tcpstore::Request& r);  // SET, APPEND, MULTI_SET, QUEUE_PUSH
   bool OnCompareSet(ConnectionId id, Connection& c, tcpstore::Request& r);
   bool OnGet(ConnectionId id, Connection& c, tcpstore::Request& r);  // GET, MULTI_GET
   bool OnAdd(ConnectionId id, Connection& c, tcpstore::Request& r);

@@ -14,9 +14,10 @@ absl::StatusOr<TlsConfig> ReadTlsFiles(const std::string& cert_path, const std::
   const int given = !cert_path.empty() + !key_path.empty() + !ca_path.empty();
   if (given == 0) return tls;
   if (given != 3) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        setting, ": TLS needs all three of tls_cert, tls_key and tls_ca (this side's "
-                 "certificate, its key, and the CA that signed the other side's)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(setting,
+                     ": TLS needs all three of tls_cert, tls_key and tls_ca (this side's "
+                     "certificate, its key, and the CA that signed the other side's)"));
   }
   absl::StatusOr<std::string> cert = ReadPemFile(cert_path, setting + " tls_cert");
   if (!cert.ok()) return cert.status();

@@ -151,7 +151,7 @@ v1::MasterMessage ToWire(const Outbound& out) {
       break;
     case Outbound::Kind::kEnd: {
       v1::RunEnd* end = message.mutable_end();
-      end->set_outcome(out.outcome == RunOutcome::kSucceeded ? v1::RunEnd::SUCCEEDED
+      end->set_outcome(out.outcome == RunOutcome::kSucceeded  ? v1::RunEnd::SUCCEEDED
                        : out.outcome == RunOutcome::kReleased ? v1::RunEnd::RELEASED
                        : out.outcome == RunOutcome::kFailed   ? v1::RunEnd::FAILED
                                                               : v1::RunEnd::TIMED_OUT);
@@ -218,14 +218,14 @@ namespace {
 
 absl::Status CheckLength(const char* field, const std::string& value, size_t limit) {
   if (value.size() <= limit) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(field, " has ", value.size(),
-                                                 " bytes; the limit is ", limit));
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " has ", value.size(), " bytes; the limit is ", limit));
 }
 
 absl::Status CheckRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
   if (value >= lo && value <= hi) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(field, " is ", value, "; it must be in [", lo,
-                                                 ", ", hi, "]"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " is ", value, "; it must be in [", lo, ", ", hi, "]"));
 }
 
 constexpr int64_t kMaxNodes = 1 << 20;
@@ -238,25 +238,27 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
   if (message.has_join()) {
     const v1::Join& j = message.join();
     const v1::RunSettings& s = j.settings();
-    checks = {CheckLength("join.run_id", j.run_id(), 256),
-              CheckLength("join.token", j.token(), 4096),
-              CheckLength("join.node.host", j.node().host(), 255),
-              CheckLength("join.node.addr", j.node().addr(), 255),
-              CheckLength("join.node.fallback_addr", j.node().fallback_addr(), 255),
-              CheckLength("join.node.incarnation", j.node().incarnation(), 64),
-              CheckRange("join.local_world_size", j.local_world_size(), 1, 1 << 16),
-              CheckRange("join.node_rank_hint", j.node_rank_hint(), -1, kMaxNodes),
-              CheckRange("join.master_port", j.master_port(), 0, 65535),
-              CheckRange("join.next_round", j.next_round(), 0, int64_t{1} << 40),
-              CheckRange("join.restarts_seen", j.restarts_seen(), 0, 1 << 30),
-              CheckRange("join.settings.min_nodes", s.min_nodes(), 1, kMaxNodes),
-              CheckRange("join.settings.max_nodes", s.max_nodes(), s.min_nodes(), kMaxNodes),
-              CheckRange("join.settings.max_restarts", s.max_restarts(), 0, 1 << 30),
-              CheckRange("join.settings.join_timeout_ms", s.join_timeout_ms(), 0, kMaxMs),
-              CheckRange("join.settings.last_call_timeout_ms", s.last_call_timeout_ms(), 0, kMaxMs),
-              CheckRange("join.settings.keep_alive_interval_ms", s.keep_alive_interval_ms(), 1, kMaxMs),
-              CheckRange("join.settings.keep_alive_max_attempt", s.keep_alive_max_attempt(), 1, 1 << 20),
-              CheckRange("join.settings.exit_barrier_timeout_ms", s.exit_barrier_timeout_ms(), 0, kMaxMs)};
+    checks = {
+        CheckLength("join.run_id", j.run_id(), 256),
+        CheckLength("join.token", j.token(), 4096),
+        CheckLength("join.node.host", j.node().host(), 255),
+        CheckLength("join.node.addr", j.node().addr(), 255),
+        CheckLength("join.node.fallback_addr", j.node().fallback_addr(), 255),
+        CheckLength("join.node.incarnation", j.node().incarnation(), 64),
+        CheckRange("join.local_world_size", j.local_world_size(), 1, 1 << 16),
+        CheckRange("join.node_rank_hint", j.node_rank_hint(), -1, kMaxNodes),
+        CheckRange("join.master_port", j.master_port(), 0, 65535),
+        CheckRange("join.next_round", j.next_round(), 0, int64_t{1} << 40),
+        CheckRange("join.restarts_seen", j.restarts_seen(), 0, 1 << 30),
+        CheckRange("join.settings.min_nodes", s.min_nodes(), 1, kMaxNodes),
+        CheckRange("join.settings.max_nodes", s.max_nodes(), s.min_nodes(), kMaxNodes),
+        CheckRange("join.settings.max_restarts", s.max_restarts(), 0, 1 << 30),
+        CheckRange("join.settings.join_timeout_ms", s.join_timeout_ms(), 0, kMaxMs),
+        CheckRange("join.settings.last_call_timeout_ms", s.last_call_timeout_ms(), 0, kMaxMs),
+        CheckRange("join.settings.keep_alive_interval_ms", s.keep_alive_interval_ms(), 1, kMaxMs),
+        CheckRange("join.settings.keep_alive_max_attempt", s.keep_alive_max_attempt(), 1, 1 << 20),
+        CheckRange("join.settings.exit_barrier_timeout_ms", s.exit_barrier_timeout_ms(), 0,
+                   kMaxMs)};
   } else if (message.has_report()) {
     const v1::WorkerReport& r = message.report();
     checks.push_back(CheckRange("report.failures (count)", r.failures_size(), 0, 1 << 16));
@@ -268,8 +270,9 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
   for (absl::Status& s : checks) {
     if (!s.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(s.message(), ": the master refuses the message (is this a ddprun agent "
-                                    "of the same version?)"));
+          absl::StrCat(s.message(),
+                       ": the master refuses the message (is this a ddprun agent "
+                       "of the same version?)"));
     }
   }
   return absl::OkStatus();

@@ -15,7 +15,7 @@ build_pkgs=(
   patchelf  # scripts/gpu-bundle.sh
 )
 test_pkgs=(
-  python3 python3-torch procps iproute2 openssl clang-14 libclang-rt-14-dev
+  python3 python3-torch procps iproute2 openssl clang-14 libclang-rt-14-dev clang-format-14
   slurm-wlm slurmctld slurmd slurm-client munge python3-yaml groff-base debootstrap
 )
 

@@ -147,7 +147,8 @@ class AgentStateMachineTest : public ::testing::Test {
 
 TEST_F(AgentStateMachineTest, AWorkerFailureIsReportedAtOnceAndTheRestStopped) {
   RunRoundZero();
-  EXPECT_THAT(Workers(Failed(false)), ElementsAre("stop-workers SIGTERM", "report-failure round=0"));
+  EXPECT_THAT(Workers(Failed(false)),
+              ElementsAre("stop-workers SIGTERM", "report-failure round=0"));
   EXPECT_THAT(Workers(Failed(false)), IsEmpty()) << "reported once per attempt";
   EXPECT_THAT(Workers(Failed(true)), ElementsAre("close-attempt"));
   EXPECT_THAT(Closed(FailedAt(1, 3)), IsEmpty()) << "the rendezvous decides what comes next";
@@ -241,7 +242,8 @@ TEST_F(AgentStateMachineTest, AnEndedRunThatTimedOutExitsWithTheRendezvousStatus
 TEST_F(AgentStateMachineTest, ASignalIsForwardedThenKillsAfterTheGracePeriod) {
   RunRoundZero();
   EXPECT_THAT(Signal(SIGTERM), ElementsAre("stop-workers SIGTERM"));
-  EXPECT_THAT(LogsOf(), ElementsAre("received SIGTERM: forwarding it to 2 workers, SIGKILL after 30s"));
+  EXPECT_THAT(LogsOf(),
+              ElementsAre("received SIGTERM: forwarding it to 2 workers, SIGKILL after 30s"));
   EXPECT_EQ(sm_->NextDeadline(), now_ + absl::Seconds(5)) << "the heartbeat comes first";
   EXPECT_THAT(Advance(absl::Seconds(29)), ElementsAre("heartbeat")) << "one tick, one beat";
   EXPECT_THAT(Advance(absl::Seconds(1)), ElementsAre("kill-workers"));

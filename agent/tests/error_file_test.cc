@@ -51,8 +51,8 @@ TEST(ParseWorkerErrorFileTest, NumericAndFractionalTimestamp) {
 }
 
 TEST(ParseWorkerErrorFileTest, UnreadableTimestampIsLeftUnset) {
-  absl::StatusOr<WorkerErrorReport> report = ParseWorkerErrorFile(
-      R"({"message": {"message": "m", "extraInfo": {"timestamp": "soon"}}})");
+  absl::StatusOr<WorkerErrorReport> report =
+      ParseWorkerErrorFile(R"({"message": {"message": "m", "extraInfo": {"timestamp": "soon"}}})");
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->timestamp.has_value());
 }

@@ -20,8 +20,10 @@ TEST(LogLayoutTest, WorkerPaths) {
 }
 
 TEST(LogLayoutTest, AttemptsDoNotShareFolders) {
-  EXPECT_NE(WorkerLogPathsFor("/logs", "abc", 0, 0).dir, WorkerLogPathsFor("/logs", "abc", 1, 0).dir);
-  EXPECT_NE(WorkerLogPathsFor("/logs", "abc", 0, 0).dir, WorkerLogPathsFor("/logs", "abc", 0, 1).dir);
+  EXPECT_NE(WorkerLogPathsFor("/logs", "abc", 0, 0).dir,
+            WorkerLogPathsFor("/logs", "abc", 1, 0).dir);
+  EXPECT_NE(WorkerLogPathsFor("/logs", "abc", 0, 0).dir,
+            WorkerLogPathsFor("/logs", "abc", 0, 1).dir);
 }
 
 TEST(LinePrefixTest, DefaultIsRoleAndLocalRank) {

@@ -24,7 +24,6 @@
 namespace ddprun {
 namespace {
 
-using ::testing::HasSubstr;
 using tcpstore::Dialect;
 using tcpstore::EncodeI64;
 using tcpstore::EncodeString;
@@ -33,6 +32,7 @@ using tcpstore::EncodeU8;
 using tcpstore::Verb;
 using tcpstore::testing::RequestBytes;
 using tcpstore::testing::ValidateBytes;
+using ::testing::HasSubstr;
 using testing::WaitUntil;
 
 // A blocking client on 127.0.0.1 (or ::1) that reads with a deadline.
@@ -85,7 +85,8 @@ class RawClient {
 };
 
 std::unique_ptr<TcpStoreServer> StartServer(TcpStoreServerOptions options = {}) {
-  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::Start(std::move(options));
+  absl::StatusOr<std::unique_ptr<TcpStoreServer>> server =
+      TcpStoreServer::Start(std::move(options));
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? std::move(*server) : nullptr;
 }
@@ -99,7 +100,8 @@ TEST(TcpStoreServerTest, ServesClientsOfBothDialectsOverIPv4AndIPv6) {
   RawClient now(server->port(), /*v6=*/true);
   ASSERT_TRUE(old.connected());
   ASSERT_TRUE(now.connected()) << "dual-stack: IPv6 clients too";
-  now.Send(ValidateBytes() + std::string(RequestBytes(Verb::kPing, Dialect::kValidated).U32(31337)));
+  now.Send(ValidateBytes() +
+           std::string(RequestBytes(Verb::kPing, Dialect::kValidated).U32(31337)));
   EXPECT_EQ(now.Read(4), EncodeU32(31337));
   now.Send(RequestBytes(Verb::kWait, Dialect::kValidated).U64(1).Str("/addr"));
   old.Send(RequestBytes(Verb::kSet, Dialect::kLegacy).Str("/addr").Str("10.0.0.1:1234"));
@@ -141,7 +143,12 @@ TEST(TcpStoreServerTest, ABadRequestClosesOnlyItsConnectionAndIsReported) {
   RawClient good(server->port()), bad(server->port());
   bad.Send(ValidateBytes() + std::string(1, '\x40'));
   EXPECT_TRUE(bad.ClosedBy(absl::Seconds(10)));
-  ASSERT_TRUE(WaitUntil([&] { std::lock_guard<std::mutex> l(mu); return !reported.empty(); }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        std::lock_guard<std::mutex> l(mu);
+        return !reported.empty();
+      },
+      absl::Seconds(10)));
   EXPECT_THAT(reported, HasSubstr("127.0.0.1:"));
   EXPECT_THAT(reported, HasSubstr("it sent query code 64"));
   good.Send(RequestBytes(Verb::kNumKeys, Dialect::kLegacy));
@@ -172,7 +179,12 @@ TEST(TcpStoreServerTest, ConnectionsThatOpenAsGrpcAreHandedOverUnread) {
   tls.Send(std::string("\x16\x03\x01\x00\x05hello", 10));
   store.Send(RequestBytes(Verb::kAdd, Dialect::kLegacy).Str("init/").I64(1));
   EXPECT_EQ(store.Read(8), EncodeI64(1));
-  ASSERT_TRUE(WaitUntil([&] { std::lock_guard<std::mutex> l(mu); return handed.size() == 2; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        std::lock_guard<std::mutex> l(mu);
+        return handed.size() == 2;
+      },
+      absl::Seconds(10)));
   std::lock_guard<std::mutex> lock(mu);
   std::sort(handed.begin(), handed.end());
   EXPECT_EQ(handed[0], std::string("\x16\x03\x01\x00\x05hello", 10));
@@ -197,11 +209,13 @@ TEST(TcpStoreServerTest, HundredsOfWaitingClientsAreReleasedByOneSet) {
   std::vector<std::unique_ptr<RawClient>> clients;
   for (int i = 0; i < 300; ++i) {
     clients.push_back(std::make_unique<RawClient>(server->port()));
-    clients.back()->Send(ValidateBytes() +
-                         std::string(RequestBytes(Verb::kWait, Dialect::kValidated).U64(1).Str("/rank0")));
+    clients.back()->Send(
+        ValidateBytes() +
+        std::string(RequestBytes(Verb::kWait, Dialect::kValidated).U64(1).Str("/rank0")));
   }
   RawClient rank0(server->port());
-  rank0.Send(ValidateBytes() + std::string(RequestBytes(Verb::kSet, Dialect::kValidated).Str("/rank0").Str("a")));
+  rank0.Send(ValidateBytes() +
+             std::string(RequestBytes(Verb::kSet, Dialect::kValidated).Str("/rank0").Str("a")));
   for (auto& client : clients) ASSERT_EQ(client->Read(1), EncodeU8(0));
 }
 

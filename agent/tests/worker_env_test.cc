@@ -66,7 +66,9 @@ TEST(BuildWorkerEnvTest, KeepsBaseVariables) {
 }
 
 TEST(BuildWorkerEnvTest, OverridesStaleTorchrunVariablesFromBase) {
-  const EnvMap base = {{"RANK", "99"}, {"WORLD_SIZE", "99"}, {"MASTER_PORT", "1"},
+  const EnvMap base = {{"RANK", "99"},
+                       {"WORLD_SIZE", "99"},
+                       {"MASTER_PORT", "1"},
                        {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
   const EnvMap env = BuildWorkerEnv(base, SamplePlacement());
   EXPECT_THAT(env, Contains(Pair("RANK", "5")));
@@ -106,7 +108,8 @@ TEST(BuildWorkerEnvTest, OmpNumThreadsDefaultsOnlyWhenUnsetAndSeveralWorkers) {
   EXPECT_THAT(BuildWorkerEnv({}, p), Contains(Pair("OMP_NUM_THREADS", "1")));
   EXPECT_TRUE(WillDefaultOmpThreads({}, 4));
 
-  EXPECT_THAT(BuildWorkerEnv({{"OMP_NUM_THREADS", "8"}}, p), Contains(Pair("OMP_NUM_THREADS", "8")));
+  EXPECT_THAT(BuildWorkerEnv({{"OMP_NUM_THREADS", "8"}}, p),
+              Contains(Pair("OMP_NUM_THREADS", "8")));
   EXPECT_FALSE(WillDefaultOmpThreads({{"OMP_NUM_THREADS", "8"}}, 4));
 
   p.local_world_size = 1;

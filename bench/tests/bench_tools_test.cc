@@ -76,9 +76,9 @@ TEST(BenchTools, LoadgenWithoutAMasterSaysSoWithinItsTimeout) {
 }
 
 TEST(BenchTools, LoadgenRefusesMoreConnectionsThanOpenFilesAllow) {
-  ProcessResult r = RunProcess({kLoadgen, "--endpoint=127.0.0.1:1", "--agents=900000",
-                                "--connections=0"},
-                               {}, absl::Seconds(30));
+  ProcessResult r =
+      RunProcess({kLoadgen, "--endpoint=127.0.0.1:1", "--agents=900000", "--connections=0"}, {},
+                 absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("hard limit (ulimit -Hn)"));
 }
@@ -86,20 +86,23 @@ TEST(BenchTools, LoadgenRefusesMoreConnectionsThanOpenFilesAllow) {
 // The Python drivers, at the smallest size that runs every part of them.
 TEST(BenchTools, ScaleStoreAndFootprintScriptsRunEndToEnd) {
   TempDir dir;
-  ProcessResult scale = RunProcess({"/usr/bin/python3", kSource + "/bench/scale.py", "--build=" + kBuild,
-                                    "--agents", "50", "--json", dir.path() + "/scale.json"},
-                                   {}, absl::Seconds(120));
+  ProcessResult scale =
+      RunProcess({"/usr/bin/python3", kSource + "/bench/scale.py", "--build=" + kBuild, "--agents",
+                  "50", "--json", dir.path() + "/scale.json"},
+                 {}, absl::Seconds(120));
   ASSERT_EQ(scale.exit_code, 0) << scale.err;
   EXPECT_THAT(scale.out, HasSubstr("ddprun-master  one-per-agent N=    50: connect"));
-  ProcessResult store = RunProcess({"/usr/bin/python3", kSource + "/bench/store.py", "--build=" + kBuild,
-                                    "--ops=512", "--json", dir.path() + "/store.json"},
-                                   {}, absl::Seconds(180));
+  ProcessResult store =
+      RunProcess({"/usr/bin/python3", kSource + "/bench/store.py", "--build=" + kBuild, "--ops=512",
+                  "--json", dir.path() + "/store.json"},
+                 {}, absl::Seconds(180));
   ASSERT_EQ(store.exit_code, 0) << store.err;
   EXPECT_THAT(store.out, HasSubstr("1 client, p50 / bare gRPC unary p50: set"));
-  ProcessResult footprint = RunProcess(
-      {"/usr/bin/python3", kSource + "/bench/footprint.py", "--ddprun=" + kBuild + "/launcher/ddprun",
-       "--worker=" + kBuild + "/bench/bench_worker", "--seconds=1", "--no-torchrun"},
-      {}, absl::Seconds(120));
+  ProcessResult footprint =
+      RunProcess({"/usr/bin/python3", kSource + "/bench/footprint.py",
+                  "--ddprun=" + kBuild + "/launcher/ddprun",
+                  "--worker=" + kBuild + "/bench/bench_worker", "--seconds=1", "--no-torchrun"},
+                 {}, absl::Seconds(120));
   ASSERT_EQ(footprint.exit_code, 0) << footprint.err;
   EXPECT_THAT(footprint.out, HasSubstr("ddprun c10d client"));
 }

@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 // The folders of ddprun that production code may name in an #include.
 const std::set<std::string> kParts = {"common", "rendezvous", "agent", "launcher", "worker_sdk",
-                                      "tests", "bench", "fuzz", "examples"};
+                                      "tests",  "bench",      "fuzz",  "examples"};
 
 // Which parts each folder's production files may include (its own included).
 const std::map<std::string, std::set<std::string>> kMayInclude = {

@@ -9,8 +9,8 @@
 namespace ddprun {
 namespace {
 
-using ::testing::HasSubstr;
 using ::ddprun::testing::TempDir;
+using ::testing::HasSubstr;
 
 TEST(ReadSmallFileTest, WholeFileAndMissingFile) {
   TempDir dir;

@@ -36,23 +36,23 @@ int Fail(const std::string& message) {
   return 1;
 }
 
-#define CUDA_OR_FAIL(call)                                                             \
-  do {                                                                                 \
-    const cudaError_t e_ = (call);                                                     \
+#define CUDA_OR_FAIL(call)                                                                 \
+  do {                                                                                     \
+    const cudaError_t e_ = (call);                                                         \
     if (e_ != cudaSuccess) return Fail(absl::StrCat(#call, ": ", cudaGetErrorString(e_))); \
   } while (0)
 
 // The communicator is non-blocking: a call that returns ncclInProgress must have finished
 // (WaitReady) before the next NCCL call on it.
-#define NCCL_OR_FAIL(comm, call)                                                       \
-  do {                                                                                 \
-    const ncclResult_t r_ = (call);                                                    \
-    if (r_ == ncclInProgress) {                                                        \
-      if (absl::Status s_ = (comm).WaitReady(absl::Seconds(120)); !s_.ok())            \
-        return Fail(std::string(s_.message()));                                       \
-    } else if (r_ != ncclSuccess) {                                                    \
-      return Fail(absl::StrCat(#call, ": ", ncclGetErrorString(r_)));                  \
-    }                                                                                  \
+#define NCCL_OR_FAIL(comm, call)                                            \
+  do {                                                                      \
+    const ncclResult_t r_ = (call);                                         \
+    if (r_ == ncclInProgress) {                                             \
+      if (absl::Status s_ = (comm).WaitReady(absl::Seconds(120)); !s_.ok()) \
+        return Fail(std::string(s_.message()));                             \
+    } else if (r_ != ncclSuccess) {                                         \
+      return Fail(absl::StrCat(#call, ": ", ncclGetErrorString(r_)));       \
+    }                                                                       \
   } while (0)
 
 struct Options {
@@ -66,8 +66,9 @@ int ParseOptions(int argc, char** argv, Options& options) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
-      printf("usage: ddprun --nproc-per-node=gpu --no-python ddp-allreduce [--iters N] [--warmup N] "
-             "[--max-bytes B]\n");
+      printf(
+          "usage: ddprun --nproc-per-node=gpu --no-python ddp-allreduce [--iters N] [--warmup N] "
+          "[--max-bytes B]\n");
       exit(0);
     }
     if (arg != "--iters" && arg != "--warmup" && arg != "--max-bytes") {
@@ -82,8 +83,9 @@ int ParseOptions(int argc, char** argv, Options& options) {
     uint64_t n = 0;
     if (arg == "--max-bytes") {
       if (!absl::SimpleAtoi(value, &n) || n < kMinBytes || n > kLargestMaxBytes) {
-        Fail(absl::StrCat("--max-bytes='", value, "' is not valid: expected a whole number of bytes in ",
-                          kMinBytes, "-", kLargestMaxBytes));
+        Fail(absl::StrCat("--max-bytes='", value,
+                          "' is not valid: expected a whole number of bytes in ", kMinBytes, "-",
+                          kLargestMaxBytes));
         return 2;
       }
       options.max_bytes = n;
@@ -115,7 +117,8 @@ std::string DeviceLine(int rank, int device) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) snprintf(prop.name, sizeof prop.name, "?");
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess)
+    snprintf(prop.name, sizeof prop.name, "?");
   char line[512];
   snprintf(line, sizeof line, "#  Rank %2d Pid %6d on %10s device %2d [0x%02x] %s", rank,
            static_cast<int>(getpid()), host, device, prop.pciBusID, prop.name);
@@ -157,11 +160,13 @@ class AllReduceBench {
     CUDA_OR_FAIL(cudaMemcpy(source, host_.data(), bytes, cudaMemcpyHostToDevice));
     if (!in_place) CUDA_OR_FAIL(cudaMemset(recv_, 0, bytes));  // no stale right answer
     for (int i = 0; i < options_.warmup; ++i) {
-      NCCL_OR_FAIL(comm_, ncclAllReduce(source, recv_, count, ncclFloat, ncclSum, comm_.get(), stream_));
+      NCCL_OR_FAIL(comm_,
+                   ncclAllReduce(source, recv_, count, ncclFloat, ncclSum, comm_.get(), stream_));
     }
     CUDA_OR_FAIL(cudaEventRecord(start_, stream_));
     for (int i = 0; i < options_.iters; ++i) {
-      NCCL_OR_FAIL(comm_, ncclAllReduce(source, recv_, count, ncclFloat, ncclSum, comm_.get(), stream_));
+      NCCL_OR_FAIL(comm_,
+                   ncclAllReduce(source, recv_, count, ncclFloat, ncclSum, comm_.get(), stream_));
     }
     CUDA_OR_FAIL(cudaEventRecord(stop_, stream_));
     if (int rc = Synchronize(); rc != 0) return rc;
@@ -170,7 +175,8 @@ class AllReduceBench {
     out.us = ms * 1000.0 / options_.iters;
     if (in_place) {  // the timed operations summed their own results: start again
       CUDA_OR_FAIL(cudaMemcpy(recv_, host_.data(), bytes, cudaMemcpyHostToDevice));
-      NCCL_OR_FAIL(comm_, ncclAllReduce(recv_, recv_, count, ncclFloat, ncclSum, comm_.get(), stream_));
+      NCCL_OR_FAIL(comm_,
+                   ncclAllReduce(recv_, recv_, count, ncclFloat, ncclSum, comm_.get(), stream_));
       if (int rc = Synchronize(); rc != 0) return rc;
     }
     CUDA_OR_FAIL(cudaMemcpy(host_.data(), recv_, bytes, cudaMemcpyDeviceToHost));
@@ -199,10 +205,11 @@ void PrintHeader(const Options& options, int ranks, const std::vector<std::strin
   const char* algo = getenv("NCCL_ALGO");
   int nccl_version = 0;
   ncclGetVersion(&nccl_version);
-  printf("# ddp-allreduce: nranks %d minBytes %zu maxBytes %zu warmup iters: %d iters: %d "
-         "validation: 1 NCCL %d NCCL_ALGO=%s\n",
-         ranks, kMinBytes, options.max_bytes, options.warmup, options.iters, nccl_version,
-         algo != nullptr ? algo : "(unset: NCCL chooses per size)");
+  printf(
+      "# ddp-allreduce: nranks %d minBytes %zu maxBytes %zu warmup iters: %d iters: %d "
+      "validation: 1 NCCL %d NCCL_ALGO=%s\n",
+      ranks, kMinBytes, options.max_bytes, options.warmup, options.iters, nccl_version,
+      algo != nullptr ? algo : "(unset: NCCL chooses per size)");
   printf("#\n# Using devices\n");
   for (const std::string& line : devices) printf("%s\n", line.c_str());
   printf("#\n");
@@ -247,7 +254,8 @@ int main(int argc, char** argv) {
     size_t wrong[2] = {0, 0};
     for (const std::string& w : *all_wrong) {
       std::vector<std::string> parts = absl::StrSplit(w, ' ');
-      for (size_t i = 0; i < 2 && i < parts.size(); ++i) wrong[i] += strtoull(parts[i].c_str(), nullptr, 10);
+      for (size_t i = 0; i < 2 && i < parts.size(); ++i)
+        wrong[i] += strtoull(parts[i].c_str(), nullptr, 10);
     }
     failures += wrong[0] + wrong[1] > 0;
     total_wrong += wrong[0] + wrong[1];

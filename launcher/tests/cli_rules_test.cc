@@ -89,7 +89,8 @@ TEST(CliRulesTest, PythonAndProgramsAreFoundOnThePassedPath) {
   testing::TempDir dir;
   const std::string python = dir.Write("py", "#!/bin/sh\n");
   ASSERT_EQ(::chmod(python.c_str(), 0755), 0);
-  absl::StatusOr<CliOutcome> out = Parse({"-m", "mod"}, Env({{"PATH", dir.path()}, {"PYTHON_EXEC", "py"}}));
+  absl::StatusOr<CliOutcome> out =
+      Parse({"-m", "mod"}, Env({{"PATH", dir.path()}, {"PYTHON_EXEC", "py"}}));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->config.worker_argv.front(), "py");
   absl::StatusOr<CliOutcome> missing = Parse({"-m", "mod"}, Env({{"PATH", "/nonexistent"}}));
@@ -127,9 +128,8 @@ TEST(OptionsTableTest, NamesAreUniqueAndEveryOptionIsInDocsCliMd) {
     for (const std::string& name : option.names) {
       EXPECT_TRUE(seen.insert(name).second) << name << " is declared twice";
     }
-    const std::string& long_name = option.names.size() > 1 && option.names[0].size() == 2
-                                       ? option.names[1]
-                                       : option.names[0];
+    const std::string& long_name =
+        option.names.size() > 1 && option.names[0].size() == 2 ? option.names[1] : option.names[0];
     EXPECT_TRUE(absl::StrContains(text.str(), "`" + long_name))
         << long_name << " is in --help but not in docs/cli.md";
   }

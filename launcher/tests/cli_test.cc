@@ -78,9 +78,9 @@ bool LooksLikeUuid4(const std::string& id) {
 class ParseCommandLineTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::vector<std::string> names = {"PYTHON_EXEC", "SLURM_JOB_ID", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
-                                      "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT",
-                                      "TORCHELASTIC_SIGNALS_TO_HANDLE"};
+    std::vector<std::string> names = {
+        "PYTHON_EXEC", "SLURM_JOB_ID", "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
+        "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "TORCHELASTIC_SIGNALS_TO_HANDLE"};
     for (char** entry = environ; *entry != nullptr; ++entry) {
       const std::string kv(*entry);
       if (absl::StartsWith(kv, "PET_")) names.push_back(kv.substr(0, kv.find('=')));
@@ -203,17 +203,18 @@ TEST_F(ParseCommandLineTest, StandaloneUsesC10dAndARandomRunId) {
 }
 
 TEST_F(ParseCommandLineTest, StandaloneIgnoresRdzvOptions) {
-  CliOutcome out = ParseOk({"--standalone", "--rdzv-backend=static", "--rdzv-id=job1",
-                            "--no-python", "/bin/sh"});
+  CliOutcome out = ParseOk(
+      {"--standalone", "--rdzv-backend=static", "--rdzv-id=job1", "--no-python", "/bin/sh"});
   EXPECT_EQ(out.config.rdzv_backend, "c10d");
   EXPECT_NE(out.config.run_id, "job1");
 }
 
 TEST_F(ParseCommandLineTest, InASlurmJobTheJobIdIsTheDefaultRunId) {
   ScopedEnv job("SLURM_JOB_ID", "4242");
-  EXPECT_EQ(ParseOk({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=h", "--no-python",
-                     "/bin/sh"}).config.run_id,
-            "4242");
+  EXPECT_EQ(
+      ParseOk({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=h", "--no-python", "/bin/sh"})
+          .config.run_id,
+      "4242");
   // What the job script says wins: the option, then PET_RDZV_ID.
   EXPECT_EQ(ParseOk({"--rdzv-id=mine", "--no-python", "/bin/sh"}).config.run_id, "mine");
   EXPECT_EQ(ParseOk({"--rdzv-id=none", "--no-python", "/bin/sh"}).config.run_id, "none");
@@ -243,26 +244,26 @@ TEST_F(ParseCommandLineTest, BadRdzvValuesAreErrors) {
               HasSubstr("--rdzv-id='a/b'"));
   EXPECT_THAT(Message(ParseError({"--rdzv-id=" + std::string(257, 'j'), "--no-python", "/bin/sh"})),
               HasSubstr("at most 256 bytes"));
-  EXPECT_TRUE(ParseOk({"--rdzv-id=" + std::string(256, 'j'), "--no-python", "/bin/sh"}).config.run_id.size() == 256);
+  EXPECT_TRUE(ParseOk({"--rdzv-id=" + std::string(256, 'j'), "--no-python", "/bin/sh"})
+                  .config.run_id.size() == 256);
 }
 
 TEST_F(ParseCommandLineTest, MultiNodeC10dNeedsAnEndpoint) {
-  absl::Status status =
-      ParseError({"--nnodes=2", "--rdzv-backend=c10d", "--no-python", "/bin/sh"});
+  absl::Status status = ParseError({"--nnodes=2", "--rdzv-backend=c10d", "--no-python", "/bin/sh"});
   EXPECT_THAT(Message(status), HasSubstr("needs --rdzv-endpoint=HOST[:PORT]"));
   CliOutcome out = ParseOk({"--nnodes=1:3", "--rdzv-backend=c10d", "--rdzv-endpoint=head:1234",
                             "--local-addr=10.0.0.7", "--no-python", "/bin/sh"});
   EXPECT_EQ(out.config.endpoint_host, "head");
   EXPECT_EQ(out.config.endpoint_port, 1234);
-  EXPECT_EQ(out.config.local_addr, "10.0.0.7");  // what this node offers as MASTER_ADDR
+  EXPECT_EQ(out.config.local_addr, "10.0.0.7");      // what this node offers as MASTER_ADDR
   EXPECT_FALSE(out.config.master_port.has_value());  // its store's port: the kernel picks one
-  EXPECT_FALSE(out.config.is_host.has_value());  // inferred at start-up
+  EXPECT_FALSE(out.config.is_host.has_value());      // inferred at start-up
   EXPECT_EQ(ParseOk({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=head",
                      "--master-port=29600", "--no-python", "/bin/sh"})
                 .config.master_port,
             29600);
-  EXPECT_EQ(ParseOk({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=head",
-                     "--no-python", "/bin/sh"})
+  EXPECT_EQ(ParseOk({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=head", "--no-python",
+                     "/bin/sh"})
                 .config.endpoint_port,
             29400);
 }
@@ -293,10 +294,12 @@ TEST_F(ParseCommandLineTest, MultiNodeStaticUsesNodeZeroAsTheMaster) {
 TEST_F(ParseCommandLineTest, RdzvConfKeys) {
   TempDir dir;
   const std::string token_file = dir.Write("token", "  s3cret\n");
-  CliOutcome out = ParseOk({"--rdzv-conf=join_timeout=5,last_call_timeout=0.5,keep_alive_interval=1,"
-                            "keep_alive_max_attempt=4,heartbeat_timeout=2,read_timeout=7.5,"
-                            "is_host=0,token_file=" + token_file,
-                            "--no-python", "/bin/sh"});
+  CliOutcome out =
+      ParseOk({"--rdzv-conf=join_timeout=5,last_call_timeout=0.5,keep_alive_interval=1,"
+               "keep_alive_max_attempt=4,heartbeat_timeout=2,read_timeout=7.5,"
+               "is_host=0,token_file=" +
+                   token_file,
+               "--no-python", "/bin/sh"});
   EXPECT_EQ(out.config.join_timeout, absl::Seconds(5));
   EXPECT_EQ(out.config.last_call_timeout, absl::Milliseconds(500));
   EXPECT_EQ(out.config.keep_alive_interval, absl::Seconds(1));
@@ -309,8 +312,9 @@ TEST_F(ParseCommandLineTest, RdzvConfKeys) {
               HasSubstr("key 'joint_timeout' is not known"));
   EXPECT_THAT(Message(ParseError({"--rdzv-conf=join_timeout=soon", "--no-python", "/bin/sh"})),
               HasSubstr("--rdzv-conf join_timeout='soon'"));
-  EXPECT_THAT(Message(ParseError({"--rdzv-conf=token_file=/no/such/file", "--no-python", "/bin/sh"})),
-              HasSubstr("cannot be read"));
+  EXPECT_THAT(
+      Message(ParseError({"--rdzv-conf=token_file=/no/such/file", "--no-python", "/bin/sh"})),
+      HasSubstr("cannot be read"));
   ScopedEnv token("DDPRUN_RDZV_TOKEN", "from-env");
   EXPECT_EQ(ParseOk({"--no-python", "/bin/sh"}).config.token, "from-env");
 }
@@ -322,8 +326,8 @@ TEST_F(ParseCommandLineTest, BadNnodesIsAnError) {
 }
 
 TEST_F(ParseCommandLineTest, MasterAddressAndPort) {
-  CliOutcome out = ParseOk({"--master-addr=10.0.0.1", "--master-port=29500", "--no-python",
-                            "/bin/sh"});
+  CliOutcome out =
+      ParseOk({"--master-addr=10.0.0.1", "--master-port=29500", "--no-python", "/bin/sh"});
   EXPECT_EQ(out.config.master_addr, "10.0.0.1");
   EXPECT_EQ(out.config.master_port, 29500);
 
@@ -347,8 +351,8 @@ TEST_F(ParseCommandLineTest, ScriptArgumentsPassVerbatim) {
 }
 
 TEST_F(ParseCommandLineTest, OptionLikeScriptArgumentsAreNotParsed) {
-  CliOutcome out = ParseOk(
-      {"--no-python", "/bin/sh", "--help", "--nproc-per-node=9", "--version", "-m", "--"});
+  CliOutcome out =
+      ParseOk({"--no-python", "/bin/sh", "--help", "--nproc-per-node=9", "--version", "-m", "--"});
   EXPECT_EQ(out.action, CliOutcome::Action::kRun);
   EXPECT_EQ(out.config.nproc_per_node, 1);
   EXPECT_THAT(out.config.worker_argv,
@@ -366,8 +370,8 @@ TEST_F(ParseCommandLineTest, PythonScriptRunsWithPythonExec) {
   const std::string script = dir.Write("train.py", "print('hi')\n", 0644);
   ScopedEnv python("PYTHON_EXEC", "/bin/sh");
   CliOutcome out = ParseOk({script, "--lr", "0.1", "--nnodes=7"});
-  EXPECT_THAT(out.config.worker_argv, ElementsAre("/bin/sh", "-u", script, "--lr", "0.1",
-                                                  "--nnodes=7"));
+  EXPECT_THAT(out.config.worker_argv,
+              ElementsAre("/bin/sh", "-u", script, "--lr", "0.1", "--nnodes=7"));
   EXPECT_EQ(out.config.entrypoint_name, script);
   EXPECT_EQ(out.config.max_nodes, 1);
 }
@@ -397,8 +401,8 @@ TEST_F(ParseCommandLineTest, MissingPythonInterpreterIsAnError) {
 TEST_F(ParseCommandLineTest, ModuleBuildsDashM) {
   ScopedEnv python("PYTHON_EXEC", "/bin/sh");
   CliOutcome out = ParseOk({"-m", "pkg.train", "--epochs", "2"});
-  EXPECT_THAT(out.config.worker_argv, ElementsAre("/bin/sh", "-u", "-m", "pkg.train", "--epochs",
-                                                  "2"));
+  EXPECT_THAT(out.config.worker_argv,
+              ElementsAre("/bin/sh", "-u", "-m", "pkg.train", "--epochs", "2"));
   EXPECT_EQ(out.config.entrypoint_name, "pkg.train");
 
   out = ParseOk({"--module", "pkg.train"});
@@ -490,8 +494,8 @@ TEST_F(ParseCommandLineTest, TeeImpliesRedirectForAllRanks) {
 }
 
 TEST_F(ParseCommandLineTest, TeeImpliesRedirectPerRank) {
-  CliOutcome out = ParseOk({"--nproc-per-node=4", "--tee=0:1,2:2", "--redirects=0:2,1:1",
-                            "--no-python", "/bin/sh"});
+  CliOutcome out = ParseOk(
+      {"--nproc-per-node=4", "--tee=0:1,2:2", "--redirects=0:2,1:1", "--no-python", "/bin/sh"});
   EXPECT_EQ(out.config.tee.ForRank(0), kStdOut);
   EXPECT_EQ(out.config.tee.ForRank(2), kStdErr);
   EXPECT_EQ(out.config.redirects.ForRank(0), kStdBoth);
@@ -548,9 +552,9 @@ TEST_F(ParseCommandLineTest, TorchElasticSignalsEnvironmentGivesTheDefault) {
   ScopedEnv signals("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGUSR2");
   EXPECT_THAT(ParseOk({"--no-python", "/bin/sh"}).config.signals_to_handle,
               ElementsAre(SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR2));
-  EXPECT_THAT(ParseOk({"--signals-to-handle=SIGINT", "--no-python", "/bin/sh"})
-                  .config.signals_to_handle,
-              ElementsAre(SIGTERM, SIGINT, SIGHUP, SIGQUIT));
+  EXPECT_THAT(
+      ParseOk({"--signals-to-handle=SIGINT", "--no-python", "/bin/sh"}).config.signals_to_handle,
+      ElementsAre(SIGTERM, SIGINT, SIGHUP, SIGQUIT));
 }
 
 TEST_F(ParseCommandLineTest, ShutdownTimeoutFlag) {
@@ -573,8 +577,7 @@ TEST_F(ParseCommandLineTest, TorchElasticExitBarrierTimeoutEnvironmentWhenFlagAb
 // ---------------------------------------------------------------------------- other options
 
 TEST_F(ParseCommandLineTest, MaxRestartsAndRole) {
-  CliOutcome out =
-      ParseOk({"--max-restarts=3", "--role=trainer", "--no-python", "/bin/sh"});
+  CliOutcome out = ParseOk({"--max-restarts=3", "--role=trainer", "--no-python", "/bin/sh"});
   EXPECT_EQ(out.config.max_restarts, 3);
   EXPECT_EQ(out.config.role, "trainer");
   EXPECT_THAT(Message(ParseError({"--max-restarts=-1", "--no-python", "/bin/sh"})),

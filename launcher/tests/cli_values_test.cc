@@ -114,9 +114,7 @@ TEST(ParseNprocPerNodeTest, AutoWithNoGpuFallsBackToCpuCount) {
 
 TEST(ParseNprocPerNodeTest, GpuCountFailureIsReported) {
   DeviceCounts devices;
-  devices.count_gpus = []() -> absl::StatusOr<int> {
-    return absl::InternalError("probe crashed");
-  };
+  devices.count_gpus = []() -> absl::StatusOr<int> { return absl::InternalError("probe crashed"); };
   devices.cpu_count = 4;
   for (const std::string value : {"gpu", "auto"}) {
     absl::StatusOr<int> n = ParseNprocPerNode(value, devices);
@@ -208,8 +206,8 @@ TEST_P(ParseStdSpecBadTest, IsInvalidAndNamesOptionAndValue) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BadValues, ParseStdSpecBadTest,
-                         ::testing::Values("4", "-1", "0:4", "0:1,0:2", "", "x", "0:", ":1",
-                                           "0:1,", "-1:1", "0:1:2", "0:-1", "a:1"));
+                         ::testing::Values("4", "-1", "0:4", "0:1,0:2", "", "x", "0:", ":1", "0:1,",
+                                           "-1:1", "0:1:2", "0:-1", "a:1"));
 
 // ---------------------------------------------------------------------------- --rdzv-conf
 
@@ -290,8 +288,8 @@ TEST_P(ParseSignalListBadTest, IsInvalidAndNamesOptionAndValue) {
 }
 
 INSTANTIATE_TEST_SUITE_P(BadValues, ParseSignalListBadTest,
-                         ::testing::Values("SIGFOO", "SIGTERM,NOPE", "", ",", "SIGKILL",
-                                           "SIGSTOP", "SIGCHLD", "SIGSEGV", "15"));
+                         ::testing::Values("SIGFOO", "SIGTERM,NOPE", "", ",", "SIGKILL", "SIGSTOP",
+                                           "SIGCHLD", "SIGSEGV", "15"));
 
 // ---------------------------------------------------------------------------- --local-ranks-filter
 
@@ -401,8 +399,8 @@ TEST(ParseEndpointTest, HostPortForms) {
 }
 
 TEST(ParseEndpointTest, BadFormsNameTheOption) {
-  for (const char* bad : {"", ":80", "host:", "host:x", "host:70000", "::1", "[::1", "[]:80",
-                          "[::1]80", "host:-1"}) {
+  for (const char* bad :
+       {"", ":80", "host:", "host:x", "host:70000", "::1", "[::1", "[]:80", "[::1]80", "host:-1"}) {
     auto endpoint = ParseEndpoint(bad, 29400);
     ASSERT_FALSE(endpoint.ok()) << bad;
     EXPECT_THAT(std::string(endpoint.status().message()), ::testing::HasSubstr("--rdzv-endpoint"));

@@ -14,11 +14,11 @@
 namespace ddprun {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::Not;
 using ::ddprun::testing::ProcessResult;
 using ::ddprun::testing::ReadFile;
 using ::ddprun::testing::RunProcess;
+using ::testing::HasSubstr;
+using ::testing::Not;
 
 // What the completion offers for the words typed so far (the last one being completed).
 std::string Complete(const std::string& words) {

@@ -310,10 +310,9 @@ TEST_F(KvStoreTest, AnAllGatherOfManyRanksCompletesEveryWaiter) {
   for (int r = 0; r < kRanks; ++r) keys.push_back("data/" + std::to_string(r));
   int completed = 0;
   for (int r = 0; r < kRanks; ++r) {
-    store_.WaitFor(keys, absl::InfiniteFuture(),
-                   [&](absl::StatusOr<std::vector<std::string>> v) {
-                     completed += v.ok() && v->size() == keys.size();
-                   });
+    store_.WaitFor(keys, absl::InfiniteFuture(), [&](absl::StatusOr<std::vector<std::string>> v) {
+      completed += v.ok() && v->size() == keys.size();
+    });
   }
   for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(store_.Set(keys[r], "x").ok());
   RunCompletions();

@@ -2,8 +2,8 @@
 
 #include "rendezvous/master_server.h"
 
-#include <grpcpp/grpcpp.h>
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -37,7 +37,8 @@ bool WaitReadable(int fd, absl::Duration timeout) {
 // One agent's Session, read and written synchronously, every wait bounded by a deadline.
 class TestSession {
  public:
-  TestSession(const std::shared_ptr<grpc::Channel>& channel, absl::Duration deadline = absl::Seconds(20))
+  TestSession(const std::shared_ptr<grpc::Channel>& channel,
+              absl::Duration deadline = absl::Seconds(20))
       : stub_(pb::Rendezvous::NewStub(channel)) {
     context_.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
     stream_ = stub_->Session(&context_);
@@ -45,8 +46,8 @@ class TestSession {
   bool Join(const std::string& run_id, const std::string& host, int min_nodes, int max_nodes,
             int max_restarts = 0, const std::string& token = "", int version = 2,
             absl::Duration keep_alive = absl::Seconds(5)) {
-    return stream_->Write(JoinMessage(run_id, host, min_nodes, max_nodes, max_restarts, token,
-                                      version, keep_alive));
+    return stream_->Write(
+        JoinMessage(run_id, host, min_nodes, max_nodes, max_restarts, token, version, keep_alive));
   }
   static pb::AgentMessage JoinMessage(const std::string& run_id, const std::string& host,
                                       int min_nodes, int max_nodes, int max_restarts = 0,
@@ -150,7 +151,8 @@ TEST_F(MasterServerTest, AnEmptyAddressIsTheFallbackOnLoopbackOrARefusal) {
   ASSERT_TRUE(without.Write(bare));
   grpc::Status refused = without.Close();
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(refused.error_message(), HasSubstr("node2: no address that the other nodes can reach"));
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("node2: no address that the other nodes can reach"));
   EXPECT_THAT(refused.error_message(), HasSubstr("127.0.0.1, a loopback address"));
   EXPECT_THAT(refused.error_message(), HasSubstr("--local-addr=ADDRESS"));
   auto m = with_name.Read();
@@ -287,10 +289,12 @@ TEST_F(MasterServerTest, WrongRunIdIsRefused) {
 TEST_F(MasterServerTest, OtherProtocolVersionAndMismatchedSettingsAreRefused) {
   StartMaster();
   TestSession old_agent(NewChannel());
-  ASSERT_TRUE(old_agent.Join("job", "node1", 1, 2, 0, "", /*version=*/1));  // before addr could be empty
+  ASSERT_TRUE(
+      old_agent.Join("job", "node1", 1, 2, 0, "", /*version=*/1));  // before addr could be empty
   EXPECT_FALSE(old_agent.Read().has_value());
-  EXPECT_THAT(old_agent.Close().error_message(),
-              HasSubstr("the agent speaks rendezvous protocol version 1 but this master speaks version 2"));
+  EXPECT_THAT(
+      old_agent.Close().error_message(),
+      HasSubstr("the agent speaks rendezvous protocol version 1 but this master speaks version 2"));
   TestSession a(NewChannel()), b(NewChannel());
   ASSERT_TRUE(a.Join("job", "node1", 1, 1));
   ASSERT_TRUE(a.Read()->has_assignment());  // the run exists with --nnodes=1:1 now

@@ -14,7 +14,8 @@ TEST(CheckResolvesTest, NamesWhatDoesNotResolve) {
   absl::Status bad = CheckResolves("no-such-host.invalid", "--rdzv-endpoint host");
   EXPECT_EQ(bad.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(bad.message().find("--rdzv-endpoint host 'no-such-host.invalid' does not resolve on "
-                               "this node"), absl::string_view::npos)
+                               "this node"),
+            absl::string_view::npos)
       << bad;
   EXPECT_NE(bad.message().find("give an IP address"), absl::string_view::npos);
 }

@@ -62,7 +62,8 @@ TEST(LocalRendezvousTest, FailureWithinTheBudgetStopsThenTheRejoinGetsANewRound)
   ASSERT_EQ(stop.size(), 1u);
   EXPECT_EQ(stop[0].kind, Kind::kStop);
   EXPECT_EQ(stop[0].stop_reason, StopReason::kWorkerFailed);
-  EXPECT_THAT(stop[0].detail, HasSubstr("restarting all workers (1 of --max-restarts=1 restarts used)"));
+  EXPECT_THAT(stop[0].detail,
+              HasSubstr("restarting all workers (1 of --max-restarts=1 restarts used)"));
   rdzv.Join(ThisNode(4, 31000));  // a fresh port for the new round
   auto again = rdzv.TakeEvents();
   ASSERT_EQ(again.size(), 1u);

@@ -121,7 +121,8 @@ TEST_F(RoundStateMachineTest, BelowMinNodesTheJoinTimesOutNamingWhoCame) {
   ASSERT_EQ(out.size(), 1u);
   EXPECT_EQ(out[0].kind, Kind::kEnd);
   EXPECT_EQ(out[0].outcome, RunOutcome::kTimedOut);
-  EXPECT_THAT(out[0].detail, HasSubstr("1 of the at least 3 nodes needed (--nnodes=3:3) joined: node7"));
+  EXPECT_THAT(out[0].detail,
+              HasSubstr("1 of the at least 3 nodes needed (--nnodes=3:3) joined: node7"));
   EXPECT_THAT(out[0].detail, HasSubstr("--rdzv-endpoint"));
   EXPECT_EQ(sm_->phase(), RoundStateMachine::Phase::kEnded);
 }
@@ -476,7 +477,7 @@ TEST_F(RoundStateMachineTest, ASessionIdThatComesBackAfterBeingDroppedIsPlacedOn
   ASSERT_TRUE(Join(2, Node("b")).ok());
   AdvanceWithHeartbeats(absl::Seconds(31), {1, 2});  // last call closes round 0 with a and b
   sm_->ReportFailure(1, 0, {Failure("a", 0, absl::ZeroDuration())}, now_);
-  sm_->Disconnect(2, now_);              // b leaves while the next round gathers
+  sm_->Disconnect(2, now_);  // b leaves while the next round gathers
   Take();
   ASSERT_TRUE(Join(2, Node("b")).ok());  // the same session id, now a new node
   ASSERT_TRUE(Join(1, Node("a")).ok());  // every previous member still here is back

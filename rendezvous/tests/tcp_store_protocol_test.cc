@@ -19,8 +19,8 @@ Parsed Parse(absl::string_view bytes, Dialect dialect) { return ParseRequest(byt
 
 TEST(TcpStoreProtocol, TheFirstBytesTellTheDialect) {
   EXPECT_EQ(DetectDialect(""), Dialect::kUnknown);
-  EXPECT_EQ(DetectDialect(Hex("03")), Dialect::kLegacy);       // 1.13: ADD init/
-  EXPECT_EQ(DetectDialect(Hex("00")), Dialect::kUnknown);      // VALIDATE or a 1.13 SET
+  EXPECT_EQ(DetectDialect(Hex("03")), Dialect::kLegacy);   // 1.13: ADD init/
+  EXPECT_EQ(DetectDialect(Hex("00")), Dialect::kUnknown);  // VALIDATE or a 1.13 SET
   EXPECT_EQ(DetectDialect(Hex("00cef785")), Dialect::kUnknown);
   EXPECT_EQ(DetectDialect(Hex("00cef7853c")), Dialect::kValidated);
   EXPECT_EQ(DetectDialect(Hex("000300000000")), Dialect::kLegacy);  // SET, a 3-byte key
@@ -28,7 +28,12 @@ TEST(TcpStoreProtocol, TheFirstBytesTellTheDialect) {
 
 // Bytes captured from PyTorch's clients (../shared/reference/tcpstore-protocol.md §2, §5).
 TEST(TcpStoreProtocol, ParsesCapturedRequestsOfBothDialects) {
-  const std::string legacy_set = Hex("00" "0300000000000000" "2f6b31" "0200000000000000" "7631");
+  const std::string legacy_set =
+      Hex("00"
+          "0300000000000000"
+          "2f6b31"
+          "0200000000000000"
+          "7631");
   Parsed p = Parse(legacy_set, Dialect::kLegacy);
   ASSERT_EQ(p.kind, Parsed::Kind::kRequest);
   EXPECT_EQ(p.request.verb, Verb::kSet);
@@ -36,22 +41,37 @@ TEST(TcpStoreProtocol, ParsesCapturedRequestsOfBothDialects) {
   EXPECT_THAT(p.request.values, ElementsAre("v1"));
   EXPECT_EQ(p.consumed, legacy_set.size());
 
-  p = Parse(Hex("01" "0300000000000000" "2f6b31" "0200000000000000" "7631"), Dialect::kValidated);
+  p = Parse(Hex("01"
+                "0300000000000000"
+                "2f6b31"
+                "0200000000000000"
+                "7631"),
+            Dialect::kValidated);
   EXPECT_EQ(p.request.verb, Verb::kSet);
 
-  p = Parse(Hex("06" "0100000000000000" "0300000000000000" "2f6b31"), Dialect::kValidated);
+  p = Parse(Hex("06"
+                "0100000000000000"
+                "0300000000000000"
+                "2f6b31"),
+            Dialect::kValidated);
   ASSERT_EQ(p.kind, Parsed::Kind::kRequest);
   EXPECT_EQ(p.request.verb, Verb::kWait);
   EXPECT_THAT(p.request.keys, ElementsAre("/k1"));
 
-  p = Parse(Hex("12" "0400000000000000" "2f626172" "0200000000000000"), Dialect::kValidated);
+  p = Parse(Hex("12"
+                "0400000000000000"
+                "2f626172"
+                "0200000000000000"),
+            Dialect::kValidated);
   EXPECT_EQ(p.request.verb, Verb::kBarrier);
   EXPECT_THAT(p.request.keys, ElementsAre("/bar"));
   EXPECT_EQ(p.request.number, 2);
 
   p = Parse(Hex("11"), Dialect::kValidated);
   EXPECT_EQ(p.request.verb, Verb::kListKeys);
-  p = Parse(Hex("0d" "39300000"), Dialect::kValidated);
+  p = Parse(Hex("0d"
+                "39300000"),
+            Dialect::kValidated);
   EXPECT_EQ(p.request.verb, Verb::kPing);
   EXPECT_EQ(p.request.number, 12345);
   p = Parse(Hex("00cef7853c"), Dialect::kValidated);
@@ -64,7 +84,8 @@ TEST(TcpStoreProtocol, CodesDifferBelowEightAndAgreeFromEight) {
   EXPECT_EQ(QueryCode(Verb::kSet, Dialect::kValidated), 1);
   EXPECT_EQ(QueryCode(Verb::kNumKeys, Dialect::kLegacy), 6);
   EXPECT_EQ(QueryCode(Verb::kNumKeys, Dialect::kValidated), 7);
-  for (Verb v : {Verb::kDelete, Verb::kAppend, Verb::kMultiGet, Verb::kMultiSet, Verb::kCancelWait}) {
+  for (Verb v :
+       {Verb::kDelete, Verb::kAppend, Verb::kMultiGet, Verb::kMultiSet, Verb::kCancelWait}) {
     EXPECT_EQ(QueryCode(v, Dialect::kLegacy), QueryCode(v, Dialect::kValidated));
   }
   EXPECT_EQ(QueryCode(Verb::kWatchKey, Dialect::kLegacy), 7);
@@ -79,7 +100,13 @@ TEST(TcpStoreProtocol, EveryVerbsFieldsRoundTrip) {
   EXPECT_THAT(p.request.values, ElementsAre("", "new"));
   p = Parse(RequestBytes(Verb::kAdd, d).Str("n").I64(-5), d);
   EXPECT_EQ(p.request.number, -5);
-  p = Parse(RequestBytes(Verb::kMultiSet, d).U64(2).Str("a").Str("1").Str("b").Str(std::string("\0\1", 2)), d);
+  p = Parse(RequestBytes(Verb::kMultiSet, d)
+                .U64(2)
+                .Str("a")
+                .Str("1")
+                .Str("b")
+                .Str(std::string("\0\1", 2)),
+            d);
   EXPECT_THAT(p.request.keys, ElementsAre("a", "b"));
   EXPECT_THAT(p.request.values, ElementsAre("1", std::string("\0\1", 2)));
   p = Parse(RequestBytes(Verb::kCheck, d).U64(3).Str("a").Str("b").Str("c"), d);
@@ -94,7 +121,8 @@ TEST(TcpStoreProtocol, EveryVerbsFieldsRoundTrip) {
 // Requests arrive in pieces (the 1.13 client sends the code byte alone; 2.x flushes at
 // 1440 bytes): every prefix asks for more, and says how much at least.
 TEST(TcpStoreProtocol, APartialRequestAsksForMoreUntilItIsWhole) {
-  const std::string whole = RequestBytes(Verb::kSet, Dialect::kLegacy).Str("/key").Str(std::string(3000, 'v'));
+  const std::string whole =
+      RequestBytes(Verb::kSet, Dialect::kLegacy).Str("/key").Str(std::string(3000, 'v'));
   for (size_t n = 0; n < whole.size(); ++n) {
     Parsed p = Parse(absl::string_view(whole).substr(0, n), Dialect::kLegacy);
     ASSERT_EQ(p.kind, Parsed::Kind::kNeedMore) << n;
@@ -130,7 +158,8 @@ TEST(TcpStoreProtocol, RefusesWhatIsOverTheLimitsOrUnknown) {
 }
 
 TEST(TcpStoreProtocol, RepliesAreLittleEndian) {
-  EXPECT_EQ(EncodeString("ab"), Hex("0200000000000000" "6162"));
+  EXPECT_EQ(EncodeString("ab"), Hex("0200000000000000"
+                                    "6162"));
   EXPECT_EQ(EncodeI64(-1), Hex("ffffffffffffffff"));
   EXPECT_EQ(EncodeI64(3), Hex("0300000000000000"));
   EXPECT_EQ(EncodeU32(0x3C85F7CE), Hex("cef7853c"));

@@ -12,7 +12,9 @@ namespace ddprun::tcpstore::testing {
 
 class RequestBytes {
  public:
-  RequestBytes(Verb verb, Dialect dialect) { bytes_ += static_cast<char>(QueryCode(verb, dialect)); }
+  RequestBytes(Verb verb, Dialect dialect) {
+    bytes_ += static_cast<char>(QueryCode(verb, dialect));
+  }
   RequestBytes& Str(absl::string_view s) {
     U64(s.size());
     bytes_.append(s.data(), s.size());

@@ -8,7 +8,6 @@
 namespace ddprun {
 namespace {
 
-using ::testing::HasSubstr;
 using tcpstore::Dialect;
 using tcpstore::EncodeI64;
 using tcpstore::EncodeString;
@@ -18,6 +17,7 @@ using tcpstore::Verb;
 using tcpstore::testing::Hex;
 using tcpstore::testing::RequestBytes;
 using tcpstore::testing::ValidateBytes;
+using ::testing::HasSubstr;
 
 constexpr Dialect kOld = Dialect::kLegacy;
 constexpr Dialect kNew = Dialect::kValidated;
@@ -71,7 +71,8 @@ TEST_F(TcpStoreServiceTest, AValidatedClientIsPingedBackAndSharesTheStoreWithALe
 }
 
 TEST_F(TcpStoreServiceTest, AWaitIsAnsweredWhenAnotherConnectionSetsTheKey) {
-  Send(1, ValidateBytes() + std::string(RequestBytes(Verb::kWait, kNew).U64(2).Str("/a").Str("/b")));
+  Send(1,
+       ValidateBytes() + std::string(RequestBytes(Verb::kWait, kNew).U64(2).Str("/a").Str("/b")));
   EXPECT_EQ(Got(1), "");
   Send(2, RequestBytes(Verb::kSet, kOld).Str("/a").Str("1"));
   EXPECT_EQ(Got(1), "");
@@ -99,14 +100,15 @@ TEST_F(TcpStoreServiceTest, PipelinedRequestsAreAnsweredInOrder) {
 }
 
 TEST_F(TcpStoreServiceTest, RequestsSplitIntoSingleBytesAreServedTheSame) {
-  const std::string session = ValidateBytes() +
-                              std::string(RequestBytes(Verb::kPing, kNew).U32(7)) +
-                              std::string(RequestBytes(Verb::kAdd, kNew).Str("init/").I64(1)) +
-                              std::string(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("").Str("v"));
+  const std::string session =
+      ValidateBytes() + std::string(RequestBytes(Verb::kPing, kNew).U32(7)) +
+      std::string(RequestBytes(Verb::kAdd, kNew).Str("init/").I64(1)) +
+      std::string(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("").Str("v"));
   for (char byte : session) Send(1, std::string(1, byte));
   EXPECT_EQ(Got(1), EncodeU32(7) + EncodeI64(1) + EncodeString("v"));
   // And a legacy SET whose 0 byte alone could have been VALIDATE.
-  for (char byte : std::string(RequestBytes(Verb::kSet, kOld).Str("/s").Str("v"))) Send(2, std::string(1, byte));
+  for (char byte : std::string(RequestBytes(Verb::kSet, kOld).Str("/s").Str("v")))
+    Send(2, std::string(1, byte));
   Send(2, RequestBytes(Verb::kGet, kOld).Str("/s"));
   EXPECT_EQ(Got(2), EncodeString("v"));
 }
@@ -117,16 +119,22 @@ TEST_F(TcpStoreServiceTest, EveryVerbAnswersAsPyTorchsServer) {
     Send(1, bytes);
     return Got(1);
   };
-  EXPECT_EQ(ask(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("x").Str("y")), EncodeString("x"));
-  EXPECT_EQ(ask(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("").Str("first")), EncodeString("first"));
-  EXPECT_EQ(ask(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("no").Str("z")), EncodeString("first"));
-  EXPECT_EQ(ask(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("first").Str("second")), EncodeString("second"));
-  EXPECT_EQ(ask(RequestBytes(Verb::kCheck, kNew).U64(2).Str("/c").Str("/none")), EncodeU8(tcpstore::kNotReady));
+  EXPECT_EQ(ask(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("x").Str("y")),
+            EncodeString("x"));
+  EXPECT_EQ(ask(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("").Str("first")),
+            EncodeString("first"));
+  EXPECT_EQ(ask(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("no").Str("z")),
+            EncodeString("first"));
+  EXPECT_EQ(ask(RequestBytes(Verb::kCompareSet, kNew).Str("/c").Str("first").Str("second")),
+            EncodeString("second"));
+  EXPECT_EQ(ask(RequestBytes(Verb::kCheck, kNew).U64(2).Str("/c").Str("/none")),
+            EncodeU8(tcpstore::kNotReady));
   EXPECT_EQ(ask(RequestBytes(Verb::kCheck, kNew).U64(1).Str("/c")), EncodeU8(tcpstore::kReady));
   EXPECT_EQ(ask(RequestBytes(Verb::kGet, kNew).Str("/none")), EncodeString("")) << "as libuv";
   EXPECT_EQ(ask(RequestBytes(Verb::kAppend, kNew).Str("/l").Str("ab")), "");
   EXPECT_EQ(ask(RequestBytes(Verb::kAppend, kNew).Str("/l").Str("cd")), "");
-  EXPECT_EQ(ask(RequestBytes(Verb::kMultiSet, kNew).U64(2).Str("/m1").Str("1").Str("/m2").Str("22")), "");
+  EXPECT_EQ(
+      ask(RequestBytes(Verb::kMultiSet, kNew).U64(2).Str("/m1").Str("1").Str("/m2").Str("22")), "");
   EXPECT_EQ(ask(RequestBytes(Verb::kMultiGet, kNew).U64(3).Str("/l").Str("/m2").Str("/none")),
             EncodeString("abcd") + EncodeString("22") + EncodeString(""));
   EXPECT_EQ(ask(RequestBytes(Verb::kNumKeys, kNew)), EncodeI64(4));
@@ -138,7 +146,8 @@ TEST_F(TcpStoreServiceTest, EveryVerbAnswersAsPyTorchsServer) {
   EXPECT_EQ(ask(RequestBytes(Verb::kQueueLen, kNew).Str("/q")), EncodeI64(1));
   EXPECT_EQ(ask(RequestBytes(Verb::kCheck, kNew).U64(1).Str("/q")), EncodeU8(tcpstore::kReady));
   EXPECT_EQ(ask(RequestBytes(Verb::kQueuePop, kNew).Str("/q")), EncodeI64(1) + EncodeString("job"));
-  EXPECT_EQ(ask(RequestBytes(Verb::kQueuePop, kNew).Str("/q")), EncodeI64(0)) << "no value when empty";
+  EXPECT_EQ(ask(RequestBytes(Verb::kQueuePop, kNew).Str("/q")), EncodeI64(0))
+      << "no value when empty";
   EXPECT_TRUE(closed_.empty());
 }
 
@@ -154,7 +163,8 @@ TEST_F(TcpStoreServiceTest, BadRequestsCloseTheConnectionSayingWhy) {
   Send(1, RequestBytes(Verb::kSet, kOld).Str("/s").Str("text"));
   Send(1, RequestBytes(Verb::kAdd, kOld).Str("/s").I64(1));
   ASSERT_TRUE(closed_.count(1));
-  EXPECT_THAT(closed_[1], HasSubstr("its request failed: store key '/s' holds a value that is not an integer"));
+  EXPECT_THAT(closed_[1],
+              HasSubstr("its request failed: store key '/s' holds a value that is not an integer"));
   Send(2, ValidateBytes() + Hex("13"));
   EXPECT_THAT(closed_[2], HasSubstr("it sent query code 19"));
   Send(3, RequestBytes(Verb::kWatchKey, kOld).Str("/w"));

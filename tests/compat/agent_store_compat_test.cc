@@ -43,15 +43,15 @@ class AgentStoreCompat : public ::testing::TestWithParam<const char*> {
     absl::string_view err = text;
     if (!absl::ConsumePrefix(&err, "port ")) return 0;
     int port = 0;
-    return absl::SimpleAtoi(absl::StripAsciiWhitespace(err.substr(0, err.find('\n'))), &port) ? port : 0;
+    return absl::SimpleAtoi(absl::StripAsciiWhitespace(err.substr(0, err.find('\n'))), &port) ? port
+                                                                                              : 0;
   }
 
   bool Torch2() const { return std::string(GetParam()) == "2.x"; }
   // tcpstore_client.py with `args`, on this torch.
   std::vector<std::string> Client(std::vector<std::string> args) const {
-    std::vector<std::string> argv = {Torch2() ? kSourceDir + "/tests/compat/torch2_python.sh"
-                                              : "/usr/bin/python3",
-                                     kClient};
+    std::vector<std::string> argv = {
+        Torch2() ? kSourceDir + "/tests/compat/torch2_python.sh" : "/usr/bin/python3", kClient};
     argv.insert(argv.end(), args.begin(), args.end());
     return argv;
   }
@@ -60,8 +60,8 @@ class AgentStoreCompat : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(AgentStoreCompat, EveryPublicMethodOfPyTorchsClientWorks) {
-  ProcessResult r = RunProcess(Client({"sweep", "127.0.0.1", std::to_string(Port())}), {},
-                               absl::Seconds(180));
+  ProcessResult r =
+      RunProcess(Client({"sweep", "127.0.0.1", std::to_string(Port())}), {}, absl::Seconds(180));
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::HasSubstr("sweep ok"));
   if (Torch2()) {

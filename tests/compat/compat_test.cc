@@ -24,9 +24,9 @@ const std::string kCompatDir = kSourceDir + "/tests/compat";
 
 TEST(Compat, DdpTrainsAndAllRanksEndWithIdenticalParameters) {
   TempDir out;
-  ProcessResult r =
-      RunProcess({kDdprun, "--standalone", "--nproc-per-node=2", kCompatDir + "/ddp_train.py", out.path()},
-          {{"PYTHON_EXEC", kPython}}, absl::Seconds(240));
+  ProcessResult r = RunProcess(
+      {kDdprun, "--standalone", "--nproc-per-node=2", kCompatDir + "/ddp_train.py", out.path()},
+      {{"PYTHON_EXEC", kPython}}, absl::Seconds(240));
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   ExpectTrained(out, 2);
 }
@@ -41,40 +41,39 @@ std::set<std::string> AddedNames(const std::string& env_file) {
 
 TEST(Compat, WorkersGetEveryVariableTorchrunSets) {
   TempDir torchrun_out, ddprun_out;
-  const std::map<std::string, std::optional<std::string>> env = {
-      {"PYTHON_EXEC", kPython}, {"OMP_NUM_THREADS", std::nullopt}};
-  ProcessResult t = RunProcess({kPython, kCompatDir + "/torchrun_py311.py", "--standalone",
-                         "--nproc_per_node=2", "--monitor_interval=0.1",
-                         kCompatDir + "/env_dump.py", torchrun_out.path()},
-                        env, absl::Seconds(120));
+  const std::map<std::string, std::optional<std::string>> env = {{"PYTHON_EXEC", kPython},
+                                                                 {"OMP_NUM_THREADS", std::nullopt}};
+  ProcessResult t =
+      RunProcess({kPython, kCompatDir + "/torchrun_py311.py", "--standalone", "--nproc_per_node=2",
+                  "--monitor_interval=0.1", kCompatDir + "/env_dump.py", torchrun_out.path()},
+                 env, absl::Seconds(120));
   ASSERT_EQ(t.exit_code, 0) << t.err;
   ProcessResult d = RunProcess({kDdprun, "--standalone", "--nproc_per_node=2",
-                         kCompatDir + "/env_dump.py", ddprun_out.path()},
-                        env, absl::Seconds(60));
+                                kCompatDir + "/env_dump.py", ddprun_out.path()},
+                               env, absl::Seconds(60));
   ASSERT_EQ(d.exit_code, 0) << d.err;
   for (const char* rank : {"0", "1"}) {
     const std::set<std::string> torchrun = AddedNames(torchrun_out / (std::string("env.") + rank));
     const std::set<std::string> ours = AddedNames(ddprun_out / (std::string("env.") + rank));
     ASSERT_GE(torchrun.size(), 15u);
     for (const std::string& name : torchrun) {
-      EXPECT_TRUE(ours.count(name)) << "torchrun sets " << name << " for rank " << rank
-                                    << " but ddprun does not";
+      EXPECT_TRUE(ours.count(name))
+          << "torchrun sets " << name << " for rank " << rank << " but ddprun does not";
     }
     auto t_env = ParseEnvFile(torchrun_out / (std::string("env.") + rank));
     auto d_env = ParseEnvFile(ddprun_out / (std::string("env.") + rank));
-    for (const char* same : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
-                             "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
-                             "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-                             "TORCHELASTIC_USE_AGENT_STORE", "NCCL_ASYNC_ERROR_HANDLING",
-                             "OMP_NUM_THREADS"}) {
+    for (const char* same :
+         {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+          "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "TORCHELASTIC_RESTART_COUNT",
+          "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE", "NCCL_ASYNC_ERROR_HANDLING",
+          "OMP_NUM_THREADS"}) {
       EXPECT_EQ(d_env[same], t_env[same]) << same << " for rank " << rank;
     }
   }
 }
 
-
-void ExpectTwoNodesTrain(const std::vector<std::string>& node0, const std::vector<std::string>& node1,
-                         const TempDir& out) {
+void ExpectTwoNodesTrain(const std::vector<std::string>& node0,
+                         const std::vector<std::string>& node1, const TempDir& out) {
   const std::map<std::string, std::optional<std::string>> env = {{"PYTHON_EXEC", kPython}};
   auto a = ChildProcess::Start(node0, env);
   auto b = ChildProcess::Start(node1, env);
@@ -89,8 +88,12 @@ TEST(Compat, DdpOnTwoAgentsWithTwoWorkersEachC10d) {
   TempDir out;
   const std::string endpoint = absl::StrCat("--rdzv-endpoint=127.0.0.1:", FreeLoopbackPort());
   auto node = [&](int n, const std::string& extra) {
-    std::vector<std::string> argv = {kDdprun, "--nnodes=2", "--nproc-per-node=2",
-                                     "--rdzv-backend=c10d", endpoint, "--rdzv-id=ddp",
+    std::vector<std::string> argv = {kDdprun,
+                                     "--nnodes=2",
+                                     "--nproc-per-node=2",
+                                     "--rdzv-backend=c10d",
+                                     endpoint,
+                                     "--rdzv-id=ddp",
                                      absl::StrCat("--local-addr=127.0.0.", n)};
     if (!extra.empty()) argv.push_back(extra);
     argv.push_back(kCompatDir + "/ddp_train.py");
@@ -104,10 +107,15 @@ TEST(Compat, DdpOnTwoAgentsWithTwoWorkersEachStatic) {
   TempDir out;
   const std::string port = absl::StrCat("--master-port=", FreeLoopbackPort());
   auto node = [&](int rank) {
-    return std::vector<std::string>{kDdprun, "--nnodes=2", "--nproc-per-node=2",
-                                    absl::StrCat("--node-rank=", rank), "--master-addr=127.0.0.1",
-                                    port, absl::StrCat("--local-addr=127.0.0.", rank + 1),
-                                    kCompatDir + "/ddp_train.py", out.path()};
+    return std::vector<std::string>{kDdprun,
+                                    "--nnodes=2",
+                                    "--nproc-per-node=2",
+                                    absl::StrCat("--node-rank=", rank),
+                                    "--master-addr=127.0.0.1",
+                                    port,
+                                    absl::StrCat("--local-addr=127.0.0.", rank + 1),
+                                    kCompatDir + "/ddp_train.py",
+                                    out.path()};
   };
   ExpectTwoNodesTrain(node(0), node(1), out);
 }

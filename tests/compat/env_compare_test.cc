@@ -52,7 +52,8 @@ bool Listed(const std::map<std::string, std::string>& listed, const std::string&
             const std::string& form) {
   auto it = listed.find(name);
   if (it == listed.end()) return false;
-  return it->second == "all" || it->second == "several nodes" || absl::StrContains(it->second, form);
+  return it->second == "all" || it->second == "several nodes" ||
+         absl::StrContains(it->second, form);
 }
 
 // The two nodes `node(0)` and `node(1)` of one job, to their end.
@@ -61,7 +62,8 @@ void RunTwoNodes(const std::function<std::vector<std::string>(int)>& node) {
   // under torchrun.
   char cwd[4096] = {};
   const std::map<std::string, std::optional<std::string>> env = {
-      {"PYTHON_EXEC", kPython}, {"OMP_NUM_THREADS", std::nullopt},
+      {"PYTHON_EXEC", kPython},
+      {"OMP_NUM_THREADS", std::nullopt},
       {"PWD", std::string(::getcwd(cwd, sizeof cwd) != nullptr ? cwd : "/")}};
   auto a = ChildProcess::Start(node(0), env);
   auto b = ChildProcess::Start(node(1), env);
@@ -107,14 +109,16 @@ class EnvCompare : public ::testing::TestWithParam<const char*> {
   std::vector<std::string> Torchrun(const std::vector<std::string>& options, const TempDir& out) {
     std::vector<std::string> argv =
         std::string(GetParam()) == "2.x"
-            ? std::vector<std::string>{kCompatDir + "/torch2_python.sh", "-m", "torch.distributed.run"}
+            ? std::vector<std::string>{kCompatDir + "/torch2_python.sh", "-m",
+                                       "torch.distributed.run"}
             : std::vector<std::string>{kPython, kCompatDir + "/torchrun_py311.py"};
     argv.push_back("--monitor_interval=0.1");
     argv.insert(argv.end(), options.begin(), options.end());
     argv.insert(argv.end(), {kCompatDir + "/env_dump.py", out.path()});
     return argv;
   }
-  static std::vector<std::string> Ddprun(const std::vector<std::string>& options, const TempDir& out) {
+  static std::vector<std::string> Ddprun(const std::vector<std::string>& options,
+                                         const TempDir& out) {
     std::vector<std::string> argv = {kDdprun};
     argv.insert(argv.end(), options.begin(), options.end());
     argv.insert(argv.end(), {kCompatDir + "/env_dump.py", out.path()});

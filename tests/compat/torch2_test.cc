@@ -41,8 +41,11 @@ class Torch2 : public ::testing::Test {
     const std::string port = absl::StrCat("--master-port=", FreeLoopbackPort());
     std::vector<std::unique_ptr<ChildProcess>> agents;
     for (int rank = 0; rank < 2; ++rank) {
-      std::vector<std::string> argv = {kDdprun, "--nnodes=2", "--nproc-per-node=2",
-                                       absl::StrCat("--node-rank=", rank), "--master-addr=127.0.0.1",
+      std::vector<std::string> argv = {kDdprun,
+                                       "--nnodes=2",
+                                       "--nproc-per-node=2",
+                                       absl::StrCat("--node-rank=", rank),
+                                       "--master-addr=127.0.0.1",
                                        port};
       argv.insert(argv.end(), extra.begin(), extra.end());
       argv.insert(argv.end(), {kCompatDir + "/ddp_train.py", out.path()});
@@ -78,10 +81,10 @@ TEST_F(Torch2, DdpWorkersTrainOnTheC10dForm) {
   const std::string endpoint = absl::StrCat("--rdzv-endpoint=127.0.0.1:", FreeLoopbackPort());
   std::vector<std::unique_ptr<ChildProcess>> agents;
   for (int node = 0; node < 2; ++node) {
-    agents.push_back(ChildProcess::Start(
-        {kDdprun, "--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d", endpoint,
-         "--rdzv-id=ddp2", kCompatDir + "/ddp_train.py", out.path()},
-        {{"PYTHON_EXEC", kTorch2Python}}));
+    agents.push_back(
+        ChildProcess::Start({kDdprun, "--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
+                             endpoint, "--rdzv-id=ddp2", kCompatDir + "/ddp_train.py", out.path()},
+                            {{"PYTHON_EXEC", kTorch2Python}}));
   }
   for (auto& agent : agents) {
     ProcessResult r = agent->Wait(absl::Seconds(240));

@@ -12,7 +12,8 @@ namespace ddprun::testing {
 namespace {
 
 int NvidiaSmiGpuCount() {
-  ProcessResult r = RunProcess({"/bin/sh", "-c", "nvidia-smi -L"}, {{"CUDA_VISIBLE_DEVICES", std::nullopt}});
+  ProcessResult r =
+      RunProcess({"/bin/sh", "-c", "nvidia-smi -L"}, {{"CUDA_VISIBLE_DEVICES", std::nullopt}});
   return r.exit_code == 0 ? CountLinesContaining(r.out, "GPU ") : -1;
 }
 

@@ -45,13 +45,15 @@ void ExpectAllReduceSums(NcclCommunicator& comm, float value) {
   float* buf = nullptr;
   ASSERT_EQ(cudaMalloc(&buf, kCount * sizeof(float)), cudaSuccess);
   std::vector<float> host(kCount, value);
-  ASSERT_EQ(cudaMemcpy(buf, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(buf, host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice),
+            cudaSuccess);
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
   const ncclResult_t r = ncclAllReduce(buf, buf, kCount, ncclFloat, ncclSum, comm.get(), stream);
   ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress) << ncclGetErrorString(r);
   ASSERT_TRUE(comm.Synchronize(stream, absl::Seconds(60)).ok());
-  ASSERT_EQ(cudaMemcpy(host.data(), buf, kCount * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(host.data(), buf, kCount * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
   size_t wrong = 0;
   for (float v : host) wrong += v != value * comm.size();
   EXPECT_EQ(wrong, 0u);
@@ -64,7 +66,8 @@ TEST(GpuNccl, InitNcclAndAllReduceOnOneRank) {
   const absl::Time start = absl::Now();
   absl::StatusOr<NcclCommunicator> world = ctx.InitNccl();
   ASSERT_TRUE(world.ok()) << world.status();
-  std::printf("[ measure ] InitNccl on 1 rank: %.1f ms\n", absl::ToDoubleMilliseconds(absl::Now() - start));
+  std::printf("[ measure ] InitNccl on 1 rank: %.1f ms\n",
+              absl::ToDoubleMilliseconds(absl::Now() - start));
   std::fflush(stdout);
   EXPECT_EQ(world->size(), 1);
   EXPECT_EQ(world->device(), 0);
@@ -177,19 +180,22 @@ TEST(GpuNccl, WatchdogAbortsAHungCollectiveOnSigterm) {
   {
     HeldStream held;
     // Out of place, so that even on one rank NCCL queues work (a copy) behind the gate.
-    const ncclResult_t r = ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, world->get(), held.get());
+    const ncclResult_t r =
+        ncclAllReduce(send, recv, kCount, ncclFloat, ncclSum, world->get(), held.get());
     ASSERT_TRUE(r == ncclSuccess || r == ncclInProgress) << ncclGetErrorString(r);
     ASSERT_TRUE(world->WaitReady(absl::Seconds(30)).ok());
     EXPECT_EQ(cudaStreamQuery(held.get()), cudaErrorNotReady) << "the collective was not held";
 
     const absl::Time sent = absl::Now();
     ASSERT_EQ(::raise(SIGTERM), 0);
-    const bool aborted = ddprun::testing::WaitUntil([&] { return world->aborted(); }, absl::Seconds(30));
+    const bool aborted =
+        ddprun::testing::WaitUntil([&] { return world->aborted(); }, absl::Seconds(30));
     held.Open();  // an abort that waits for the device can now finish
     ASSERT_TRUE(aborted) << "the watchdog did not abort the communicator within 30 s of SIGTERM";
     std::printf("[ measure ] SIGTERM to an aborted communicator (collective held): %.1f ms\n",
                 absl::ToDoubleMilliseconds(absl::Now() - sent));
-    EXPECT_TRUE(ddprun::testing::WaitUntil([] { return g_sigterms.load() >= 1; }, absl::Seconds(30)))
+    EXPECT_TRUE(
+        ddprun::testing::WaitUntil([] { return g_sigterms.load() >= 1; }, absl::Seconds(30)))
         << "SIGTERM did not go on to the handler installed before InitNccl";
     std::printf("[ measure ] SIGTERM passed on to the previous handler after: %.1f ms\n",
                 absl::ToDoubleMilliseconds(absl::Now() - sent));

@@ -30,18 +30,20 @@ std::string Python() {
 
 // The GPUs PyTorch sees (-1 when it cannot say), after printing its versions.
 int TorchGpuCount() {
-  ProcessResult r = RunProcess(
-      {"/usr/bin/env", Python(), "-c",
-       "import torch\n"
-       "try: nccl = '.'.join(map(str, torch.cuda.nccl.version()))\n"
-       "except Exception as e: nccl = f'none ({e})'\n"
-       "print(torch.__version__, torch.version.cuda, nccl, torch.cuda.device_count())"},
-      {}, absl::Seconds(120));
+  ProcessResult r =
+      RunProcess({"/usr/bin/env", Python(), "-c",
+                  "import torch\n"
+                  "try: nccl = '.'.join(map(str, torch.cuda.nccl.version()))\n"
+                  "except Exception as e: nccl = f'none ({e})'\n"
+                  "print(torch.__version__, torch.version.cuda, nccl, torch.cuda.device_count())"},
+                 {}, absl::Seconds(120));
   int count = -1;
   const std::string out(absl::StripTrailingAsciiWhitespace(r.out));
   const size_t last = out.rfind(' ');
-  if (r.exit_code != 0 || last == std::string::npos || !absl::SimpleAtoi(out.substr(last + 1), &count)) {
-    ADD_FAILURE() << Python() << " cannot import torch or count GPUs (set PYTHON_EXEC): " << r.out << r.err;
+  if (r.exit_code != 0 || last == std::string::npos ||
+      !absl::SimpleAtoi(out.substr(last + 1), &count)) {
+    ADD_FAILURE() << Python() << " cannot import torch or count GPUs (set PYTHON_EXEC): " << r.out
+                  << r.err;
     return -1;
   }
   std::printf("[ measure ] PyTorch, its CUDA, its NCCL, GPUs it sees: %s\n", out.c_str());
@@ -50,8 +52,9 @@ int TorchGpuCount() {
 }
 
 ProcessResult TrainOnGpus(const TempDir& out, const std::vector<std::string>& extra) {
-  std::vector<std::string> argv = {kDdprun, "--standalone", "--nproc-per-node=gpu", "--max-restarts=1",
-                                   kTrain, out.path(), "--backend", "nccl"};
+  std::vector<std::string> argv = {
+      kDdprun,     "--standalone", "--nproc-per-node=gpu", "--max-restarts=1", kTrain, out.path(),
+      "--backend", "nccl"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   const absl::Time start = absl::Now();
   // Inside tests/gpu/run.sh's limit for the program, so that the output is kept.
@@ -75,7 +78,8 @@ TEST(GpuTorch, DdpWithNcclTrainsAndARestartedJobEndsWhereAnUncrashedOneDoes) {
   ProcessResult b = TrainOnGpus(crashed, {"--crash", absl::StrCat(crash_rank, ":5")});
   ASSERT_EQ(b.exit_code, 0) << b.out << b.err;
   EXPECT_THAT(b.out + b.err, HasSubstr(absl::StrCat("rank ", crash_rank, ": crashing at step 5")));
-  EXPECT_EQ(ExpectTrained(crashed, gpus), digest) << "the restarted job ended with other parameters";
+  EXPECT_EQ(ExpectTrained(crashed, gpus), digest)
+      << "the restarted job ended with other parameters";
   for (int rank = 0; rank < gpus; ++rank) {
     std::map<std::string, std::string> launch = Launch(crashed, rank);
     EXPECT_EQ(launch["TORCHELASTIC_RESTART_COUNT"], "1") << "rank " << rank;

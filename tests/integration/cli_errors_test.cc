@@ -47,27 +47,33 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"nproc_text", {"--nproc_per_node", "abc", kScript}, "--nproc-per-node='abc'"},
         BadInput{"gpu_without_gpus", {"--nproc-per-node=gpu", kScript}, "no GPU is visible"},
         BadInput{"rdzv_conf_no_equals", {"--rdzv-conf=join_timeout", kScript}, "--rdzv-conf="},
-        BadInput{"rdzv_conf_empty_value", {"--rdzv-conf", "a=1,b=", kScript}, "'b=' is not key=value"},
-        BadInput{"unknown_option", {"--no-such-option", kScript}, "unknown option '--no-such-option'"},
+        BadInput{
+            "rdzv_conf_empty_value", {"--rdzv-conf", "a=1,b=", kScript}, "'b=' is not key=value"},
+        BadInput{
+            "unknown_option", {"--no-such-option", kScript}, "unknown option '--no-such-option'"},
         BadInput{"missing_script", {"--nproc-per-node=2"}, "missing training_script"},
         BadInput{"script_not_found", {"/no/such/train.py"}, "'/no/such/train.py' is not a file"},
         BadInput{"no_python_missing", {"--no-python", "/no/such/prog"}, "does not exist"},
         BadInput{"no_python_not_executable", {"--no-python", kNotExecutable}, "is not executable"},
-        BadInput{"no_python_not_on_path", {"--no-python", "no-such-program-xyz"}, "not found on PATH"},
+        BadInput{
+            "no_python_not_on_path", {"--no-python", "no-such-program-xyz"}, "not found on PATH"},
         BadInput{"module_and_no_python", {"-m", "--no-python", "x"}, "cannot be used together"},
         BadInput{"max_restarts_text", {"--max-restarts=many", kScript}, "--max-restarts='many'"},
         BadInput{"redirects_out_of_range", {"-r", "4", kScript}, "--redirects='4'"},
         BadInput{"tee_bad_map", {"--tee=0:1,x", kScript}, "--tee='0:1,x'"},
-        BadInput{"filter_out_of_range", {"--local-ranks-filter=3", kScript}, "--local-ranks-filter='3'"},
+        BadInput{
+            "filter_out_of_range", {"--local-ranks-filter=3", kScript}, "--local-ranks-filter='3'"},
         BadInput{"bad_signal", {"--signals-to-handle=SIGFOO", kScript}, "SIGFOO"},
         BadInput{"bad_timeout", {"--shutdown-timeout=-1", kScript}, "--shutdown-timeout='-1'"},
         BadInput{"bad_backend", {"--rdzv-backend=etcd", kScript}, "--rdzv-backend='etcd'"},
         BadInput{"bad_start_method", {"--start-method=thread", kScript}, "--start-method='thread'"},
         BadInput{"bad_master_port", {"--master-port=70000", kScript}, "--master-port='70000'"},
         BadInput{"missing_value", {"--nnodes"}, "option --nnodes needs a value"},
-        BadInput{"multi_node_c10d_without_endpoint", {"--nnodes=2", "--rdzv-backend=c10d", kScript},
+        BadInput{"multi_node_c10d_without_endpoint",
+                 {"--nnodes=2", "--rdzv-backend=c10d", kScript},
                  "needs --rdzv-endpoint"},
-        BadInput{"unknown_rdzv_conf_key", {"--rdzv-conf=joint_timeout=5", kScript},
+        BadInput{"unknown_rdzv_conf_key",
+                 {"--rdzv-conf=joint_timeout=5", kScript},
                  "key 'joint_timeout' is not known"}),
     [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
 
@@ -93,13 +99,33 @@ TEST(CliErrorsEnv, MissingPythonIsNamed) {
 TEST(CliInfo, HelpListsEveryOptionWithDefaultAndEnv) {
   ProcessResult r = RunProcess({kDdprun, "--help"});
   EXPECT_EQ(r.exit_code, 0);
-  for (const char* option :
-       {"--nnodes", "--nproc-per-node,--nproc_per_node", "--rdzv-backend", "--rdzv-endpoint",
-        "--rdzv-id", "--rdzv-conf", "--standalone", "--max-restarts", "--monitor-interval",
-        "--start-method", "--role", "-m,--module", "--no-python", "--run-path", "--log-dir",
-        "-r,--redirects", "-t,--tee", "--local-ranks-filter", "--node-rank", "--master-addr",
-        "--master-port", "--local-addr", "--signals-to-handle", "--shutdown-timeout",
-        "--exit-barrier-timeout", "PET_NPROC_PER_NODE", "Exit status"}) {
+  for (const char* option : {"--nnodes",
+                             "--nproc-per-node,--nproc_per_node",
+                             "--rdzv-backend",
+                             "--rdzv-endpoint",
+                             "--rdzv-id",
+                             "--rdzv-conf",
+                             "--standalone",
+                             "--max-restarts",
+                             "--monitor-interval",
+                             "--start-method",
+                             "--role",
+                             "-m,--module",
+                             "--no-python",
+                             "--run-path",
+                             "--log-dir",
+                             "-r,--redirects",
+                             "-t,--tee",
+                             "--local-ranks-filter",
+                             "--node-rank",
+                             "--master-addr",
+                             "--master-port",
+                             "--local-addr",
+                             "--signals-to-handle",
+                             "--shutdown-timeout",
+                             "--exit-barrier-timeout",
+                             "PET_NPROC_PER_NODE",
+                             "Exit status"}) {
     EXPECT_THAT(r.out, HasSubstr(option));
   }
 }

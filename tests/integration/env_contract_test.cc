@@ -18,9 +18,9 @@ using ::testing::MatchesRegex;
 
 TEST(EnvContract, EveryWorkerGetsTorchrunsVariables) {
   TempDir dir;
-  ProcessResult r = RunProcess(DdprunWithTestWorker({"--standalone", "--nproc-per-node=3"},
-                                             {"env", dir.path()}),
-                        {{"OMP_NUM_THREADS", std::nullopt}, {"DDPRUN_TEST_MARKER", "kept"}});
+  ProcessResult r =
+      RunProcess(DdprunWithTestWorker({"--standalone", "--nproc-per-node=3"}, {"env", dir.path()}),
+                 {{"OMP_NUM_THREADS", std::nullopt}, {"DDPRUN_TEST_MARKER", "kept"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::string run_id, port;
   for (int rank = 0; rank < 3; ++rank) {
@@ -39,12 +39,13 @@ TEST(EnvContract, EveryWorkerGetsTorchrunsVariables) {
     EXPECT_THAT(env["MASTER_PORT"], MatchesRegex("[1-9][0-9]*"));
     EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "0");
     EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "0");
-    EXPECT_THAT(env["TORCHELASTIC_RUN_ID"],
-                MatchesRegex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"));
+    EXPECT_THAT(
+        env["TORCHELASTIC_RUN_ID"],
+        MatchesRegex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"));
     EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "False");
     EXPECT_THAT(env["TORCHELASTIC_ERROR_FILE"],
-                HasSubstr("/" + env["TORCHELASTIC_RUN_ID"] + "/attempt_0/" +
-                          std::to_string(rank) + "/error.json"));
+                HasSubstr("/" + env["TORCHELASTIC_RUN_ID"] + "/attempt_0/" + std::to_string(rank) +
+                          "/error.json"));
     EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
     EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "1");
     EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
@@ -63,11 +64,11 @@ TEST(EnvContract, EveryWorkerGetsTorchrunsVariables) {
 
 TEST(EnvContract, UserSettingsWin) {
   TempDir dir;
-  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "--role=trainer",
-                                              "--rdzv-id=job7", "--max-restarts=4",
-                                              "--master-addr=127.0.0.1", "--master-port=29555"},
-                                             {"env", dir.path()}),
-                        {{"OMP_NUM_THREADS", "3"}, {"NCCL_ASYNC_ERROR_HANDLING", "0"}});
+  ProcessResult r = RunProcess(
+      DdprunWithTestWorker({"--nproc-per-node=2", "--role=trainer", "--rdzv-id=job7",
+                            "--max-restarts=4", "--master-addr=127.0.0.1", "--master-port=29555"},
+                           {"env", dir.path()}),
+      {{"OMP_NUM_THREADS", "3"}, {"NCCL_ASYNC_ERROR_HANDLING", "0"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto env = ParseEnvFile(dir / "env.1.0");
   EXPECT_EQ(env["ROLE_NAME"], "trainer");
@@ -83,7 +84,7 @@ TEST(EnvContract, UserSettingsWin) {
 TEST(EnvContract, PetVariablesAreDefaults) {
   TempDir dir;
   ProcessResult r = RunProcess(DdprunWithTestWorker({}, {"env", dir.path()}),
-                        {{"PET_NPROC_PER_NODE", "2"}, {"PET_RDZV_ID", "from-pet"}});
+                               {{"PET_NPROC_PER_NODE", "2"}, {"PET_RDZV_ID", "from-pet"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto env = ParseEnvFile(dir / "env.1.0");
   EXPECT_EQ(env["WORLD_SIZE"], "2");
@@ -91,9 +92,9 @@ TEST(EnvContract, PetVariablesAreDefaults) {
 }
 
 TEST(EnvContract, ArgumentsPassVerbatimWithLocalRankSubstituted) {
-  ProcessResult r = RunProcess(DdprunWithTestWorker(
-      {"--nproc-per-node=2", "--local-ranks-filter=1", "-t", "1"},
-      {"args", "--nnodes=5", "-m", "rank=${local_rank}", "", "two words"}));
+  ProcessResult r = RunProcess(
+      DdprunWithTestWorker({"--nproc-per-node=2", "--local-ranks-filter=1", "-t", "1"},
+                           {"args", "--nnodes=5", "-m", "rank=${local_rank}", "", "two words"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("[default1]:arg=--nnodes=5\n[default1]:arg=-m\n"
                                "[default1]:arg=rank=1\n[default1]:arg=\n"
@@ -102,7 +103,7 @@ TEST(EnvContract, ArgumentsPassVerbatimWithLocalRankSubstituted) {
 
 TEST(EnvContract, ShellCommandWithDashC) {
   ProcessResult r = RunProcess({kDdprun, "--nproc-per-node=2", "--no-python", "/bin/sh", "-c",
-                         "echo \"shell rank $RANK of $WORLD_SIZE\""});
+                                "echo \"shell rank $RANK of $WORLD_SIZE\""});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("shell rank 0 of 2"));
   EXPECT_THAT(r.out, HasSubstr("shell rank 1 of 2"));
@@ -128,7 +129,8 @@ TEST(EnvContract, PythonExecChoosesTheInterpreter) {
   // A fake interpreter that shows how it was called.
   WriteFile(dir / "fakepython", "#!/bin/sh\necho \"fake $*\"\n", 0755);
   WriteFile(dir / "train.py", "");
-  ProcessResult r = RunProcess({kDdprun, dir / "train.py", "a"}, {{"PYTHON_EXEC", dir / "fakepython"}});
+  ProcessResult r =
+      RunProcess({kDdprun, dir / "train.py", "a"}, {{"PYTHON_EXEC", dir / "fakepython"}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("fake -u " + dir / "train.py" + " a"));
 }
@@ -157,8 +159,9 @@ TEST(EnvContract, UnprefixedLinesOfTwoPythonWorkersNeverMixMidLine) {
   TempDir dir;
   // Unbuffered Python writes a print() in several pieces; on a shared terminal two workers'
   // pieces would mix. Through the agent every line arrives whole.
-  WriteFile(dir / "talk.py",
-            "import os\nr = os.environ['RANK']\nfor i in range(300):\n    print('rank', r, 'says', i)\n");
+  WriteFile(
+      dir / "talk.py",
+      "import os\nr = os.environ['RANK']\nfor i in range(300):\n    print('rank', r, 'says', i)\n");
   ProcessResult r = RunProcess({kDdprun, "--nproc-per-node=2", dir / "talk.py"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   int lines = 0;

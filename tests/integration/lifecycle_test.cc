@@ -42,8 +42,8 @@ TEST(Lifecycle, WorkerKilledBySignalGives128PlusSignal) {
 
 TEST(Lifecycle, SummaryShowsStderrTailWhenNoErrorFile) {
   TempDir dir;
-  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2"},
-                                             {"crash-once", "1", "3", dir.path()}));
+  ProcessResult r = RunProcess(
+      DdprunWithTestWorker({"--nproc-per-node=2"}, {"crash-once", "1", "3", dir.path()}));
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.err, HasSubstr("rank      : 1 (local_rank: 1)"));
   EXPECT_THAT(r.err, HasSubstr("error_file: <N/A>"));
@@ -62,7 +62,7 @@ TEST(Lifecycle, RestartRunsEveryWorkerAgainWithCountAndFreshPort) {
   TempDir dir;
   const absl::Time start = absl::Now();
   ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=3", "--max-restarts=2"},
-                                             {"crash-once", "1", "3", dir.path()}));
+                                                    {"crash-once", "1", "3", dir.path()}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));  // generous: the goal lives in bench/
   const std::string first_port = ReadFile(dir / "port.0.0");
@@ -77,7 +77,7 @@ TEST(Lifecycle, RestartRunsEveryWorkerAgainWithCountAndFreshPort) {
 TEST(Lifecycle, BudgetSpentFailsWithTheRootCause) {
   TempDir dir;
   ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "--max-restarts=0"},
-                                             {"crash-once", "0", "5", dir.path()}));
+                                                    {"crash-once", "0", "5", dir.path()}));
   EXPECT_EQ(r.exit_code, 5);
   EXPECT_THAT(r.err, Not(HasSubstr("restarting")));
   EXPECT_FALSE(FileExists(dir / "ran.0.1"));
@@ -131,12 +131,13 @@ TEST(Lifecycle, WorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
 
 TEST(Lifecycle, SecondSignalKillsAtOnce) {
   TempDir dir;
-  auto agent = ChildProcess::Start(DdprunWithTestWorker(
-      {"--shutdown-timeout=600"}, {"ignore-term", dir.path()}));
+  auto agent = ChildProcess::Start(
+      DdprunWithTestWorker({"--shutdown-timeout=600"}, {"ignore-term", dir.path()}));
   ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "ready.0"); }, absl::Seconds(10)));
   kill(agent->pid(), SIGTERM);
-  ASSERT_TRUE(WaitUntil([&] { return agent->ErrSoFar().find("received SIGTERM") != std::string::npos; },
-                        absl::Seconds(10)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return agent->ErrSoFar().find("received SIGTERM") != std::string::npos; },
+                absl::Seconds(10)));
   kill(agent->pid(), SIGTERM);  // the worker ignores SIGTERM; the agent must not wait 600 s
   ProcessResult r = agent->Wait(absl::Seconds(10));
   ASSERT_FALSE(r.timed_out);
@@ -147,12 +148,13 @@ TEST(Lifecycle, SecondSignalKillsAtOnce) {
 TEST(Lifecycle, KillNineOfTheAgentLeavesNoWorkerNorGrandchild) {
   BecomeSubreaper();  // orphans come to this test process, so it can watch them die
   TempDir dir;
-  auto agent = ChildProcess::Start(DdprunWithTestWorker({"--nproc-per-node=2"},
-                                                        {"fork-tree", dir.path()}));
+  auto agent =
+      ChildProcess::Start(DdprunWithTestWorker({"--nproc-per-node=2"}, {"fork-tree", dir.path()}));
   ASSERT_TRUE(WaitUntil([&] { return AllFilesExist(dir, "pids.", 2); }, absl::Seconds(10)));
   std::vector<pid_t> pids;
   for (int rank = 0; rank < 2; ++rank) {
-    for (absl::string_view p : absl::StrSplit(ReadFile(dir / ("pids." + std::to_string(rank))), ' ')) {
+    for (absl::string_view p :
+         absl::StrSplit(ReadFile(dir / ("pids." + std::to_string(rank))), ' ')) {
       int pid = 0;
       ASSERT_TRUE(absl::SimpleAtoi(p, &pid));
       pids.push_back(pid);
@@ -180,8 +182,8 @@ TEST(Lifecycle, KillNineOfTheAgentLeavesNoWorkerNorGrandchild) {
 TEST(Lifecycle, GrandchildrenDieWhenTheAttemptEnds) {
   BecomeSubreaper();
   TempDir dir;
-  auto agent = ChildProcess::Start(DdprunWithTestWorker({"--shutdown-timeout=5"},
-                                                        {"fork-tree", dir.path()}));
+  auto agent = ChildProcess::Start(
+      DdprunWithTestWorker({"--shutdown-timeout=5"}, {"fork-tree", dir.path()}));
   ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "pids.0"); }, absl::Seconds(10)));
   std::vector<std::string> pids = absl::StrSplit(ReadFile(dir / "pids.0"), ' ');
   int grandchild = 0;
@@ -189,13 +191,18 @@ TEST(Lifecycle, GrandchildrenDieWhenTheAttemptEnds) {
   kill(agent->pid(), SIGTERM);
   ProcessResult r = agent->Wait(absl::Seconds(10));
   EXPECT_EQ(r.exit_code, 128 + SIGTERM);
-  EXPECT_TRUE(WaitUntil([&] { ReapZombies(); return !ProcessAlive(grandchild); }, absl::Seconds(5)));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        ReapZombies();
+        return !ProcessAlive(grandchild);
+      },
+      absl::Seconds(5)));
 }
 
 TEST(Lifecycle, NoTemporaryFolderLeftAfterSuccess) {
   TempDir tmp;
   ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2"}, {"exit", "0"}),
-                        {{"TMPDIR", tmp.path()}});
+                               {{"TMPDIR", tmp.path()}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ProcessResult ls = RunProcess({"/bin/ls", "-A", tmp.path()});
   EXPECT_EQ(ls.out, "") << "ddprun left files behind in TMPDIR";
@@ -208,18 +215,22 @@ TEST(Lifecycle, ChildrenThatLeftTheWorkersSessionDieWhenTheJobEnds) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   int escaped = 0;
   ASSERT_TRUE(absl::SimpleAtoi(ReadFile(dir / "escaped.0"), &escaped));
-  const bool gone = WaitUntil([&] { ReapZombies(); return !ProcessAlive(escaped); }, absl::Seconds(5));
+  const bool gone = WaitUntil(
+      [&] {
+        ReapZombies();
+        return !ProcessAlive(escaped);
+      },
+      absl::Seconds(5));
   if (!gone) kill(escaped, SIGKILL);
   EXPECT_TRUE(gone) << "a process that called setsid() outlived the job";
 }
 
-
 TEST(Lifecycle, AHungWorkerIsKilledAtTheHeartbeatTimeoutAndTheJobRestarts) {
   TempDir dir;
   const absl::Time start = absl::Now();
-  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "--max-restarts=1",
-                                                     "--worker-heartbeat-timeout=0.5"},
-                                                    {"heartbeat-hang", dir.path()}));
+  ProcessResult r = RunProcess(DdprunWithTestWorker(
+      {"--nproc-per-node=2", "--max-restarts=1", "--worker-heartbeat-timeout=0.5"},
+      {"heartbeat-hang", dir.path()}));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   EXPECT_THAT(r.err, HasSubstr("local_rank 1 (rank 1, pid "));
@@ -230,9 +241,8 @@ TEST(Lifecycle, AHungWorkerIsKilledAtTheHeartbeatTimeoutAndTheJobRestarts) {
 
 TEST(Lifecycle, AHungWorkerWithNoBudgetFailsTheJobNamingTheHang) {
   TempDir dir;
-  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2",
-                                                     "--worker-heartbeat-timeout=0.3"},
-                                                    {"heartbeat-hang", dir.path()}));
+  ProcessResult r = RunProcess(DdprunWithTestWorker(
+      {"--nproc-per-node=2", "--worker-heartbeat-timeout=0.3"}, {"heartbeat-hang", dir.path()}));
   EXPECT_EQ(r.exit_code, 137) << r.err;  // SIGKILL, as for any worker killed by a signal
   EXPECT_THAT(r.err, HasSubstr("sent no heartbeat for 300ms (--worker-heartbeat-timeout): taken "
                                "for hung and killed"));

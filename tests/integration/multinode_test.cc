@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tests/support/child_process.h"
-#include "tests/support/delay_proxy.h"
 #include "tests/support/ddprun_paths.h"
+#include "tests/support/delay_proxy.h"
 
 namespace ddprun::testing {
 namespace {
@@ -20,17 +20,14 @@ using ::testing::HasSubstr;
 
 const std::string kMaster = DDPRUN_MASTER_BIN;
 
-
 // The command line of one agent of a c10d job on loopback address 127.0.0.<node>.
 std::vector<std::string> Agent(int port, int node, const std::string& nnodes,
                                std::vector<std::string> worker_args,
                                std::vector<std::string> extra = {}) {
-  std::vector<std::string> options = {"--nnodes=" + nnodes,
-                                      "--nproc-per-node=2",
-                                      "--rdzv-backend=c10d",
-                                      absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
-                                      "--rdzv-id=job",
-                                      absl::StrCat("--local-addr=127.0.0.", node)};
+  std::vector<std::string> options = {
+      "--nnodes=" + nnodes,  "--nproc-per-node=2",
+      "--rdzv-backend=c10d", absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
+      "--rdzv-id=job",       absl::StrCat("--local-addr=127.0.0.", node)};
   // Node 1 hosts the master; the others only join, so that the tests know where it is.
   std::string conf = node != 1 ? "is_host=0" : "";
   for (const std::string& option : extra) {
@@ -82,7 +79,8 @@ TEST(MultiNode, TwoByTwoGetsRanksZeroToThree) {
     EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "job");
     EXPECT_EQ(env["DDPRUN_STORE_ADDR"], absl::StrCat("127.0.0.1:", port));
   }
-  EXPECT_EQ(ParseEnvFile(dir / "env.0.0")["MASTER_PORT"], ParseEnvFile(dir / "env.3.0")["MASTER_PORT"]);
+  EXPECT_EQ(ParseEnvFile(dir / "env.0.0")["MASTER_PORT"],
+            ParseEnvFile(dir / "env.3.0")["MASTER_PORT"]);
 }
 
 TEST(MultiNode, ACrashOnOneNodeRestartsAllFourWithOneCount) {
@@ -134,12 +132,19 @@ TEST(MultiNode, KillNineOfOneAgentLeavesTheOtherRunningAlone) {
   const int port = FreeLoopbackPort();
   auto a = ChildProcess::Start(Agent(port, 1, "1:2", {"round-env", dir.path()}));
   auto b = ChildProcess::Start(Agent(port, 2, "1:2", {"round-env", dir.path()}));
-  ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, {"env.0.r0", "env.1.r0", "env.2.r0", "env.3.r0"}); },
-                        absl::Seconds(20)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return AllExist(dir, {"env.0.r0", "env.1.r0", "env.2.r0", "env.3.r0"});
+      },
+      absl::Seconds(20)));
   const absl::Time killed = absl::Now();
   kill(b->pid(), SIGKILL);  // 127.0.0.2: not the host of the master
   b->Wait(absl::Seconds(10));
-  ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, {"env.0.r1", "env.1.r1"}); }, absl::Seconds(20)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return AllExist(dir, {"env.0.r1", "env.1.r1"});
+      },
+      absl::Seconds(20)));
   EXPECT_LT(absl::Now() - killed, absl::Seconds(5));
   auto env = ParseEnvFile(dir / "env.0.r1");
   EXPECT_EQ(env["WORLD_SIZE"], "2");
@@ -155,11 +160,18 @@ TEST(MultiNode, ALateJoinerGrowsTheJobWithoutSpendingBudget) {
   const int port = FreeLoopbackPort();
   const std::vector<std::string> quick = {"--rdzv-conf=last_call_timeout=0.2"};
   auto a = ChildProcess::Start(Agent(port, 1, "1:3", {"round-env", dir.path()}, quick));
-  ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, {"env.0.r0", "env.1.r0"}); }, absl::Seconds(20)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return AllExist(dir, {"env.0.r0", "env.1.r0"});
+      },
+      absl::Seconds(20)));
   EXPECT_EQ(ParseEnvFile(dir / "env.0.r0")["WORLD_SIZE"], "2");
   auto b = ChildProcess::Start(Agent(port, 2, "1:3", {"round-env", dir.path()}, quick));
-  ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, {"env.0.r1", "env.1.r1", "env.2.r1", "env.3.r1"}); },
-                        absl::Seconds(20)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return AllExist(dir, {"env.0.r1", "env.1.r1", "env.2.r1", "env.3.r1"});
+      },
+      absl::Seconds(20)));
   auto env = ParseEnvFile(dir / "env.3.r1");
   EXPECT_EQ(env["WORLD_SIZE"], "4");
   EXPECT_EQ(env["GROUP_RANK"], "1");  // the first node keeps rank 0
@@ -235,16 +247,16 @@ TEST(MultiNode, SilentMasterAgentsStopTheirWorkersThenRejoinWhenItAnswers) {
       << a->ErrSoFar() << b->ErrSoFar();
   const absl::Time silenced = absl::Now();
   ASSERT_EQ(kill(master->pid(), SIGSTOP), 0);
-  const bool stopped = WaitUntil([&] { return AllRanksLogged(dir, 4, "stopped", 1); },
-                                 absl::Seconds(20));
+  const bool stopped =
+      WaitUntil([&] { return AllRanksLogged(dir, 4, "stopped", 1); }, absl::Seconds(20));
   const absl::Duration detected = absl::Now() - silenced;
   ASSERT_EQ(kill(master->pid(), SIGCONT), 0);
   ASSERT_TRUE(stopped) << "workers kept running with the master silent";
   EXPECT_LT(detected, absl::Seconds(5));
   // The log line may reach this test's reader a moment after the workers' files.
-  EXPECT_TRUE(WaitUntil([&] { return a->ErrSoFar().find("lost the rendezvous master") !=
-                                     std::string::npos; },
-                        absl::Seconds(10)))
+  EXPECT_TRUE(WaitUntil(
+      [&] { return a->ErrSoFar().find("lost the rendezvous master") != std::string::npos; },
+      absl::Seconds(10)))
       << a->ErrSoFar();
   // Back: the same agents take up the run on new sessions, without spending a restart.
   ASSERT_TRUE(WaitUntil([&] { return AllRanksLogged(dir, 4, "started", 2); }, absl::Seconds(20)));
@@ -268,9 +280,9 @@ TEST(MultiNode, ExitBarrierTimeoutReleasesTheFinishedNodeAndTheOtherGoesOn) {
   const std::vector<std::string> barrier = {"--exit-barrier-timeout=0.5"};
   auto a = ChildProcess::Start(Agent(port, 1, "2", {"exit", "0"}, barrier));
   auto b = ChildProcess::Start(Agent(port, 2, "2", {"count-starts", dir.path()}, barrier));
-  ASSERT_TRUE(WaitUntil([&] { return a->ErrSoFar().find("serving it until they finish") !=
-                                     std::string::npos; },
-                        absl::Seconds(20)))
+  ASSERT_TRUE(WaitUntil(
+      [&] { return a->ErrSoFar().find("serving it until they finish") != std::string::npos; },
+      absl::Seconds(20)))
       << a->ErrSoFar();
   EXPECT_THAT(a->ErrSoFar(), HasSubstr("exit barrier timed out after 500ms"));
   EXPECT_THAT(a->ErrSoFar(), HasSubstr("still running: 127.0.0.2"));
@@ -309,8 +321,9 @@ TEST(MultiNode, OverASlowLinkTheJobStillFormsAndRestarts) {
   ProcessResult rb = b->Wait(absl::Seconds(60));
   ASSERT_EQ(ra.exit_code, 0) << ra.err;
   ASSERT_EQ(rb.exit_code, 0) << rb.err;
-  std::printf("[ slow link ] 100 ms each way with stalls: job formed, crashed and restarted in %.1f ms\n",
-              absl::ToDoubleMilliseconds(absl::Now() - start));
+  std::printf(
+      "[ slow link ] 100 ms each way with stalls: job formed, crashed and restarted in %.1f ms\n",
+      absl::ToDoubleMilliseconds(absl::Now() - start));
   EXPECT_TRUE(AllExist(dir, {"ran.0.1", "ran.1.1", "ran.2.1", "ran.3.1"}));
   kill(master->pid(), SIGTERM);
   EXPECT_EQ(master->Wait(absl::Seconds(10)).exit_code, 0);
@@ -320,8 +333,8 @@ TEST(MultiNode, WrongTokenIsRefusedWithStatus75AndTheSettingToCheck) {
   TempDir dir;
   const int port = FreeLoopbackPort();
   const std::string token = dir.Write("token", "right\n");
-  auto master = ChildProcess::Start({kMaster, "--host=127.0.0.1", absl::StrCat("--port=", port),
-                                     "--token-file=" + token});
+  auto master = ChildProcess::Start(
+      {kMaster, "--host=127.0.0.1", absl::StrCat("--port=", port), "--token-file=" + token});
   ProcessResult r = RunProcess(Agent(port, 1, "2", {"env", dir.path()}, {"--rdzv-conf=is_host=0"}),
                                {{"DDPRUN_RDZV_TOKEN", "wrong"}}, absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 75) << r.err;
@@ -333,12 +346,12 @@ TEST(MultiNode, WrongTokenIsRefusedWithStatus75AndTheSettingToCheck) {
 TEST(MultiNode, WrongRunIdIsRefused) {
   TempDir dir;
   const int port = FreeLoopbackPort();
-  auto a = ChildProcess::Start(Agent(port, 1, "2", {"env", dir.path()},
-                                     {"--rdzv-conf=join_timeout=3"}),
-                               {{"LOGLEVEL", "INFO"}});
-  ASSERT_TRUE(WaitUntil([&] { return a->ErrSoFar().find("hosting the rendezvous master") !=
-                                     std::string::npos; },
-                        absl::Seconds(10)));
+  auto a =
+      ChildProcess::Start(Agent(port, 1, "2", {"env", dir.path()}, {"--rdzv-conf=join_timeout=3"}),
+                          {{"LOGLEVEL", "INFO"}});
+  ASSERT_TRUE(WaitUntil(
+      [&] { return a->ErrSoFar().find("hosting the rendezvous master") != std::string::npos; },
+      absl::Seconds(10)));
   std::vector<std::string> other = Agent(port, 2, "2", {"env", dir.path()});
   for (auto& arg : other) {
     if (arg == "--rdzv-id=job") arg = "--rdzv-id=another-job";
@@ -353,20 +366,23 @@ TEST(MultiNode, WrongRunIdIsRefused) {
 TEST(MultiNode, JoinTimeoutNamesWhoCameAndWhatWasExpected) {
   TempDir dir;
   const int port = FreeLoopbackPort();
-  ProcessResult r = RunProcess(Agent(port, 1, "2:3", {"env", dir.path()}, {"--rdzv-conf=join_timeout=1"}),
-                               {}, absl::Seconds(30));
+  ProcessResult r =
+      RunProcess(Agent(port, 1, "2:3", {"env", dir.path()}, {"--rdzv-conf=join_timeout=1"}), {},
+                 absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 75) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("1 of the at least 2 nodes needed (--nnodes=2:3) joined: 127.0.0.1"));
+  EXPECT_THAT(r.err,
+              HasSubstr("1 of the at least 2 nodes needed (--nnodes=2:3) joined: 127.0.0.1"));
 }
 
 TEST(MultiNode, StaticBackendTwoByTwo) {
   TempDir dir;
   const int port = FreeLoopbackPort();
   auto node = [&](int rank) {
-    return DdprunWithTestWorker({"--nnodes=2", "--nproc-per-node=2", absl::StrCat("--node-rank=", rank),
-                                 "--master-addr=127.0.0.1", absl::StrCat("--master-port=", port),
-                                 absl::StrCat("--local-addr=127.0.0.", 9 - rank)},
-                                {"env", dir.path()});
+    return DdprunWithTestWorker(
+        {"--nnodes=2", "--nproc-per-node=2", absl::StrCat("--node-rank=", rank),
+         "--master-addr=127.0.0.1", absl::StrCat("--master-port=", port),
+         absl::StrCat("--local-addr=127.0.0.", 9 - rank)},
+        {"env", dir.path()});
   };
   // Node 1 first, with the higher address: --node-rank decides the order, not the address.
   auto b = ChildProcess::Start(node(1));

@@ -5,7 +5,6 @@
 
 #include <signal.h>
 
-
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "tests/support/child_process.h"
@@ -45,16 +44,15 @@ TEST(Output, TeeOfAHundredThousandFastLinesPerWorkerLosesAndSplitsNone) {
   EXPECT_EQ(counts[1], kLines);
   EXPECT_TRUE(in_order);
   for (int rank = 0; rank < 2; ++rank) {
-    const std::string file =
-        logs / ("spew/attempt_0/" + std::to_string(rank) + "/stdout.log");
+    const std::string file = logs / ("spew/attempt_0/" + std::to_string(rank) + "/stdout.log");
     EXPECT_EQ(CountLinesContaining(ReadFile(file), " line "), kLines) << file;
   }
 }
 
 TEST(Output, PartialLastLineIsFlushed) {
   TempDir logs;
-  ProcessResult r = RunProcess(DdprunWithTestWorker({"-t", "1", "--log-dir", logs.path(), "--rdzv-id=p"},
-                                             {"partial", "no newline at the end"}));
+  ProcessResult r = RunProcess(DdprunWithTestWorker(
+      {"-t", "1", "--log-dir", logs.path(), "--rdzv-id=p"}, {"partial", "no newline at the end"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "[default0]:no newline at the end\n");
   EXPECT_EQ(ReadFile(logs / "p/attempt_0/0/stdout.log"), "no newline at the end");
@@ -62,9 +60,8 @@ TEST(Output, PartialLastLineIsFlushed) {
 
 TEST(Output, RedirectSendsToFilesNotConsole) {
   TempDir logs;
-  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "-r", "1", "--log-dir",
-                                              logs.path(), "--rdzv-id=r"},
-                                             {"spew", "3"}));
+  ProcessResult r = RunProcess(DdprunWithTestWorker(
+      {"--nproc-per-node=2", "-r", "1", "--log-dir", logs.path(), "--rdzv-id=r"}, {"spew", "3"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_EQ(ReadFile(logs / "r/attempt_1/0/stdout.log"), "");  // no such attempt: empty read
@@ -74,9 +71,9 @@ TEST(Output, RedirectSendsToFilesNotConsole) {
 
 TEST(Output, PerRankMapsAcceptMultiDigitRanks) {
   TempDir logs;
-  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=11", "-t", "10:1", "--log-dir",
-                                              logs.path(), "--rdzv-id=m"},
-                                             {"spew", "1"}));
+  ProcessResult r = RunProcess(DdprunWithTestWorker(
+      {"--nproc-per-node=11", "-t", "10:1", "--log-dir", logs.path(), "--rdzv-id=m"},
+      {"spew", "1"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("[default10]:rank 10 line 0\n"));
   EXPECT_EQ(ReadFile(logs / "m/attempt_0/10/stdout.log"), "rank 10 line 0\n");
@@ -85,9 +82,9 @@ TEST(Output, PerRankMapsAcceptMultiDigitRanks) {
 
 TEST(Output, FilteredRanksKeepTheirOutputInFiles) {
   TempDir logs;
-  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "--local-ranks-filter=1",
-                                              "--log-dir", logs.path(), "--rdzv-id=f"},
-                                             {"spew", "2"}));
+  ProcessResult r = RunProcess(DdprunWithTestWorker(
+      {"--nproc-per-node=2", "--local-ranks-filter=1", "--log-dir", logs.path(), "--rdzv-id=f"},
+      {"spew", "2"}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("rank 1 line 1"));
   EXPECT_THAT(r.out, Not(HasSubstr("rank 0")));
@@ -96,9 +93,9 @@ TEST(Output, FilteredRanksKeepTheirOutputInFiles) {
 
 TEST(Output, AttemptsAreNumberedAndNeverOverwritten) {
   TempDir logs, dir;
-  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "--max-restarts=1", "-r", "3",
-                                              "--log-dir", logs.path(), "--rdzv-id=a"},
-                                             {"crash-once", "1", "3", dir.path()}));
+  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "--max-restarts=1", "-r",
+                                                     "3", "--log-dir", logs.path(), "--rdzv-id=a"},
+                                                    {"crash-once", "1", "3", dir.path()}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(ReadFile(logs / "a/attempt_0/1/stderr.log"), HasSubstr("rank 1: simulated crash"));
   EXPECT_TRUE(FileExists(logs / "a/attempt_1/1/stderr.log"));
@@ -107,16 +104,17 @@ TEST(Output, AttemptsAreNumberedAndNeverOverwritten) {
 
 TEST(Output, SummaryTailComesFromTheLogFileWhenStderrIsRedirected) {
   TempDir logs, dir;
-  ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "-r", "2", "--log-dir",
-                                              logs.path(), "--rdzv-id=s"},
-                                             {"crash-once", "0", "9", dir.path()}));
+  ProcessResult r = RunProcess(DdprunWithTestWorker(
+      {"--nproc-per-node=2", "-r", "2", "--log-dir", logs.path(), "--rdzv-id=s"},
+      {"crash-once", "0", "9", dir.path()}));
   EXPECT_EQ(r.exit_code, 9);
   EXPECT_THAT(r.err, HasSubstr("s/attempt_0/0/stderr.log):\n    rank 0: simulated crash"));
 }
 
 TEST(Output, PrefixTemplateFromTheEnvironment) {
-  ProcessResult r = RunProcess(DdprunWithTestWorker({"-t", "1", "--role=trainer"}, {"spew", "1"}),
-                        {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "${role_name}/${rank}> "}});
+  ProcessResult r =
+      RunProcess(DdprunWithTestWorker({"-t", "1", "--role=trainer"}, {"spew", "1"}),
+                 {{"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", "${role_name}/${rank}> "}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "trainer/0> rank 0 line 0\n");
 }
@@ -125,9 +123,9 @@ TEST(Output, StderrCarriageReturnReachesTheConsoleAtOnce) {
   TempDir dir;
   auto agent = ChildProcess::Start(DdprunWithTestWorker({}, {"progress", dir.path()}));
   // A progress bar redrawn with '\r' must show before the line ends.
-  const bool shown = WaitUntil(
-      [&] { return agent->ErrSoFar().find("progress 50%\r") != std::string::npos; },
-      absl::Seconds(10));
+  const bool shown =
+      WaitUntil([&] { return agent->ErrSoFar().find("progress 50%\r") != std::string::npos; },
+                absl::Seconds(10));
   WriteFile(dir / "release", "");
   ProcessResult r = agent->Wait(absl::Seconds(10));
   EXPECT_TRUE(shown);
@@ -135,16 +133,16 @@ TEST(Output, StderrCarriageReturnReachesTheConsoleAtOnce) {
 }
 
 TEST(Output, UntouchedStderrKeepsItsBytes) {
-  ProcessResult r = RunProcess({kDdprun, "--no-python", "/bin/sh", "-c",
-                                "printf 'a\\r b\\n' >&2; printf 'tail' >&2"});
+  ProcessResult r = RunProcess(
+      {kDdprun, "--no-python", "/bin/sh", "-c", "printf 'a\\r b\\n' >&2; printf 'tail' >&2"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "a\r b\ntail\n");
 }
 
 TEST(Output, ASecondRunWithTheSameIdContinuesTheAttemptNumbers) {
   TempDir logs;
-  const auto argv = DdprunWithTestWorker({"-r", "1", "--log-dir", logs.path(), "--rdzv-id=again"},
-                                         {"spew", "1"});
+  const auto argv =
+      DdprunWithTestWorker({"-r", "1", "--log-dir", logs.path(), "--rdzv-id=again"}, {"spew", "1"});
   ASSERT_EQ(RunProcess(argv).exit_code, 0);
   ProcessResult second = RunProcess(argv);
   ASSERT_EQ(second.exit_code, 0) << second.err;
@@ -167,7 +165,8 @@ TEST(Output, InterruptedRunLeavesNoEmptyTemporaryFolder) {
 
 TEST(Output, TemporaryFolderIsKeptAndNamedWhenItHoldsAnErrorFile) {
   TempDir tmp;
-  ProcessResult r = RunProcess(DdprunWithTestWorker({}, {"error-file", "4"}), {{"TMPDIR", tmp.path()}});
+  ProcessResult r =
+      RunProcess(DdprunWithTestWorker({}, {"error-file", "4"}), {{"TMPDIR", tmp.path()}});
   EXPECT_EQ(r.exit_code, 4);
   EXPECT_THAT(r.err, HasSubstr("worker logs and error files are in " + tmp.path() + "/ddprun-"));
 }

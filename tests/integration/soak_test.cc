@@ -9,9 +9,9 @@
 
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 
@@ -19,7 +19,7 @@ namespace ddprun::testing {
 namespace {
 
 constexpr int kCycles = 200;
-constexpr int kEarly = 10;   // sampled after the first cycles have warmed everything up
+constexpr int kEarly = 10;  // sampled after the first cycles have warmed everything up
 constexpr int kLate = kCycles - 10;
 
 struct Footprint {
@@ -62,14 +62,15 @@ int ProcessesMentioning(const std::string& needle) {
 TEST(Soak, TwoHundredCrashRestartCyclesKeepTheLaunchersFlat) {
   TempDir dir;
   const int port = FreeLoopbackPort();
-  auto master = ChildProcess::Start({DDPRUN_MASTER_BIN, "--host=127.0.0.1", absl::StrCat("--port=", port)});
+  auto master =
+      ChildProcess::Start({DDPRUN_MASTER_BIN, "--host=127.0.0.1", absl::StrCat("--port=", port)});
   auto agent = [&](int node) {
-    return ChildProcess::Start(DdprunWithTestWorker(
-        {"--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
-         absl::StrCat("--rdzv-endpoint=127.0.0.1:", port), "--rdzv-id=soak",
-         absl::StrCat("--local-addr=127.0.0.", node), "--rdzv-conf=is_host=0",
-         absl::StrCat("--max-restarts=", kCycles)},
-        {"crash-until", std::to_string(kCycles), dir.path()}));
+    return ChildProcess::Start(
+        DdprunWithTestWorker({"--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
+                              absl::StrCat("--rdzv-endpoint=127.0.0.1:", port), "--rdzv-id=soak",
+                              absl::StrCat("--local-addr=127.0.0.", node), "--rdzv-conf=is_host=0",
+                              absl::StrCat("--max-restarts=", kCycles)},
+                             {"crash-until", std::to_string(kCycles), dir.path()}));
   };
   WriteFile(dir / absl::StrCat("pause.", kEarly), "");
   WriteFile(dir / absl::StrCat("pause.", kLate), "");
@@ -79,8 +80,10 @@ TEST(Soak, TwoHundredCrashRestartCyclesKeepTheLaunchersFlat) {
       {"ddprun-master", master->pid()}, {"agent 1", a->pid()}, {"agent 2", b->pid()}};
 
   std::vector<Footprint> early, late;
-  for (auto [cycle, samples] : {std::pair<int, std::vector<Footprint>*>{kEarly, &early}, {kLate, &late}}) {
-    ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / absl::StrCat("at.", cycle)); }, absl::Seconds(120)))
+  for (auto [cycle, samples] :
+       {std::pair<int, std::vector<Footprint>*>{kEarly, &early}, {kLate, &late}}) {
+    ASSERT_TRUE(
+        WaitUntil([&] { return FileExists(dir / absl::StrCat("at.", cycle)); }, absl::Seconds(120)))
         << "cycle " << cycle << " never came: " << a->ErrSoFar();
     for (const auto& [name, pid] : launchers) samples->push_back(Sample(pid));
     WriteFile(dir / absl::StrCat("go.", cycle), "");
@@ -92,9 +95,10 @@ TEST(Soak, TwoHundredCrashRestartCyclesKeepTheLaunchersFlat) {
   EXPECT_EQ(CountLinesContaining(ra.err, "restart budget spent"), 0);
 
   for (size_t i = 0; i < launchers.size(); ++i) {
-    std::printf("[ soak ] %s after cycle %d -> %d: fds %d -> %d, threads %d -> %d, RSS %ld -> %ld KiB\n",
-                launchers[i].first.c_str(), kEarly, kLate, early[i].fds, late[i].fds,
-                early[i].threads, late[i].threads, early[i].rss_kib, late[i].rss_kib);
+    std::printf(
+        "[ soak ] %s after cycle %d -> %d: fds %d -> %d, threads %d -> %d, RSS %ld -> %ld KiB\n",
+        launchers[i].first.c_str(), kEarly, kLate, early[i].fds, late[i].fds, early[i].threads,
+        late[i].threads, early[i].rss_kib, late[i].rss_kib);
     // 180 cycles apart: a leak per cycle shows as +180; 2 allows a connection or a gRPC
     // thread that happens to be open at one sample only.
     EXPECT_LE(late[i].fds, early[i].fds + 2) << launchers[i].first << " leaks file descriptors";

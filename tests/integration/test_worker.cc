@@ -193,8 +193,8 @@ int main(int argc, char** argv) {
     snprintf(g_starts_path, sizeof g_starts_path, "%s", starts.c_str());
     signal(SIGTERM, RecordStop);
     {
-      std::ofstream(starts, std::ios::app) << "started round=" << Env("DDPRUN_ROUND")
-                                           << " restart=" << Restart() << "\n";
+      std::ofstream(starts, std::ios::app)
+          << "started round=" << Env("DDPRUN_ROUND") << " restart=" << Restart() << "\n";
     }
     const std::string release = dir + "/release";
     while (access(release.c_str(), F_OK) != 0) usleep(2000);

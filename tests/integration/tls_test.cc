@@ -26,13 +26,17 @@ class TlsTest : public ::testing::Test {
   }
 
   std::unique_ptr<ChildProcess> Master(std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {kMaster, "--host=127.0.0.1", absl::StrCat("--port=", port_),
-                                     "--tls-cert=" + dir_ / "node.pem", "--tls-key=" + dir_ / "node.key",
+    std::vector<std::string> argv = {kMaster,
+                                     "--host=127.0.0.1",
+                                     absl::StrCat("--port=", port_),
+                                     "--tls-cert=" + dir_ / "node.pem",
+                                     "--tls-key=" + dir_ / "node.key",
                                      "--tls-ca=" + dir_ / "ca.pem"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     auto master = ChildProcess::Start(argv);
-    EXPECT_TRUE(WaitUntil([&] { return master->ErrSoFar().find("listening on") != std::string::npos; },
-                          absl::Seconds(20)));
+    EXPECT_TRUE(
+        WaitUntil([&] { return master->ErrSoFar().find("listening on") != std::string::npos; },
+                  absl::Seconds(20)));
     return master;
   }
 
@@ -40,13 +44,14 @@ class TlsTest : public ::testing::Test {
   std::vector<std::string> Agent(int node, const std::string& cert, const std::string& conf = "") {
     std::string rdzv_conf = "is_host=0" + conf;
     if (!cert.empty()) {
-      rdzv_conf += absl::StrCat(",tls_cert=", dir_ / (cert + ".pem"), ",tls_key=",
-                                dir_ / (cert + ".key"), ",tls_ca=", dir_ / "ca.pem");
+      rdzv_conf += absl::StrCat(",tls_cert=", dir_ / (cert + ".pem"),
+                                ",tls_key=", dir_ / (cert + ".key"), ",tls_ca=", dir_ / "ca.pem");
     }
-    return DdprunWithTestWorker({"--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
-                                 absl::StrCat("--rdzv-endpoint=127.0.0.1:", port_), "--rdzv-id=tls",
-                                 absl::StrCat("--local-addr=127.0.0.", node), "--rdzv-conf=" + rdzv_conf},
-                                {"env", dir_.path()});
+    return DdprunWithTestWorker(
+        {"--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
+         absl::StrCat("--rdzv-endpoint=127.0.0.1:", port_), "--rdzv-id=tls",
+         absl::StrCat("--local-addr=127.0.0.", node), "--rdzv-conf=" + rdzv_conf},
+        {"env", dir_.path()});
   }
 
   TempDir dir_;
@@ -65,7 +70,8 @@ TEST_F(TlsTest, AgentsAndMasterWithMutualTlsAndTheTokenRunTheJob) {
   EXPECT_EQ(rb.exit_code, 0) << rb.err;
   EXPECT_EQ(ParseEnvFile(dir_ / "env.3.0")["WORLD_SIZE"], "4");
   // Over TLS the token is still checked.
-  ProcessResult wrong = RunProcess(Agent(1, "node"), {{"DDPRUN_RDZV_TOKEN", "wrong"}}, absl::Seconds(30));
+  ProcessResult wrong =
+      RunProcess(Agent(1, "node"), {{"DDPRUN_RDZV_TOKEN", "wrong"}}, absl::Seconds(30));
   EXPECT_EQ(wrong.exit_code, 75);
   EXPECT_THAT(wrong.err, HasSubstr("the join token does not match"));
   kill(master->pid(), SIGTERM);
@@ -75,13 +81,13 @@ TEST_F(TlsTest, AgentsAndMasterWithMutualTlsAndTheTokenRunTheJob) {
 // A master hosted by an agent has no socket of its own: the agent's store for its workers
 // listens on the port and hands TLS connections to the master (gRPC's external acceptor).
 TEST_F(TlsTest, AHostingAgentServesTlsOnThePortItSharesWithItsWorkersStore) {
-  const std::string tls = absl::StrCat("tls_cert=", dir_ / "node.pem", ",tls_key=",
-                                       dir_ / "node.key", ",tls_ca=", dir_ / "ca.pem");
-  auto host = ChildProcess::Start(DdprunWithTestWorker(
-      {"--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
-       absl::StrCat("--rdzv-endpoint=127.0.0.1:", port_), "--rdzv-id=tls", "--local-addr=127.0.0.1",
-       "--rdzv-conf=" + tls},
-      {"env", dir_.path()}));
+  const std::string tls = absl::StrCat("tls_cert=", dir_ / "node.pem",
+                                       ",tls_key=", dir_ / "node.key", ",tls_ca=", dir_ / "ca.pem");
+  auto host = ChildProcess::Start(
+      DdprunWithTestWorker({"--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
+                            absl::StrCat("--rdzv-endpoint=127.0.0.1:", port_), "--rdzv-id=tls",
+                            "--local-addr=127.0.0.1", "--rdzv-conf=" + tls},
+                           {"env", dir_.path()}));
   auto b = ChildProcess::Start(Agent(2, "node"));
   ProcessResult rhost = host->Wait(absl::Seconds(30));
   ProcessResult rb = b->Wait(absl::Seconds(30));
@@ -124,10 +130,12 @@ TEST_F(TlsTest, AgentsStartedWithTheSameLineAndNoLocalAddrRunTheJobOverTls) {
 
 TEST_F(TlsTest, AnAgentWithACertificateTheMasterDoesNotTrustIsKeptOut) {
   auto master = Master();
-  ProcessResult r = RunProcess(Agent(1, "rogue", ",join_timeout=1,keep_alive_interval=0.5"), {}, absl::Seconds(30));
+  ProcessResult r = RunProcess(Agent(1, "rogue", ",join_timeout=1,keep_alive_interval=0.5"), {},
+                               absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 75) << r.err;
   EXPECT_THAT(r.err, HasSubstr("got no round within join_timeout"));
-  EXPECT_THAT(r.err, HasSubstr("with TLS: is this node's tls_cert signed by the CA the master trusts"));
+  EXPECT_THAT(r.err,
+              HasSubstr("with TLS: is this node's tls_cert signed by the CA the master trusts"));
   EXPECT_FALSE(FileExists(dir_ / "env.0.0"));
   kill(master->pid(), SIGTERM);
   EXPECT_EQ(master->Wait(absl::Seconds(10)).exit_code, 0);
@@ -135,23 +143,26 @@ TEST_F(TlsTest, AnAgentWithACertificateTheMasterDoesNotTrustIsKeptOut) {
 
 TEST_F(TlsTest, APlaintextAgentIsKeptOut) {
   auto master = Master();
-  ProcessResult r = RunProcess(Agent(1, "", ",join_timeout=1,keep_alive_interval=0.5"), {}, absl::Seconds(30));
+  ProcessResult r =
+      RunProcess(Agent(1, "", ",join_timeout=1,keep_alive_interval=0.5"), {}, absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 75) << r.err;
-  EXPECT_THAT(r.err, HasSubstr("does the master use TLS? then give this node tls_cert, tls_key and tls_ca"));
+  EXPECT_THAT(
+      r.err,
+      HasSubstr("does the master use TLS? then give this node tls_cert, tls_key and tls_ca"));
   EXPECT_FALSE(FileExists(dir_ / "env.0.0"));
   kill(master->pid(), SIGTERM);
   master->Wait(absl::Seconds(10));
 }
 
 TEST_F(TlsTest, TlsSettingsAreAllOrNoneAndMustBeReadable) {
-  ProcessResult half = RunProcess(DdprunWithTestWorker(
-      {"--rdzv-conf=tls_cert=" + dir_ / "node.pem"}, {"env", dir_.path()}));
+  ProcessResult half = RunProcess(
+      DdprunWithTestWorker({"--rdzv-conf=tls_cert=" + dir_ / "node.pem"}, {"env", dir_.path()}));
   EXPECT_EQ(half.exit_code, 2);
   EXPECT_THAT(half.err, HasSubstr("TLS needs all three of tls_cert, tls_key and tls_ca"));
-  ProcessResult missing = RunProcess(DdprunWithTestWorker(
-      {absl::StrCat("--rdzv-conf=tls_cert=", dir_ / "node.pem", ",tls_key=/no/such.key,tls_ca=",
-                    dir_ / "ca.pem")},
-      {"env", dir_.path()}));
+  ProcessResult missing = RunProcess(
+      DdprunWithTestWorker({absl::StrCat("--rdzv-conf=tls_cert=", dir_ / "node.pem",
+                                         ",tls_key=/no/such.key,tls_ca=", dir_ / "ca.pem")},
+                           {"env", dir_.path()}));
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_THAT(missing.err, HasSubstr("--rdzv-conf tls_key='/no/such.key' cannot be read"));
   ProcessResult master = RunProcess({kMaster, "--tls-cert=" + dir_ / "node.pem"});

@@ -29,10 +29,10 @@ struct Container {
 };
 
 std::vector<Container> CheckedContainers() {
-  ProcessResult r = RunProcess(
-      {"/usr/bin/python3", kSource + "/tests/kubernetes/check_manifests.py",
-       kSource + "/examples/kubernetes/indexed-job.yaml",
-       kSource + "/examples/kubernetes/elastic-with-master.yaml"});
+  ProcessResult r =
+      RunProcess({"/usr/bin/python3", kSource + "/tests/kubernetes/check_manifests.py",
+                  kSource + "/examples/kubernetes/indexed-job.yaml",
+                  kSource + "/examples/kubernetes/elastic-with-master.yaml"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   std::vector<Container> out;
   for (absl::string_view line : absl::StrSplit(r.out, '\n', absl::SkipEmpty())) {
@@ -74,8 +74,8 @@ TEST(KubernetesManifests, EveryDdprunContainerGetsTheConfigurationItsManifestMea
     ASSERT_TRUE(config.ok()) << c.where << ": " << config.status();
     EXPECT_EQ(config->nproc_per_node, 8) << c.where;  // PET_NPROC_PER_NODE=gpu, 8 GPUs
     EXPECT_EQ(config->rdzv_backend, "c10d") << c.where;
-    EXPECT_EQ(config->run_id, "0b7c6f3e-uid") << c.where;      // the Job's uid
-    EXPECT_EQ(config->local_addr, "10.0.0.7") << c.where;      // the pod IP
+    EXPECT_EQ(config->run_id, "0b7c6f3e-uid") << c.where;  // the Job's uid
+    EXPECT_EQ(config->local_addr, "10.0.0.7") << c.where;  // the pod IP
     if (c.where.find("indexed-job") != std::string::npos) {
       EXPECT_EQ(config->min_nodes, 2);
       EXPECT_EQ(config->max_nodes, 2);

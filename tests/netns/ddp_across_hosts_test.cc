@@ -51,7 +51,7 @@ class DdpAcrossHosts : public ::testing::Test {
 
   // torchrun's c10d form, the same on every host.
   static std::vector<std::string> C10d(const std::string& nnodes, const std::string& endpoint_host,
-                                std::vector<std::string> extra = {}) {
+                                       std::vector<std::string> extra = {}) {
     std::vector<std::string> options = {
         "--nnodes=" + nnodes, "--nproc_per_node=2", "--rdzv_backend=c10d",
         absl::StrCat("--rdzv_endpoint=", endpoint_host, ":", kPort), "--rdzv_id=my_job"};
@@ -95,9 +95,9 @@ TEST_F(DdpAcrossHosts, TheStaticFormTrains) {
   if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   ExpectTwoHostsTrainMeetingAt(
       [](int host) {
-        return std::vector<std::string>{"--nnodes=2", absl::StrCat("--node_rank=", host - 1),
-                                        "--nproc_per_node=2", "--master_addr=" + NetnsCluster::Address(1),
-                                        absl::StrCat("--master_port=", kPort)};
+        return std::vector<std::string>{
+            "--nnodes=2", absl::StrCat("--node_rank=", host - 1), "--nproc_per_node=2",
+            "--master_addr=" + NetnsCluster::Address(1), absl::StrCat("--master_port=", kPort)};
       },
       NetnsCluster::Address(1));
 }
@@ -127,11 +127,12 @@ TEST_F(DdpAcrossHosts, ASecondHostJoiningLaterGrowsTheJob) {
   MakeHosts(2);
   if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   TempDir out;
-  const std::vector<std::string> elastic = C10d("1:2", NetnsCluster::Address(1),
-                                                {"--rdzv_conf=last_call_timeout=1"});
+  const std::vector<std::string> elastic =
+      C10d("1:2", NetnsCluster::Address(1), {"--rdzv_conf=last_call_timeout=1"});
   auto a = Ddprun(1, elastic, out, {"--world", "4"});
-  ASSERT_TRUE(WaitUntil([&] { return FileExists(out / "ready.2.0") && FileExists(out / "ready.2.1"); },
-                        absl::Seconds(120)))
+  ASSERT_TRUE(
+      WaitUntil([&] { return FileExists(out / "ready.2.0") && FileExists(out / "ready.2.1"); },
+                absl::Seconds(120)))
       << a->ErrSoFar();
   auto b = Ddprun(2, elastic, out, {"--world", "4"});
   ExpectExit0(*a);
@@ -147,7 +148,8 @@ TEST_F(DdpAcrossHosts, ACrashOnTheSecondHostRestartsBothAndTrainsTheSame) {
   MakeHosts(2);
   if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   TempDir clean, crashed;
-  const std::vector<std::string> options = C10d("2", NetnsCluster::Address(1), {"--max_restarts=1"});
+  const std::vector<std::string> options =
+      C10d("2", NetnsCluster::Address(1), {"--max_restarts=1"});
   auto a = Ddprun(1, options, clean);
   auto b = Ddprun(2, options, clean);
   ExpectExit0(*a);

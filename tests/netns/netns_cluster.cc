@@ -22,10 +22,10 @@ absl::StatusOr<std::unique_ptr<NetnsCluster>> NetnsCluster::Create(int hosts, Na
   if (absl::Status s = cluster->Ip({"netns", "add", cluster->Namespace(0)}); !s.ok()) return s;
   cluster->switch_made_ = true;
   const std::string sw = cluster->Namespace(0);
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"-n", sw, "link", "add", "br0", "type", "bridge"},
-           {"-n", sw, "link", "set", "br0", "up"},
-           {"-n", sw, "link", "set", "lo", "up"}}) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"-n", sw, "link", "add", "br0", "type", "bridge"},
+                                             {"-n", sw, "link", "set", "br0", "up"},
+                                             {"-n", sw, "link", "set", "lo", "up"}}) {
     if (absl::Status s = cluster->Ip(args); !s.ok()) return s;
   }
   for (int host = 1; host <= hosts; ++host) {
@@ -84,10 +84,17 @@ std::unique_ptr<ChildProcess> NetnsCluster::Start(
     const std::map<std::string, std::optional<std::string>>& env) {
   // Its own name and /etc/hosts, in namespaces of its own (nothing leaks to the machine's).
   std::vector<std::string> wrapped = {
-      kIp, "netns", "exec", Namespace(host), "/usr/bin/unshare", "--uts", "--mount", "/bin/sh",
+      kIp,
+      "netns",
+      "exec",
+      Namespace(host),
+      "/usr/bin/unshare",
+      "--uts",
+      "--mount",
+      "/bin/sh",
       "-c",
-      absl::StrCat("mount --bind ", files_ / absl::StrCat("hosts.", host), " /etc/hosts && hostname ",
-                   HostName(host), " && exec \"$@\""),
+      absl::StrCat("mount --bind ", files_ / absl::StrCat("hosts.", host),
+                   " /etc/hosts && hostname ", HostName(host), " && exec \"$@\""),
       "sh"};
   wrapped.insert(wrapped.end(), argv.begin(), argv.end());
   return ChildProcess::Start(wrapped, env);

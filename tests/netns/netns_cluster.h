@@ -26,7 +26,8 @@ class NetnsCluster {
  public:
   enum class Names { kOwnOnly, kEverywhere };
   /// Hosts 1..`hosts`. The error says why (not root, no `ip`, ...).
-  static absl::StatusOr<std::unique_ptr<NetnsCluster>> Create(int hosts, Names names = Names::kOwnOnly);
+  static absl::StatusOr<std::unique_ptr<NetnsCluster>> Create(int hosts,
+                                                              Names names = Names::kOwnOnly);
   ~NetnsCluster();
 
   /// "10.213.0.<host>".
@@ -37,8 +38,9 @@ class NetnsCluster {
   /// a /sys of its own, which slurmd cannot work with).
   std::string NamespacePath(int host) const { return "/run/netns/" + Namespace(host); }
   /// Starts `argv` on `host` (inside its namespaces, with its name and /etc/hosts).
-  std::unique_ptr<ChildProcess> Start(int host, const std::vector<std::string>& argv,
-                                      const std::map<std::string, std::optional<std::string>>& env = {});
+  std::unique_ptr<ChildProcess> Start(
+      int host, const std::vector<std::string>& argv,
+      const std::map<std::string, std::optional<std::string>>& env = {});
   /// Cuts `host` off the switch (its link goes down: packets vanish, nothing is reset), or
   /// joins it again.
   absl::Status SetLinkUp(int host, bool up);

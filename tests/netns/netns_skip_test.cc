@@ -17,8 +17,8 @@ TEST(NetnsSkipTest, WithoutNamespacesEveryTestSkipsAndNoneCrashes) {
   for (const char* binary : {NETNS_TESTS_BIN, DDP_ACROSS_HOSTS_TESTS_BIN}) {
     // As nobody: NetnsCluster::Create refuses ("network namespaces need root").
     testing::ProcessResult r = testing::RunProcess(
-        {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", binary},
-        {}, absl::Seconds(120));
+        {"/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", binary}, {},
+        absl::Seconds(120));
     EXPECT_EQ(r.exit_code, 0) << binary << "\n" << r.out << r.err;
     EXPECT_THAT(r.out, HasSubstr("no network namespaces here")) << binary;
     EXPECT_THAT(r.out, Not(HasSubstr("FAILED"))) << binary;

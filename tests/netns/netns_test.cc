@@ -22,7 +22,8 @@ using ::testing::HasSubstr;
 constexpr int kPort = 29400;
 const std::string kMaster = DDPRUN_MASTER_BIN;
 
-bool AllLogged(const TempDir& dir, int first_rank, int ranks, const std::string& needle, int times) {
+bool AllLogged(const TempDir& dir, int first_rank, int ranks, const std::string& needle,
+               int times) {
   for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
     if (CountLinesContaining(ReadFile(dir / absl::StrCat("starts.", rank)), needle) < times) {
       return false;
@@ -90,7 +91,8 @@ TEST_F(NetnsTest, AWorkerCrashOnOneHostRestartsEveryHost) {
   ProcessResult rb = b->Wait(absl::Seconds(60));
   EXPECT_EQ(ra.exit_code, 0) << ra.err;
   EXPECT_EQ(rb.exit_code, 0) << rb.err;
-  for (int rank = 0; rank < 4; ++rank) EXPECT_TRUE(FileExists(dir_ / absl::StrCat("ran.", rank, ".1")));
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_TRUE(FileExists(dir_ / absl::StrCat("ran.", rank, ".1")));
   EXPECT_THAT(ra.err, HasSubstr("rank 3 on node2 failed"));
   ExpectHostsEmpty(2);
 }
@@ -193,9 +195,9 @@ TEST_F(NetnsTest, ALateJoinerGrowsTheJobWithoutSpendingARestart) {
   ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 4, "started", 1); }, absl::Seconds(30)));
   const absl::Time joined = absl::Now();
   auto c = Agent(3, "2:3", {"count-starts", dir_.path()}, quick);
-  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 6, "started", 1) &&
-                                     AllLogged(dir_, 0, 4, "started", 2); },
-                        absl::Seconds(30)));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return AllLogged(dir_, 0, 6, "started", 1) && AllLogged(dir_, 0, 4, "started", 2); },
+      absl::Seconds(30)));
   Measure("late joiner", "all 3 hosts running after", absl::Now() - joined);
   EXPECT_THAT(ReadFile(dir_ / "starts.5"), HasSubstr("restart=0"));
   WriteFile(dir_ / "release", "");
@@ -215,9 +217,11 @@ TEST_F(NetnsTest, AFlappingHostComesBackEachTime) {
   for (int flap = 1; flap <= 3; ++flap) {
     SCOPED_TRACE(flap);
     ASSERT_TRUE(cluster_->SetLinkUp(3, false).ok());
-    ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 4, 2, "stopped", flap); }, absl::Seconds(30)));
+    ASSERT_TRUE(
+        WaitUntil([&] { return AllLogged(dir_, 4, 2, "stopped", flap); }, absl::Seconds(30)));
     ASSERT_TRUE(cluster_->SetLinkUp(3, true).ok());
-    ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 4, 2, "started", flap + 1); }, absl::Seconds(60)))
+    ASSERT_TRUE(
+        WaitUntil([&] { return AllLogged(dir_, 4, 2, "started", flap + 1); }, absl::Seconds(60)))
         << c->ErrSoFar();
   }
   EXPECT_EQ(CountLinesContaining(ReadFile(dir_ / "starts.0"), "restart=0"),
@@ -257,10 +261,11 @@ TEST_F(NetnsTest, TheMasterOnItsOwnHostKilledAndRestartedTheJobCarriesOn) {
 TEST_F(NetnsTest, TwoJobsOnOneMasterDoNotSeeEachOther) {
   MakeHosts(3);
   if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
-  auto master = cluster_->Start(1, {kMaster, "--host=" + NetnsCluster::Address(1),
-                                    absl::StrCat("--port=", kPort)});
-  ASSERT_TRUE(WaitUntil([&] { return master->ErrSoFar().find("listening on") != std::string::npos; },
-                        absl::Seconds(20)));
+  auto master = cluster_->Start(
+      1, {kMaster, "--host=" + NetnsCluster::Address(1), absl::StrCat("--port=", kPort)});
+  ASSERT_TRUE(
+      WaitUntil([&] { return master->ErrSoFar().find("listening on") != std::string::npos; },
+                absl::Seconds(20)));
   // Each job has an agent on host 2 and one on host 3.
   TempDir other;
   auto a2 = Agent(2, "2", {"env", dir_.path()}, {}, 1, "job-a");
@@ -271,7 +276,8 @@ TEST_F(NetnsTest, TwoJobsOnOneMasterDoNotSeeEachOther) {
     ProcessResult r = (*agent)->Wait(absl::Seconds(30));
     EXPECT_EQ(r.exit_code, 0) << r.err;
   }
-  for (const auto& [folder, run_id] : {std::pair<const TempDir*, std::string>{&dir_, "job-a"}, {&other, "job-b"}}) {
+  for (const auto& [folder, run_id] :
+       {std::pair<const TempDir*, std::string>{&dir_, "job-a"}, {&other, "job-b"}}) {
     for (int rank = 0; rank < 4; ++rank) {
       auto env = ParseEnvFile(*folder / absl::StrCat("env.", rank, ".0"));
       EXPECT_EQ(env["WORLD_SIZE"], "4") << run_id;

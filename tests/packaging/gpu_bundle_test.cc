@@ -38,10 +38,12 @@ class GpuBundleTest : public ::testing::Test {
  protected:
   void SetUp() override {
 #ifdef DDPRUN_SANITIZED
-    GTEST_SKIP() << "the bundle is made from the plain build; an ASan build's would carry the ASan runtime";
+    GTEST_SKIP()
+        << "the bundle is made from the plain build; an ASan build's would carry the ASan runtime";
 #endif
     ASSERT_EQ(::geteuid(), 0) << "chroot and namespaces need root (label netns)";
-    ProcessResult root = RunProcess({"/bin/bash", kLibcRoot, "make", root_.path()}, {}, absl::Seconds(60));
+    ProcessResult root =
+        RunProcess({"/bin/bash", kLibcRoot, "make", root_.path()}, {}, absl::Seconds(60));
     ASSERT_EQ(root.exit_code, 0) << root.err;
     ProcessResult made = RunProcess(
         {"/bin/bash", kBundleScript, "--build-dir", BUILD_DIR, "--no-build", root_ / "bundle"}, {},
@@ -61,7 +63,9 @@ class GpuBundleTest : public ::testing::Test {
     argv.insert(argv.begin(), {"/bin/bash", kLibcRoot, "run", root_.path()});
     return argv;
   }
-  std::string Bundled(const std::string& program) const { return absl::StrCat(kBundle, "/bin/", program); }
+  std::string Bundled(const std::string& program) const {
+    return absl::StrCat(kBundle, "/bin/", program);
+  }
   // ddprun from the bundle running test_worker from the bundle, which writes its environment.
   std::vector<std::string> DdprunEnvJob(std::vector<std::string> options) const {
     std::vector<std::string> argv = {Bundled("ddprun")};
@@ -72,7 +76,8 @@ class GpuBundleTest : public ::testing::Test {
   // The WORLD_SIZE every rank of a `world`-rank job wrote.
   void ExpectRanksWrote(int world) const {
     for (int rank = 0; rank < world; ++rank) {
-      std::map<std::string, std::string> env = ParseEnvFile(absl::StrCat(root_.path(), kOut, "/env.", rank, ".0"));
+      std::map<std::string, std::string> env =
+          ParseEnvFile(absl::StrCat(root_.path(), kOut, "/env.", rank, ".0"));
       EXPECT_EQ(env["WORLD_SIZE"], std::to_string(world)) << "rank " << rank;
     }
   }
@@ -87,9 +92,10 @@ TEST_F(GpuBundleTest, HoldsEveryLibraryButGlibcAndCudasAndFitsTheCarryLimit) {
   EXPECT_THAT(summary_, HasSubstr("libcudart.so."));
   EXPECT_THAT(summary_, HasSubstr("libnccl.so.2"));
   const std::string lib = root_ / "bundle/lib/";
-  for (const char* bundled : {"libgrpc++.so.1.51", "libprotobuf.so.32", "libabsl_strings.so.20220623",
-                              "libspdlog.so.1.10", "libfmt.so.9", "libcares.so.2", "libre2.so.9",
-                              "libstdc++.so.6", "libddp_worker.so.0", "ddprun/libddprun_network.so"}) {
+  for (const char* bundled :
+       {"libgrpc++.so.1.51", "libprotobuf.so.32", "libabsl_strings.so.20220623",
+        "libspdlog.so.1.10", "libfmt.so.9", "libcares.so.2", "libre2.so.9", "libstdc++.so.6",
+        "libddp_worker.so.0", "ddprun/libddprun_network.so"}) {
     EXPECT_TRUE(FileExists(lib + bundled)) << bundled;
   }
   ProcessResult listing = RunProcess({"/bin/ls", lib});
@@ -100,7 +106,8 @@ TEST_F(GpuBundleTest, HoldsEveryLibraryButGlibcAndCudasAndFitsTheCarryLimit) {
   // The device machine takes 64 MiB with the working tree; the bundle must leave room.
   ProcessResult du = RunProcess({"/usr/bin/du", "-sm", root_ / "bundle"});
   int mib = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(std::vector<std::string>(absl::StrSplit(du.out, '\t'))[0], &mib)) << du.out;
+  ASSERT_TRUE(absl::SimpleAtoi(std::vector<std::string>(absl::StrSplit(du.out, '\t'))[0], &mib))
+      << du.out;
   EXPECT_LT(mib, 48);
 }
 
@@ -129,8 +136,9 @@ TEST_F(GpuBundleTest, OneNodeJob) {
 // network plugin from lib/ddprun.
 TEST_F(GpuBundleTest, MultiNodeJobWithAnAgentHostingTheMaster) {
   const std::string endpoint = absl::StrCat("127.0.0.1:", FreeLoopbackPort());
-  const std::vector<std::string> options = {"--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d",
-                                            "--rdzv-endpoint=" + endpoint, "--rdzv-id=bundle"};
+  const std::vector<std::string> options = {"--nnodes=2", "--nproc-per-node=2",
+                                            "--rdzv-backend=c10d", "--rdzv-endpoint=" + endpoint,
+                                            "--rdzv-id=bundle"};
   std::unique_ptr<ChildProcess> first = ChildProcess::Start(InRoot(DdprunEnvJob(options)));
   std::unique_ptr<ChildProcess> second = ChildProcess::Start(InRoot(DdprunEnvJob(options)));
   ProcessResult a = first->Wait(absl::Seconds(60));
@@ -144,9 +152,9 @@ TEST_F(GpuBundleTest, MultiNodeJobThroughDdprunMaster) {
   const int port = FreeLoopbackPort();
   std::unique_ptr<ChildProcess> master = ChildProcess::Start(
       InRoot({Bundled("ddprun-master"), "--host", "127.0.0.1", "--port", std::to_string(port)}));
-  const std::vector<std::string> options = {"--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
-                                            absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
-                                            "--rdzv-id=bundle"};
+  const std::vector<std::string> options = {
+      "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
+      absl::StrCat("--rdzv-endpoint=127.0.0.1:", port), "--rdzv-id=bundle"};
   std::unique_ptr<ChildProcess> first = ChildProcess::Start(InRoot(DdprunEnvJob(options)));
   std::unique_ptr<ChildProcess> second = ChildProcess::Start(InRoot(DdprunEnvJob(options)));
   ProcessResult a = first->Wait(absl::Seconds(60));
@@ -158,16 +166,19 @@ TEST_F(GpuBundleTest, MultiNodeJobThroughDdprunMaster) {
 
 // Copies this host's CUDA runtime and NCCL (those ddp-allreduce was linked with) into
 // `folder(name)` for each; returns their names.
-std::vector<std::string> CopyCudaLibraries(const std::function<std::string(const std::string&)>& folder) {
+std::vector<std::string> CopyCudaLibraries(
+    const std::function<std::string(const std::string&)>& folder) {
   ProcessResult host = RunProcess({"/usr/bin/ldd", DDP_ALLREDUCE_BIN});
   EXPECT_EQ(host.exit_code, 0) << host.err;
   std::vector<std::string> names;
   for (absl::string_view line : absl::StrSplit(host.out, '\n')) {
     // "\tlibnccl.so.2 => /usr/local/cuda/lib/libnccl.so.2 (0x...)"
-    std::vector<std::string> fields = absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
+    std::vector<std::string> fields =
+        absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipEmpty());
     if (fields.size() < 3 || fields[1] != "=>") continue;
     const std::string& name = fields[0];
-    if (!absl::StartsWith(name, "libcudart.so.") && !absl::StartsWith(name, "libnccl.so.")) continue;
+    if (!absl::StartsWith(name, "libcudart.so.") && !absl::StartsWith(name, "libnccl.so."))
+      continue;
     EXPECT_EQ(RunProcess({"/bin/mkdir", "-p", folder(name)}).exit_code, 0);
     EXPECT_EQ(RunProcess({"/bin/cp", "-L", fields[2], folder(name) + "/" + name}).exit_code, 0);
     names.push_back(name);
@@ -190,7 +201,8 @@ TEST_F(GpuBundleTest, CudaProgramsTakeTheRuntimeAndNcclFromTheFolderTheyAreGiven
 
   for (const std::string& program : {Bundled("ddp-allreduce"), Bundled("gpu_nccl_tests"),
                                      std::string(kBundle) + "/lib/libddp_worker.so.0"}) {
-    ProcessResult listed = RunInRoot({loader, "--library-path", "/opt/nvidia/lib", "--list", program});
+    ProcessResult listed =
+        RunInRoot({loader, "--library-path", "/opt/nvidia/lib", "--list", program});
     EXPECT_EQ(listed.exit_code, 0) << program << ": " << listed.out << listed.err;
     EXPECT_THAT(listed.out, Not(HasSubstr("not found"))) << program;
     for (const std::string& name : names) {
@@ -201,8 +213,8 @@ TEST_F(GpuBundleTest, CudaProgramsTakeTheRuntimeAndNcclFromTheFolderTheyAreGiven
 
   // Run for real: ddprun starts it, it loads everything and gets as far as asking CUDA for a
   // device, which a root without the driver's libcuda has none of.
-  ProcessResult run = RunInRoot({Bundled("ddprun"), "--standalone", "--nproc-per-node=1", "--no-python",
-                                 Bundled("ddp-allreduce")},
+  ProcessResult run = RunInRoot({Bundled("ddprun"), "--standalone", "--nproc-per-node=1",
+                                 "--no-python", Bundled("ddp-allreduce")},
                                 {{"LD_LIBRARY_PATH", "/opt/nvidia/lib"}});
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_THAT(run.err, HasSubstr("ddp-allreduce: no CUDA device visible"));
@@ -221,7 +233,8 @@ TEST_F(GpuBundleTest, CudaProgramsTakeTheRuntimeAndNcclFromTheFolderTheyAreGiven
 TEST_F(GpuBundleTest, RunShFindsTheLibrariesBesidePyTorchRunsEveryProgramAndWritesItsResults) {
   const char* torch2_root = ::getenv("DDPRUN_TORCH2_ROOT");
   if (torch2_root == nullptr) {
-    GTEST_SKIP() << "DDPRUN_TORCH2_ROOT is not set: scripts/test.sh makes the torch 2.x root as root";
+    GTEST_SKIP()
+        << "DDPRUN_TORCH2_ROOT is not set: scripts/test.sh makes the torch 2.x root as root";
   }
   const std::string os_root = torch2_root;
   TempDir mnt;  // becomes /mnt in that root
@@ -232,8 +245,10 @@ TEST_F(GpuBundleTest, RunShFindsTheLibrariesBesidePyTorchRunsEveryProgramAndWrit
     return mnt / (name.rfind("libnccl", 0) == 0 ? "site/nvidia/nccl/lib" : "site/nvidia/cu13/lib");
   });
   ASSERT_FALSE(HasFailure());
-  ProcessResult stub = RunProcess({"/bin/sh", "-c", "cp -L \"$(ls /usr/local/cuda*/lib64/stubs/libcuda.so | head -n 1)\" \"$0\"",
-                                   mnt / "site/nvidia/driver/lib/libcuda.so.1"});
+  ProcessResult stub =
+      RunProcess({"/bin/sh", "-c",
+                  "cp -L \"$(ls /usr/local/cuda*/lib64/stubs/libcuda.so | head -n 1)\" \"$0\"",
+                  mnt / "site/nvidia/driver/lib/libcuda.so.1"});
   ASSERT_EQ(stub.exit_code, 0) << "CUDA's stub libcuda.so: " << stub.err;
   mnt.Write("bin/nvidia-smi",
             "#!/bin/sh\n"
@@ -246,9 +261,10 @@ TEST_F(GpuBundleTest, RunShFindsTheLibrariesBesidePyTorchRunsEveryProgramAndWrit
   ASSERT_EQ(RunProcess({"/bin/cp", "-a", root_ / "bundle", mnt / "bundle"}).exit_code, 0);
 
   const std::string script = absl::StrCat(
-      "mount --bind '", mnt.path(), "' '", os_root, "/mnt' && mount --bind '", kSourceDir, "' '", os_root,
-      "/mnt/repo' && mount -t proc proc '", os_root, "/proc' && mount --rbind /dev '", os_root,
-      "/dev' && exec chroot '", os_root, "' /usr/bin/env PATH=/mnt/bin:/usr/bin:/bin PYTHONPATH=/mnt/site "
+      "mount --bind '", mnt.path(), "' '", os_root, "/mnt' && mount --bind '", kSourceDir, "' '",
+      os_root, "/mnt/repo' && mount -t proc proc '", os_root, "/proc' && mount --rbind /dev '",
+      os_root, "/dev' && exec chroot '", os_root,
+      "' /usr/bin/env PATH=/mnt/bin:/usr/bin:/bin PYTHONPATH=/mnt/site "
       "OUT=/mnt/out RUN_BUDGET_S=240 bash /mnt/repo/tests/gpu/run.sh --bundle /mnt/bundle");
   ProcessResult run = RunProcess({"/usr/bin/unshare", "--mount", "--fork", "/bin/sh", "-c", script},
                                  {{"PYTHON_EXEC", std::nullopt}, {"LD_LIBRARY_PATH", std::nullopt}},

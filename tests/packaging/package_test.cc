@@ -23,12 +23,12 @@ class PackageTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    ProcessResult built = RunProcess({CPACK_COMMAND, "-G", "DEB", "-B", dir_->path(), "--config",
-                                      kBuild + "/CPackConfig.cmake"},
-                                     {}, absl::Seconds(300));
+    ProcessResult built = RunProcess(
+        {CPACK_COMMAND, "-G", "DEB", "-B", dir_->path(), "--config", kBuild + "/CPackConfig.cmake"},
+        {}, absl::Seconds(300));
     ASSERT_EQ(built.exit_code, 0) << built.out << built.err;
-    const std::string arch(
-        absl::StripTrailingAsciiWhitespace(RunProcess({"/usr/bin/dpkg", "--print-architecture"}).out));
+    const std::string arch(absl::StripTrailingAsciiWhitespace(
+        RunProcess({"/usr/bin/dpkg", "--print-architecture"}).out));
     runtime_ = dir_->path() + "/ddprun_" + kVersion + "_" + arch + ".deb";
     dev_ = dir_->path() + "/ddprun-dev_" + kVersion + "_" + arch + ".deb";
     root_ = dir_->path() + "/root";
@@ -59,18 +59,18 @@ TEST_F(PackageTest, TheUnpackedDdprunRunsAndSaysItsVersion) {
 }
 
 TEST_F(PackageTest, TheUnpackedDdprunRunsJobsAndFindsItsNetworkPlugin) {
-  ProcessResult one = RunProcess({root_ + "/usr/bin/ddprun", "--standalone", "--nproc-per-node=2",
-                                  "--no-python", "/bin/true"},
-                                 {}, absl::Seconds(60));
+  ProcessResult one = RunProcess(
+      {root_ + "/usr/bin/ddprun", "--standalone", "--nproc-per-node=2", "--no-python", "/bin/true"},
+      {}, absl::Seconds(60));
   EXPECT_EQ(one.exit_code, 0) << one.err;
   // A multi-node job (--nnodes maximum above 1) loads libddprun_network.so from
   // <root>/usr/lib/ddprun; its agent hosts the master, and the round closes after the last
   // call without a second node.
-  ProcessResult c10d = RunProcess(
-      {root_ + "/usr/bin/ddprun", "--nnodes=1:2", "--rdzv-backend=c10d",
-       absl::StrCat("--rdzv-endpoint=127.0.0.1:", FreeLoopbackPort()), "--rdzv-id=pkg",
-       "--rdzv-conf=last_call_timeout=0.1", "--no-python", "/bin/true"},
-      {{"LOGLEVEL", "INFO"}}, absl::Seconds(60));
+  ProcessResult c10d =
+      RunProcess({root_ + "/usr/bin/ddprun", "--nnodes=1:2", "--rdzv-backend=c10d",
+                  absl::StrCat("--rdzv-endpoint=127.0.0.1:", FreeLoopbackPort()), "--rdzv-id=pkg",
+                  "--rdzv-conf=last_call_timeout=0.1", "--no-python", "/bin/true"},
+                 {{"LOGLEVEL", "INFO"}}, absl::Seconds(60));
   EXPECT_EQ(c10d.exit_code, 0) << c10d.err;
   EXPECT_THAT(c10d.err, HasSubstr("hosting the rendezvous master"));
 }

@@ -20,9 +20,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "tests/support/child_process.h"
 #include "common/unique_fd.h"  // ListDir
 #include "tests/netns/netns_cluster.h"
+#include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
 
 namespace ddprun::testing {
@@ -173,8 +173,10 @@ class SlurmOnThisMachine : public SlurmCluster {
     char host[256] = {};
     ::gethostname(host, sizeof host - 1);
     std::string error = Prepare(host, "", {{host, ""}}, FreeLoopbackPort(), FreeLoopbackPort());
-    if (error.empty()) error = StartDaemon({"/usr/sbin/slurmctld", "-f", Env().at("SLURM_CONF").value(), "-i"});
-    if (error.empty()) error = StartDaemon({"/usr/sbin/slurmd", "-f", Env().at("SLURM_CONF").value()});
+    if (error.empty())
+      error = StartDaemon({"/usr/sbin/slurmctld", "-f", Env().at("SLURM_CONF").value(), "-i"});
+    if (error.empty())
+      error = StartDaemon({"/usr/sbin/slurmd", "-f", Env().at("SLURM_CONF").value()});
     if (error.empty() && !WaitForIdleNodes(1)) error = "the node never became idle:\n" + Logs();
     return error;
   }
@@ -209,8 +211,8 @@ class SlurmOnHosts : public SlurmCluster {
     const std::string conf = Env().at("SLURM_CONF").value();
     error = StartDaemon(OnHost(1, "ctl", "/usr/sbin/slurmctld -f " + conf + " -i"));
     for (int i = 0; i < 2 && error.empty(); ++i) {
-      error = StartDaemon(OnHost(i + 2, nodes[i].name,
-                                 "/usr/sbin/slurmd -f " + conf + " -N " + nodes[i].name));
+      error = StartDaemon(
+          OnHost(i + 2, nodes[i].name, "/usr/sbin/slurmd -f " + conf + " -N " + nodes[i].name));
     }
     client_prefix_ = {"/usr/bin/nsenter", "--net=" + hosts_->NamespacePath(1)};
     if (error.empty() && !WaitForIdleNodes(2)) error = "the nodes never became idle:\n" + Logs();
@@ -220,8 +222,13 @@ class SlurmOnHosts : public SlurmCluster {
  private:
   // `command` on `host`, named `name`, with the cluster's /etc/hosts.
   std::vector<std::string> OnHost(int host, const std::string& name, const std::string& command) {
-    return {"/usr/bin/nsenter", "--net=" + hosts_->NamespacePath(host), "/usr/bin/unshare",
-            "--uts", "--mount", "/bin/sh", "-c",
+    return {"/usr/bin/nsenter",
+            "--net=" + hosts_->NamespacePath(host),
+            "/usr/bin/unshare",
+            "--uts",
+            "--mount",
+            "/bin/sh",
+            "-c",
             absl::StrCat("mount --bind ", w(), "/hosts-", name, " /etc/hosts && hostname ", name,
                          " && exec ", command)};
   }
@@ -246,8 +253,9 @@ class SlurmFixture : public ::testing::Test {
   std::string Submit(const std::string& script, const std::vector<std::string>& args,
                      const std::string& output,
                      std::map<std::string, std::optional<std::string>> env = {}) {
-    std::vector<std::string> argv = {"/usr/bin/sbatch", "--parsable", "--chdir=" + cluster_->jobs_dir(),
-                                     "--output=" + output, kSource + "/examples/slurm/" + script};
+    std::vector<std::string> argv = {"/usr/bin/sbatch", "--parsable",
+                                     "--chdir=" + cluster_->jobs_dir(), "--output=" + output,
+                                     kSource + "/examples/slurm/" + script};
     argv.insert(argv.end(), args.begin(), args.end());
     env["NPROC_PER_NODE"] = "2";
     ProcessResult r = cluster_->Client(argv, env);
@@ -270,11 +278,11 @@ using SlurmAcrossHostsTest = SlurmFixture<SlurmOnHosts>;
 
 TEST_F(SlurmTest, TheSingleNodeScriptRunsTheJobWithTheJobIdAsRunId) {
   TempDir out;
-  const std::string job = Submit("single-node.sbatch",
-                                 {"--no-python", kTestWorker, "env", out.path()},
-                                 out.path() + "/job.out");
-  ASSERT_TRUE(WaitForState(job, "COMPLETED"))
-      << cluster_->JobField(job, "JobState") << "\n" << ReadFile(out.path() + "/job.out");
+  const std::string job =
+      Submit("single-node.sbatch", {"--no-python", kTestWorker, "env", out.path()},
+             out.path() + "/job.out");
+  ASSERT_TRUE(WaitForState(job, "COMPLETED")) << cluster_->JobField(job, "JobState") << "\n"
+                                              << ReadFile(out.path() + "/job.out");
   EXPECT_EQ(cluster_->JobField(job, "ExitCode"), "0:0");
   for (int rank = 0; rank < 2; ++rank) {
     const std::string env = ReadFile(absl::StrCat(out.path(), "/env.", rank, ".0"));
@@ -320,9 +328,10 @@ TEST_F(SlurmTest, ThePreemptionScriptCheckpointsRequeuesAndResumes) {
     EXPECT_THAT(log, HasSubstr(absl::StrCat("rank ", rank, ": resuming at step")));
     EXPECT_THAT(log, HasSubstr(absl::StrCat("rank ", rank, ": done after 60 steps")));
     // Two starts: from step 0, then from the checkpoint.
-    std::vector<std::string> starts = absl::StrSplit(
-        absl::StripTrailingAsciiWhitespace(ReadFile(absl::StrCat(ckpt.path(), "/started.rank", rank))),
-        '\n');
+    std::vector<std::string> starts =
+        absl::StrSplit(absl::StripTrailingAsciiWhitespace(
+                           ReadFile(absl::StrCat(ckpt.path(), "/started.rank", rank))),
+                       '\n');
     ASSERT_EQ(starts.size(), 2u);
     EXPECT_EQ(starts[0], "0");
     EXPECT_NE(starts[1], "0");
@@ -332,9 +341,8 @@ TEST_F(SlurmTest, ThePreemptionScriptCheckpointsRequeuesAndResumes) {
 // Every multi-node script on two hosts: one agent per node, 2 workers each, all four
 // workers in one world with the first node as MASTER_ADDR and the job id as run id; and
 // with the first node given by its IP address (HEAD_ADDR), which becomes MASTER_ADDR.
-class MultiNodeScripts
-    : public SlurmAcrossHostsTest,
-      public ::testing::WithParamInterface<std::tuple<const char*, bool>> {};
+class MultiNodeScripts : public SlurmAcrossHostsTest,
+                         public ::testing::WithParamInterface<std::tuple<const char*, bool>> {};
 
 TEST_P(MultiNodeScripts, RunOneJobAcrossTheNodes) {
   const auto [script, by_address] = GetParam();
@@ -346,13 +354,14 @@ TEST_P(MultiNodeScripts, RunOneJobAcrossTheNodes) {
   const std::string job = Submit(script, {"--no-python", kTestWorker, "env", out.path()},
                                  out.path() + "/job.out", submit_env);
   ASSERT_TRUE(WaitForState(job, "COMPLETED"))
-      << cluster_->JobField(job, "JobState") << "\n" << ReadFile(out.path() + "/job.out")
-      << cluster_->Logs();
+      << cluster_->JobField(job, "JobState") << "\n"
+      << ReadFile(out.path() + "/job.out") << cluster_->Logs();
   EXPECT_EQ(cluster_->JobField(job, "ExitCode"), "0:0");
   std::set<std::string> group_ranks;
   for (int rank = 0; rank < 4; ++rank) {
     const std::string env = ReadFile(absl::StrCat(out.path(), "/env.", rank, ".0"));
-    EXPECT_THAT(env, HasSubstr("WORLD_SIZE=4")) << rank << ": " << ReadFile(out.path() + "/job.out");
+    EXPECT_THAT(env, HasSubstr("WORLD_SIZE=4"))
+        << rank << ": " << ReadFile(out.path() + "/job.out");
     EXPECT_THAT(env, HasSubstr("MASTER_ADDR=" + head + "\n"));
     EXPECT_THAT(env, HasSubstr("TORCHELASTIC_USE_AGENT_STORE=True"));
     EXPECT_THAT(env, HasSubstr("TORCHELASTIC_RUN_ID=" + job));

@@ -4,11 +4,11 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -127,8 +127,8 @@ ProcessResult ChildProcess::Wait(absl::Duration timeout) {
 }
 
 ProcessResult RunProcess(const std::vector<std::string>& argv,
-                  const std::map<std::string, std::optional<std::string>>& extra_env,
-                  absl::Duration timeout) {
+                         const std::map<std::string, std::optional<std::string>>& extra_env,
+                         absl::Duration timeout) {
   return ChildProcess::Start(argv, extra_env)->Wait(timeout);
 }
 

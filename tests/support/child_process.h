@@ -8,9 +8,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -54,8 +54,8 @@ class ChildProcess {
 
 /// Runs to completion (see ChildProcess::Start and Wait).
 ProcessResult RunProcess(const std::vector<std::string>& argv,
-                  const std::map<std::string, std::optional<std::string>>& extra_env = {},
-                  absl::Duration timeout = absl::Seconds(60));
+                         const std::map<std::string, std::optional<std::string>>& extra_env = {},
+                         absl::Duration timeout = absl::Seconds(60));
 
 /// Polls `condition` every few milliseconds until it holds or `timeout` passes.
 bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout);

@@ -17,8 +17,9 @@ TempDir::TempDir() {
 }
 
 TempDir::~TempDir() {
-  nftw(path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
-       16, FTW_DEPTH | FTW_PHYS);
+  nftw(
+      path_.c_str(), [](const char* p, const struct stat*, int, struct FTW*) { return remove(p); },
+      16, FTW_DEPTH | FTW_PHYS);
 }
 
 std::string TempDir::Write(const std::string& name, const std::string& contents, int mode) const {

@@ -14,13 +14,15 @@ absl::Status MakeCertificate(const TempDir& dir, const std::string& name, const 
   const std::string new_key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ";
   const std::string script =
       ca.empty()
-          ? absl::StrCat("openssl req -x509 ", new_key, key, " -out ", pem, " -days 2 -subj /CN=", name)
-          : absl::StrCat("openssl req ", new_key, key, " -out ", dir / (name + ".csr"), " -subj /CN=",
-                         name, " && printf 'subjectAltName=IP:127.0.0.1,IP:127.0.0.2\\n",
-                         "extendedKeyUsage=serverAuth,clientAuth\\n' > ", dir / (name + ".ext"),
-                         " && openssl x509 -req -in ", dir / (name + ".csr"), " -CA ",
-                         dir / (ca + ".pem"), " -CAkey ", dir / (ca + ".key"),
-                         " -CAcreateserial -out ", pem, " -days 2 -extfile ", dir / (name + ".ext"));
+          ? absl::StrCat("openssl req -x509 ", new_key, key, " -out ", pem,
+                         " -days 2 -subj /CN=", name)
+          : absl::StrCat(
+                "openssl req ", new_key, key, " -out ", dir / (name + ".csr"), " -subj /CN=", name,
+                " && printf 'subjectAltName=IP:127.0.0.1,IP:127.0.0.2\\n",
+                "extendedKeyUsage=serverAuth,clientAuth\\n' > ", dir / (name + ".ext"),
+                " && openssl x509 -req -in ", dir / (name + ".csr"), " -CA ", dir / (ca + ".pem"),
+                " -CAkey ", dir / (ca + ".key"), " -CAcreateserial -out ", pem,
+                " -days 2 -extfile ", dir / (name + ".ext"));
   ProcessResult r = RunProcess({"/bin/sh", "-c", script}, {}, absl::Seconds(60));
   if (r.exit_code != 0) return absl::InternalError(absl::StrCat("openssl failed: ", r.err));
   return absl::OkStatus();

@@ -63,7 +63,9 @@ int ddp_worker_init(ddp_worker** out) {
   });
 }
 
-int ddp_worker_rank(const ddp_worker* w) { return w != nullptr ? w->ctx.rank() : NullWorker(__func__); }
+int ddp_worker_rank(const ddp_worker* w) {
+  return w != nullptr ? w->ctx.rank() : NullWorker(__func__);
+}
 int ddp_worker_world_size(const ddp_worker* w) {
   return w != nullptr ? w->ctx.world_size() : NullWorker(__func__);
 }
@@ -92,7 +94,8 @@ int ddp_worker_barrier(ddp_worker* w, const char* name, double timeout_seconds) 
 int ddp_worker_nccl_comm(ddp_worker* w, const char* name, double timeout_seconds, ncclComm_t* out) {
   if (w == nullptr) return NullWorker(__func__);
   return Guarded([&] {
-    if (out == nullptr) return Fail(absl::InvalidArgumentError("ddp_worker_nccl_comm: out is NULL"));
+    if (out == nullptr)
+      return Fail(absl::InvalidArgumentError("ddp_worker_nccl_comm: out is NULL"));
     ddp::worker::NcclOptions options;
     options.timeout = Seconds(timeout_seconds);
     absl::StatusOr<ddp::worker::NcclCommunicator> comm =

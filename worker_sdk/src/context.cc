@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <fstream>
-#include <sstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -40,13 +40,16 @@ std::string RankList(const std::vector<int>& ranks) {
 // its whole timeout (60 s and more) before saying anything.
 absl::Status CheckStoreHostResolves(const std::string& address, const char* variable) {
   std::string host = address.substr(0, address.rfind(':'));
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  absl::Status resolves = ddprun::CheckResolves(host, absl::StrCat("the store's host (", variable, ")"));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  absl::Status resolves =
+      ddprun::CheckResolves(host, absl::StrCat("the store's host (", variable, ")"));
   return resolves.ok() ? resolves : absl::UnavailableError(resolves.message());
 }
 
 // Ranks r whose key `prefix + r` is absent, for naming who never came.
-std::vector<int> MissingRanks(Store& store, const std::string& prefix, const std::vector<int>& ranks) {
+std::vector<int> MissingRanks(Store& store, const std::string& prefix,
+                              const std::vector<int>& ranks) {
   std::vector<int> missing;
   for (int r : ranks) {
     absl::StatusOr<bool> present = store.Check({absl::StrCat(prefix, r)});
@@ -87,9 +90,10 @@ std::set<int>* g_live_ranks ABSL_GUARDED_BY(g_ranks_mu) = new std::set<int>;
 absl::StatusOr<int> Context::State::Register(int rank) {
   absl::MutexLock lock(&g_ranks_mu);
   if (!g_live_ranks->insert(rank).second) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "a Context for rank ", rank, " already exists in this process: use that one (two would "
-        "share the store's keys)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("a Context for rank ", rank,
+                     " already exists in this process: use that one (two would "
+                     "share the store's keys)"));
   }
   registered_rank = rank;
   return (*g_generations)[rank]++;
@@ -122,9 +126,10 @@ void Context::State::Close() {
   for (int r = 1; r < env.world_size; ++r) keys.push_back(absl::StrCat(closed, r));
   absl::Status waited = store->Wait(keys, options.close_timeout);
   if (!waited.ok()) {
-    std::fprintf(stderr, "ddp-worker: rank 0 stops serving the store (%s) before every other rank "
-                 "was done with it: %s\n", store->address().c_str(),
-                 std::string(waited.message()).c_str());
+    std::fprintf(stderr,
+                 "ddp-worker: rank 0 stops serving the store (%s) before every other rank "
+                 "was done with it: %s\n",
+                 store->address().c_str(), std::string(waited.message()).c_str());
   }
 }
 
@@ -162,9 +167,10 @@ absl::StatusOr<Context> Context::Create(const Environment& env, const ContextOpt
     // torch's TCPStore would be, or next to it when torchrun's agent serves that one.
     const int port = env.master_port + (env.agent_store_at_master_port ? 1 : 0);
     if (port > 65535) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "MASTER_PORT=", env.master_port, " leaves no port for rank 0's store (MASTER_PORT + 1, "
-          "as TORCHELASTIC_USE_AGENT_STORE=True); choose a lower --master-port"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("MASTER_PORT=", env.master_port,
+                       " leaves no port for rank 0's store (MASTER_PORT + 1, "
+                       "as TORCHELASTIC_USE_AGENT_STORE=True); choose a lower --master-port"));
     }
     if (env.rank == 0) {
       absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start(port);
@@ -176,9 +182,10 @@ absl::StatusOr<Context> Context::Create(const Environment& env, const ContextOpt
   StoreTls tls;
   // TLS is for the master's Store only; rank 0's own store is plaintext.
   if (!env.tls_cert.empty() && !env.store_addr.empty()) {
-    for (const auto& [path, pem] : {std::pair<const std::string&, std::string*>{env.tls_cert, &tls.cert_pem},
-                                    {env.tls_key, &tls.key_pem},
-                                    {env.tls_ca, &tls.ca_pem}}) {
+    for (const auto& [path, pem] :
+         {std::pair<const std::string&, std::string*>{env.tls_cert, &tls.cert_pem},
+          {env.tls_key, &tls.key_pem},
+          {env.tls_ca, &tls.ca_pem}}) {
       std::ifstream in(path);
       std::stringstream text;
       text << in.rdbuf();
@@ -190,7 +197,8 @@ absl::StatusOr<Context> Context::Create(const Environment& env, const ContextOpt
     }
   }
   state->tls = tls;
-  if (absl::Status s = CheckStoreHostResolves(address, env.store_addr.empty() ? "MASTER_ADDR" : "DDPRUN_STORE_ADDR");
+  if (absl::Status s = CheckStoreHostResolves(
+          address, env.store_addr.empty() ? "MASTER_ADDR" : "DDPRUN_STORE_ADDR");
       !s.ok()) {
     return s;
   }
@@ -206,8 +214,8 @@ absl::Status Context::Heartbeat() {
   const int fd = state_->env.heartbeat_fd;
   if (fd < 0) return absl::OkStatus();
   if (::write(fd, ".", 1) == 1 || errno == EAGAIN || errno == EINTR) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("heartbeat to DDPRUN_HEARTBEAT_FD=", fd,
-                                          " failed: ", strerror(errno)));
+  return absl::InternalError(
+      absl::StrCat("heartbeat to DDPRUN_HEARTBEAT_FD=", fd, " failed: ", strerror(errno)));
 }
 
 std::string Context::NextKeyPrefix(absl::string_view kind, absl::string_view name) {
@@ -230,10 +238,11 @@ absl::Status Context::Barrier(absl::string_view name, absl::Duration timeout) {
     absl::Status waited = store.Wait({prefix + "/done"}, timeout);
     if (absl::IsDeadlineExceeded(waited)) {
       const std::vector<int> missing = MissingRanks(store, arrived, AllRanks(env.world_size));
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rank ", env.rank, ": barrier '", name, "' timed out after ", absl::FormatDuration(timeout),
-          ": ", RankList(missing), " never arrived (", missing.size(), " of ", env.world_size,
-          "); they may have crashed or be stuck elsewhere - see their logs"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank ", env.rank, ": barrier '", name, "' timed out after ",
+                       absl::FormatDuration(timeout), ": ", RankList(missing), " never arrived (",
+                       missing.size(), " of ", env.world_size,
+                       "); they may have crashed or be stuck elsewhere - see their logs"));
     }
     if (!waited.ok()) return waited;
     std::vector<std::string> keys = {prefix + "/count", prefix + "/done"};
@@ -249,7 +258,8 @@ absl::StatusOr<std::string> Context::Broadcast(absl::string_view name, int root,
     const Environment& env = state_->env;
     if (root < 0 || root >= env.world_size) {
       return absl::InvalidArgumentError(absl::StrCat("broadcast '", name, "': root ", root,
-                                                     " is not a rank (WORLD_SIZE=", env.world_size, ")"));
+                                                     " is not a rank (WORLD_SIZE=", env.world_size,
+                                                     ")"));
     }
     const std::string prefix = NextKeyPrefix("broadcast", name);
     const std::string key = prefix + "/data";
@@ -286,11 +296,12 @@ absl::StatusOr<std::vector<std::string>> Context::AllGather(absl::string_view na
     absl::StatusOr<std::vector<std::string>> values = store.MultiGet(keys, timeout);
     if (absl::IsDeadlineExceeded(values.status())) {
       const std::vector<int> missing = MissingRanks(store, prefix, AllRanks(env.world_size));
-      return absl::DeadlineExceededError(absl::StrCat(
-          "rank ", env.rank, ": all_gather '", name, "' timed out after ",
-          absl::FormatDuration(timeout), ": ", RankList(missing), " never arrived (",
-          missing.size(), " of ", env.world_size, "); they may have crashed or be stuck elsewhere "
-          "- see their logs"));
+      return absl::DeadlineExceededError(
+          absl::StrCat("rank ", env.rank, ": all_gather '", name, "' timed out after ",
+                       absl::FormatDuration(timeout), ": ", RankList(missing), " never arrived (",
+                       missing.size(), " of ", env.world_size,
+                       "); they may have crashed or be stuck elsewhere "
+                       "- see their logs"));
     }
     if (!values.ok()) return values.status();
     if (absl::Status s = Leave(store, base, env.world_size, keys); !s.ok()) return s;
@@ -323,8 +334,8 @@ absl::StatusOr<std::vector<std::string>> ExchangeRootBlobs(
   Store& store = ctx.store();
   const Environment& env = ctx.env();
   if (roots < 1 || roots > env.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat("the number of roots must be in [1, WORLD_SIZE=",
-                                                   env.world_size, "], not ", roots));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the number of roots must be in [1, WORLD_SIZE=", env.world_size, "], not ", roots));
   }
   // A value is 'K' + the blob, or 'E' + why the root could not make it.
   const std::string prefix = key_prefix + "/id/";
@@ -344,11 +355,12 @@ absl::StatusOr<std::vector<std::string>> ExchangeRootBlobs(
     const std::vector<int> missing_roots = MissingRanks(store, prefix, root_ids);
     std::vector<int> missing;
     for (int i : missing_roots) missing.push_back(FirstRankOfRoot(i, env.world_size, roots));
-    return absl::DeadlineExceededError(absl::StrCat(
-        "rank ", env.rank, ": no ", what, " from ", RankList(missing), " under key '", prefix,
-        missing_roots.empty() ? 0 : missing_roots.front(), "' after ",
-        absl::FormatDuration(timeout), "; ", RankList(missing),
-        missing.size() == 1 ? " may have crashed - see its log" : " may have crashed - see their logs"));
+    return absl::DeadlineExceededError(
+        absl::StrCat("rank ", env.rank, ": no ", what, " from ", RankList(missing), " under key '",
+                     prefix, missing_roots.empty() ? 0 : missing_roots.front(), "' after ",
+                     absl::FormatDuration(timeout), "; ", RankList(missing),
+                     missing.size() == 1 ? " may have crashed - see its log"
+                                         : " may have crashed - see their logs"));
   }
   if (!values.ok()) return values.status();
   std::vector<std::string> blobs;

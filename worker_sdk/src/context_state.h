@@ -34,7 +34,9 @@ struct Context::State {
   }
   static const absl::Status& StatusOf(const absl::Status& s) { return s; }
   template <typename V>
-  static const absl::Status& StatusOf(const absl::StatusOr<V>& s) { return s.status(); }
+  static const absl::Status& StatusOf(const absl::StatusOr<V>& s) {
+    return s.status();
+  }
 
   Environment env;
   ContextOptions options;
@@ -42,8 +44,8 @@ struct Context::State {
   int generation = 0;
   std::unique_ptr<StoreServer> server;  // rank 0, when the launcher gives no store
   std::unique_ptr<Store> store;
-  StoreTls tls;                         // the master's Store over TLS (DDPRUN_TLS_*)
-  std::map<std::string, int> uses;      // kind/name -> calls so far
+  StoreTls tls;                     // the master's Store over TLS (DDPRUN_TLS_*)
+  std::map<std::string, int> uses;  // kind/name -> calls so far
   // Set when a collective, InitNccl or a communicator of this Context failed; shared with
   // the communicators, which may outlive a moved Context's state.
   std::shared_ptr<std::atomic<bool>> failed = std::make_shared<std::atomic<bool>>(false);

@@ -40,8 +40,8 @@ class Reader {
                               int64_t hi, const std::string& range) const {
     int64_t n = 0;
     if (!absl::SimpleAtoi(value, &n) || n < lo || n >= hi) {
-      return absl::InvalidArgumentError(absl::StrCat(name, "='", value, "' is not valid: expected ",
-                                                     range));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, "='", value, "' is not valid: expected ", range));
     }
     return n;
   }
@@ -54,30 +54,33 @@ constexpr int64_t kIntMax = 1LL << 31;
 
 // WORLD_SIZE, RANK, LOCAL_WORLD_SIZE, LOCAL_RANK, GROUP_RANK.
 absl::Status ParseRanks(const Reader& r, Environment& env) {
-  absl::StatusOr<std::string> world = r.Required(names::kWorldSize, "the number of workers in the job");
+  absl::StatusOr<std::string> world =
+      r.Required(names::kWorldSize, "the number of workers in the job");
   if (!world.ok()) return world.status();
-  absl::StatusOr<int64_t> world_size = r.Int(names::kWorldSize, *world, 1, kIntMax, "a whole number >= 1");
+  absl::StatusOr<int64_t> world_size =
+      r.Int(names::kWorldSize, *world, 1, kIntMax, "a whole number >= 1");
   if (!world_size.ok()) return world_size.status();
   env.world_size = static_cast<int>(*world_size);
 
   absl::StatusOr<std::string> rank = r.Required(names::kRank, "this worker's global rank");
   if (!rank.ok()) return rank.status();
-  absl::StatusOr<int64_t> rank_n = r.Int(names::kRank, *rank, 0, env.world_size,
-                                         absl::StrCat("a whole number in [0, WORLD_SIZE=",
-                                                      env.world_size, ")"));
+  absl::StatusOr<int64_t> rank_n =
+      r.Int(names::kRank, *rank, 0, env.world_size,
+            absl::StrCat("a whole number in [0, WORLD_SIZE=", env.world_size, ")"));
   if (!rank_n.ok()) return rank_n.status();
   env.rank = static_cast<int>(*rank_n);
 
   env.local_world_size = env.world_size;
   if (std::optional<std::string> v = r.Get(names::kLocalWorldSize)) {
-    absl::StatusOr<int64_t> n = r.Int(names::kLocalWorldSize, *v, 1, env.world_size + 1,
-                                      absl::StrCat("a whole number in [1, WORLD_SIZE=",
-                                                   env.world_size, "]"));
+    absl::StatusOr<int64_t> n =
+        r.Int(names::kLocalWorldSize, *v, 1, env.world_size + 1,
+              absl::StrCat("a whole number in [1, WORLD_SIZE=", env.world_size, "]"));
     if (!n.ok()) return n.status();
     env.local_world_size = static_cast<int>(*n);
   }
 
-  absl::StatusOr<std::string> local = r.Required(names::kLocalRank, "this worker's rank on its node");
+  absl::StatusOr<std::string> local =
+      r.Required(names::kLocalRank, "this worker's rank on its node");
   if (!local.ok()) return local.status();
   absl::StatusOr<int64_t> local_rank =
       r.Int(names::kLocalRank, *local, 0, env.local_world_size,
@@ -87,7 +90,8 @@ absl::Status ParseRanks(const Reader& r, Environment& env) {
 
   env.group_rank = env.rank / env.local_world_size;
   if (std::optional<std::string> v = r.Get(names::kGroupRank)) {
-    absl::StatusOr<int64_t> n = r.Int(names::kGroupRank, *v, 0, env.world_size, "a whole number >= 0 "
+    absl::StatusOr<int64_t> n = r.Int(names::kGroupRank, *v, 0, env.world_size,
+                                      "a whole number >= 0 "
                                       "and below WORLD_SIZE");
     if (!n.ok()) return n.status();
     env.group_rank = static_cast<int>(*n);
@@ -114,8 +118,7 @@ absl::Status ParseRun(const Reader& r, Environment& env) {
     env.run_id = *v;
   }
   if (std::optional<std::string> v = r.Get(names::kRestartCount)) {
-    absl::StatusOr<int64_t> n = r.Int(names::kRestartCount, *v, 0, kIntMax,
-                                      "a whole number >= 0");
+    absl::StatusOr<int64_t> n = r.Int(names::kRestartCount, *v, 0, kIntMax, "a whole number >= 0");
     if (!n.ok()) return n.status();
     env.restart_count = static_cast<int>(*n);
   }
@@ -134,7 +137,8 @@ absl::Status ParseRun(const Reader& r, Environment& env) {
 // DDPRUN_HEARTBEAT_FD, DDPRUN_TLS_*, DDPRUN_STORE_ADDR.
 absl::Status ParseDdprun(const Reader& r, Environment& env) {
   if (std::optional<std::string> v = r.Get(names::kHeartbeatFd); v && !v->empty()) {
-    absl::StatusOr<int64_t> n = r.Int(names::kHeartbeatFd, *v, 0, kIntMax, "a file descriptor number");
+    absl::StatusOr<int64_t> n =
+        r.Int(names::kHeartbeatFd, *v, 0, kIntMax, "a file descriptor number");
     if (!n.ok()) return n.status();
     env.heartbeat_fd = static_cast<int>(*n);
   }

@@ -23,8 +23,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "ddp/worker/context.h"
 #include "common/clock.h"
+#include "ddp/worker/context.h"
 #include "src/context_state.h"
 #include "src/nccl_internal.h"
 #include "src/nccl_watchdog.h"
@@ -52,10 +52,10 @@ absl::StatusOr<int> SelectDevice(const Environment& env) {
         "; ", VisibleDevices()));
   }
   if (env.local_rank >= count) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "rank ", env.rank, ": LOCAL_RANK=", env.local_rank, " but only ", count,
-        " CUDA devices are visible (", VisibleDevices(), "); run at most ", count,
-        " workers on this node (--nproc-per-node=gpu)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("rank ", env.rank, ": LOCAL_RANK=", env.local_rank, " but only ", count,
+                     " CUDA devices are visible (", VisibleDevices(), "); run at most ", count,
+                     " workers on this node (--nproc-per-node=gpu)"));
   }
   if (const cudaError_t set = cudaSetDevice(env.local_rank); set != cudaSuccess) {
     return absl::InternalError(absl::StrCat("rank ", env.rank, ": cudaSetDevice(", env.local_rank,
@@ -120,7 +120,8 @@ absl::Status NcclCommunicator::AsyncError() const {
   if (handle_->aborted) {
     std::lock_guard<std::mutex> lock(handle_->mu);
     return absl::CancelledError(absl::StrCat("rank ", handle_->rank, ": communicator '",
-                                             handle_->name, "' was aborted: ", handle_->abort_reason));
+                                             handle_->name,
+                                             "' was aborted: ", handle_->abort_reason));
   }
   if (handle_->comm == nullptr) return absl::OkStatus();
   const ncclResult_t state = handle_->State();
@@ -153,10 +154,11 @@ absl::Status NcclCommunicator::WaitReady(absl::Duration timeout) {
 
 absl::Status NcclCommunicator::AbortStuck(const std::string& what, absl::Duration timeout) {
   Abort(absl::StrCat(what, " ", absl::FormatDuration(timeout)));
-  return absl::DeadlineExceededError(absl::StrCat(
-      "rank ", handle_->rank, ": communicator '", handle_->name, "': ", what, " ",
-      absl::FormatDuration(timeout), "; aborted it so that this process can exit; another rank "
-      "may have failed or be stuck - see its log"));
+  return absl::DeadlineExceededError(
+      absl::StrCat("rank ", handle_->rank, ": communicator '", handle_->name, "': ", what, " ",
+                   absl::FormatDuration(timeout),
+                   "; aborted it so that this process can exit; another rank "
+                   "may have failed or be stuck - see its log"));
 }
 
 absl::Status NcclCommunicator::Synchronize(cudaStream_t stream, absl::Duration timeout) {
@@ -171,30 +173,32 @@ absl::Status NcclCommunicator::Synchronize(cudaStream_t stream, absl::Duration t
     }
     if (q == cudaSuccess) return absl::OkStatus();
     if (q != cudaErrorNotReady) {
-      return absl::InternalError(absl::StrCat("rank ", handle_->rank, ": cudaStreamQuery: ",
-                                              cudaGetErrorString(q)));
+      return absl::InternalError(
+          absl::StrCat("rank ", handle_->rank, ": cudaStreamQuery: ", cudaGetErrorString(q)));
     }
-    if (ddprun::MonotonicNow() >= deadline) return AbortStuck("its work did not finish within", timeout);
+    if (ddprun::MonotonicNow() >= deadline)
+      return AbortStuck("its work did not finish within", timeout);
     absl::SleepFor(absl::Microseconds(100));
   }
 }
 
-absl::StatusOr<NcclCommunicator> NcclCommunicator::Split(int color, int key, const std::string& name,
+absl::StatusOr<NcclCommunicator> NcclCommunicator::Split(int color, int key,
+                                                         const std::string& name,
                                                          absl::Duration timeout) {
   auto child = std::make_shared<Handle>();
   child->name = name;
   child->device = handle_->device;
   child->context_failed = handle_->context_failed;
-  const std::string what = absl::StrCat("rank ", handle_->rank, ": splitting '", handle_->name,
-                                        "' into '", name, "'");
+  const std::string what =
+      absl::StrCat("rank ", handle_->rank, ": splitting '", handle_->name, "' into '", name, "'");
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   config.commName = child->name.c_str();
   {
     std::lock_guard<std::mutex> lock(handle_->mu);
     if (handle_->aborted || handle_->comm == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat("cannot split communicator '", handle_->name,
-                                                        "': it was aborted or is empty"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot split communicator '", handle_->name, "': it was aborted or is empty"));
     }
     const ncclResult_t r = ncclCommSplit(handle_->comm, color, key, &child->comm, &config);
     if (r != ncclSuccess && r != ncclInProgress) {
@@ -223,8 +227,7 @@ namespace {
 
 // The ncclUniqueIds of a new communicator: made by the root ranks, read by every rank
 // through the store.
-absl::StatusOr<std::vector<ncclUniqueId>> ExchangeUniqueIds(Context& ctx,
-                                                            const std::string& prefix,
+absl::StatusOr<std::vector<ncclUniqueId>> ExchangeUniqueIds(Context& ctx, const std::string& prefix,
                                                             int roots,
                                                             const absl::StatusOr<int>& device,
                                                             absl::Duration timeout) {
@@ -263,7 +266,8 @@ absl::Status WatchCommunicator(internal::ContextAccess::State& state,
   (*watchdog)->Watch(handle);
   if (options.abort_on_sigterm) {
     // AlreadyExists: another Context of this process owns the signal; it aborts its own.
-    if (absl::Status s = (*watchdog)->AbortOnSignal(SIGTERM); !s.ok() && !absl::IsAlreadyExists(s)) {
+    if (absl::Status s = (*watchdog)->AbortOnSignal(SIGTERM);
+        !s.ok() && !absl::IsAlreadyExists(s)) {
       return s;
     }
   }
@@ -274,7 +278,8 @@ absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, internal::ContextAcc
                                               absl::string_view name, const NcclOptions& options) {
   const Environment& env = ctx.env();
   // NCCL_COMM_ID fixes the root's address, and NCCL then takes one id only.
-  const bool scalable = env.world_size > options.scalable_threshold && ::getenv("NCCL_COMM_ID") == nullptr;
+  const bool scalable =
+      env.world_size > options.scalable_threshold && ::getenv("NCCL_COMM_ID") == nullptr;
   const int roots = scalable ? RootCount(env.world_size, std::max(1, options.ranks_per_root)) : 1;
   // The key first: a rank that fails below must still use up its number, like the others.
   const std::string prefix = internal::ContextAccess::NextKeyPrefix(ctx, "nccl", name);
@@ -292,13 +297,15 @@ absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, internal::ContextAcc
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   config.commName = handle->name.c_str();
-  const ncclResult_t r =
-      scalable ? ncclCommInitRankScalable(&handle->comm, env.world_size, env.rank,
-                                          static_cast<int>(unique_ids->size()), unique_ids->data(), &config)
-               : ncclCommInitRankConfig(&handle->comm, env.world_size, (*unique_ids)[0], env.rank, &config);
-  const std::string what = absl::StrCat(
-      "rank ", env.rank, ": NCCL init of communicator '", name, "' (", env.world_size, " ranks",
-      scalable ? absl::StrCat(", ", unique_ids->size(), " ids") : "", ")");
+  const ncclResult_t r = scalable
+                             ? ncclCommInitRankScalable(&handle->comm, env.world_size, env.rank,
+                                                        static_cast<int>(unique_ids->size()),
+                                                        unique_ids->data(), &config)
+                             : ncclCommInitRankConfig(&handle->comm, env.world_size,
+                                                      (*unique_ids)[0], env.rank, &config);
+  const std::string what =
+      absl::StrCat("rank ", env.rank, ": NCCL init of communicator '", name, "' (", env.world_size,
+                   " ranks", scalable ? absl::StrCat(", ", unique_ids->size(), " ids") : "", ")");
   if (r != ncclSuccess && r != ncclInProgress) {
     handle->comm = nullptr;
     return absl::InternalError(absl::StrCat(what, " failed: ", NcclError(r)));
@@ -313,7 +320,8 @@ absl::StatusOr<NcclCommunicator> InitNcclOnce(Context& ctx, internal::ContextAcc
 
 }  // namespace
 
-absl::StatusOr<NcclCommunicator> Context::InitNccl(absl::string_view name, const NcclOptions& options) {
+absl::StatusOr<NcclCommunicator> Context::InitNccl(absl::string_view name,
+                                                   const NcclOptions& options) {
   return state_->Note(InitNcclOnce(*this, *state_, name, options));
 }
 

@@ -27,8 +27,8 @@ class NcclWatchdog {
   static absl::StatusOr<std::shared_ptr<NcclWatchdog>> Start() {
     auto watchdog = std::shared_ptr<NcclWatchdog>(new NcclWatchdog);
     if (::pipe2(watchdog->pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
-      return absl::InternalError(absl::StrCat("cannot start the NCCL watchdog: pipe2: ",
-                                              strerror(errno)));
+      return absl::InternalError(
+          absl::StrCat("cannot start the NCCL watchdog: pipe2: ", strerror(errno)));
     }
     watchdog->weak_self_ = watchdog;
     watchdog->thread_ = std::thread([w = watchdog.get()] { w->Loop(); });
@@ -56,9 +56,9 @@ class NcclWatchdog {
   absl::Status AbortOnSignal(int sig) {
     int expected = -1;
     if (!g_signal_pipe.compare_exchange_strong(expected, pipe_[1]) && expected != pipe_[1]) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "another Context's NCCL watchdog handles signals in this process; signal ", sig,
-          " stays with it"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("another Context's NCCL watchdog handles signals in this process; signal ",
+                       sig, " stays with it"));
     }
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [s, old] : previous_) {
@@ -118,7 +118,8 @@ class NcclWatchdog {
 
   // Aborts everything, but lets the signal go on after kAbortBudget even if an abort hangs.
   void AbortAllWithin(const std::string& why) {
-    auto live = std::make_shared<std::vector<std::shared_ptr<internal::NcclAccess::Handle>>>(Live());
+    auto live =
+        std::make_shared<std::vector<std::shared_ptr<internal::NcclAccess::Handle>>>(Live());
     std::packaged_task<void()> task([live, why] {
       for (auto& handle : *live) internal::NcclAccess::Make(handle).Abort(why);
     });
@@ -138,7 +139,8 @@ class NcclWatchdog {
       unsigned char byte = 0;
       while (::read(pipe_[0], &byte, 1) == 1) {
         if (byte == kStop) return;
-        AbortAllWithin(absl::StrCat("signal ", static_cast<int>(byte), " arrived: the round is over"));
+        AbortAllWithin(
+            absl::StrCat("signal ", static_cast<int>(byte), " arrived: the round is over"));
         RaiseAgain(byte);
       }
     }

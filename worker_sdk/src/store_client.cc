@@ -55,9 +55,8 @@ class GrpcStore : public Store {
     request.set_key(key);
     request.set_value(value);
     pb::SetResponse response;
-    return Call("set", key, call_timeout_, [&](grpc::ClientContext* c) {
-      return stub_->Set(c, request, &response);
-    });
+    return Call("set", key, call_timeout_,
+                [&](grpc::ClientContext* c) { return stub_->Set(c, request, &response); });
   }
 
   absl::StatusOr<std::string> Get(const std::string& key, absl::Duration timeout) override {
@@ -153,8 +152,9 @@ class GrpcStore : public Store {
     for (const std::string& key : keys) request.add_keys(key);
     request.set_timeout_ms(TimeoutMs(timeout));
     pb::MultiGetResponse response;
-    absl::Status s = Call("multi_get", Describe(keys), timeout + kRoundTripAllowance,
-                          [&](grpc::ClientContext* c) { return stub_->MultiGet(c, request, &response); });
+    absl::Status s =
+        Call("multi_get", Describe(keys), timeout + kRoundTripAllowance,
+             [&](grpc::ClientContext* c) { return stub_->MultiGet(c, request, &response); });
     if (!s.ok()) return s;
     return std::vector<std::string>(response.values().begin(), response.values().end());
   }
@@ -166,9 +166,8 @@ class GrpcStore : public Store {
     for (const std::string& key : keys) request.add_keys(key);
     for (const std::string& value : values) request.add_values(value);
     pb::MultiSetResponse response;
-    return Call("multi_set", Describe(keys), call_timeout_, [&](grpc::ClientContext* c) {
-      return stub_->MultiSet(c, request, &response);
-    });
+    return Call("multi_set", Describe(keys), call_timeout_,
+                [&](grpc::ClientContext* c) { return stub_->MultiSet(c, request, &response); });
   }
 
  private:
@@ -201,7 +200,8 @@ class GrpcStore : public Store {
           "MASTER_ADDR:MASTER_PORT)"));
     }
     const absl::Status s = ddprun::FromGrpcStatus(status);
-    return absl::Status(s.code(), absl::StrCat("store at ", address_, ": ", what, ": ", s.message()));
+    return absl::Status(s.code(),
+                        absl::StrCat("store at ", address_, ": ", what, ": ", s.message()));
   }
 
   const std::string address_;
@@ -215,7 +215,8 @@ class GrpcStore : public Store {
 
 class GrpcStoreServer : public StoreServer {
  public:
-  explicit GrpcStoreServer(std::unique_ptr<ddprun::MasterServer> server) : server_(std::move(server)) {}
+  explicit GrpcStoreServer(std::unique_ptr<ddprun::MasterServer> server)
+      : server_(std::move(server)) {}
   int port() const override { return server_->port(); }
 
  private:
@@ -236,15 +237,15 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(int port) {
   options.store_only = true;
   options.host = "::";
   options.port = port;
-  absl::StatusOr<std::unique_ptr<ddprun::MasterServer>> server = ddprun::MasterServer::Start(options);
+  absl::StatusOr<std::unique_ptr<ddprun::MasterServer>> server =
+      ddprun::MasterServer::Start(options);
   if (!server.ok()) {
     options.host = "0.0.0.0";  // a host without IPv6
     server = ddprun::MasterServer::Start(options);
   }
   if (!server.ok()) {
-    return absl::UnavailableError(absl::StrCat(
-        "rank 0 cannot serve the store on port ", port, " (MASTER_PORT): ",
-        server.status().message()));
+    return absl::UnavailableError(absl::StrCat("rank 0 cannot serve the store on port ", port,
+                                               " (MASTER_PORT): ", server.status().message()));
   }
   return std::unique_ptr<StoreServer>(new GrpcStoreServer(std::move(*server)));
 }

@@ -13,10 +13,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "ddp/worker/context.h"
-#include "worker_sdk/src/context_state.h"
-#include "worker_sdk/tests/loopback_master.h"
-#include "worker_sdk/src/root_blobs.h"
 #include "tests/support/child_process.h"
+#include "worker_sdk/src/context_state.h"
+#include "worker_sdk/src/root_blobs.h"
+#include "worker_sdk/tests/loopback_master.h"
 
 namespace ddp::worker {
 namespace {
@@ -59,13 +59,14 @@ using CollectivesTest = LoopbackMasterTest;
 absl::Status UseEveryCollective(Context& ctx, std::vector<std::string>* gathered) {
   for (int i = 0; i < 3; ++i) {
     if (absl::Status s = ctx.Barrier("step"); !s.ok()) return s;
-    absl::StatusOr<std::string> b = ctx.Broadcast("config", ctx.world_size() - 1,
-                                                  absl::StrCat("from ", ctx.rank(), " #", i));
+    absl::StatusOr<std::string> b =
+        ctx.Broadcast("config", ctx.world_size() - 1, absl::StrCat("from ", ctx.rank(), " #", i));
     if (!b.ok()) return b.status();
     if (*b != absl::StrCat("from ", ctx.world_size() - 1, " #", i)) {
       return absl::InternalError("broadcast got " + *b);
     }
-    absl::StatusOr<std::vector<std::string>> all = ctx.AllGather("ranks", absl::StrCat("r", ctx.rank()));
+    absl::StatusOr<std::vector<std::string>> all =
+        ctx.AllGather("ranks", absl::StrCat("r", ctx.rank()));
     if (!all.ok()) return all.status();
     if (i == 0) gathered[ctx.rank()] = *all;
   }
@@ -101,10 +102,13 @@ TEST(CollectivesFallbackTest, RankZeroServesTheStoreWhenTheLauncherGivesNone) {
 TEST(CollectivesFallbackTest, UnderTorchrunsAgentStoreRankZeroServesOnTheNextPort) {
   const int port = ddprun::testing::FreeLoopbackPort();
   std::string addresses[2];
-  auto results = RunRanks(2, Ranks(2), "", port - 1, [&](Context& ctx) {
-    addresses[ctx.rank()] = ctx.store().address();
-    return ctx.Barrier("start");
-  }, /*agent_store=*/true);
+  auto results = RunRanks(
+      2, Ranks(2), "", port - 1,
+      [&](Context& ctx) {
+        addresses[ctx.rank()] = ctx.store().address();
+        return ctx.Barrier("start");
+      },
+      /*agent_store=*/true);
   EXPECT_TRUE(results[0].ok()) << results[0];
   EXPECT_TRUE(results[1].ok()) << results[1];
   EXPECT_EQ(addresses[1], absl::StrCat("127.0.0.1:", port));
@@ -113,9 +117,8 @@ TEST(CollectivesFallbackTest, UnderTorchrunsAgentStoreRankZeroServesOnTheNextPor
 TEST(CollectivesFallbackTest, AfterAFailedCollectiveRankZeroExitsWithoutWaitingForTheOthers) {
   const int port = ddprun::testing::FreeLoopbackPort();
   const absl::Time start = absl::Now();
-  auto results = RunRanks(2, {0}, "", port, [](Context& ctx) {
-    return ctx.Barrier("start", absl::Milliseconds(200));
-  });
+  auto results = RunRanks(
+      2, {0}, "", port, [](Context& ctx) { return ctx.Barrier("start", absl::Milliseconds(200)); });
   EXPECT_EQ(results[0].code(), absl::StatusCode::kDeadlineExceeded);
   // Its failure must reach the agent now, not after close_timeout (30 s).
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
@@ -135,8 +138,10 @@ TEST_F(CollectivesTest, BroadcastTimeoutNamesTheRoot) {
     return ctx.Broadcast("weights", 0, "", absl::Milliseconds(200)).status();
   });
   EXPECT_EQ(results[1].code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_THAT(results[1].message(), HasSubstr("rank 1: broadcast 'weights': no value from root rank 0"));
-  EXPECT_THAT(std::string(results[1].message()), ContainsRegex("'ddp/r3/g[0-9]+/broadcast/weights/0/data'"));
+  EXPECT_THAT(results[1].message(),
+              HasSubstr("rank 1: broadcast 'weights': no value from root rank 0"));
+  EXPECT_THAT(std::string(results[1].message()),
+              ContainsRegex("'ddp/r3/g[0-9]+/broadcast/weights/0/data'"));
   EXPECT_THAT(results[1].message(), HasSubstr("rank 0 may have crashed"));
 }
 
@@ -157,9 +162,12 @@ TEST_F(CollectivesTest, BadBroadcastRootIsAnError) {
 
 TEST_F(CollectivesTest, KeyPrefixesAreScopedByRoundKindNameAndUse) {
   auto results = RunRanks(1, {0}, addr_, 1, [](Context& ctx) {
-    EXPECT_THAT(internal::ContextAccess::NextKeyPrefix(ctx, "nccl", "world"), MatchesRegex("ddp/r3/g[0-9]+/nccl/world/0"));
-    EXPECT_THAT(internal::ContextAccess::NextKeyPrefix(ctx, "nccl", "world"), MatchesRegex("ddp/r3/g[0-9]+/nccl/world/1"));
-    EXPECT_THAT(internal::ContextAccess::NextKeyPrefix(ctx, "nccl", "tp"), MatchesRegex("ddp/r3/g[0-9]+/nccl/tp/0"));
+    EXPECT_THAT(internal::ContextAccess::NextKeyPrefix(ctx, "nccl", "world"),
+                MatchesRegex("ddp/r3/g[0-9]+/nccl/world/0"));
+    EXPECT_THAT(internal::ContextAccess::NextKeyPrefix(ctx, "nccl", "world"),
+                MatchesRegex("ddp/r3/g[0-9]+/nccl/world/1"));
+    EXPECT_THAT(internal::ContextAccess::NextKeyPrefix(ctx, "nccl", "tp"),
+                MatchesRegex("ddp/r3/g[0-9]+/nccl/tp/0"));
     return absl::OkStatus();
   });
   EXPECT_TRUE(results[0].ok());
@@ -176,12 +184,14 @@ TEST(ContextTest, AStoreHostThatDoesNotResolveFailsAtOnce) {
   absl::StatusOr<Context> ctx = Context::Create(env, options);
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
   ASSERT_FALSE(ctx.ok());
-  EXPECT_THAT(ctx.status().message(), HasSubstr("the store's host (MASTER_ADDR) 'no-such-host.invalid' "
-                                                "does not resolve on this node"));
+  EXPECT_THAT(ctx.status().message(),
+              HasSubstr("the store's host (MASTER_ADDR) 'no-such-host.invalid' "
+                        "does not resolve on this node"));
   env.store_addr = "[no-such-host.invalid]:29400";
   ctx = Context::Create(env, options);
   ASSERT_FALSE(ctx.ok());
-  EXPECT_THAT(ctx.status().message(), HasSubstr("the store's host (DDPRUN_STORE_ADDR) 'no-such-host.invalid'"));
+  EXPECT_THAT(ctx.status().message(),
+              HasSubstr("the store's host (DDPRUN_STORE_ADDR) 'no-such-host.invalid'"));
 }
 
 TEST_F(CollectivesTest, OneLiveContextPerRankAndALaterOneNeverMeetsTheEarliersKeys) {
@@ -207,7 +217,8 @@ TEST_F(CollectivesTest, RootBlobsOnePerBlockOfRanksReachEveryRank) {
   std::vector<std::string> got[kRanks];
   auto results = RunRanks(kRanks, Ranks(kRanks), addr_, 1, [&](Context& ctx) {
     absl::StatusOr<std::vector<std::string>> blobs = ExchangeRootBlobs(
-        ctx, internal::ContextAccess::NextKeyPrefix(ctx, "nccl", "world"), /*roots=*/RootCount(kRanks, 2),
+        ctx, internal::ContextAccess::NextKeyPrefix(ctx, "nccl", "world"),
+        /*roots=*/RootCount(kRanks, 2),
         [&]() -> absl::StatusOr<std::string> {
           ++made;
           return absl::StrCat("id-of-", ctx.rank());
@@ -220,7 +231,8 @@ TEST_F(CollectivesTest, RootBlobsOnePerBlockOfRanksReachEveryRank) {
   for (const auto& s : results) EXPECT_TRUE(s.ok()) << s;
   EXPECT_EQ(made.load(), 3);  // ranks 0, 2 and 4
   EXPECT_EQ(RootCount(kRanks, 2), 3);
-  for (int r = 0; r < kRanks; ++r) EXPECT_THAT(got[r], ElementsAre("id-of-0", "id-of-2", "id-of-4"));
+  for (int r = 0; r < kRanks; ++r)
+    EXPECT_THAT(got[r], ElementsAre("id-of-0", "id-of-2", "id-of-4"));
   auto store = Store::Connect(addr_, "job", absl::Seconds(20));
   EXPECT_EQ(*store->NumKeys(), 0);
 }
@@ -231,7 +243,8 @@ TEST(RootPlacementTest, MatchesNcclsSplitOfRanksAmongIds) {
   EXPECT_EQ(FirstRankOfRoot(1, 7, 3), 3);
   EXPECT_EQ(FirstRankOfRoot(2, 7, 3), 5);
   const int expected_root[7] = {0, 0, 0, 1, 1, 2, 2};
-  for (int rank = 0; rank < 7; ++rank) EXPECT_EQ(RootOfRank(rank, 7, 3), expected_root[rank]) << rank;
+  for (int rank = 0; rank < 7; ++rank)
+    EXPECT_EQ(RootOfRank(rank, 7, 3), expected_root[rank]) << rank;
   // 300 ranks, at most 128 per id: 3 ids of 100 ranks, not 0/128/256.
   EXPECT_EQ(RootCount(300, 128), 3);
   EXPECT_EQ(FirstRankOfRoot(1, 300, 3), 100);
@@ -248,14 +261,16 @@ TEST_F(CollectivesTest, ARootThatCannotMakeItsBlobFailsEveryRankAtOnceWithItsRea
   });
   EXPECT_THAT(results[0].message(), HasSubstr("no network"));
   EXPECT_EQ(results[1].code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(results[1].message(), HasSubstr("rank 1: rank 0 could not create the ncclUniqueId: no network"));
+  EXPECT_THAT(results[1].message(),
+              HasSubstr("rank 1: rank 0 could not create the ncclUniqueId: no network"));
 }
 
 TEST_F(CollectivesTest, AMissingRootIsNamedWithItsKey) {
   auto results = RunRanks(2, {1}, addr_, 1, [&](Context& ctx) {
-    return ExchangeRootBlobs(ctx, "ddp/r3/nccl/world/0", 1,
-                             []() -> absl::StatusOr<std::string> { return std::string("id"); },
-                             absl::Milliseconds(200), "ncclUniqueId")
+    return ExchangeRootBlobs(
+               ctx, "ddp/r3/nccl/world/0", 1,
+               []() -> absl::StatusOr<std::string> { return std::string("id"); },
+               absl::Milliseconds(200), "ncclUniqueId")
         .status();
   });
   EXPECT_EQ(results[1].code(), absl::StatusCode::kDeadlineExceeded);

@@ -12,10 +12,16 @@ namespace {
 using ::testing::HasSubstr;
 
 std::map<std::string, std::string> Torchrun() {
-  return {{"RANK", "5"},          {"LOCAL_RANK", "1"},      {"WORLD_SIZE", "8"},
-          {"LOCAL_WORLD_SIZE", "4"}, {"GROUP_RANK", "1"},   {"MASTER_ADDR", "node1"},
-          {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "job"},
-          {"TORCHELASTIC_RESTART_COUNT", "2"}, {"DDPRUN_ROUND", "7"},
+  return {{"RANK", "5"},
+          {"LOCAL_RANK", "1"},
+          {"WORLD_SIZE", "8"},
+          {"LOCAL_WORLD_SIZE", "4"},
+          {"GROUP_RANK", "1"},
+          {"MASTER_ADDR", "node1"},
+          {"MASTER_PORT", "29500"},
+          {"TORCHELASTIC_RUN_ID", "job"},
+          {"TORCHELASTIC_RESTART_COUNT", "2"},
+          {"DDPRUN_ROUND", "7"},
           {"DDPRUN_STORE_ADDR", "10.0.0.1:29400"}};
 }
 
@@ -43,9 +49,11 @@ TEST(EnvironmentTest, EveryVariableOfAnAgent) {
 }
 
 TEST(EnvironmentTest, OnlyTheStandardVariablesAsAnyLauncherSetsThem) {
-  absl::StatusOr<Environment> env = ParseEnvironment(
-      {{"RANK", "3"}, {"LOCAL_RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "127.0.0.1"},
-       {"MASTER_PORT", "1234"}});
+  absl::StatusOr<Environment> env = ParseEnvironment({{"RANK", "3"},
+                                                      {"LOCAL_RANK", "3"},
+                                                      {"WORLD_SIZE", "4"},
+                                                      {"MASTER_ADDR", "127.0.0.1"},
+                                                      {"MASTER_PORT", "1234"}});
   ASSERT_TRUE(env.ok()) << env.status();
   EXPECT_EQ(env->local_world_size, 4);
   EXPECT_EQ(env->group_rank, 0);

@@ -14,7 +14,8 @@ namespace ddp::worker {
 
 /// One rank of a one-node job on loopback (round 3, run "job"); `store_addr` empty: rank 0
 /// serves the store at `master_port`.
-inline Environment RankEnv(int rank, int world_size, int master_port, const std::string& store_addr) {
+inline Environment RankEnv(int rank, int world_size, int master_port,
+                           const std::string& store_addr) {
   Environment env;
   env.rank = rank;
   env.local_rank = rank;

@@ -25,7 +25,8 @@ const std::string kDdprun = DDPRUN_BIN;
 const std::string kSdkWorker = SDK_TEST_WORKER_BIN;
 const std::string kCmake = CMAKE_BIN;
 
-std::vector<std::string> Ddprun(std::vector<std::string> options, const std::vector<std::string>& worker) {
+std::vector<std::string> Ddprun(std::vector<std::string> options,
+                                const std::vector<std::string>& worker) {
   std::vector<std::string> argv = {kDdprun};
   argv.insert(argv.end(), options.begin(), options.end());
   argv.push_back("--no-python");
@@ -48,9 +49,9 @@ void ExpectCollectivesRan(const TempDir& dir, int world, const std::string& stor
 
 TEST(SdkLaunch, EightRanksOnOneNodeUseTheStoreRankZeroServes) {
   TempDir dir;
-  ProcessResult r = RunProcess(Ddprun({"--standalone", "--nproc-per-node=8"},
-                                      {kSdkWorker, "collectives", dir.path()}),
-                               {}, absl::Seconds(60));
+  ProcessResult r = RunProcess(
+      Ddprun({"--standalone", "--nproc-per-node=8"}, {kSdkWorker, "collectives", dir.path()}), {},
+      absl::Seconds(60));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   ExpectCollectivesRan(dir, 8, "localhost:");  // MASTER_ADDR:MASTER_PORT, as torchrun sets them
 }
@@ -87,8 +88,8 @@ TEST(SdkLaunch, OverTlsWorkersReachTheMastersStoreToo) {
   ASSERT_TRUE(MakeTestCertificates(dir).ok());
   const int port = FreeLoopbackPort();
   RunTwoNodesOfCollectives(dir, port, 2,
-                           absl::StrCat(",tls_cert=", dir / "node.pem", ",tls_key=",
-                                        dir / "node.key", ",tls_ca=", dir / "ca.pem"));
+                           absl::StrCat(",tls_cert=", dir / "node.pem",
+                                        ",tls_key=", dir / "node.key", ",tls_ca=", dir / "ca.pem"));
   ExpectCollectivesRan(dir, 4, absl::StrCat("127.0.0.1:", port, "\n"));
 }
 
@@ -103,17 +104,18 @@ TEST(SdkLaunch, TheCApiFromAProgramWrittenInC) {
 TEST(SdkLaunch, HeartbeatsKeepAWorkerAliveUnderTheHeartbeatTimeout) {
   // 4 s of work, beating every 20 ms, under a 2 s timeout (the clock starts at the worker's
   // start, and a sanitizer build starts slowly): never taken for hung.
-  ProcessResult r = RunProcess(Ddprun({"--standalone", "--nproc-per-node=2",
-                                       "--worker-heartbeat-timeout=2"},
-                                      {kSdkWorker, "heartbeat", "x"}),
-                               {}, absl::Seconds(60));
+  ProcessResult r =
+      RunProcess(Ddprun({"--standalone", "--nproc-per-node=2", "--worker-heartbeat-timeout=2"},
+                        {kSdkWorker, "heartbeat", "x"}),
+                 {}, absl::Seconds(60));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, Not(HasSubstr("taking it for hung")));
 }
 
 TEST(SdkLaunch, OutsideALauncherTheErrorNamesTheMissingVariable) {
-  ProcessResult r = RunProcess({kSdkWorker, "collectives", "/tmp"},
-                               {{"RANK", std::nullopt}, {"WORLD_SIZE", std::nullopt}}, absl::Seconds(20));
+  ProcessResult r =
+      RunProcess({kSdkWorker, "collectives", "/tmp"},
+                 {{"RANK", std::nullopt}, {"WORLD_SIZE", std::nullopt}}, absl::Seconds(20));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("WORLD_SIZE is not set"));
 }
@@ -147,38 +149,42 @@ TEST(SdkLaunch, WithoutAGpuDdpAllreduceExitsNonZeroWithOneClearLine) {
 // another is compiled with pkg-config; both run under ddprun.
 TEST(SdkInstall, ExternalProjectsBuildAgainstTheInstalledSdk) {
 #ifdef DDPRUN_SANITIZED
-  GTEST_SKIP() << "an ASan-built SDK needs consumers built with ASan too; the plain build tests this";
+  GTEST_SKIP()
+      << "an ASan-built SDK needs consumers built with ASan too; the plain build tests this";
 #endif
   TempDir dir;
   const std::string prefix = dir / "prefix";
   ProcessResult install = RunProcess({kCmake, "--install", DDPRUN_BINARY_DIR, "--prefix", prefix},
                                      {}, absl::Seconds(120));
   ASSERT_EQ(install.exit_code, 0) << install.out << install.err;
-  for (const char* installed : {"/include/ddp/worker/context.h", "/include/ddp_worker.h",
-                                "/include/ddp/worker/config.h", "/lib/libddp_worker.so",
-                                "/lib/cmake/ddprun/ddprunConfig.cmake", "/lib/pkgconfig/ddp-worker.pc",
-                                "/bin/ddprun", "/bin/ddprun-master", "/lib/ddprun/libddprun_network.so"}) {
+  for (const char* installed :
+       {"/include/ddp/worker/context.h", "/include/ddp_worker.h", "/include/ddp/worker/config.h",
+        "/lib/libddp_worker.so", "/lib/cmake/ddprun/ddprunConfig.cmake",
+        "/lib/pkgconfig/ddp-worker.pc", "/bin/ddprun", "/bin/ddprun-master",
+        "/lib/ddprun/libddprun_network.so"}) {
     EXPECT_TRUE(FileExists(prefix + installed)) << installed;
   }
 
   const std::string build = dir / "consumer-build";
-  ProcessResult configure = RunProcess({kCmake, "-S", SDK_CONSUMER_DIR, "-B", build,
-                                        "-DCMAKE_PREFIX_PATH=" + prefix, "-DCMAKE_BUILD_TYPE=Release"},
-                                       {}, absl::Seconds(180));
+  ProcessResult configure =
+      RunProcess({kCmake, "-S", SDK_CONSUMER_DIR, "-B", build, "-DCMAKE_PREFIX_PATH=" + prefix,
+                  "-DCMAKE_BUILD_TYPE=Release"},
+                 {}, absl::Seconds(180));
   ASSERT_EQ(configure.exit_code, 0) << configure.out << configure.err;
   ProcessResult compile = RunProcess({kCmake, "--build", build}, {}, absl::Seconds(300));
   ASSERT_EQ(compile.exit_code, 0) << compile.out << compile.err;
-  ProcessResult run = RunProcess(Ddprun({"--standalone", "--nproc-per-node=2"}, {build + "/consumer"}),
-                                 {}, absl::Seconds(60));
+  ProcessResult run = RunProcess(
+      Ddprun({"--standalone", "--nproc-per-node=2"}, {build + "/consumer"}), {}, absl::Seconds(60));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("consumer rank 1 of 2: agreed (sdk "));
 
   // pkg-config: the flags alone build it.
   const std::string binary = dir / "consumer-pc";
-  ProcessResult pc = RunProcess(
-      {"/bin/sh", "-c", absl::StrCat("c++ -std=c++17 ", SDK_CONSUMER_DIR, "/main.cc -o ", binary,
-                                " $(pkg-config --cflags --libs ddp-worker)")},
-      {{"PKG_CONFIG_PATH", prefix + "/lib/pkgconfig"}}, absl::Seconds(300));
+  ProcessResult pc =
+      RunProcess({"/bin/sh", "-c",
+                  absl::StrCat("c++ -std=c++17 ", SDK_CONSUMER_DIR, "/main.cc -o ", binary,
+                               " $(pkg-config --cflags --libs ddp-worker)")},
+                 {{"PKG_CONFIG_PATH", prefix + "/lib/pkgconfig"}}, absl::Seconds(300));
   ASSERT_EQ(pc.exit_code, 0) << pc.out << pc.err;
   ProcessResult run_pc = RunProcess(Ddprun({"--standalone", "--nproc-per-node=2"}, {binary}),
                                     {{"LD_LIBRARY_PATH", prefix + "/lib"}}, absl::Seconds(60));

@@ -21,8 +21,8 @@ int Fail(const absl::Status& status) {
 
 int Collectives(ddp::worker::Context& ctx, const std::string& dir) {
   if (absl::Status s = ctx.Barrier("start"); !s.ok()) return Fail(s);
-  absl::StatusOr<std::string> greeting =
-      ctx.Broadcast("greeting", ctx.world_size() - 1, "hello from rank " + std::to_string(ctx.rank()));
+  absl::StatusOr<std::string> greeting = ctx.Broadcast(
+      "greeting", ctx.world_size() - 1, "hello from rank " + std::to_string(ctx.rank()));
   if (!greeting.ok()) return Fail(greeting.status());
   absl::StatusOr<std::vector<std::string>> all = ctx.AllGather("ranks", std::to_string(ctx.rank()));
   if (!all.ok()) return Fail(all.status());

@@ -9,9 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "worker_sdk/tests/loopback_master.h"
 #include "tests/support/child_process.h"
 #include "tests/support/delay_proxy.h"
+#include "worker_sdk/tests/loopback_master.h"
 
 namespace ddp::worker {
 namespace {

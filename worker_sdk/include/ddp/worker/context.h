@@ -81,10 +81,10 @@ class Context {
 #if DDP_WORKER_HAS_NCCL
   /// A communicator over every rank, on CUDA device LOCAL_RANK (of those CUDA_VISIBLE_DEVICES
   /// shows). Rank 0 (with more than `scalable_threshold` ranks: the first rank of each of
-  /// NCCL's groups, see NcclOptions) makes the ncclUniqueId and publishes it in the store under a key scoped by run,
-  /// round and `name`; every rank then initialises within `options.timeout`. Errors name the
-  /// rank, the key and the likely cause. Without a visible device: FailedPrecondition
-  /// "no CUDA device visible: ...".
+  /// NCCL's groups, see NcclOptions) makes the ncclUniqueId and publishes it in the store under a
+  /// key scoped by run, round and `name`; every rank then initialises within `options.timeout`.
+  /// Errors name the rank, the key and the likely cause. Without a visible device:
+  /// FailedPrecondition "no CUDA device visible: ...".
   absl::StatusOr<NcclCommunicator> InitNccl(absl::string_view name = "world",
                                             const NcclOptions& options = {});
   /// When `signal` arrives (the agent's stop signal, SIGTERM by default), the watchdog aborts

@@ -11,13 +11,13 @@
 namespace ddp::worker {
 
 struct Environment {
-  int rank = 0;              // RANK
-  int local_rank = 0;        // LOCAL_RANK
-  int world_size = 1;        // WORLD_SIZE
-  int local_world_size = 1;  // LOCAL_WORLD_SIZE (default: WORLD_SIZE, one node)
-  int group_rank = 0;        // GROUP_RANK (default: RANK / LOCAL_WORLD_SIZE)
-  std::string master_addr;   // MASTER_ADDR
-  int master_port = 0;       // MASTER_PORT
+  int rank = 0;                 // RANK
+  int local_rank = 0;           // LOCAL_RANK
+  int world_size = 1;           // WORLD_SIZE
+  int local_world_size = 1;     // LOCAL_WORLD_SIZE (default: WORLD_SIZE, one node)
+  int group_rank = 0;           // GROUP_RANK (default: RANK / LOCAL_WORLD_SIZE)
+  std::string master_addr;      // MASTER_ADDR
+  int master_port = 0;          // MASTER_PORT
   std::string run_id = "none";  // TORCHELASTIC_RUN_ID
   int restart_count = 0;        // TORCHELASTIC_RESTART_COUNT
   int64_t round = 0;            // DDPRUN_ROUND (default: the restart count)

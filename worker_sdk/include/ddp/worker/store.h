@@ -39,7 +39,8 @@ class Store {
   virtual absl::StatusOr<int64_t> Add(const std::string& key, int64_t delta) = 0;
   /// Sets `desired` if the value is `expected` (or the key is absent and `expected` is
   /// empty); returns the value now stored.
-  virtual absl::StatusOr<std::string> CompareSet(const std::string& key, const std::string& expected,
+  virtual absl::StatusOr<std::string> CompareSet(const std::string& key,
+                                                 const std::string& expected,
                                                  const std::string& desired) = 0;
   /// Waits up to `timeout` for every key to exist.
   virtual absl::Status Wait(const std::vector<std::string>& keys, absl::Duration timeout) = 0;

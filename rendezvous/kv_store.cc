@@ -295,12 +295,13 @@ void KvStore::Complete(WaiterId id, absl::StatusOr<std::vector<std::string>> res
   waiters_.erase(it);
 }
 
-void KvStore::Cancel(WaiterId id) {
+bool KvStore::Cancel(WaiterId id) {
   auto it = waiters_.find(id);
-  if (it == waiters_.end()) return;
+  if (it == waiters_.end()) return false;
   Unindex(id);
   by_deadline_.erase({it->second.deadline, id});
   waiters_.erase(it);
+  return true;
 }
 
 void KvStore::AbortAll(const absl::Status& status) {

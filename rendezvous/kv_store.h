@@ -85,8 +85,9 @@ class KvStore {
   absl::StatusOr<Popped> QueuePop(const std::string& key);
   absl::StatusOr<int64_t> QueueLength(const std::string& key) const;
 
-  /// Drops a waiter (its caller went away); it is never completed.
-  void Cancel(WaiterId id);
+  /// Drops a waiter (its caller went away); it is never completed. False when there is no
+  /// such waiter any more (it completed, or its completion is queued).
+  bool Cancel(WaiterId id);
   /// Completes every waiter with `status` (the round they belong to has ended).
   void AbortAll(const absl::Status& status);
   /// Completes the waiters whose deadline is at or before `now`.

@@ -110,6 +110,7 @@ void MasterState::Dispatch(Run& run) {
                                           out.assignment.round, " has begun)")));
       TakeStoreCompletions(run);
       run.store = KvStore();
+      run.store_generation = NextStoreGeneration();
       run.store_round = out.assignment.round;
     }
     auto it = run.sessions.find(out.session);
@@ -154,19 +155,31 @@ void MasterState::ReleaseAndRunPending(absl::ReleasableMutexLock& lock) {
   for (auto& completion : pending) completion();
 }
 
-void MasterState::StoreWait(const std::string& run_id, std::vector<std::string> keys,
-                            absl::Time deadline, KvStore::Done done) {
+MasterState::ParkedRead MasterState::StoreWait(const std::string& run_id,
+                                               std::vector<std::string> keys,
+                                               absl::Time deadline, KvStore::Done done) {
   absl::ReleasableMutexLock lock(&mu_);
+  ParkedRead parked;
   if (store_closed_) {
     pending_.push_back(
         [done = std::move(done)] { done(absl::UnavailableError("the store is shutting down")); });
   } else {
     Run& run = runs_[run_id];
-    run.store.WaitFor(std::move(keys), deadline, std::move(done));
+    parked.generation = run.store_generation;
+    parked.waiter = run.store.WaitFor(std::move(keys), deadline, std::move(done));
     TakeStoreCompletions(run);
     WakeTickerBefore(deadline);
   }
   ReleaseAndRunPending(lock);
+  return parked;
+}
+
+bool MasterState::CancelStoreWait(const std::string& run_id, const ParkedRead& read) {
+  if (read.waiter == 0) return false;
+  absl::MutexLock lock(&mu_);
+  auto it = runs_.find(run_id);
+  if (it == runs_.end() || it->second.store_generation != read.generation) return false;
+  return it->second.store.Cancel(read.waiter);
 }
 
 void MasterState::TickerLoop() {

@@ -54,8 +54,18 @@ class MasterState {
   void OnSessionClosed(SessionReactor* reactor);
 
   // --- Store (called from gRPC threads) ---
-  void StoreWait(const std::string& run_id, std::vector<std::string> keys, absl::Time deadline,
-                 KvStore::Done done);
+  /// A blocking read parked in a run's store, for CancelStoreWait. The generation tells
+  /// stores apart: a store is replaced at each round and when its run is forgotten, and
+  /// waiter ids start again in each.
+  struct ParkedRead {
+    uint64_t generation = 0;
+    KvStore::WaiterId waiter = 0;  // 0: it completed at once (or the store is closed)
+  };
+  ParkedRead StoreWait(const std::string& run_id, std::vector<std::string> keys,
+                       absl::Time deadline, KvStore::Done done);
+  /// The client gave the read up: drops its waiter. False when it is not parked any more
+  /// (its `done` has run or is about to); `done` is never called after true.
+  bool CancelStoreWait(const std::string& run_id, const ParkedRead& read);
   template <typename Fn>
   auto WithStore(const std::string& run_id, Fn fn) {
     absl::ReleasableMutexLock lock(&mu_);
@@ -99,9 +109,14 @@ class MasterState {
   bool adopt_closed ABSL_GUARDED_BY(adopt_mu) = false;
 
  private:
+  static uint64_t NextStoreGeneration() {
+    static std::atomic<uint64_t> next{1};
+    return next.fetch_add(1);
+  }
   struct Run {
     std::optional<RoundStateMachine> rounds;
     KvStore store;
+    uint64_t store_generation = NextStoreGeneration();  // see ParkedRead
     int64_t store_round = -1;  // the round whose keys the store holds
     std::map<SessionId, SessionReactor*> sessions;
   };

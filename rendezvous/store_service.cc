@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <optional>
 
 #include "common/clock.h"
 #include "ddprun/v1/store.grpc.pb.h"
@@ -26,6 +28,65 @@ absl::Time StoreDeadline(int64_t timeout_ms, absl::Duration default_timeout,
   return deadline;
 }
 
+// A blocking read's call. It ends when the store answers, or, when the client cancels it
+// first, at once and with its waiter dropped from the store (it would stay parked there
+// until its deadline otherwise). Finish is called exactly once, and never before Parked:
+// gRPC may delete the reactor as soon as it has finished.
+class ReadReactor : public grpc::ServerUnaryReactor {
+ public:
+  ReadReactor(MasterState* master, std::string run_id)
+      : master_(master), run_id_(std::move(run_id)) {}
+
+  // The store's answer (from its `done`).
+  void Complete(grpc::Status status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!parked_) {  // answered at once, inside StoreWait
+        early_ = std::move(status);
+        return;
+      }
+    }
+    Finish(status);
+  }
+
+  // What StoreWait returned.
+  void Parked(const MasterState::ParkedRead& read) {
+    std::optional<grpc::Status> finish;
+    {
+      absl::MutexLock lock(&mu_);
+      parked_ = true;
+      read_ = read;
+      if (early_) {
+        finish = std::move(early_);
+      } else if (cancelled_ && master_->CancelStoreWait(run_id_, read_)) {
+        finish = grpc::Status::CANCELLED;
+      }
+    }
+    if (finish) Finish(*finish);
+  }
+
+  void OnCancel() override {
+    bool dropped = false;
+    {
+      absl::MutexLock lock(&mu_);
+      cancelled_ = true;
+      dropped = parked_ && master_->CancelStoreWait(run_id_, read_);
+    }
+    if (dropped) Finish(grpc::Status::CANCELLED);
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  MasterState* const master_;
+  const std::string run_id_;
+  absl::Mutex mu_;
+  bool parked_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  MasterState::ParkedRead read_ ABSL_GUARDED_BY(mu_);
+  std::optional<grpc::Status> early_ ABSL_GUARDED_BY(mu_);
+};
+
 class StoreService : public pb::Store::CallbackService {
  public:
   explicit StoreService(MasterState* master) : master_(master) {}
@@ -39,15 +100,10 @@ class StoreService : public pb::Store::CallbackService {
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context, const pb::GetRequest* request,
                                 pb::GetResponse* response) override {
-    auto* reactor = context->DefaultReactor();
-    master_->StoreWait(
-        request->run_id(), {request->key()},
-        StoreDeadline(request->timeout_ms(), master_->options().store_timeout, context),
-        [reactor, response](absl::StatusOr<std::vector<std::string>> values) {
-          if (values.ok()) response->set_value(std::move(values->front()));
-          reactor->Finish(ToGrpcStatus(values.status()));
-        });
-    return reactor;
+    return BlockingRead(context, request->run_id(), {request->key()}, request->timeout_ms(),
+                        [response](std::vector<std::string>& values) {
+                          response->set_value(std::move(values.front()));
+                        });
   }
 
   grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context, const pb::AddRequest* request,
@@ -71,14 +127,9 @@ class StoreService : public pb::Store::CallbackService {
 
   grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext* context,
                                  const pb::WaitRequest* request, pb::WaitResponse*) override {
-    auto* reactor = context->DefaultReactor();
-    master_->StoreWait(
-        request->run_id(), {request->keys().begin(), request->keys().end()},
-        StoreDeadline(request->timeout_ms(), master_->options().store_timeout, context),
-        [reactor](absl::StatusOr<std::vector<std::string>> values) {
-          reactor->Finish(ToGrpcStatus(values.status()));
-        });
-    return reactor;
+    return BlockingRead(context, request->run_id(),
+                        {request->keys().begin(), request->keys().end()}, request->timeout_ms(),
+                        nullptr);
   }
 
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
@@ -111,17 +162,11 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* MultiGet(grpc::CallbackServerContext* context,
                                      const pb::MultiGetRequest* request,
                                      pb::MultiGetResponse* response) override {
-    auto* reactor = context->DefaultReactor();
-    master_->StoreWait(
-        request->run_id(), {request->keys().begin(), request->keys().end()},
-        StoreDeadline(request->timeout_ms(), master_->options().store_timeout, context),
-        [reactor, response](absl::StatusOr<std::vector<std::string>> values) {
-          if (values.ok()) {
-            for (std::string& v : *values) response->add_values(std::move(v));
-          }
-          reactor->Finish(ToGrpcStatus(values.status()));
-        });
-    return reactor;
+    return BlockingRead(context, request->run_id(),
+                        {request->keys().begin(), request->keys().end()}, request->timeout_ms(),
+                        [response](std::vector<std::string>& values) {
+                          for (std::string& v : values) response->add_values(std::move(v));
+                        });
   }
 
   grpc::ServerUnaryReactor* MultiSet(grpc::CallbackServerContext* context,
@@ -134,6 +179,23 @@ class StoreService : public pb::Store::CallbackService {
   }
 
  private:
+  // Parks a read of `keys` in the run's store; `fill` (if any) puts the values found into
+  // the response before the call ends.
+  grpc::ServerUnaryReactor* BlockingRead(grpc::CallbackServerContext* context,
+                                         const std::string& run_id, std::vector<std::string> keys,
+                                         int64_t timeout_ms,
+                                         std::function<void(std::vector<std::string>&)> fill) {
+    auto* reactor = new ReadReactor(master_, run_id);
+    reactor->Parked(master_->StoreWait(
+        run_id, std::move(keys),
+        StoreDeadline(timeout_ms, master_->options().store_timeout, context),
+        [reactor, fill = std::move(fill)](absl::StatusOr<std::vector<std::string>> values) {
+          if (values.ok() && fill) fill(*values);
+          reactor->Complete(ToGrpcStatus(values.status()));
+        }));
+    return reactor;
+  }
+
   static grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
                                          const absl::Status& status) {
     auto* reactor = context->DefaultReactor();

@@ -21,6 +21,7 @@
 #include "ddprun/v1/store.grpc.pb.h"
 #include "rendezvous/grpc_rendezvous.h"
 #include "rendezvous/wire.h"
+#include "tests/support/child_process.h"
 #include "tests/support/delay_proxy.h"
 
 namespace ddprun {
@@ -410,6 +411,43 @@ TEST_F(MasterServerTest, AReadWithoutTimeoutWaitsTheMastersStoreTimeout) {
   EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(200));
   EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+}
+
+TEST_F(MasterServerTest, ACancelledReadLeavesTheStoreAtOnce) {
+  StartMaster();  // store_timeout 60 s: a read nobody cancels would be parked for that long
+  auto store = pb::Store::NewStub(channel_);
+  for (int i = 0; i < 3; ++i) {  // Get, Wait, MultiGet
+    grpc::ClientContext c;
+    WithDeadline(c);
+    std::thread reader([&] {
+      grpc::Status status;
+      if (i == 0) {
+        pb::GetRequest get;
+        get.set_run_id("job");
+        get.set_key("never");
+        pb::GetResponse r;
+        status = store->Get(&c, get, &r);
+      } else if (i == 1) {
+        pb::WaitRequest wait;
+        wait.set_run_id("job");
+        wait.add_keys("never");
+        pb::WaitResponse r;
+        status = store->Wait(&c, wait, &r);
+      } else {
+        pb::MultiGetRequest get;
+        get.set_run_id("job");
+        get.add_keys("never");
+        pb::MultiGetResponse r;
+        status = store->MultiGet(&c, get, &r);
+      }
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
+    });
+    ASSERT_TRUE(testing::WaitUntil([&] { return master_->PendingStoreReads() == 1; }, absl::Seconds(10)));
+    c.TryCancel();
+    reader.join();
+    EXPECT_TRUE(testing::WaitUntil([&] { return master_->PendingStoreReads() == 0; }, absl::Seconds(5)))
+        << "read " << i << " stayed parked after its client cancelled it";
+  }
 }
 
 TEST_F(MasterServerTest, AnEndedRunIsForgottenWhenItsAgentsLeaveAndItsIdCanBeUsedAgain) {

@@ -88,32 +88,7 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
 }
 
 absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& plan) {
-  WorkerPlacement placement;
-  placement.local_rank = worker.local_rank;
-  placement.rank = worker.rank;
-  placement.group_rank = plan.assignment.group_rank;
-  placement.local_world_size = config_.nproc_per_node;
-  placement.world_size = plan.assignment.world_size;
-  placement.group_world_size = plan.assignment.group_world_size;
-  placement.role_name = config_.role;
-  placement.master_addr = plan.assignment.master_addr;
-  placement.master_port = plan.assignment.master_port;
-  placement.agent_store = plan.agent_store;
-  placement.gloo_interface = plan.gloo_interface;
-  placement.restart_count = plan.assignment.restart_count;
-  placement.max_restarts = config_.max_restarts;
-  placement.run_id = config_.run_id;
-  placement.round = static_cast<int>(plan.assignment.round);
-  placement.error_file = worker.error_file_enabled ? worker.paths.error_file : "";
-  placement.store_addr = plan.store_addr;
-  placement.tls_cert = config_.tls.cert_path;
-  placement.tls_key = config_.tls.key_path;
-  placement.tls_ca = config_.tls.ca_path;
-  for (int sig : config_.signals_to_handle) {
-    if (!placement.signals_to_handle.empty()) placement.signals_to_handle += ",";
-    placement.signals_to_handle += SignalName(sig);
-  }
-
+  WorkerPlacement placement = PlacementOf(worker, plan);
   SpawnSpec spec;
   for (const std::string& arg : config_.worker_argv) {
     spec.argv.push_back(SubstituteLocalRank(arg, worker.local_rank));
@@ -133,6 +108,37 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
   worker.pid = *pid;
   spdlog::debug("started local_rank={} rank={} pid={}", worker.local_rank, worker.rank, worker.pid);
   return absl::OkStatus();
+}
+
+// Where `worker` sits in the job this round: what its environment is made of.
+WorkerPlacement WorkerSupervisor::PlacementOf(const Worker& worker, const AttemptPlan& plan) const {
+  const Assignment& a = plan.assignment;
+  WorkerPlacement placement;
+  placement.local_rank = worker.local_rank;
+  placement.rank = worker.rank;
+  placement.group_rank = a.group_rank;
+  placement.local_world_size = config_.nproc_per_node;
+  placement.world_size = a.world_size;
+  placement.group_world_size = a.group_world_size;
+  placement.role_name = config_.role;
+  placement.master_addr = a.master_addr;
+  placement.master_port = a.master_port;
+  placement.agent_store = plan.agent_store;
+  placement.gloo_interface = plan.gloo_interface;
+  placement.restart_count = a.restart_count;
+  placement.max_restarts = config_.max_restarts;
+  placement.run_id = config_.run_id;
+  placement.round = static_cast<int>(a.round);
+  placement.error_file = worker.error_file_enabled ? worker.paths.error_file : "";
+  placement.store_addr = plan.store_addr;
+  placement.tls_cert = config_.tls.cert_path;
+  placement.tls_key = config_.tls.key_path;
+  placement.tls_ca = config_.tls.ca_path;
+  for (int sig : config_.signals_to_handle) {
+    if (!placement.signals_to_handle.empty()) placement.signals_to_handle += ",";
+    placement.signals_to_handle += SignalName(sig);
+  }
+  return placement;
 }
 
 absl::Status WorkerSupervisor::SetUpStreams(Worker& worker, int& child_stdout, int& child_stderr,

@@ -94,6 +94,7 @@ class WorkerSupervisor {
   };
 
   absl::Status StartWorker(Worker& worker, const AttemptPlan& plan);
+  WorkerPlacement PlacementOf(const Worker& worker, const AttemptPlan& plan) const;
   absl::Status SetUpStreams(Worker& worker, int& child_stdout, int& child_stderr,
                             std::vector<UniqueFd>& child_ends);
   absl::Status SetUpStream(Worker& worker, int which, const std::string& file_path, int& child_fd,

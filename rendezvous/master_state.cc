@@ -156,8 +156,8 @@ void MasterState::ReleaseAndRunPending(absl::ReleasableMutexLock& lock) {
 }
 
 MasterState::ParkedRead MasterState::StoreWait(const std::string& run_id,
-                                               std::vector<std::string> keys,
-                                               absl::Time deadline, KvStore::Done done) {
+                                               std::vector<std::string> keys, absl::Time deadline,
+                                               KvStore::Done done) {
   absl::ReleasableMutexLock lock(&mu_);
   ParkedRead parked;
   if (store_closed_) {

@@ -117,7 +117,7 @@ class MasterState {
     std::optional<RoundStateMachine> rounds;
     KvStore store;
     uint64_t store_generation = NextStoreGeneration();  // see ParkedRead
-    int64_t store_round = -1;  // the round whose keys the store holds
+    int64_t store_round = -1;                           // the round whose keys the store holds
     std::map<SessionId, SessionReactor*> sessions;
   };
 

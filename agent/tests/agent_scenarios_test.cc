@@ -134,9 +134,9 @@ class Scenario {
       }
       sm_->AttemptClosed(result, now_);
     } else if (verb == "stop") {
-      sm_->StopOrdered(args.count("membership") > 0 ? StopReason::kMembershipChanged
-                                                     : StopReason::kWorkerFailed,
-                       "the round ended", now_);
+      sm_->StopOrdered(
+          args.count("membership") > 0 ? StopReason::kMembershipChanged : StopReason::kWorkerFailed,
+          "the round ended", now_);
     } else if (verb == "end") {
       std::vector<ReportedFailure> root;
       if (args.count("root-host") > 0) {

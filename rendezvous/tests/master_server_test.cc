@@ -442,10 +442,12 @@ TEST_F(MasterServerTest, ACancelledReadLeavesTheStoreAtOnce) {
       }
       EXPECT_EQ(status.error_code(), grpc::StatusCode::CANCELLED);
     });
-    ASSERT_TRUE(testing::WaitUntil([&] { return master_->PendingStoreReads() == 1; }, absl::Seconds(10)));
+    ASSERT_TRUE(
+        testing::WaitUntil([&] { return master_->PendingStoreReads() == 1; }, absl::Seconds(10)));
     c.TryCancel();
     reader.join();
-    EXPECT_TRUE(testing::WaitUntil([&] { return master_->PendingStoreReads() == 0; }, absl::Seconds(5)))
+    EXPECT_TRUE(
+        testing::WaitUntil([&] { return master_->PendingStoreReads() == 0; }, absl::Seconds(5)))
         << "read " << i << " stayed parked after its client cancelled it";
   }
 }

@@ -198,6 +198,7 @@ absl::Status Configure(const OptionValues& values, const std::vector<std::string
                        CliOutcome& outcome) {
   AgentConfig& config = outcome.config;
   if (absl::Status s = ParseValues(values, devices, config, outcome.notices); !s.ok()) return s;
+  if (absl::Status s = ReadRdzvConfFiles(config); !s.ok()) return s;
   ApplyEnvironmentDefaults(values, env, config);
   if (absl::Status s = ApplyBackendRules(values, config); !s.ok()) return s;
   DeriveSettings(values, config);

@@ -8,7 +8,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/small_file.h"
 #include "launcher/backends.h"
+#include "rendezvous/tls_config.h"
 
 namespace ddprun {
 namespace {
@@ -49,6 +51,23 @@ absl::StatusOr<std::string> FindExecutable(const std::string& name, const std::s
 }
 
 }  // namespace
+
+absl::Status ReadRdzvConfFiles(AgentConfig& config) {
+  auto path = [&](const char* key) {
+    auto it = config.rdzv_conf.find(key);
+    return it == config.rdzv_conf.end() ? std::string() : it->second;
+  };
+  if (const std::string token_file = path("token_file"); !token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(token_file, "--rdzv-conf token_file");
+    if (!token.ok()) return token.status();
+    config.token = *std::move(token);
+  }
+  absl::StatusOr<TlsConfig> tls =
+      ReadTlsFiles(path("tls_cert"), path("tls_key"), path("tls_ca"), "--rdzv-conf");
+  if (!tls.ok()) return tls.status();
+  config.tls = *std::move(tls);
+  return absl::OkStatus();
+}
 
 void ApplyEnvironmentDefaults(const OptionValues& values, const LaunchEnvironment& env,
                               AgentConfig& config) {

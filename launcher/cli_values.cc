@@ -11,8 +11,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/small_file.h"
-#include "rendezvous/tls_config.h"
 
 namespace ddprun {
 namespace {
@@ -178,12 +176,8 @@ absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, Agent
       } else {
         return Invalid(option, value, "true or false (1 or 0)");
       }
-    } else if (key == "token_file") {
-      absl::StatusOr<std::string> token = ReadTokenFile(value, "--rdzv-conf token_file");
-      if (!token.ok()) return token.status();
-      config.token = *std::move(token);
-    } else if (key == "tls_cert" || key == "tls_key" || key == "tls_ca") {
-      // Read below, once all three are known.
+    } else if (key == "token_file" || key == "tls_cert" || key == "tls_key" || key == "tls_ca") {
+      // Files: read by ReadRdzvConfFiles (cli_rules.h), not here.
     } else if (key == "timeout" || key == "store_type") {
       // torchrun keys that do not apply to ddprun's c10d; accepted so command lines work.
     } else {
@@ -194,14 +188,6 @@ absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, Agent
           "read_timeout, is_host, token_file, tls_cert, tls_key or tls_ca"));
     }
   }
-  auto path = [&](const char* key) {
-    auto it = conf.find(key);
-    return it == conf.end() ? std::string() : it->second;
-  };
-  absl::StatusOr<TlsConfig> tls =
-      ReadTlsFiles(path("tls_cert"), path("tls_key"), path("tls_ca"), "--rdzv-conf");
-  if (!tls.ok()) return tls.status();
-  config.tls = *tls;
   return absl::OkStatus();
 }
 

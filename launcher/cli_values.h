@@ -48,8 +48,9 @@ absl::StatusOr<StdSpec> ParseStdSpec(const std::string& option, const std::strin
 absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value);
 
 /// Applies the --rdzv-conf keys to `config` (join_timeout, last_call_timeout, close_timeout,
-/// keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout, read_timeout, is_host,
-/// token_file). An unknown key or a bad value is an error that lists what is accepted.
+/// keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout, read_timeout, is_host).
+/// An unknown key or a bad value is an error that lists what is accepted. The keys that name
+/// files (token_file, tls_*) are accepted here and read by ReadRdzvConfFiles (cli_rules.h).
 absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, AgentConfig& config);
 
 /// --signals-to-handle: comma-separated names such as SIGTERM,SIGUSR1 (the SIG may be left off).

@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent_state_machine.h"
+#include "agent/tests/agent_actions.h"
 #include "common/process_status.h"
 #include "gtest/gtest.h"
 
@@ -28,46 +29,6 @@ namespace ddprun {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Describe(const AgentAction& a) {
-  using Kind = AgentAction::Kind;
-  switch (a.kind) {
-    case Kind::kJoin:
-      return a.assignment ? absl::StrCat("join after=", a.assignment->round) : "join";
-    case Kind::kReconnect:
-      return "reconnect";
-    case Kind::kStartWorkers:
-      return absl::StrCat("start-workers round=", a.assignment->round,
-                          " restarts=", a.assignment->restart_count);
-    case Kind::kStopWorkers:
-      return absl::StrCat("stop-workers ", SignalName(a.signal));
-    case Kind::kKillWorkers:
-      return absl::StrCat("kill-workers (", a.text, ")");
-    case Kind::kReportFailure:
-      return absl::StrCat("report-failure round=", a.round);
-    case Kind::kReportSuccess:
-      return absl::StrCat("report-success round=", a.round);
-    case Kind::kHeartbeat:
-      return "heartbeat";
-    case Kind::kEndStoreRound:
-      return "end-store-round";
-    case Kind::kCloseAttempt:
-      return "close-attempt";
-    case Kind::kWriteStopSummary:
-      return absl::StrCat("stop-summary ", SignalName(a.signal));
-    case Kind::kWriteFailureSummary:
-      return "failure-summary";
-    case Kind::kLog: {
-      const char* level = a.level == LogLevel::kInfo      ? "info"
-                          : a.level == LogLevel::kWarning ? "warning"
-                                                          : "error";
-      return absl::StrCat("log ", level, ": ", a.text);
-    }
-    case Kind::kExit:
-      return absl::StrCat("exit ", a.exit_code);
-  }
-  return "?";
-}
 
 int SignalNumber(const std::string& name) {
   for (int sig = 1; sig < 32; ++sig) {
@@ -170,7 +131,7 @@ class Scenario {
       ADD_FAILURE() << "unknown event: " << line;
     }
     std::vector<std::string> out;
-    for (const AgentAction& a : sm_->TakeActions()) out.push_back(Describe(a));
+    for (const AgentAction& a : sm_->TakeActions()) out.push_back(DescribeAction(a));
     return out;
   }
 

@@ -1,0 +1,53 @@
+#pragma once
+// One AgentAction as a line of a transcript ("stop-workers SIGTERM", "exit 75",
+// "log warning: ..."), for the agent's rule tests and scenarios.
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "agent/agent_state_machine.h"
+#include "common/process_status.h"
+
+namespace ddprun {
+
+inline std::string DescribeAction(const AgentAction& a) {
+  using Kind = AgentAction::Kind;
+  switch (a.kind) {
+    case Kind::kJoin:
+      return a.assignment ? absl::StrCat("join after=", a.assignment->round) : "join";
+    case Kind::kReconnect:
+      return "reconnect";
+    case Kind::kStartWorkers:
+      return absl::StrCat("start-workers round=", a.assignment->round,
+                          " restarts=", a.assignment->restart_count);
+    case Kind::kStopWorkers:
+      return absl::StrCat("stop-workers ", SignalName(a.signal));
+    case Kind::kKillWorkers:
+      return absl::StrCat("kill-workers (", a.text, ")");
+    case Kind::kReportFailure:
+      return absl::StrCat("report-failure round=", a.round);
+    case Kind::kReportSuccess:
+      return absl::StrCat("report-success round=", a.round);
+    case Kind::kHeartbeat:
+      return "heartbeat";
+    case Kind::kEndStoreRound:
+      return "end-store-round";
+    case Kind::kCloseAttempt:
+      return "close-attempt";
+    case Kind::kWriteStopSummary:
+      return absl::StrCat("stop-summary ", SignalName(a.signal));
+    case Kind::kWriteFailureSummary:
+      return "failure-summary";
+    case Kind::kLog: {
+      const char* level = a.level == LogLevel::kInfo      ? "info"
+                          : a.level == LogLevel::kWarning ? "warning"
+                                                          : "error";
+      return absl::StrCat("log ", level, ": ", a.text);
+    }
+    case Kind::kExit:
+      return absl::StrCat("exit ", a.exit_code);
+  }
+  return "?";
+}
+
+}  // namespace ddprun

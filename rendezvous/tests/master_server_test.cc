@@ -126,6 +126,16 @@ class MasterServerTest : public ::testing::Test {
     return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", master_->port()),
                                      grpc::InsecureChannelCredentials(), args);
   }
+  static grpc::Status SetKey(pb::Store::Stub& store, const std::string& run_id,
+                             const std::string& key, const std::string& value) {
+    grpc::ClientContext c;
+    pb::SetRequest set;
+    set.set_run_id(run_id);
+    set.set_key(key);
+    set.set_value(value);
+    pb::SetResponse r;
+    return store.Set(WithDeadline(c), set, &r);
+  }
   static grpc::ClientContext* WithDeadline(grpc::ClientContext& context) {
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
     return &context;
@@ -319,15 +329,7 @@ TEST_F(MasterServerTest, TwoRunsOnOneMasterDoNotSeeEachOther) {
 TEST_F(MasterServerTest, StoreVerbsOverTheWire) {
   StartMaster();
   auto store = pb::Store::NewStub(channel_);
-  {
-    grpc::ClientContext c;
-    pb::SetRequest set;
-    set.set_run_id("job");
-    set.set_key("k");
-    set.set_value("v");
-    pb::SetResponse r;
-    ASSERT_TRUE(store->Set(WithDeadline(c), set, &r).ok());
-  }
+  ASSERT_TRUE(SetKey(*store, "job", "k", "v").ok());
   {
     grpc::ClientContext c;
     pb::GetRequest get;
@@ -671,13 +673,7 @@ TEST_F(MasterServerTest, AStoreOnlyServerServesTheStoreAndRefusesSessions) {
   EXPECT_FALSE(a.Read());
   EXPECT_EQ(a.Close().error_code(), grpc::StatusCode::UNIMPLEMENTED);
   auto store = pb::Store::NewStub(channel_);
-  grpc::ClientContext c;
-  pb::SetRequest set;
-  set.set_run_id("job");
-  set.set_key("k");
-  set.set_value("v");
-  pb::SetResponse r;
-  EXPECT_TRUE(store->Set(WithDeadline(c), set, &r).ok());
+  EXPECT_TRUE(SetKey(*store, "job", "k", "v").ok());
 }
 
 }  // namespace

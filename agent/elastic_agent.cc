@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/exit_codes.h"
 #include "common/process_status.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "rendezvous/node_address.h"
 #include "spdlog/spdlog.h"
@@ -75,23 +76,19 @@ ElasticAgent::ElasticAgent(const AgentConfig& config, EnvMap base_env,
 ElasticAgent::~ElasticAgent() = default;
 
 absl::Status ElasticAgent::SetUp() {
-  absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
-  if (!loop.ok()) return loop.status();
-  loop_ = std::move(*loop);
+  DDPRUN_ASSIGN_OR_RETURN(std::unique_ptr<EventLoop> loop, EventLoop::Create());
+  loop_ = std::move(loop);
 
   std::vector<int> watched = config_.signals_to_handle;
   watched.push_back(SIGCHLD);
-  absl::StatusOr<SignalChannel> signals = SignalChannel::Open(watched);
-  if (!signals.ok()) return signals.status();
-  signals_ = std::make_unique<SignalChannel>(std::move(*signals));
+  DDPRUN_ASSIGN_OR_RETURN(SignalChannel signals, SignalChannel::Open(watched));
+  signals_ = std::make_unique<SignalChannel>(std::move(signals));
 
-  absl::StatusOr<OneShotTimer> timer = OneShotTimer::Create();
-  if (!timer.ok()) return timer.status();
-  deadline_timer_ = std::make_unique<OneShotTimer>(std::move(*timer));
+  DDPRUN_ASSIGN_OR_RETURN(OneShotTimer timer, OneShotTimer::Create());
+  deadline_timer_ = std::make_unique<OneShotTimer>(std::move(timer));
 
-  absl::StatusOr<LogRoot> log_root = OpenLogRoot(config_.log_dir, config_.run_id);
-  if (!log_root.ok()) return log_root.status();
-  log_root_ = *std::move(log_root);
+  DDPRUN_ASSIGN_OR_RETURN(LogRoot log_root, OpenLogRoot(config_.log_dir, config_.run_id));
+  log_root_ = std::move(log_root);
   if (WillDefaultOmpThreads(base_env_, config_.nproc_per_node)) {
     spdlog::warn(
         "OMP_NUM_THREADS is not set: setting it to 1 for each worker so that {} workers "

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "agent/log_layout.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "spdlog/spdlog.h"
 
@@ -44,7 +45,7 @@ absl::StatusOr<LogRoot> OpenLogRoot(const std::string& log_dir, const std::strin
   root.path = log_dir;
   if (log_dir == "/dev/null") return root;
   const std::string run_dir = RunLogDir(log_dir, run_id);
-  if (absl::Status s = MakeDirs(run_dir); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(MakeDirs(run_dir));
   root.attempt_offset = FirstFreeAttempt(run_dir);
   if (root.attempt_offset > 0) {
     spdlog::warn(

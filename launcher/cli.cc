@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/worker_env.h"
+#include "common/status_macros.h"
 #include "launcher/cli_rules.h"
 #include "launcher/options.h"
 
@@ -119,9 +120,8 @@ absl::StatusOr<OptionValues> ReadOptionValues(const CLI::App& app, RawValues& ra
       values.given.insert(spec.name);
       value = pet;
       if (spec.flag) {
-        absl::StatusOr<bool> on = FlagFromEnvironment(PetName(spec.name), pet);
-        if (!on.ok()) return on.status();
-        value = *on ? "1" : "";
+        DDPRUN_ASSIGN_OR_RETURN(bool on, FlagFromEnvironment(PetName(spec.name), pet));
+        value = on ? "1" : "";
       }
     } else if (!spec.torch_env.empty() && !env.Get(spec.torch_env).empty()) {
       value = env.Get(spec.torch_env);
@@ -173,7 +173,7 @@ absl::Status ParseValues(const OptionValues& values, const DeviceCounts& devices
   ParseState state{devices, config, notices};
   for (const OptionSpec& spec : Options()) {
     if (spec.parse == nullptr) continue;
-    if (absl::Status s = spec.parse(values[spec.name], state); !s.ok()) return s;
+    DDPRUN_RETURN_IF_ERROR(spec.parse(values[spec.name], state));
   }
   return absl::OkStatus();
 }
@@ -197,10 +197,10 @@ absl::Status Configure(const OptionValues& values, const std::vector<std::string
                        const DeviceCounts& devices, const LaunchEnvironment& env,
                        CliOutcome& outcome) {
   AgentConfig& config = outcome.config;
-  if (absl::Status s = ParseValues(values, devices, config, outcome.notices); !s.ok()) return s;
-  if (absl::Status s = ReadRdzvConfFiles(config); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(ParseValues(values, devices, config, outcome.notices));
+  DDPRUN_RETURN_IF_ERROR(ReadRdzvConfFiles(config));
   ApplyEnvironmentDefaults(values, env, config);
-  if (absl::Status s = ApplyBackendRules(values, config); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(ApplyBackendRules(values, config));
   DeriveSettings(values, config);
   return BuildWorkerCommand(values, positional, env, config);
 }
@@ -264,12 +264,10 @@ absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(DescribeParseError(e));
   }
-  absl::StatusOr<OptionValues> values = ReadOptionValues(app, raw, env);
-  if (!values.ok()) return values.status();
-  absl::StatusOr<std::vector<std::string>> positional = Positional(app);
-  if (!positional.ok()) return positional.status();
-  UnmarkEmptyValues(*values, *positional);
-  if (absl::Status s = Configure(*values, *positional, devices, env, outcome); !s.ok()) return s;
+  DDPRUN_ASSIGN_OR_RETURN(OptionValues values, ReadOptionValues(app, raw, env));
+  DDPRUN_ASSIGN_OR_RETURN(std::vector<std::string> positional, Positional(app));
+  UnmarkEmptyValues(values, positional);
+  DDPRUN_RETURN_IF_ERROR(Configure(values, positional, devices, env, outcome));
   return outcome;
 }
 

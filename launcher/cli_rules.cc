@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/small_file.h"
+#include "common/status_macros.h"
 #include "launcher/backends.h"
 #include "rendezvous/tls_config.h"
 
@@ -58,14 +59,12 @@ absl::Status ReadRdzvConfFiles(AgentConfig& config) {
     return it == config.rdzv_conf.end() ? std::string() : it->second;
   };
   if (const std::string token_file = path("token_file"); !token_file.empty()) {
-    absl::StatusOr<std::string> token = ReadTokenFile(token_file, "--rdzv-conf token_file");
-    if (!token.ok()) return token.status();
-    config.token = *std::move(token);
+    DDPRUN_ASSIGN_OR_RETURN(std::string token, ReadTokenFile(token_file, "--rdzv-conf token_file"));
+    config.token = std::move(token);
   }
-  absl::StatusOr<TlsConfig> tls =
-      ReadTlsFiles(path("tls_cert"), path("tls_key"), path("tls_ca"), "--rdzv-conf");
-  if (!tls.ok()) return tls.status();
-  config.tls = *std::move(tls);
+  DDPRUN_ASSIGN_OR_RETURN(TlsConfig tls, ReadTlsFiles(path("tls_cert"), path("tls_key"),
+                                                      path("tls_ca"), "--rdzv-conf"));
+  config.tls = std::move(tls);
   return absl::OkStatus();
 }
 

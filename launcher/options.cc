@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "launcher/backends.h"
 
 namespace ddprun {
@@ -19,24 +20,21 @@ constexpr char kShutdownGroup[] = "Shutdown and signals";
 constexpr char kStaticGroup[] = "Node rank, master address and port";
 
 absl::Status Nnodes(const std::string& value, ParseState& s) {
-  absl::StatusOr<NodeRange> nodes = ParseNnodes(value);
-  if (!nodes.ok()) return nodes.status();
-  s.config.min_nodes = nodes->min_nodes;
-  s.config.max_nodes = nodes->max_nodes;
+  DDPRUN_ASSIGN_OR_RETURN(NodeRange nodes, ParseNnodes(value));
+  s.config.min_nodes = nodes.min_nodes;
+  s.config.max_nodes = nodes.max_nodes;
   return absl::OkStatus();
 }
 
 absl::Status NprocPerNode(const std::string& value, ParseState& s) {
-  absl::StatusOr<int> nproc = ParseNprocPerNode(value, s.devices);
-  if (!nproc.ok()) return nproc.status();
-  s.config.nproc_per_node = *nproc;
+  DDPRUN_ASSIGN_OR_RETURN(int nproc, ParseNprocPerNode(value, s.devices));
+  s.config.nproc_per_node = nproc;
   return absl::OkStatus();
 }
 
 absl::Status MaxRestarts(const std::string& value, ParseState& s) {
-  absl::StatusOr<int> n = ParseNonNegativeInt("--max-restarts", value);
-  if (!n.ok()) return n.status();
-  s.config.max_restarts = *n;
+  DDPRUN_ASSIGN_OR_RETURN(int n, ParseNonNegativeInt("--max-restarts", value));
+  s.config.max_restarts = n;
   return absl::OkStatus();
 }
 
@@ -76,10 +74,9 @@ absl::Status RdzvEndpoint(const std::string& value, ParseState& s) {
   s.config.rdzv_endpoint = value;
   if (value.empty()) return absl::OkStatus();
   // c10d's default port, as torchrun; for static the port comes from --master-port.
-  absl::StatusOr<Endpoint> endpoint = ParseEndpoint(value, 29400);
-  if (!endpoint.ok()) return endpoint.status();
-  s.config.endpoint_host = endpoint->host;
-  s.config.endpoint_port = endpoint->port;
+  DDPRUN_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(value, 29400));
+  s.config.endpoint_host = endpoint.host;
+  s.config.endpoint_port = endpoint.port;
   return absl::OkStatus();
 }
 
@@ -89,9 +86,8 @@ absl::Status RdzvId(const std::string& value, ParseState& s) {
 }
 
 absl::Status RdzvConf(const std::string& value, ParseState& s) {
-  absl::StatusOr<std::map<std::string, std::string>> conf = ParseRdzvConf(value);
-  if (!conf.ok()) return conf.status();
-  s.config.rdzv_conf = *conf;
+  DDPRUN_ASSIGN_OR_RETURN(auto conf, ParseRdzvConf(value));
+  s.config.rdzv_conf = conf;
   return ApplyRdzvConf(s.config.rdzv_conf, s.config);
 }
 
@@ -107,16 +103,15 @@ absl::Status LogDir(const std::string& value, ParseState& s) {
 
 absl::Status StdStreamsFor(const std::string& option, const std::string& value, ParseState& s,
                            StdSpec& out) {
-  absl::StatusOr<StdSpec> spec = ParseStdSpec(option, value);
-  if (!spec.ok()) return spec.status();
-  for (const auto& [rank, streams] : spec->per_rank) {
+  DDPRUN_ASSIGN_OR_RETURN(StdSpec spec, ParseStdSpec(option, value));
+  for (const auto& [rank, streams] : spec.per_rank) {
     if (rank >= s.config.nproc_per_node) {
       return absl::InvalidArgumentError(
           absl::StrCat(option, " names local rank ", rank, " but there are only ",
                        s.config.nproc_per_node, " (--nproc-per-node)"));
     }
   }
-  out = *spec;
+  out = spec;
   return absl::OkStatus();
 }
 
@@ -130,30 +125,28 @@ absl::Status Tee(const std::string& value, ParseState& s) {
 
 absl::Status LocalRanksFilter(const std::string& value, ParseState& s) {
   if (value.empty()) return absl::OkStatus();
-  absl::StatusOr<std::set<int>> filter = ParseLocalRanksFilter(value, s.config.nproc_per_node);
-  if (!filter.ok()) return filter.status();
-  s.config.local_ranks_filter = *filter;
+  DDPRUN_ASSIGN_OR_RETURN(std::set<int> filter,
+                          ParseLocalRanksFilter(value, s.config.nproc_per_node));
+  s.config.local_ranks_filter = filter;
   return absl::OkStatus();
 }
 
 absl::Status SignalsToHandle(const std::string& value, ParseState& s) {
-  absl::StatusOr<std::vector<int>> signals = ParseSignalList(value);
-  if (!signals.ok()) return signals.status();
+  DDPRUN_ASSIGN_OR_RETURN(std::vector<int> signals, ParseSignalList(value));
   // SIGTERM, SIGINT, SIGHUP and SIGQUIT are always handled, and the list adds to them:
   // "--signals-to-handle=SIGUSR1" for Slurm preemption must not turn a plain SIGTERM into
   // an agent dying without a grace period for its workers.
   std::vector<int>& handled = s.config.signals_to_handle;
   handled = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-  for (int sig : *signals) {
+  for (int sig : signals) {
     if (std::find(handled.begin(), handled.end(), sig) == handled.end()) handled.push_back(sig);
   }
   return absl::OkStatus();
 }
 
 absl::Status SecondsInto(const std::string& option, const std::string& value, absl::Duration& out) {
-  absl::StatusOr<absl::Duration> d = ParseSeconds(option, value);
-  if (!d.ok()) return d.status();
-  out = *d;
+  DDPRUN_ASSIGN_OR_RETURN(absl::Duration d, ParseSeconds(option, value));
+  out = d;
   return absl::OkStatus();
 }
 
@@ -170,9 +163,8 @@ absl::Status WorkerHeartbeatTimeout(const std::string& value, ParseState& s) {
 }
 
 absl::Status NodeRank(const std::string& value, ParseState& s) {
-  absl::StatusOr<int> rank = ParseNonNegativeInt("--node-rank", value);
-  if (!rank.ok()) return rank.status();
-  s.config.node_rank = *rank;
+  DDPRUN_ASSIGN_OR_RETURN(int rank, ParseNonNegativeInt("--node-rank", value));
+  s.config.node_rank = rank;
   return absl::OkStatus();
 }
 

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/exit_codes.h"
 #include "common/small_file.h"
+#include "common/status_macros.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/wire.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -81,14 +82,12 @@ absl::StatusOr<ddprun::MasterOptions> MasterOptionsFrom(const Settings& s) {
   options.host = s.host;
   options.port = s.port;
   options.store_timeout = absl::Seconds(s.read_timeout_seconds);
-  absl::StatusOr<ddprun::TlsConfig> tls =
-      ddprun::ReadTlsFiles(s.tls_cert, s.tls_key, s.tls_ca, "ddprun-master");
-  if (!tls.ok()) return tls.status();
-  options.tls = *tls;
+  DDPRUN_ASSIGN_OR_RETURN(ddprun::TlsConfig tls,
+                          ddprun::ReadTlsFiles(s.tls_cert, s.tls_key, s.tls_ca, "ddprun-master"));
+  options.tls = tls;
   if (!s.token_file.empty()) {
-    absl::StatusOr<std::string> token = ddprun::ReadTokenFile(s.token_file, "--token-file");
-    if (!token.ok()) return token.status();
-    options.token = *std::move(token);
+    DDPRUN_ASSIGN_OR_RETURN(std::string token, ddprun::ReadTokenFile(s.token_file, "--token-file"));
+    options.token = std::move(token);
   }
   return options;
 }

@@ -28,7 +28,6 @@ namespace ddprun {
 struct AgentSettings {
   std::string host;  // this node's name, as in failure reports
   int nproc_per_node = 1;
-  std::string entrypoint_name;  // for the summaries
   absl::Duration shutdown_timeout = absl::Seconds(30);
   // How often the master wants a heartbeat; InfiniteDuration: no master to tell (one node).
   absl::Duration heartbeat_interval = absl::InfiniteDuration();
@@ -44,7 +43,6 @@ struct AgentSettings {
 struct WorkersView {
   bool any_failed = false;  // a worker failed on its own (not one the agent stopped)
   bool all_exited = false;
-  bool all_succeeded = false;
 };
 
 /// What the shell found when it closed an attempt whose workers have all exited.

@@ -33,7 +33,6 @@ AgentSettings SettingsFor(const AgentConfig& config, const std::string& host,
   AgentSettings settings;
   settings.host = host;
   settings.nproc_per_node = config.nproc_per_node;
-  settings.entrypoint_name = config.entrypoint_name;
   settings.shutdown_timeout = config.shutdown_timeout;
   settings.heartbeat_interval = rendezvous.heartbeat_interval();
   // A master over the network: give up a little after its own join_timeout, which names
@@ -188,7 +187,6 @@ void ElasticAgent::FeedWorkers() {
   WorkersView view;
   view.any_failed = workers_->HasFailures();
   view.all_exited = workers_->AllExited();
-  view.all_succeeded = workers_->AllSucceeded();
   rules_.WorkersChanged(view, MonotonicNow());
 }
 

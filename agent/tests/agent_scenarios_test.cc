@@ -6,24 +6,16 @@
 //   signal SIGTERM            <- an event (see Apply below for every verb)
 //   > stop-workers SIGTERM    <- the actions it causes; log lines as "> log warning: text"
 //
-// A mismatch prints the whole transcript as the rules produced it; DDPRUN_REWRITE_SCENARIOS=1
-// writes it into the file instead (for a new scenario: review every line before committing).
+// The format and the runner: tests/support/scenario_scripts.h.
 #include <filesystem>
-#include <fstream>
 #include <map>
-#include <sstream>
 
-#include <stdlib.h>
-
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent_state_machine.h"
 #include "agent/tests/agent_actions.h"
 #include "common/process_status.h"
 #include "gtest/gtest.h"
+#include "tests/support/scenario_scripts.h"
 
 namespace ddprun {
 namespace {
@@ -37,24 +29,7 @@ int SignalNumber(const std::string& name) {
   return 0;
 }
 
-// "key=value" words after the verb.
-std::map<std::string, std::string> Args(const std::vector<std::string>& words) {
-  std::map<std::string, std::string> args;
-  for (size_t i = 1; i < words.size(); ++i) {
-    std::vector<std::string> kv = absl::StrSplit(words[i], absl::MaxSplits('=', 1));
-    args[kv[0]] = kv.size() > 1 ? kv[1] : "";
-  }
-  return args;
-}
-
-int IntArg(const std::map<std::string, std::string>& args, const std::string& key, int dflt) {
-  int n = dflt;
-  auto it = args.find(key);
-  if (it != args.end()) EXPECT_TRUE(absl::SimpleAtoi(it->second, &n)) << key << "=" << it->second;
-  return n;
-}
-
-class Scenario {
+class Scenario : public testing::ScenarioMachine {
  public:
   Scenario() {
     AgentSettings s;
@@ -69,29 +44,29 @@ class Scenario {
   }
 
   // Runs one event line; returns the actions it caused, described.
-  std::vector<std::string> Apply(const std::string& line) {
+  std::vector<std::string> Apply(const std::string& line) override {
     const std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
     const std::string& verb = words[0];
-    const std::map<std::string, std::string> args = Args(words);
+    const std::map<std::string, std::string> args = testing::ScenarioArgs(words, 1);
     if (verb == "start") {
       sm_->Start(now_);
     } else if (verb == "assigned") {
       Assignment a;
-      a.round = IntArg(args, "round", 0);
-      a.restart_count = IntArg(args, "restarts", 0);
+      a.round = testing::ScenarioInt(args, "round", 0);
+      a.restart_count = testing::ScenarioInt(args, "restarts", 0);
       sm_->Assigned(a);
     } else if (verb == "workers") {
       WorkersView view;
       view.any_failed = args.count("failed") > 0;
+      // "all-succeeded" reads better in a script; to the rules it is "all exited".
       view.all_exited = args.count("all-exited") > 0 || args.count("all-succeeded") > 0;
-      view.all_succeeded = args.count("all-succeeded") > 0;
       sm_->WorkersChanged(view, now_);
     } else if (verb == "closed") {
       AttemptResult result;
       result.succeeded = args.count("succeeded") > 0;
       if (args.count("root-rank") > 0) {
-        result.root_cause =
-            AttemptResult::RootCause{IntArg(args, "root-rank", 0), IntArg(args, "code", 1)};
+        result.root_cause = AttemptResult::RootCause{testing::ScenarioInt(args, "root-rank", 0),
+                                                     testing::ScenarioInt(args, "code", 1)};
       }
       sm_->AttemptClosed(result, now_);
     } else if (verb == "stop") {
@@ -103,8 +78,8 @@ class Scenario {
       if (args.count("root-host") > 0) {
         ReportedFailure f;
         f.host = args.at("root-host");
-        f.rank = IntArg(args, "root-rank", 0);
-        f.exit_code = IntArg(args, "root-code", 1);
+        f.rank = testing::ScenarioInt(args, "root-rank", 0);
+        f.exit_code = testing::ScenarioInt(args, "root-code", 1);
         f.message = "boom";
         root.push_back(f);
       }
@@ -140,58 +115,9 @@ class Scenario {
   std::unique_ptr<AgentStateMachine> sm_;
 };
 
-std::vector<fs::path> ScenarioFiles() {
-  std::vector<fs::path> files;
-  for (const auto& entry :
-       fs::directory_iterator(fs::path(DDPRUN_SOURCE_DIR) / "agent/tests/testdata")) {
-    if (entry.path().extension() == ".txt") files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 TEST(AgentScenarios, EveryScriptGivesItsActions) {
-  const std::vector<fs::path> files = ScenarioFiles();
-  ASSERT_GE(files.size(), 4u) << "the scenarios are missing";
-  for (const fs::path& file : files) {
-    std::ifstream in(file);
-    Scenario scenario;
-    std::vector<std::string> expected, actual, transcript;
-    std::string line, event;
-    auto check = [&] {
-      if (!event.empty()) {
-        EXPECT_EQ(absl::StrJoin(actual, "\n"), absl::StrJoin(expected, "\n"))
-            << file.filename().string() << ": after '" << event << "'";
-      }
-      expected.clear();
-    };
-    while (std::getline(in, line)) {
-      if (absl::StartsWith(line, "> ")) {
-        expected.push_back(line.substr(2));
-        continue;
-      }
-      check();
-      if (line.empty() || absl::StartsWith(line, "#")) {
-        transcript.push_back(line);
-        event.clear();
-        continue;
-      }
-      event = line;
-      actual = scenario.Apply(line);
-      transcript.push_back(line);
-      for (const std::string& a : actual) transcript.push_back("> " + a);
-    }
-    check();
-    if (::getenv("DDPRUN_REWRITE_SCENARIOS") != nullptr) {  // to write a new scenario's answers
-      std::ofstream(file) << absl::StrJoin(transcript, "\n") << "\n";
-      continue;
-    }
-    if (::testing::Test::HasFailure()) {
-      std::cerr << "--- " << file.filename().string() << " as the rules run it:\n"
-                << absl::StrJoin(transcript, "\n") << "\n";
-      return;
-    }
-  }
+  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "agent/tests/testdata", 10,
+                              [] { return std::make_unique<Scenario>(); });
 }
 
 }  // namespace

@@ -61,8 +61,8 @@ class AgentStateMachineTest : public ::testing::Test {
     return a;
   }
   static WorkersView Running() { return {}; }
-  static WorkersView Failed(bool all_exited) { return {true, all_exited, false}; }
-  static WorkersView AllExited(bool succeeded) { return {false, true, succeeded}; }
+  static WorkersView Failed(bool all_exited) { return {true, all_exited}; }
+  static WorkersView AllExited() { return {false, true}; }
   static AttemptResult Succeeded() { return {true, std::nullopt}; }
   static AttemptResult FailedAt(int rank, int code) {
     return {false, AttemptResult::RootCause{rank, code}};
@@ -133,7 +133,7 @@ TEST_F(AgentStateMachineTest, AStopOrderWhileWorkersRunStopsThemThenRejoins) {
   EXPECT_THAT(Stop(), ElementsAre("end-store-round", "stop-workers SIGTERM"));
   EXPECT_THAT(LogsOf(), ElementsAre("rank 1 on node1 failed"));
   EXPECT_THAT(Stop(), ElementsAre("end-store-round")) << "stopping already: no second SIGTERM";
-  EXPECT_THAT(Workers(AllExited(false)), ElementsAre("close-attempt"));
+  EXPECT_THAT(Workers(AllExited()), ElementsAre("close-attempt"));
   EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("join after=0"));
 }
 
@@ -145,7 +145,7 @@ TEST_F(AgentStateMachineTest, AMembershipChangeSaysNoRestartIsSpent) {
 
 TEST_F(AgentStateMachineTest, SuccessIsReportedAndTheRunEndsWithZero) {
   RunRoundZero();
-  EXPECT_THAT(Workers(AllExited(true)), ElementsAre("close-attempt"));
+  EXPECT_THAT(Workers(AllExited()), ElementsAre("close-attempt"));
   EXPECT_THAT(Closed(Succeeded()), ElementsAre("report-success round=0"));
   EXPECT_THAT(LogsOf(), ElementsAre("all 2 workers succeeded"));
   EXPECT_THAT(End(RunOutcome::kSucceeded), ElementsAre("exit 0"));
@@ -155,7 +155,7 @@ TEST_F(AgentStateMachineTest, SuccessIsReportedAndTheRunEndsWithZero) {
 
 TEST_F(AgentStateMachineTest, ReleasedByTheExitBarrierExitsZeroWhileOthersRun) {
   RunRoundZero();
-  Workers(AllExited(true));
+  Workers(AllExited());
   Closed(Succeeded());
   EXPECT_THAT(End(RunOutcome::kReleased), ElementsAre("exit 0"));
   EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("their outcome is in their own logs")));
@@ -192,7 +192,7 @@ TEST_F(AgentStateMachineTest, ARootCauseElsewhereIsNamedAndGivesTheExitStatus) {
 TEST_F(AgentStateMachineTest, ARunThatEndsWhileWorkersRunEndsOnceTheyHaveExited) {
   RunRoundZero();
   EXPECT_THAT(End(RunOutcome::kFailed), ElementsAre("stop-workers SIGTERM"));
-  EXPECT_THAT(Workers(AllExited(false)), ElementsAre("close-attempt"));
+  EXPECT_THAT(Workers(AllExited()), ElementsAre("close-attempt"));
   EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("exit 1"));
 }
 
@@ -212,7 +212,7 @@ TEST_F(AgentStateMachineTest, ASignalIsForwardedThenKillsAfterTheGracePeriod) {
   EXPECT_THAT(Advance(absl::Seconds(29)), ElementsAre("heartbeat")) << "one tick, one beat";
   EXPECT_THAT(Advance(absl::Seconds(1)),
               ElementsAre("kill-workers (after the 30s grace period (--shutdown-timeout))"));
-  EXPECT_THAT(Workers(AllExited(false)), ElementsAre("close-attempt"));
+  EXPECT_THAT(Workers(AllExited()), ElementsAre("close-attempt"));
   EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("stop-summary SIGTERM", "exit 143"));
 }
 
@@ -221,7 +221,7 @@ TEST_F(AgentStateMachineTest, ASecondSignalKillsAtOnce) {
   Signal(SIGINT);
   EXPECT_THAT(Signal(SIGINT), ElementsAre("kill-workers (at a second SIGINT)"));
   EXPECT_THAT(LogsOf(), ElementsAre("received SIGINT again: killing the workers now"));
-  Workers(AllExited(false));
+  Workers(AllExited());
   EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("stop-summary SIGINT", "exit 130"));
 }
 
@@ -238,7 +238,7 @@ TEST_F(AgentStateMachineTest, ASignalOutranksEveryOtherOrderOnceWorkersHaveExite
   Signal(SIGTERM);
   sm_->MasterLost("gone", now_);
   Take();
-  Workers(AllExited(false));
+  Workers(AllExited());
   EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("stop-summary SIGTERM", "exit 143"));
 }
 
@@ -248,7 +248,7 @@ TEST_F(AgentStateMachineTest, TheMasterLostStopsTheWorkersThenReconnectsAndRejoi
   EXPECT_THAT(Take(), ElementsAre("end-store-round", "stop-workers SIGTERM"))
       << "a node cut off from the master must not go on training";
   EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("stopping this node's workers and rejoining")));
-  Workers(AllExited(false));
+  Workers(AllExited());
   EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("reconnect", "join after=0"));
 }
 
@@ -263,7 +263,7 @@ TEST_F(AgentStateMachineTest, AnEndedRunOutranksALostMaster) {
   RunRoundZero();
   sm_->MasterLost("unavailable", now_);
   End(RunOutcome::kSucceeded);
-  Workers(AllExited(true));
+  Workers(AllExited());
   EXPECT_THAT(Closed(Succeeded()), ElementsAre("exit 0"));
 }
 
@@ -273,7 +273,7 @@ TEST_F(AgentStateMachineTest, ARefusalStopsTheWorkersAndLeavesWithTheRendezvousS
   EXPECT_THAT(Take(), ElementsAre("stop-workers SIGTERM"));
   EXPECT_THAT(LogsOf(), ElementsAre("the rendezvous refused this node: the master serves run "
                                     "'mine', not 'theirs'"));
-  Workers(AllExited(false));
+  Workers(AllExited());
   EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre(absl::StrCat("exit ", kExitRendezvous)));
 }
 
@@ -344,7 +344,7 @@ TEST_F(AgentStateMachineTest, TheLastFailedAttemptsRootCauseSurvivesALaterCleanA
   Stop();
   Assign(1, 1);
   End(RunOutcome::kFailed);  // the run fails elsewhere while this node's round 1 runs
-  Workers(AllExited(false));
+  Workers(AllExited());
   EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("failure-summary", "exit 3"));
 }
 

@@ -2,25 +2,21 @@
 // events from agents' sessions, each followed by the messages the RoundStateMachine sends,
 // in order (the agent's side: agent/tests/testdata/).
 //
-//   settings min=2 max=2 restarts=1   <- first line: the run's settings (defaults below)
+//   settings min=2 max=2 restarts=1   <- first line: the run's settings (see Configure)
 //   join 1 node1                      <- session 1 joins as host node1 (see Apply)
 //   > 1 assign round=0 rank=0/2 base=0 world=4 restarts=0 master=node1.addr:29001
 //
-// DDPRUN_REWRITE_SCENARIOS=1 writes the transcript into the file (review it before committing).
-#include <stdlib.h>
-
+// The format and the runner: tests/support/scenario_scripts.h.
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "rendezvous/round_state_machine.h"
+#include "tests/support/scenario_scripts.h"
 
 namespace ddprun {
 namespace {
@@ -77,57 +73,48 @@ std::string Describe(const Outbound& o) {
   return "?";
 }
 
-std::map<std::string, std::string> Args(const std::vector<std::string>& words, size_t from) {
-  std::map<std::string, std::string> args;
-  for (size_t i = from; i < words.size(); ++i) {
-    std::vector<std::string> kv = absl::StrSplit(words[i], absl::MaxSplits('=', 1));
-    args[kv[0]] = kv.size() > 1 ? kv[1] : "";
-  }
-  return args;
-}
-
-int Int(const std::map<std::string, std::string>& args, const std::string& key, int dflt) {
-  int n = dflt;
-  if (auto it = args.find(key); it != args.end()) EXPECT_TRUE(absl::SimpleAtoi(it->second, &n));
-  return n;
-}
-
-class Scenario {
+class Scenario : public testing::ScenarioMachine {
  public:
-  // "settings min=2 max=2 restarts=1": 600 s join, 30 s last call, 5 s x 3 keep-alive, 300 s
-  // exit barrier unless given (join=, last-call=, keep-alive=, barrier= in seconds).
-  explicit Scenario(const std::string& settings_line) {
-    const std::map<std::string, std::string> args =
-        Args(absl::StrSplit(settings_line, ' ', absl::SkipEmpty()), 1);
+  // settings min=N max=N restarts=N [join=S last-call=S keep-alive=S barrier=S] (seconds;
+  // 600, 30, 5 (x 3 attempts), 300 unless given): the first line of every script.
+  void Configure(const std::map<std::string, std::string>& args) {
     RendezvousSettings s;
-    s.min_nodes = Int(args, "min", 1);
-    s.max_nodes = Int(args, "max", 1);
-    s.max_restarts = Int(args, "restarts", 0);
-    s.join_timeout = absl::Seconds(Int(args, "join", 600));
-    s.last_call_timeout = absl::Seconds(Int(args, "last-call", 30));
-    s.keep_alive_interval = absl::Seconds(Int(args, "keep-alive", 5));
+    s.min_nodes = testing::ScenarioInt(args, "min", 1);
+    s.max_nodes = testing::ScenarioInt(args, "max", 1);
+    s.max_restarts = testing::ScenarioInt(args, "restarts", 0);
+    s.join_timeout = absl::Seconds(testing::ScenarioInt(args, "join", 600));
+    s.last_call_timeout = absl::Seconds(testing::ScenarioInt(args, "last-call", 30));
+    s.keep_alive_interval = absl::Seconds(testing::ScenarioInt(args, "keep-alive", 5));
     s.keep_alive_max_attempt = 3;
-    s.exit_barrier_timeout = absl::Seconds(Int(args, "barrier", 300));
+    s.exit_barrier_timeout = absl::Seconds(testing::ScenarioInt(args, "barrier", 300));
     sm_ = std::make_unique<RoundStateMachine>(s, now_);
   }
 
   // join S HOST [rank=HINT] [nproc=N] | heartbeat S | disconnect S | fail S round=R rank=K
   // | succeed S round=R | tick DURATION (time passes, nobody beats) | pass DURATION (time
   // passes second by second, every session that joined beating)
-  std::vector<std::string> Apply(const std::string& line) {
+  std::vector<std::string> Apply(const std::string& line) override {
     const std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
     const std::string& verb = words[0];
+    if (verb == "settings") {
+      Configure(testing::ScenarioArgs(words, 1));
+      return {};
+    }
+    if (sm_ == nullptr) {
+      ADD_FAILURE() << "a script starts with its settings line, not '" << line << "'";
+      return {};
+    }
     SessionId session = 0;
     if (words.size() > 1) (void)absl::SimpleAtoi(words[1], &session);
-    const std::map<std::string, std::string> args = Args(words, 2);
+    const std::map<std::string, std::string> args = testing::ScenarioArgs(words, 2);
     std::vector<std::string> out;
     if (verb == "join") {
       NodeInfo n;
       n.host = words.at(2);
       n.addr = n.host + ".addr";
       n.incarnation = "inc-" + n.host;
-      n.local_world_size = Int(args, "nproc", 2);
-      n.node_rank_hint = Int(args, "rank", -1);
+      n.local_world_size = testing::ScenarioInt(args, "nproc", 2);
+      n.node_rank_hint = testing::ScenarioInt(args, "rank", -1);
       n.master_port = 29000 + static_cast<int>(session);
       if (absl::Status s = sm_->Join(session, n, now_); !s.ok()) {
         out.push_back(absl::StrCat("refused: ", s.message()));
@@ -141,12 +128,12 @@ class Scenario {
     } else if (verb == "fail") {
       ReportedFailure f;
       f.host = absl::StrCat("host-of-", session);
-      f.rank = Int(args, "rank", 0);
+      f.rank = testing::ScenarioInt(args, "rank", 0);
       f.exit_code = 1;
       f.time = now_;
-      sm_->ReportFailure(session, Int(args, "round", 0), {f}, now_);
+      sm_->ReportFailure(session, testing::ScenarioInt(args, "round", 0), {f}, now_);
     } else if (verb == "succeed") {
-      sm_->ReportSuccess(session, Int(args, "round", 0), now_);
+      sm_->ReportSuccess(session, testing::ScenarioInt(args, "round", 0), now_);
     } else if (verb == "tick") {
       absl::Duration d;
       EXPECT_TRUE(absl::ParseDuration(words.at(1), &d)) << line;
@@ -174,48 +161,8 @@ class Scenario {
 };
 
 TEST(RoundScenarios, EveryScriptGivesItsMessages) {
-  std::vector<fs::path> files;
-  for (const auto& entry :
-       fs::directory_iterator(fs::path(DDPRUN_SOURCE_DIR) / "rendezvous/tests/testdata")) {
-    if (entry.path().extension() == ".txt") files.push_back(entry.path());
-  }
-  std::sort(files.begin(), files.end());
-  ASSERT_GE(files.size(), 4u) << "the scenarios are missing";
-  for (const fs::path& file : files) {
-    std::ifstream in(file);
-    std::unique_ptr<Scenario> scenario;
-    std::vector<std::string> expected, actual, transcript;
-    std::string line, event;
-    auto check = [&] {
-      if (!event.empty()) {
-        EXPECT_EQ(absl::StrJoin(actual, "\n"), absl::StrJoin(expected, "\n"))
-            << file.filename().string() << ": after '" << event << "'";
-      }
-      expected.clear();
-    };
-    while (std::getline(in, line)) {
-      if (absl::StartsWith(line, "> ")) {
-        expected.push_back(line.substr(2));
-        continue;
-      }
-      check();
-      event.clear();
-      transcript.push_back(line);
-      if (line.empty() || absl::StartsWith(line, "#")) continue;
-      if (absl::StartsWith(line, "settings")) {
-        scenario = std::make_unique<Scenario>(line);
-        continue;
-      }
-      ASSERT_NE(scenario, nullptr) << file.filename().string() << ": no settings line first";
-      event = line;
-      actual = scenario->Apply(line);
-      for (const std::string& a : actual) transcript.push_back("> " + a);
-    }
-    check();
-    if (::getenv("DDPRUN_REWRITE_SCENARIOS") != nullptr) {
-      std::ofstream(file) << absl::StrJoin(transcript, "\n") << "\n";
-    }
-  }
+  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "rendezvous/tests/testdata", 6,
+                              [] { return std::make_unique<Scenario>(); });
 }
 
 }  // namespace

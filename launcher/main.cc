@@ -16,7 +16,6 @@
 #include "agent/gpu_probe.h"
 #include "agent/log_format.h"
 #include "agent/orphan_guard.h"
-#include "agent/worker_env.h"
 #include "common/exit_codes.h"
 #include "launcher/backends.h"
 #include "launcher/cli.h"
@@ -65,8 +64,10 @@ int main(int argc, char** argv) {
   ddprun::DeviceCounts devices;
   devices.count_gpus = ddprun::CountVisibleGpus;
   devices.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  // Read once: the command line's rules and the workers' base environment.
+  ddprun::LaunchEnvironment env = ddprun::LaunchEnvironment::OfThisProcess();
   absl::StatusOr<ddprun::CliOutcome> cli =
-      ddprun::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), devices);
+      ddprun::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), devices, env);
   if (!cli.ok()) return UsageError(std::string(cli.status().message()));
   if (cli->action == ddprun::CliOutcome::Action::kPrint) {
     std::fputs(cli->text.c_str(), stdout);
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<ddprun::StartedRendezvous> rendezvous =
       ddprun::FindRendezvousBackend(config.rdzv_backend)->start(config, failed);
   if (rendezvous == nullptr) return failed;
-  ddprun::ElasticAgent agent(config, ddprun::CurrentEnvironment(), rendezvous->connection(), *guard,
+  ddprun::ElasticAgent agent(config, std::move(env.vars), rendezvous->connection(), *guard,
                              rendezvous->worker_store());
   const int status = agent.Run();
   rendezvous->Stop(agent.others_still_run());

@@ -109,10 +109,7 @@ void AgentStateMachine::Signal(int signal, absl::Time now) {
   } else if (running) {
     Log(LogLevel::kWarning,
         absl::StrCat("received ", SignalName(signal), " again: killing the workers now"));
-    AgentAction kill;
-    kill.kind = AgentAction::Kind::kKillWorkers;
-    kill.text = absl::StrCat("at a second ", SignalName(signal));
-    actions_.push_back(std::move(kill));
+    Kill(absl::StrCat("at a second ", SignalName(signal)));
   }
 }
 
@@ -158,11 +155,8 @@ void AgentStateMachine::Tick(absl::Time now) {
   if (grace_deadline_ && now >= *grace_deadline_) {
     grace_deadline_.reset();
     if (phase_ == Phase::kRunning) {
-      AgentAction kill;
-      kill.kind = AgentAction::Kind::kKillWorkers;
-      kill.text = absl::StrCat("after the ", absl::FormatDuration(settings_.shutdown_timeout),
-                               " grace period (--shutdown-timeout)");
-      actions_.push_back(std::move(kill));
+      Kill(absl::StrCat("after the ", absl::FormatDuration(settings_.shutdown_timeout),
+                        " grace period (--shutdown-timeout)"));
     }
   }
   if (join_deadline_ && now >= *join_deadline_) {
@@ -270,6 +264,13 @@ void AgentStateMachine::Exit(int exit_code) {
   exit.kind = AgentAction::Kind::kExit;
   exit.exit_code = exit_code;
   actions_.push_back(std::move(exit));
+}
+
+void AgentStateMachine::Kill(std::string why) {
+  AgentAction kill;
+  kill.kind = AgentAction::Kind::kKillWorkers;
+  kill.text = std::move(why);
+  actions_.push_back(std::move(kill));
 }
 
 void AgentStateMachine::Log(LogLevel level, std::string text) {

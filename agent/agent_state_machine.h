@@ -135,6 +135,7 @@ class AgentStateMachine {
   void ExitAtRunEnd();
   void ExitAfterFailedRun();
   void Exit(int exit_code);
+  void Kill(std::string why);
   void Log(LogLevel level, std::string text);
   void Emit(AgentAction::Kind kind);
   void EmitWithSignal(AgentAction::Kind kind, int signal);

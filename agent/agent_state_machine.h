@@ -121,6 +121,8 @@ class AgentStateMachine {
 
   Phase phase() const { return phase_; }
   bool done() const { return phase_ == Phase::kDone; }
+  /// The current attempt's assignment, or the last one this node ran.
+  const std::optional<Assignment>& assignment() const { return assignment_; }
   /// This node left the run while others still ran (the exit barrier timed out).
   bool others_still_run() const { return others_still_run_; }
 

@@ -298,7 +298,6 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
     }
     if (store_->server) store_->server->BeginRound(assignment.round);
   }
-  assignment_ = assignment;
   AttemptPlan plan;
   plan.assignment = assignment;
   // Rounds only go up, also across a restarted master (agents tell it where they were);
@@ -336,7 +335,7 @@ AttemptResult ElasticAgent::CloseAttempt() {
     last_failures_ = workers_->CollectFailures();
     const WorkerFailure& root = last_failures_[RootCauseIndex(last_failures_)];
     spdlog::warn("attempt {} failed: rank {} (local_rank {}, pid {}) ended with {}",
-                 assignment_->round, root.rank, root.local_rank, root.pid,
+                 rules_.assignment()->round, root.rank, root.local_rank, root.pid,
                  DescribeWaitStatus(root.wait_status));
     result.root_cause = AttemptResult::RootCause{root.rank, ShellExitCode(root.wait_status)};
   }
@@ -358,7 +357,8 @@ void ElasticAgent::WriteFailureSummary() {
 }
 
 void ElasticAgent::WriteStopSummary(int signal) {
-  const int first = assignment_ ? assignment_->base_rank : 0;
+  const std::optional<Assignment>& assignment = rules_.assignment();
+  const int first = assignment ? assignment->base_rank : 0;
   (void)WriteAll(STDERR_FILENO, FormatStopSummary(config_.entrypoint_name, signal, host_, first,
                                                   first + config_.nproc_per_node - 1, Meeting()));
 }
@@ -399,8 +399,9 @@ std::string ElasticAgent::GlooInterface(const std::string& master_addr) {
 }
 
 MeetingPoint ElasticAgent::Meeting() const {
-  if (!assignment_) return {};
-  return MeetingPoint{assignment_->master_addr, assignment_->master_port};
+  const std::optional<Assignment>& assignment = rules_.assignment();
+  if (!assignment) return {};
+  return MeetingPoint{assignment->master_addr, assignment->master_port};
 }
 
 std::vector<ReportedFailure> ElasticAgent::ForMaster(

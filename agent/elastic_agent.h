@@ -97,7 +97,6 @@ class ElasticAgent {
   std::unique_ptr<SignalChannel> signals_;
   std::unique_ptr<OneShotTimer> deadline_timer_;  // armed for rules_.NextDeadline()
   std::unique_ptr<WorkerSupervisor> workers_;     // the current attempt; null between attempts
-  std::optional<Assignment> assignment_;          // of the current or last attempt
   std::vector<WorkerFailure> last_failures_;      // of the last attempt that had any
   std::string gloo_said_;  // the GLOO_SOCKET_IFNAME last logged ("?": the warning that none)
   int exit_code_ = 0;

@@ -152,10 +152,6 @@ class NetworkRendezvous : public StartedRendezvous {
  public:
   NetworkRendezvous(const AgentConfig& config, NetworkPlugin network)
       : config_(config), network_(std::move(network)) {}
-  ~NetworkRendezvous() override {
-    connection_.reset();
-    served_.store.reset();
-  }
 
   int Start(const std::string& endpoint_option) {
     // Every node must reach the master there, and its workers the store when it is there
@@ -187,7 +183,7 @@ class NetworkRendezvous : public StartedRendezvous {
   const AgentConfig& config_;
   NetworkPlugin network_;
   Served served_;
-  std::unique_ptr<RendezvousConnection> connection_;
+  std::unique_ptr<RendezvousConnection> connection_;  // last: closed first
 };
 
 // A one-node job: the master's rules in-process (LocalRendezvous), no network.

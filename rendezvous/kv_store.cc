@@ -49,9 +49,40 @@ absl::Status CheckKeyAndValue(const std::string& key, size_t value_size) {
   return absl::OkStatus();
 }
 
+absl::Status KvStore::Admit(int64_t new_keys, int64_t new_bytes, const std::string& key) const {
+  if (new_keys > 0 && NumKeys() + new_keys > limits_.max_keys) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("store key '", Shown(key), "' refused: the run's store holds ", NumKeys(),
+                     " keys, the most one run may hold is ", limits_.max_keys,
+                     "; delete keys the job no longer needs"));
+  }
+  if (new_bytes > 0 && bytes_ + new_bytes > limits_.max_bytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("store key '", Shown(key), "' refused: ", new_bytes, " more bytes would pass ",
+                     limits_.bytes_limit, " (", limits_.max_bytes, " bytes, ", bytes_,
+                     " held by this run); delete keys the job no longer needs"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KvStore::Put(const std::string& key, std::string value) {
+  auto it = data_.find(key);
+  const int64_t before =
+      it == data_.end() ? 0 : static_cast<int64_t>(key.size() + it->second.size());
+  const int64_t after = static_cast<int64_t>(key.size() + value.size());
+  if (absl::Status s = Admit(it == data_.end() ? 1 : 0, after - before, key); !s.ok()) return s;
+  bytes_ += after - before;
+  if (it == data_.end()) {
+    data_.emplace(key, std::move(value));
+  } else {
+    it->second = std::move(value);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status KvStore::Set(const std::string& key, std::string value) {
   if (absl::Status s = CheckKeyAndValue(key, value.size()); !s.ok()) return s;
-  data_[key] = std::move(value);
+  if (absl::Status s = Put(key, std::move(value)); !s.ok()) return s;
   Written(key);
   return absl::OkStatus();
 }
@@ -63,10 +94,16 @@ absl::Status KvStore::MultiSet(const std::vector<std::string>& keys,
     return absl::InvalidArgumentError(
         absl::StrCat(keys.size(), " keys but ", values.size(), " values in multi_set"));
   }
+  int64_t most_bytes = 0;  // as if every key were new: a bound, so that all or none is stored
   for (size_t i = 0; i < keys.size(); ++i) {
     if (absl::Status s = CheckKeyAndValue(keys[i], values[i].size()); !s.ok()) return s;
+    most_bytes += static_cast<int64_t>(keys[i].size() + values[i].size());
   }
-  for (size_t i = 0; i < keys.size(); ++i) data_[keys[i]] = std::move(values[i]);
+  if (absl::Status s = Admit(static_cast<int64_t>(keys.size()), most_bytes, keys.front());
+      !s.ok()) {
+    return s;
+  }
+  for (size_t i = 0; i < keys.size(); ++i) (void)Put(keys[i], std::move(values[i]));
   for (const std::string& key : keys) Written(key);
   return absl::OkStatus();
 }
@@ -81,7 +118,7 @@ absl::StatusOr<int64_t> KvStore::Add(const std::string& key, int64_t delta) {
     return absl::OutOfRangeError(absl::StrCat("store key '", Shown(key), "': add(", delta,
                                               ") would overflow a 64-bit integer"));
   }
-  data_[key] = absl::StrCat(sum);
+  if (absl::Status s = Put(key, absl::StrCat(sum)); !s.ok()) return s;
   Written(key);
   return sum;
 }
@@ -90,7 +127,9 @@ absl::Status KvStore::Append(const std::string& key, const std::string& value) {
   auto it = data_.find(key);
   const size_t before = it == data_.end() ? 0 : it->second.size();
   if (absl::Status s = CheckKeyAndValue(key, before + value.size()); !s.ok()) return s;
-  data_[key].append(value);
+  std::string joined = it == data_.end() ? std::string() : it->second;
+  joined.append(value);
+  if (absl::Status s = Put(key, std::move(joined)); !s.ok()) return s;
   Written(key);
   return absl::OkStatus();
 }
@@ -101,7 +140,7 @@ absl::StatusOr<std::string> KvStore::CompareSet(const std::string& key, const st
   auto it = data_.find(key);
   const bool matches = it == data_.end() ? expected.empty() : it->second == expected;
   if (!matches) return it == data_.end() ? expected : it->second;
-  data_[key] = std::move(desired);
+  if (absl::Status s = Put(key, std::move(desired)); !s.ok()) return s;
   Written(key);  // only a store wakes anyone (libuv's TCPStore also woke on a miss)
   return data_[key];
 }
@@ -113,7 +152,11 @@ absl::StatusOr<bool> KvStore::Check(const std::vector<std::string>& keys) const 
 
 absl::StatusOr<bool> KvStore::Delete(const std::string& key) {
   if (absl::Status s = CheckKeyAndValue(key, 0); !s.ok()) return s;
-  return data_.erase(key) > 0;  // wakes no one, as torch's stores
+  auto it = data_.find(key);
+  if (it == data_.end()) return false;
+  bytes_ -= static_cast<int64_t>(key.size() + it->second.size());
+  data_.erase(it);
+  return true;  // wakes no one, as torch's stores
 }
 
 std::optional<std::string> KvStore::Find(const std::string& key) const {
@@ -141,12 +184,14 @@ KvStore::WaiterId KvStore::WaitFor(std::vector<std::string> keys, absl::Time dea
   for (const std::string& key : keys) {
     if (valid.ok()) valid = CheckKeyAndValue(key, 0);
   }
+  if (valid.ok()) valid = AdmitWaiter(keys.size());
   if (!valid.ok()) {
     completions_.push_back([done = std::move(done), valid] { done(valid); });
     return 0;
   }
   const WaiterId id = next_waiter_++;
   Waiter& waiter = waiters_[id];
+  waited_keys_ += static_cast<int64_t>(keys.size());
   waiter.keys = std::move(keys);
   waiter.want_values = want_values;
   waiter.deadline = deadline;
@@ -158,13 +203,17 @@ KvStore::WaiterId KvStore::WaitFor(std::vector<std::string> keys, absl::Time dea
 
 KvStore::WaiterId KvStore::Barrier(const std::string& key, int64_t world_size, Done done) {
   absl::Status valid = CheckKeyAndValue(key, 0);
+  if (valid.ok()) valid = AdmitWaiter(1);
   absl::StatusOr<int64_t> count = valid.ok() ? IntegerAt(data_, key, "barrier()") : valid;
   if (!count.ok()) {
     completions_.push_back([done = std::move(done), s = count.status()] { done(s); });
     return 0;
   }
   const int64_t arrived = *count == INT64_MAX ? INT64_MAX : *count + 1;
-  data_[key] = absl::StrCat(arrived);
+  if (absl::Status s = Put(key, absl::StrCat(arrived)); !s.ok()) {
+    completions_.push_back([done = std::move(done), s] { done(s); });
+    return 0;
+  }
   if (arrived >= world_size) {
     Written(key);  // releases the callers waiting on this barrier
     completions_.push_back([done = std::move(done)] { done(std::vector<std::string>{}); });
@@ -173,6 +222,7 @@ KvStore::WaiterId KvStore::Barrier(const std::string& key, int64_t world_size, D
   Written(key, /*release_barriers=*/false);  // a plain wait for the key sees it now
   const WaiterId id = next_waiter_++;
   Waiter& waiter = waiters_[id];
+  waited_keys_ += 1;
   waiter.keys = {key};
   waiter.barrier = true;
   waiter.want_values = false;
@@ -184,6 +234,10 @@ KvStore::WaiterId KvStore::Barrier(const std::string& key, int64_t world_size, D
 
 absl::Status KvStore::QueuePush(const std::string& key, std::string value) {
   if (absl::Status s = CheckKeyAndValue(key, value.size()); !s.ok()) return s;
+  const bool new_queue = queues_.count(key) == 0;
+  const int64_t grows = static_cast<int64_t>(value.size() + (new_queue ? key.size() : 0));
+  if (absl::Status s = Admit(0, grows, key); !s.ok()) return s;
+  bytes_ += grows;
   queues_[key].push_back(std::move(value));
   WakeOne(key);
   return absl::OkStatus();
@@ -196,10 +250,14 @@ absl::StatusOr<KvStore::Popped> KvStore::QueuePop(const std::string& key) {
   if (it == queues_.end()) return popped;
   popped.length_before = static_cast<int64_t>(it->second.size());
   if (!it->second.empty()) {
+    bytes_ -= static_cast<int64_t>(it->second.front().size());
     popped.value = std::move(it->second.front());
     it->second.pop_front();
   }
-  if (it->second.empty()) queues_.erase(it);
+  if (it->second.empty()) {
+    bytes_ -= static_cast<int64_t>(key.size());
+    queues_.erase(it);
+  }
   return popped;
 }
 
@@ -284,23 +342,37 @@ void KvStore::Unindex(WaiterId id) {
   }
 }
 
+absl::Status KvStore::AdmitWaiter(size_t keys) const {
+  if (static_cast<int64_t>(waiters_.size()) >= limits_.max_waiters ||
+      waited_keys_ + static_cast<int64_t>(keys) > limits_.max_waited_keys) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("too many blocking store reads wait in this run (", waiters_.size(),
+                     " reads on ", waited_keys_, " keys; the limits are ", limits_.max_waiters,
+                     " reads and ", limits_.max_waited_keys, " keys)"));
+  }
+  return absl::OkStatus();
+}
+
+void KvStore::Forget(std::map<WaiterId, Waiter>::iterator it) {
+  Unindex(it->first);
+  by_deadline_.erase({it->second.deadline, it->first});
+  waited_keys_ -= static_cast<int64_t>(it->second.keys.size());
+  waiters_.erase(it);
+}
+
 void KvStore::Complete(WaiterId id, absl::StatusOr<std::vector<std::string>> result) {
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return;
-  Unindex(id);
-  by_deadline_.erase({it->second.deadline, id});
   completions_.push_back([done = std::move(it->second.done), result = std::move(result)]() mutable {
     done(std::move(result));
   });
-  waiters_.erase(it);
+  Forget(it);
 }
 
 bool KvStore::Cancel(WaiterId id) {
   auto it = waiters_.find(id);
   if (it == waiters_.end()) return false;
-  Unindex(id);
-  by_deadline_.erase({it->second.deadline, id});
-  waiters_.erase(it);
+  Forget(it);
   return true;
 }
 
@@ -309,6 +381,7 @@ void KvStore::AbortAll(const absl::Status& status) {
     completions_.push_back([done = std::move(waiter.done), status] { done(status); });
   }
   waiters_.clear();
+  waited_keys_ = 0;
   waiting_on_.clear();
   by_deadline_.clear();
 }

@@ -30,6 +30,19 @@ class KvStore {
   static constexpr size_t kMaxValueBytes = 8 * 1024 * 1024;
   static constexpr size_t kMaxKeysPerCall = 128 * 1024;
 
+  /// What one store may hold; a write past it fails with RESOURCE_EXHAUSTED. Keys count
+  /// their name and value bytes; queues their name once and each element.
+  struct Limits {
+    int64_t max_keys = 1'000'000;
+    int64_t max_bytes = int64_t{256} << 20;
+    // Said after the byte figure when max_bytes refuses a write: which limit it is.
+    std::string bytes_limit = "the limit of one run's store";
+    // Blocking reads parked at once, and the keys they name together: each costs memory
+    // and work on every write of its keys.
+    int64_t max_waiters = 100'000;
+    int64_t max_waited_keys = 4'000'000;
+  };
+
   /// What a blocking read gets: the values of its keys in order (none when it asked for
   /// none), or an error.
   using Done = std::function<void(absl::StatusOr<std::vector<std::string>>)>;
@@ -57,6 +70,9 @@ class KvStore {
   /// Every key, in order (queues are not keys).
   std::vector<std::string> Keys() const;
   int64_t NumKeys() const { return static_cast<int64_t>(data_.size()); }
+  /// The bytes held (see Limits).
+  int64_t bytes() const { return bytes_; }
+  void set_limits(Limits limits) { limits_ = std::move(limits); }
   /// Blocking reads (and barriers) parked now.
   int Waiting() const { return static_cast<int>(waiters_.size()); }
 
@@ -107,6 +123,13 @@ class KvStore {
     Done done;
   };
   bool Present(const std::string& key) const;
+  // OK when `new_keys` more keys and `new_bytes` more bytes stay within the limits.
+  absl::Status Admit(int64_t new_keys, int64_t new_bytes, const std::string& key) const;
+  // Stores `value` at `key` once admitted, keeping bytes_ right.
+  absl::Status Put(const std::string& key, std::string value);
+  // OK when one more waiter on `keys` keys stays within the limits.
+  absl::Status AdmitWaiter(size_t keys) const;
+  void Forget(std::map<WaiterId, Waiter>::iterator it);
   // Registers `id` on every key of its waiter that is absent now; completes it if none is.
   void Park(WaiterId id);
   // True when every key of `waiter` is present.
@@ -120,9 +143,12 @@ class KvStore {
   void Unindex(WaiterId id);
   absl::StatusOr<std::vector<std::string>> ValuesOf(const Waiter& waiter) const;
 
+  Limits limits_;
+  int64_t bytes_ = 0;
   std::map<std::string, std::string> data_;
   std::map<std::string, std::deque<std::string>> queues_;
   std::map<WaiterId, Waiter> waiters_;
+  int64_t waited_keys_ = 0;                               // keys named by the waiters, together
   std::map<std::string, std::set<WaiterId>> waiting_on_;  // key -> waiters that miss it
   std::set<std::pair<absl::Time, WaiterId>> by_deadline_;
   WaiterId next_waiter_ = 1;

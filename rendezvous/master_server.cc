@@ -58,6 +58,16 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOp
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Bounds on what one client can hold: a connection that has not finished its handshake
+  // (TLS, or HTTP/2's settings) in 10 s is closed, an idle one after 10 minutes (a client
+  // reconnects by itself), and one connection carries at most so many streams.
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 10 * 60'000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
+                             options.limits.max_streams_per_connection);
+  grpc::ResourceQuota quota("ddprun-master");
+  quota.Resize(static_cast<size_t>(options.limits.grpc_memory_bytes));
+  builder.SetResourceQuota(quota);
   // A Store value may be 8 MiB (gRPC's default limit is 4 MiB); multi_set carries several.
   builder.SetMaxReceiveMessageSize(64 * 1024 * 1024);
   impl->server = builder.BuildAndStart();

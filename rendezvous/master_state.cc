@@ -2,9 +2,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/printable.h"
+#include "common/status_macros.h"
 #include "rendezvous/node_address.h"
+#include "rendezvous/run_access.h"
 #include "rendezvous/session_service.h"
 #include "rendezvous/wire.h"
+#include "spdlog/spdlog.h"
 
 namespace ddprun {
 
@@ -25,7 +29,7 @@ absl::Status MasterState::OnAgentMessage(SessionReactor* reactor, const pb::Agen
   } else if (!reactor->joined) {
     status = absl::FailedPreconditionError("the first message of a session must be a join");
   } else {
-    Run& run = runs_[reactor->run_id];
+    Run& run = runs_.at(reactor->run_id);
     if (message.has_heartbeat()) {
       run.rounds->Heartbeat(reactor->id(), now);
     } else if (message.has_report()) {
@@ -38,12 +42,37 @@ absl::Status MasterState::OnAgentMessage(SessionReactor* reactor, const pb::Agen
     }
   }
   if (reactor->joined && !reactor->evicted) {  // an evicted session's run may be gone
-    Run& run = runs_[reactor->run_id];
+    Run& run = runs_.at(reactor->run_id);
     Dispatch(run);
     WakeTickerBefore(run.rounds->NextDeadline());
   }
+  if (!status.ok()) LogRefusal(*reactor, status);
   ReleaseAndRunPending(lock);
   return status;
+}
+
+void MasterState::OnSessionOpened(SessionReactor* reactor) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time deadline = MonotonicNow() + options_.limits.join_deadline;
+  unjoined_[reactor->id()] = {deadline, reactor};
+  WakeTickerBefore(deadline);
+}
+
+void MasterState::LogRefusal(const SessionReactor& reactor, const absl::Status& why) {
+  const absl::Time now = MonotonicNow();
+  if (now - refusal_window_ >= absl::Seconds(1)) {
+    if (refusals_unlogged_ > 0) {
+      spdlog::info("{} more refused sessions were not logged", refusals_unlogged_);
+    }
+    refusal_window_ = now;
+    refusals_logged_ = 0;
+    refusals_unlogged_ = 0;
+  }
+  if (++refusals_logged_ > 5) {
+    ++refusals_unlogged_;
+    return;
+  }
+  spdlog::info("refused a session from {}: {}", reactor.peer(), Printable(why.message()));
 }
 
 absl::Status MasterState::Join(SessionReactor* reactor, const pb::Join& join) {
@@ -53,29 +82,45 @@ absl::Status MasterState::Join(SessionReactor* reactor, const pb::Join& join) {
         " but this master speaks version 2: run the same ddprun version on every node and "
         "on ddprun-master"));
   }
-  if (!options_.token.empty() && join.token() != options_.token) {
-    return absl::PermissionDeniedError(
-        join.token().empty()
-            ? "this master requires a join token and none was given: set the same token on "
-              "every node with --rdzv-conf token_file=PATH or DDPRUN_RDZV_TOKEN"
-            : "the join token does not match the master's: check --rdzv-conf token_file or "
-              "DDPRUN_RDZV_TOKEN on this node");
+  if (absl::Status s = CheckToken(options_.token, join.token(),
+                                  "set the same token on every node with --rdzv-conf "
+                                  "token_file=PATH or DDPRUN_RDZV_TOKEN");
+      !s.ok()) {
+    return s;
   }
+  DDPRUN_RETURN_IF_ERROR(CheckRunId(join.run_id(), "join.run_id"));
   if (options_.only_run_id && join.run_id() != *options_.only_run_id) {
-    return absl::NotFoundError(absl::StrCat("this master serves run '", *options_.only_run_id,
-                                            "', not '", join.run_id(),
+    // The run it does serve is not said: the caller may not know it for a reason.
+    return absl::NotFoundError(absl::StrCat("this master serves another run than '", join.run_id(),
                                             "': use the same --rdzv-id on every node"));
   }
   if (reactor->joined && join.run_id() != reactor->run_id) {
     return absl::InvalidArgumentError("a session cannot change its run id");
   }
-  Run& run = runs_[join.run_id()];
   const RendezvousSettings settings = FromWire(join.settings());
-  if (!run.rounds) {
-    run.rounds.emplace(settings, MonotonicNow());
-  } else if (absl::Status same = SameJobSettings(run.rounds->settings(), settings); !same.ok()) {
+  if (options_.run_settings) {
+    if (absl::Status same = SameRunSettings(*options_.run_settings, settings); !same.ok()) {
+      return absl::FailedPreconditionError(absl::StrCat(join.node().host(), ": ", same.message()));
+    }
+  }
+  auto found = runs_.find(join.run_id());
+  if (found == runs_.end()) {
+    if (static_cast<int>(runs_.size()) >= options_.limits.max_runs) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("this master holds ", runs_.size(),
+                       " runs, the most it holds at once: wait for some "
+                       "to end (a run with no agent left is forgotten after ",
+                       absl::FormatDuration(options_.limits.idle_run_ttl), ")"));
+    }
+    found = runs_.emplace(join.run_id(), Run()).first;
+    found->second.rounds.emplace(options_.run_settings.value_or(settings), MonotonicNow());
+    found->second.idle_since = MonotonicNow();
+    WakeTickerBefore(found->second.idle_since + options_.limits.idle_run_ttl);
+  } else if (absl::Status same = SameJobSettings(found->second.rounds->settings(), settings);
+             !same.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(join.node().host(), ": ", same.message()));
   }
+  Run& run = found->second;
   NodeInfo node = NodeFromJoin(join);
   absl::StatusOr<std::string> reachable = ReachableAddress(node, reactor->peer());
   if (!reachable.ok()) return reachable.status();
@@ -83,12 +128,14 @@ absl::Status MasterState::Join(SessionReactor* reactor, const pb::Join& join) {
   if (absl::Status s = run.rounds->Join(reactor->id(), node, MonotonicNow()); !s.ok()) return s;
   reactor->run_id = join.run_id();
   reactor->joined = true;
+  unjoined_.erase(reactor->id());
   run.sessions[reactor->id()] = reactor;
   return absl::OkStatus();
 }
 
 void MasterState::OnSessionClosed(SessionReactor* reactor) {
   absl::ReleasableMutexLock lock(&mu_);
+  unjoined_.erase(reactor->id());
   if (reactor->joined) {
     auto it = runs_.find(reactor->run_id);
     if (it != runs_.end() && it->second.sessions.erase(reactor->id()) > 0) {
@@ -105,12 +152,9 @@ void MasterState::Dispatch(Run& run) {
   for (Outbound& out : run.rounds->TakeOutbound()) {
     if (out.kind == Outbound::Kind::kAssign && out.assignment.round != run.store_round) {
       // A new round: the store starts empty, and reads still waiting belong to the old one.
-      run.store.AbortAll(
-          absl::AbortedError(absl::StrCat("the round ended while waiting for store keys (round ",
-                                          out.assignment.round, " has begun)")));
-      TakeStoreCompletions(run);
-      run.store = KvStore();
-      run.store_generation = NextStoreGeneration();
+      DropStore(run, absl::AbortedError(
+                         absl::StrCat("the round ended while waiting for store keys (round ",
+                                      out.assignment.round, " has begun)")));
       run.store_round = out.assignment.round;
     }
     auto it = run.sessions.find(out.session);
@@ -119,6 +163,8 @@ void MasterState::Dispatch(Run& run) {
       SessionReactor* reactor = it->second;
       reactor->evicted = true;
       run.sessions.erase(it);  // the state machine has forgotten it already
+      spdlog::info("run '{}': evicted the session from {}: {}", reactor->run_id, reactor->peer(),
+                   out.detail);
       reactor->Close(grpc::Status(grpc::StatusCode::ABORTED, out.detail));
       const uint64_t one = 1;
       (void)!::write(session_end_fd_, &one, sizeof one);
@@ -135,13 +181,94 @@ void MasterState::SessionEnded(const std::string& run_id) {
   // ddprun-master does not grow with every job, and a job started again under the same
   // --rdzv-id (a requeued Slurm job) gets a fresh run.
   auto it = runs_.find(run_id);
-  if (it == runs_.end() || !it->second.sessions.empty() || !it->second.rounds ||
-      it->second.rounds->phase() != RoundStateMachine::Phase::kEnded) {
-    return;
+  if (it == runs_.end() || !it->second.sessions.empty()) return;
+  it->second.idle_since = MonotonicNow();
+  WakeTickerBefore(it->second.idle_since + options_.limits.idle_run_ttl);
+  if (!it->second.rounds || it->second.rounds->phase() != RoundStateMachine::Phase::kEnded) {
+    return;  // its agents may come back (a partition); forgotten after idle_run_ttl else
   }
-  it->second.store.AbortAll(absl::AbortedError("the run has ended"));
-  TakeStoreCompletions(it->second);
+  DropStore(it->second, absl::AbortedError("the run has ended"));
   runs_.erase(it);
+}
+
+void MasterState::DropStore(Run& run, const absl::Status& why) {
+  run.store.AbortAll(why);
+  TakeStoreCompletions(run);
+  store_bytes_ -= run.store.bytes();
+  run.store = KvStore();
+  run.store_generation = NextStoreGeneration();
+}
+
+absl::Time MasterState::ForgetIdle(absl::Time now) {
+  absl::Time next = absl::InfiniteFuture();
+  for (auto it = unjoined_.begin(); it != unjoined_.end();) {
+    if (it->second.first > now) {
+      next = std::min(next, it->second.first);
+      ++it;
+      continue;
+    }
+    it->second.second->Close(grpc::Status(
+        grpc::StatusCode::DEADLINE_EXCEEDED,
+        absl::StrCat("no join within ", absl::FormatDuration(options_.limits.join_deadline),
+                     " of opening the session")));
+    it = unjoined_.erase(it);
+  }
+  if (options_.store_only) return next;  // its one run lives as long as the server
+  for (auto it = runs_.begin(); it != runs_.end();) {
+    Run& run = it->second;
+    const absl::Time forget_at = run.idle_since + options_.limits.idle_run_ttl;
+    if (!run.sessions.empty() || forget_at > now) {
+      if (run.sessions.empty()) next = std::min(next, forget_at);
+      ++it;
+      continue;
+    }
+    spdlog::info("run '{}': forgotten, no agent has held a session in it for {}", it->first,
+                 absl::FormatDuration(options_.limits.idle_run_ttl));
+    DropStore(run, absl::AbortedError("the run was forgotten: no agent is in it any more"));
+    it = runs_.erase(it);
+  }
+  return next;
+}
+
+absl::StatusOr<MasterState::Run*> MasterState::StoreRun(absl::string_view token,
+                                                        const std::string& run_id) {
+  DDPRUN_RETURN_IF_ERROR(CheckToken(options_.token, token,
+                                    "ddprun hands it to workers in the file named by "
+                                    "DDPRUN_STORE_TOKEN_FILE"));
+  DDPRUN_RETURN_IF_ERROR(CheckRunId(run_id, "run_id"));
+  if (options_.only_run_id && run_id != *options_.only_run_id) {
+    return absl::NotFoundError(
+        absl::StrCat("this store serves another run than '", run_id,
+                     "': the worker's TORCHELASTIC_RUN_ID is not its launcher's run"));
+  }
+  auto it = runs_.find(run_id);
+  if (it != runs_.end()) return &it->second;
+  if (!options_.store_only) {
+    return absl::NotFoundError(absl::StrCat("no agent has joined run '", run_id,
+                                            "' on this master: the Store of a run is there "
+                                            "while its agents are"));
+  }
+  if (static_cast<int>(runs_.size()) >= options_.limits.max_runs) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("this store holds ", runs_.size(), " runs, the most it holds at once"));
+  }
+  return &runs_[run_id];
+}
+
+int64_t MasterState::BeginStoreCall(Run& run) {
+  const MasterLimits& limits = options_.limits;
+  KvStore::Limits store;
+  store.max_keys = limits.max_keys_per_run;
+  store.max_waiters = limits.max_waiters_per_run;
+  const int64_t room = limits.max_store_bytes - store_bytes_ + run.store.bytes();
+  if (room < limits.max_bytes_per_run) {
+    store.max_bytes = room;
+    store.bytes_limit = "the master's Store budget for every run together";
+  } else {
+    store.max_bytes = limits.max_bytes_per_run;
+  }
+  run.store.set_limits(std::move(store));
+  return run.store.bytes();
 }
 
 void MasterState::TakeStoreCompletions(Run& run) {
@@ -155,19 +282,21 @@ void MasterState::ReleaseAndRunPending(absl::ReleasableMutexLock& lock) {
   for (auto& completion : pending) completion();
 }
 
-MasterState::ParkedRead MasterState::StoreWait(const std::string& run_id,
+MasterState::ParkedRead MasterState::StoreWait(absl::string_view token, const std::string& run_id,
                                                std::vector<std::string> keys, absl::Time deadline,
                                                KvStore::Done done) {
   absl::ReleasableMutexLock lock(&mu_);
   ParkedRead parked;
-  if (store_closed_) {
-    pending_.push_back(
-        [done = std::move(done)] { done(absl::UnavailableError("the store is shutting down")); });
+  absl::StatusOr<Run*> run = absl::UnavailableError("the store is shutting down");
+  if (!store_closed_) run = StoreRun(token, run_id);
+  if (!run.ok()) {
+    pending_.push_back([done = std::move(done), why = run.status()] { done(why); });
   } else {
-    Run& run = runs_[run_id];
-    parked.generation = run.store_generation;
-    parked.waiter = run.store.WaitFor(std::move(keys), deadline, std::move(done));
-    TakeStoreCompletions(run);
+    deadline = std::min(deadline, MonotonicNow() + options_.limits.max_store_wait);
+    BeginStoreCall(**run);
+    parked.generation = (*run)->store_generation;
+    parked.waiter = (*run)->store.WaitFor(std::move(keys), deadline, std::move(done));
+    TakeStoreCompletions(**run);
     WakeTickerBefore(deadline);
   }
   ReleaseAndRunPending(lock);
@@ -197,6 +326,7 @@ void MasterState::TickerLoop() {
       TakeStoreCompletions(run);
       next = std::min(next, run.store.NextDeadline());
     }
+    next = std::min(next, ForgetIdle(now));
     if (!pending_.empty()) {
       std::vector<std::function<void()>> pending;
       pending.swap(pending_);

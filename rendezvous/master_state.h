@@ -14,7 +14,9 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
+#include "absl/strings/string_view.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -50,6 +52,8 @@ class MasterState {
 
   // --- Sessions (called from gRPC threads) ---
   SessionId NewSessionId() { return next_session_.fetch_add(1); }
+  /// A new stream: it is closed unless it joins within limits.join_deadline.
+  void OnSessionOpened(SessionReactor* reactor);
   absl::Status OnAgentMessage(SessionReactor* reactor, const v1::AgentMessage& message);
   void OnSessionClosed(SessionReactor* reactor);
 
@@ -61,16 +65,26 @@ class MasterState {
     uint64_t generation = 0;
     KvStore::WaiterId waiter = 0;  // 0: it completed at once (or the store is closed)
   };
-  ParkedRead StoreWait(const std::string& run_id, std::vector<std::string> keys,
-                       absl::Time deadline, KvStore::Done done);
+  ParkedRead StoreWait(absl::string_view token, const std::string& run_id,
+                       std::vector<std::string> keys, absl::Time deadline, KvStore::Done done);
   /// The client gave the read up: drops its waiter. False when it is not parked any more
   /// (its `done` has run or is about to); `done` is never called after true.
   bool CancelStoreWait(const std::string& run_id, const ParkedRead& read);
+  /// Runs `fn` on the run's store once the call may touch it (token, run id, a run this
+  /// master serves); else returns why not. `fn` returns absl::Status or absl::StatusOr.
   template <typename Fn>
-  auto WithStore(const std::string& run_id, Fn fn) {
+  auto WithStore(absl::string_view token, const std::string& run_id, Fn fn)
+      -> decltype(fn(std::declval<KvStore&>())) {
     absl::ReleasableMutexLock lock(&mu_);
-    auto result = fn(runs_[run_id].store);
-    TakeStoreCompletions(runs_[run_id]);
+    absl::StatusOr<Run*> run = StoreRun(token, run_id);
+    if (!run.ok()) {
+      ReleaseAndRunPending(lock);
+      return run.status();
+    }
+    const int64_t before = BeginStoreCall(**run);
+    auto result = fn((*run)->store);
+    store_bytes_ += (*run)->store.bytes() - before;
+    TakeStoreCompletions(**run);
     ReleaseAndRunPending(lock);
     return result;
   }
@@ -119,7 +133,24 @@ class MasterState {
     uint64_t store_generation = NextStoreGeneration();  // see ParkedRead
     int64_t store_round = -1;                           // the round whose keys the store holds
     std::map<SessionId, SessionReactor*> sessions;
+    // Since when no agent holds a session in it (or since it was made): forgotten after
+    // limits.idle_run_ttl.
+    absl::Time idle_since;
   };
+
+  // The run a Store call may touch, or why not (see WithStore).
+  absl::StatusOr<Run*> StoreRun(absl::string_view token, const std::string& run_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the run store's limits for one call from what the master holds; its bytes before.
+  int64_t BeginStoreCall(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Empties the run's store (a new round, or the run forgotten), failing its waiters.
+  void DropStore(Run& run, const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets runs nobody holds a session in for longer than limits.idle_run_ttl, and closes
+  // sessions that did not join in time; when to look again.
+  absl::Time ForgetIdle(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A refused join or session, at info level, at most a few per second.
+  void LogRefusal(const SessionReactor& reactor, const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status Join(SessionReactor* reactor, const v1::Join& join)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -141,6 +172,13 @@ class MasterState {
   absl::Mutex mu_;
   absl::CondVar wake_;
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mu_);
+  int64_t store_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // every run's store together
+  // Streams that have not joined yet, and when they must have.
+  std::map<SessionId, std::pair<absl::Time, SessionReactor*>> unjoined_ ABSL_GUARDED_BY(mu_);
+  // LogRefusal's rate limit: refusals logged in the current second, and those not logged.
+  absl::Time refusal_window_ ABSL_GUARDED_BY(mu_);
+  int refusals_logged_ ABSL_GUARDED_BY(mu_) = 0;
+  int refusals_unlogged_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<SessionId> next_session_{1};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // While the ticker sleeps: when it will wake by itself. InfinitePast while it is awake.

@@ -21,6 +21,7 @@ class SessionReactor : public grpc::ServerBidiReactor<v1::AgentMessage, v1::Mast
  public:
   SessionReactor(MasterState* master, std::string peer)
       : master_(master), id_(master->NewSessionId()), peer_(std::move(peer)) {
+    master_->OnSessionOpened(this);
     StartRead(&in_);
   }
 

@@ -7,12 +7,21 @@
 
 #include "common/clock.h"
 #include "ddprun/v1/store.grpc.pb.h"
+#include "rendezvous/run_access.h"
 #include "rendezvous/wire.h"
 
 namespace ddprun {
 namespace {
 
 namespace pb = ::ddprun::v1;
+
+// The token the client sent in its call's metadata (empty: none).
+absl::string_view TokenOf(const grpc::CallbackServerContext* context) {
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find(kTokenMetadataKey);
+  if (it == metadata.end()) return {};
+  return absl::string_view(it->second.data(), it->second.size());
+}
 
 // A blocking read's deadline: its own timeout (the master's store_timeout when 0), and never
 // past the client's gRPC deadline.
@@ -93,9 +102,10 @@ class StoreService : public pb::Store::CallbackService {
 
   grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* context, const pb::SetRequest* request,
                                 pb::SetResponse*) override {
-    return Reply(context, master_->WithStore(request->run_id(), [&](KvStore& store) {
-      return store.Set(request->key(), request->value());
-    }));
+    return Reply(context,
+                 master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
+                   return store.Set(request->key(), request->value());
+                 }));
   }
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context, const pb::GetRequest* request,
@@ -108,9 +118,9 @@ class StoreService : public pb::Store::CallbackService {
 
   grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context, const pb::AddRequest* request,
                                 pb::AddResponse* response) override {
-    absl::StatusOr<int64_t> value = master_->WithStore(request->run_id(), [&](KvStore& store) {
-      return store.Add(request->key(), request->delta());
-    });
+    absl::StatusOr<int64_t> value = master_->WithStore(
+        TokenOf(context), request->run_id(),
+        [&](KvStore& store) { return store.Add(request->key(), request->delta()); });
     if (value.ok()) response->set_value(*value);
     return Reply(context, value.status());
   }
@@ -118,9 +128,10 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* CompareSet(grpc::CallbackServerContext* context,
                                        const pb::CompareSetRequest* request,
                                        pb::CompareSetResponse* response) override {
-    absl::StatusOr<std::string> value = master_->WithStore(request->run_id(), [&](KvStore& store) {
-      return store.CompareSet(request->key(), request->expected(), request->desired());
-    });
+    absl::StatusOr<std::string> value =
+        master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
+          return store.CompareSet(request->key(), request->expected(), request->desired());
+        });
     if (value.ok()) response->set_value(std::move(*value));
     return Reply(context, value.status());
   }
@@ -135,9 +146,10 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
                                   const pb::CheckRequest* request,
                                   pb::CheckResponse* response) override {
-    absl::StatusOr<bool> all = master_->WithStore(request->run_id(), [&](KvStore& store) {
-      return store.Check({request->keys().begin(), request->keys().end()});
-    });
+    absl::StatusOr<bool> all =
+        master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
+          return store.Check({request->keys().begin(), request->keys().end()});
+        });
     if (all.ok()) response->set_all_exist(*all);
     return Reply(context, all.status());
   }
@@ -145,8 +157,9 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
                                    const pb::DeleteRequest* request,
                                    pb::DeleteResponse* response) override {
-    absl::StatusOr<bool> deleted = master_->WithStore(
-        request->run_id(), [&](KvStore& store) { return store.Delete(request->key()); });
+    absl::StatusOr<bool> deleted =
+        master_->WithStore(TokenOf(context), request->run_id(),
+                           [&](KvStore& store) { return store.Delete(request->key()); });
     if (deleted.ok()) response->set_deleted(*deleted);
     return Reply(context, deleted.status());
   }
@@ -154,9 +167,11 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* NumKeys(grpc::CallbackServerContext* context,
                                     const pb::NumKeysRequest* request,
                                     pb::NumKeysResponse* response) override {
-    response->set_count(
-        master_->WithStore(request->run_id(), [](KvStore& store) { return store.NumKeys(); }));
-    return Reply(context, absl::OkStatus());
+    absl::StatusOr<int64_t> count = master_->WithStore(
+        TokenOf(context), request->run_id(),
+        [](KvStore& store) -> absl::StatusOr<int64_t> { return store.NumKeys(); });
+    if (count.ok()) response->set_count(*count);
+    return Reply(context, count.status());
   }
 
   grpc::ServerUnaryReactor* MultiGet(grpc::CallbackServerContext* context,
@@ -172,10 +187,11 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* MultiSet(grpc::CallbackServerContext* context,
                                      const pb::MultiSetRequest* request,
                                      pb::MultiSetResponse*) override {
-    return Reply(context, master_->WithStore(request->run_id(), [&](KvStore& store) {
-      return store.MultiSet({request->keys().begin(), request->keys().end()},
-                            {request->values().begin(), request->values().end()});
-    }));
+    return Reply(context,
+                 master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
+                   return store.MultiSet({request->keys().begin(), request->keys().end()},
+                                         {request->values().begin(), request->values().end()});
+                 }));
   }
 
  private:
@@ -187,7 +203,7 @@ class StoreService : public pb::Store::CallbackService {
                                          std::function<void(std::vector<std::string>&)> fill) {
     auto* reactor = new ReadReactor(master_, run_id);
     reactor->Parked(master_->StoreWait(
-        run_id, std::move(keys),
+        TokenOf(context), run_id, std::move(keys),
         StoreDeadline(timeout_ms, master_->options().store_timeout, context),
         [reactor, fill = std::move(fill)](absl::StatusOr<std::vector<std::string>> values) {
           if (values.ok() && fill) fill(*values);

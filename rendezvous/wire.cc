@@ -214,6 +214,34 @@ absl::Status SameJobSettings(const RendezvousSettings& run, const RendezvousSett
       ": start every node with the same values"));
 }
 
+absl::Status SameRunSettings(const RendezvousSettings& run, const RendezvousSettings& joiner) {
+  if (absl::Status same = SameJobSettings(run, joiner); !same.ok()) return same;
+  struct Setting {
+    const char* option;
+    absl::Duration run, joiner;
+  };
+  const Setting durations[] = {
+      {"--rdzv-conf join_timeout", run.join_timeout, joiner.join_timeout},
+      {"--rdzv-conf last_call_timeout", run.last_call_timeout, joiner.last_call_timeout},
+      {"--rdzv-conf keep_alive_interval", run.keep_alive_interval, joiner.keep_alive_interval},
+      {"--exit-barrier-timeout", run.exit_barrier_timeout, joiner.exit_barrier_timeout}};
+  for (const Setting& s : durations) {
+    if (s.run != s.joiner) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("this node was started with ", s.option, "=", absl::FormatDuration(s.joiner),
+                       " but the run's master uses ", absl::FormatDuration(s.run),
+                       ": start every node with the same values"));
+    }
+  }
+  if (run.keep_alive_max_attempt != joiner.keep_alive_max_attempt) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this node was started with --rdzv-conf keep_alive_max_attempt=",
+                     joiner.keep_alive_max_attempt, " but the run's master uses ",
+                     run.keep_alive_max_attempt, ": start every node with the same values"));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 absl::Status CheckLength(const char* field, const std::string& value, size_t limit) {

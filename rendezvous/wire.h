@@ -43,6 +43,9 @@ void RouteGrpcLogsToSpdlog();
 
 /// FailedPrecondition naming the difference when two agents disagree on the job's shape.
 absl::Status SameJobSettings(const RendezvousSettings& run, const RendezvousSettings& joiner);
+/// OK when `joiner` equals `run` in every setting; else FailedPrecondition naming the first
+/// that differs, its option and both values (a master whose hosting agent fixed them).
+absl::Status SameRunSettings(const RendezvousSettings& run, const RendezvousSettings& joiner);
 
 /// Every field of an agent's message within its limits (lengths, counts, ranges), so that a
 /// confused or hostile client cannot make the master hold huge strings or odd settings.

@@ -148,6 +148,57 @@ TEST_F(KvStoreTest, LimitsAreEnforcedWithClearErrors) {
   EXPECT_EQ(got->status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// What a store holds is counted through every verb that adds or removes, so that its
+// limits (and the master's budget across runs) hold whatever a client sends.
+TEST_F(KvStoreTest, BytesHeldAreCountedThroughEveryVerbAndBounded) {
+  KvStore::Limits limits;
+  limits.max_keys = 4;
+  limits.max_bytes = 100;
+  store_.set_limits(limits);
+  ASSERT_TRUE(store_.Set("a", "0123456789").ok());  // 1 + 10
+  EXPECT_EQ(store_.bytes(), 11);
+  ASSERT_TRUE(store_.Set("a", "01").ok());  // replaced: the difference only
+  EXPECT_EQ(store_.bytes(), 3);
+  ASSERT_TRUE(store_.Append("a", "23").ok());
+  EXPECT_EQ(store_.bytes(), 5);
+  ASSERT_TRUE(store_.Add("n", 12).ok());  // "n" + "12"
+  EXPECT_EQ(store_.bytes(), 8);
+  ASSERT_TRUE(store_.CompareSet("c", "", "xyz").ok());
+  EXPECT_EQ(store_.bytes(), 12);
+  ASSERT_TRUE(store_.QueuePush("q", "abcd").ok());  // the name once, then each element
+  ASSERT_TRUE(store_.QueuePush("q", "ef").ok());
+  EXPECT_EQ(store_.bytes(), 19);
+  ASSERT_TRUE(store_.QueuePop("q").ok());
+  ASSERT_TRUE(store_.QueuePop("q").ok());
+  EXPECT_EQ(store_.bytes(), 12);
+  ASSERT_TRUE(store_.Delete("c").ok());
+  EXPECT_EQ(store_.bytes(), 8);
+  absl::Status big = store_.Set("b", std::string(100, 'x'));
+  EXPECT_EQ(big.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(big.message()), HasSubstr("the limit of one run's store (100 bytes"));
+  EXPECT_FALSE(store_.Find("b").has_value());
+  EXPECT_EQ(store_.MultiSet({"x", "y", "z"}, {"1", "2", "3"}).code(),
+            absl::StatusCode::kResourceExhausted);  // 2 keys held + 3 > 4: none is stored
+  EXPECT_FALSE(store_.Find("x").has_value());
+  EXPECT_EQ(store_.bytes(), 8);
+}
+
+TEST_F(KvStoreTest, ParkedReadsAreBounded) {
+  KvStore::Limits limits;
+  limits.max_waiters = 1;
+  store_.set_limits(limits);
+  std::optional<absl::StatusOr<std::vector<std::string>>> first, second;
+  store_.WaitFor({"k"}, now_ + absl::Seconds(5), Capture(first));
+  store_.WaitFor({"k"}, now_ + absl::Seconds(5), Capture(second));
+  RunCompletions();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_FALSE(first.has_value());
+  ASSERT_TRUE(store_.Set("k", "v").ok());
+  RunCompletions();
+  EXPECT_TRUE(first.has_value() && first->ok());
+}
+
 TEST_F(KvStoreTest, AppendCreatesThenConcatenatesAndWakes) {
   std::optional<absl::StatusOr<std::vector<std::string>>> got;
   store_.WaitFor({"log"}, now_ + absl::Seconds(5), Capture(got));

@@ -20,6 +20,7 @@
 #include "ddprun/v1/rendezvous.grpc.pb.h"
 #include "ddprun/v1/store.grpc.pb.h"
 #include "rendezvous/grpc_rendezvous.h"
+#include "rendezvous/tests/master_test_support.h"
 #include "rendezvous/wire.h"
 #include "tests/support/child_process.h"
 #include "tests/support/delay_proxy.h"
@@ -27,124 +28,11 @@
 namespace ddprun {
 namespace {
 
+using master_testing::MasterServerTest;
+using master_testing::TestSession;
+using master_testing::WaitReadable;
 using ::testing::HasSubstr;
 namespace pb = ::ddprun::v1;
-
-bool WaitReadable(int fd, absl::Duration timeout) {
-  pollfd p{fd, POLLIN, 0};
-  return ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) == 1;
-}
-
-// One agent's Session, read and written synchronously, every wait bounded by a deadline.
-class TestSession {
- public:
-  TestSession(const std::shared_ptr<grpc::Channel>& channel,
-              absl::Duration deadline = absl::Seconds(20))
-      : stub_(pb::Rendezvous::NewStub(channel)) {
-    context_.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
-    stream_ = stub_->Session(&context_);
-  }
-  bool Join(const std::string& run_id, const std::string& host, int min_nodes, int max_nodes,
-            int max_restarts = 0, const std::string& token = "", int version = 2,
-            absl::Duration keep_alive = absl::Seconds(5)) {
-    return stream_->Write(
-        JoinMessage(run_id, host, min_nodes, max_nodes, max_restarts, token, version, keep_alive));
-  }
-  static pb::AgentMessage JoinMessage(const std::string& run_id, const std::string& host,
-                                      int min_nodes, int max_nodes, int max_restarts = 0,
-                                      const std::string& token = "", int version = 2,
-                                      absl::Duration keep_alive = absl::Seconds(5)) {
-    pb::AgentMessage message;
-    pb::Join* join = message.mutable_join();
-    join->set_version(static_cast<pb::ProtocolVersion>(version));
-    join->set_run_id(run_id);
-    join->set_token(token);
-    join->mutable_node()->set_host(host);
-    join->mutable_node()->set_addr(host + ".example");
-    join->mutable_node()->set_pid(1);
-    join->mutable_node()->set_incarnation("inc-" + host);
-    join->set_local_world_size(2);
-    join->set_node_rank_hint(-1);
-    join->set_master_port(29500);
-    RendezvousSettings settings;
-    settings.min_nodes = min_nodes;
-    settings.max_nodes = max_nodes;
-    settings.max_restarts = max_restarts;
-    settings.last_call_timeout = absl::Seconds(30);
-    settings.keep_alive_interval = keep_alive;
-    settings.keep_alive_max_attempt = 2;
-    *join->mutable_settings() = ToWire(settings);
-    return message;
-  }
-  bool Heartbeat() {
-    pb::AgentMessage message;
-    message.mutable_heartbeat();
-    return stream_->Write(message);
-  }
-  bool ReportFailure(int64_t round, int rank) {
-    pb::AgentMessage message;
-    message.mutable_report()->set_round(round);
-    pb::WorkerFailure* f = message.mutable_report()->add_failures();
-    f->set_host("h");
-    f->set_rank(rank);
-    f->set_exit_code(3);
-    return stream_->Write(message);
-  }
-  std::optional<pb::MasterMessage> Read() {
-    pb::MasterMessage message;
-    if (!stream_->Read(&message)) return std::nullopt;
-    return message;
-  }
-  grpc::Status Close() {
-    stream_->WritesDone();
-    pb::MasterMessage ignored;
-    while (stream_->Read(&ignored)) {
-    }
-    return stream_->Finish();
-  }
-  void Cancel() { context_.TryCancel(); }
-  bool Write(const pb::AgentMessage& message) { return stream_->Write(message); }
-
- private:
-  std::unique_ptr<pb::Rendezvous::Stub> stub_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<pb::AgentMessage, pb::MasterMessage>> stream_;
-};
-
-class MasterServerTest : public ::testing::Test {
- protected:
-  void StartMaster(MasterOptions options = {}) {
-    options.host = "127.0.0.1";
-    auto master = MasterServer::Start(options);
-    ASSERT_TRUE(master.ok()) << master.status();
-    master_ = std::move(*master);
-    channel_ = NewChannel();
-  }
-  std::shared_ptr<grpc::Channel> NewChannel() {
-    grpc::ChannelArguments args;
-    args.SetInt("ddprun.test.unique", ++channels_);  // one connection per simulated agent
-    return grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", master_->port()),
-                                     grpc::InsecureChannelCredentials(), args);
-  }
-  static grpc::Status SetKey(pb::Store::Stub& store, const std::string& run_id,
-                             const std::string& key, const std::string& value) {
-    grpc::ClientContext c;
-    pb::SetRequest set;
-    set.set_run_id(run_id);
-    set.set_key(key);
-    set.set_value(value);
-    pb::SetResponse r;
-    return store.Set(WithDeadline(c), set, &r);
-  }
-  static grpc::ClientContext* WithDeadline(grpc::ClientContext& context) {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
-    return &context;
-  }
-
-  std::unique_ptr<MasterServer> master_;
-  std::shared_ptr<grpc::Channel> channel_;
-  int channels_ = 0;
-};
 
 // An agent that cannot tell its store's address leaves it to the master, which takes where
 // the session comes from; on loopback that is no address for other nodes, so the host name
@@ -294,7 +182,9 @@ TEST_F(MasterServerTest, WrongRunIdIsRefused) {
   EXPECT_FALSE(a.Read().has_value());
   grpc::Status status = a.Close();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_THAT(status.error_message(), HasSubstr("serves run 'mine', not 'theirs'"));
+  EXPECT_THAT(status.error_message(), HasSubstr("this master serves another run than 'theirs'"));
+  EXPECT_THAT(status.error_message(), ::testing::Not(HasSubstr("mine")))
+      << "a refusal must not tell a stranger which run the master serves";
 }
 
 TEST_F(MasterServerTest, OtherProtocolVersionAndMismatchedSettingsAreRefused) {
@@ -328,6 +218,7 @@ TEST_F(MasterServerTest, TwoRunsOnOneMasterDoNotSeeEachOther) {
 
 TEST_F(MasterServerTest, StoreVerbsOverTheWire) {
   StartMaster();
+  HoldRun("job");
   auto store = pb::Store::NewStub(channel_);
   ASSERT_TRUE(SetKey(*store, "job", "k", "v").ok());
   {
@@ -357,6 +248,11 @@ TEST_F(MasterServerTest, StoreVerbsOverTheWire) {
     get.set_timeout_ms(50);
     pb::GetResponse r;
     grpc::Status status = store->Get(WithDeadline(c), get, &r);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_THAT(status.error_message(), HasSubstr("no agent has joined run 'other-job'"));
+    HoldRun("other-job");
+    grpc::ClientContext again;
+    status = store->Get(WithDeadline(again), get, &r);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
     EXPECT_THAT(status.error_message(), HasSubstr("store keys not set in time: k"));
   }
@@ -374,6 +270,7 @@ TEST_F(MasterServerTest, StoreVerbsOverTheWire) {
 
 TEST_F(MasterServerTest, BlockingGetIsWokenBySetFromAnotherClient) {
   StartMaster();
+  HoldRun("job");
   auto store = pb::Store::NewStub(channel_);
   grpc::Status get_status;
   pb::GetResponse got;
@@ -402,6 +299,7 @@ TEST_F(MasterServerTest, AReadWithoutTimeoutWaitsTheMastersStoreTimeout) {
   MasterOptions options;
   options.store_timeout = absl::Milliseconds(200);  // --rdzv-conf read_timeout on the host
   StartMaster(options);
+  HoldRun("job");
   auto store = pb::Store::NewStub(channel_);
   grpc::ClientContext c;
   pb::GetRequest get;
@@ -417,6 +315,7 @@ TEST_F(MasterServerTest, AReadWithoutTimeoutWaitsTheMastersStoreTimeout) {
 
 TEST_F(MasterServerTest, ACancelledReadLeavesTheStoreAtOnce) {
   StartMaster();  // store_timeout 60 s: a read nobody cancels would be parked for that long
+  HoldRun("job");
   auto store = pb::Store::NewStub(channel_);
   for (int i = 0; i < 3; ++i) {  // Get, Wait, MultiGet
     grpc::ClientContext c;
@@ -483,6 +382,7 @@ TEST_F(MasterServerTest, AnEndedRunIsForgottenWhenItsAgentsLeaveAndItsIdCanBeUse
 
 TEST_F(MasterServerTest, ShutdownEndsBlockingReadsInsteadOfWaitingForThem) {
   StartMaster();
+  HoldRun("job");
   auto store = pb::Store::NewStub(channel_);
   grpc::Status status;
   std::thread reader([&] {
@@ -497,6 +397,7 @@ TEST_F(MasterServerTest, ShutdownEndsBlockingReadsInsteadOfWaitingForThem) {
   const absl::Time give_up = absl::Now() + absl::Seconds(20);
   while (master_->PendingStoreReads() == 0 && absl::Now() < give_up) std::this_thread::yield();
   ASSERT_EQ(master_->PendingStoreReads(), 1);
+  holders_.clear();  // an open session would hold the shutdown for its grace period
   const absl::Time start = absl::Now();
   master_->Shutdown(absl::Seconds(30));
   reader.join();

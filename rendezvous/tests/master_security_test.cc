@@ -1,0 +1,211 @@
+// A hostile client against the master: Store calls without the token or for runs it does
+// not serve, a client that fills its memory, streams that never join, a stranger's join
+// that would define the run. Each test performs the attack and checks that it is refused.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "rendezvous/tests/master_test_support.h"
+#include "tests/support/child_process.h"
+
+namespace ddprun {
+namespace {
+
+using master_testing::MasterServerTest;
+using master_testing::TestSession;
+using ::testing::HasSubstr;
+using ::testing::Not;
+namespace pb = ::ddprun::v1;
+
+class MasterSecurityTest : public MasterServerTest {
+ protected:
+  // A Store Set as any client can send it, with `token` in its metadata when not empty.
+  grpc::Status Set(const std::string& run_id, const std::string& key, const std::string& value,
+                   const std::string& token = "") {
+    grpc::ClientContext c;
+    if (!token.empty()) c.AddMetadata(kTokenMetadataKey, token);
+    pb::SetRequest set;
+    set.set_run_id(run_id);
+    set.set_key(key);
+    set.set_value(value);
+    pb::SetResponse r;
+    return pb::Store::NewStub(channel_)->Set(WithDeadline(c), set, &r);
+  }
+  grpc::Status Get(const std::string& run_id, const std::string& key, int64_t timeout_ms,
+                   const std::string& token = "") {
+    grpc::ClientContext c;
+    if (!token.empty()) c.AddMetadata(kTokenMetadataKey, token);
+    pb::GetRequest get;
+    get.set_run_id(run_id);
+    get.set_key(key);
+    get.set_timeout_ms(timeout_ms);
+    pb::GetResponse r;
+    return pb::Store::NewStub(channel_)->Get(WithDeadline(c), get, &r);
+  }
+};
+
+// The attack of the review: without the token, set the key a barrier waits for.
+TEST_F(MasterSecurityTest, EveryStoreCallNeedsTheToken) {
+  MasterOptions options;
+  options.token = "s3cret";
+  StartMaster(options);
+  HoldRun("job", "s3cret");
+  const std::string done_key = "ddp/r0/g0/barrier/0/done";
+  grpc::Status none = Set("job", done_key, "1");
+  EXPECT_EQ(none.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(none.error_message(), HasSubstr("DDPRUN_STORE_TOKEN_FILE"));
+  EXPECT_EQ(Set("job", done_key, "1", "guess").error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Get("job", done_key, 50).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  {
+    grpc::ClientContext c;
+    pb::DeleteRequest del;
+    del.set_run_id("job");
+    del.set_key(done_key);
+    pb::DeleteResponse r;
+    EXPECT_EQ(pb::Store::NewStub(channel_)->Delete(WithDeadline(c), del, &r).error_code(),
+              grpc::StatusCode::PERMISSION_DENIED);
+  }
+  // Nothing was written: the rightful client still sees the key absent, then sets it.
+  EXPECT_EQ(Get("job", done_key, 50, "s3cret").error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(Set("job", done_key, "1", "s3cret").ok());
+  EXPECT_TRUE(Get("job", done_key, 50, "s3cret").ok());
+}
+
+TEST_F(MasterSecurityTest, AHostedMasterServesOnlyItsRunsStoreAndDoesNotSayWhichItIs) {
+  MasterOptions options;
+  options.only_run_id = "mine";
+  StartMaster(options);
+  HoldRun("mine");
+  grpc::Status other = Set("theirs", "k", "v");
+  EXPECT_EQ(other.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(other.error_message(), Not(HasSubstr("mine")));
+  EXPECT_TRUE(Set("mine", "k", "v").ok());
+}
+
+// The review put 320 MiB into a run nobody had joined, and it was never freed.
+TEST_F(MasterSecurityTest, NoStoreForARunNoAgentJoinedAndRunIdsAreBounded) {
+  StartMaster();
+  grpc::Status nobody = Set("nobody", "k", std::string(1 << 20, 'x'));
+  EXPECT_EQ(nobody.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(nobody.error_message(), HasSubstr("no agent has joined run 'nobody'"));
+  grpc::Status huge = Set(std::string(32 << 20, 'r'), "k", "v");
+  EXPECT_EQ(huge.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(huge.error_message(), HasSubstr("a run id is 1-256 bytes"));
+  for (const std::string bad : {"..", ".", "a/b", "line\nforged"}) {
+    EXPECT_EQ(Set(bad, "k", "v").error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    TestSession s(NewChannel());
+    ASSERT_TRUE(s.Join(bad, "node1", 1, 1));
+    EXPECT_FALSE(s.Read().has_value());
+    EXPECT_EQ(s.Close().error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+  }
+}
+
+TEST_F(MasterSecurityTest, KeysAndBytesPerRunAndForEveryRunTogetherAreBounded) {
+  MasterOptions options;
+  options.limits.max_keys_per_run = 10;
+  options.limits.max_bytes_per_run = 1 << 20;
+  options.limits.max_store_bytes = 3 << 19;  // 1.5 MiB: less than two full runs
+  StartMaster(options);
+  HoldRun("a");
+  HoldRun("b");
+  ASSERT_TRUE(Set("a", "big", std::string(900 << 10, 'x')).ok());
+  grpc::Status run_full = Set("a", "more", std::string(200 << 10, 'x'));
+  EXPECT_EQ(run_full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(run_full.error_message(), HasSubstr("the limit of one run's store"));
+  grpc::Status all_full = Set("b", "big", std::string(700 << 10, 'x'));
+  EXPECT_EQ(all_full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(all_full.error_message(), HasSubstr("budget for every run together"));
+  // Replacing a value counts only the difference; deleting gives the bytes back.
+  EXPECT_TRUE(Set("a", "big", std::string(100 << 10, 'x')).ok());
+  EXPECT_TRUE(Set("b", "big", std::string(700 << 10, 'x')).ok());
+  for (int i = 0; i < 9; ++i) ASSERT_TRUE(Set("a", absl::StrCat("k", i), "v").ok()) << i;
+  grpc::Status keys = Set("a", "one-too-many", "v");
+  EXPECT_EQ(keys.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(keys.error_message(), HasSubstr("the most one run may hold is 10"));
+}
+
+TEST_F(MasterSecurityTest, BlockingReadsPerRunAreBounded) {
+  MasterOptions options;
+  options.limits.max_waiters_per_run = 2;
+  StartMaster(options);
+  HoldRun("job");
+  std::vector<std::thread> readers;
+  for (int i = 0; i < 2; ++i) {
+    readers.emplace_back([&, i] { (void)Get("job", absl::StrCat("never", i), 20000); });
+  }
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return master_->PendingStoreReads() == 2; }, absl::Seconds(10)));
+  grpc::Status third = Get("job", "never", 20000);
+  EXPECT_EQ(third.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(third.error_message(), HasSubstr("too many blocking store reads"));
+  ASSERT_TRUE(Set("job", "never0", "").ok());
+  ASSERT_TRUE(Set("job", "never1", "").ok());
+  for (std::thread& t : readers) t.join();
+}
+
+TEST_F(MasterSecurityTest, ARunWithNoAgentLeftIsForgottenWithItsStore) {
+  MasterOptions options;
+  options.limits.idle_run_ttl = absl::Milliseconds(300);
+  StartMaster(options);
+  HoldRun("job");
+  ASSERT_TRUE(Set("job", "k", std::string(1 << 20, 'x')).ok());
+  holders_.clear();  // the agent goes, and never comes back
+  EXPECT_TRUE(testing::WaitUntil(
+      [&] { return Set("job", "k", "v").error_code() == grpc::StatusCode::NOT_FOUND; },
+      absl::Seconds(10)));
+}
+
+// The review held 4,000 streams open that never joined.
+TEST_F(MasterSecurityTest, AStreamThatNeverJoinsIsClosed) {
+  MasterOptions options;
+  options.limits.join_deadline = absl::Milliseconds(300);
+  StartMaster(options);
+  TestSession idle(NewChannel());
+  EXPECT_FALSE(idle.Read().has_value());
+  grpc::Status status = idle.Close();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_THAT(status.error_message(), HasSubstr("no join within"));
+}
+
+TEST_F(MasterSecurityTest, RunsPerMasterAreBounded) {
+  MasterOptions options;
+  options.limits.max_runs = 2;
+  StartMaster(options);
+  HoldRun("a");
+  HoldRun("b");
+  TestSession c(NewChannel());
+  ASSERT_TRUE(c.Join("c", "node1", 1, 1));
+  EXPECT_FALSE(c.Read().has_value());
+  grpc::Status status = c.Close();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(), HasSubstr("this master holds 2 runs"));
+}
+
+// The review's stranger joined first with join_timeout_ms=0 and so ended the run before the
+// real agents came. A hosting agent's master holds the run's settings: such a join is refused,
+// naming the setting, and the real agents' run goes on.
+TEST_F(MasterSecurityTest, AJoinWithOtherSettingsThanTheHostsIsRefusedNamingTheSetting) {
+  MasterOptions options;
+  options.only_run_id = "job";
+  options.run_settings = FromWire(TestSession::JoinMessage("job", "node1", 1, 2).join().settings());
+  StartMaster(options);
+  pb::AgentMessage early = TestSession::JoinMessage("job", "stranger", 1, 2);
+  early.mutable_join()->mutable_settings()->set_join_timeout_ms(0);
+  TestSession stranger(NewChannel());
+  ASSERT_TRUE(stranger.Write(early));
+  EXPECT_FALSE(stranger.Read().has_value());
+  grpc::Status refused = stranger.Close();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), HasSubstr("--rdzv-conf join_timeout=0"));
+  TestSession a(NewChannel()), b(NewChannel());
+  ASSERT_TRUE(a.Join("job", "node1", 1, 2));
+  ASSERT_TRUE(b.Join("job", "node2", 1, 2));
+  auto assigned = a.Read();
+  ASSERT_TRUE(assigned && assigned->has_assignment());
+  EXPECT_EQ(assigned->assignment().world_size(), 4);
+}
+
+}  // namespace
+}  // namespace ddprun

@@ -88,6 +88,10 @@ absl::Status ElasticAgent::SetUp() {
 
   DDPRUN_ASSIGN_OR_RETURN(LogRoot log_root, OpenLogRoot(config_.log_dir, config_.run_id));
   log_root_ = std::move(log_root);
+  if (!config_.token.empty() || config_.max_nodes == 1) {
+    DDPRUN_ASSIGN_OR_RETURN(StoreTokenFile token, StoreTokenFile::Create(config_.token));
+    store_token_.emplace(std::move(token));
+  }
   if (WillDefaultOmpThreads(base_env_, config_.nproc_per_node)) {
     spdlog::warn(
         "OMP_NUM_THREADS is not set: setting it to 1 for each worker so that {} workers "
@@ -285,6 +289,12 @@ void ElasticAgent::Join(const std::optional<Assignment>& last) {
 }
 
 void ElasticAgent::StartAttempt(const Assignment& assignment) {
+  // Whatever a master sends, no worker starts with a rank outside its world, an empty or
+  // forged MASTER_ADDR or a port that cannot be.
+  if (absl::Status s = CheckAssignment(assignment, config_.nproc_per_node); !s.ok()) {
+    spdlog::error("{}; this node leaves the job", s.message());
+    return rules_.Fatal(kExitRendezvous);
+  }
   if (store_) {
     // Workers given a name that does not resolve here wait for each other until their
     // timeout; better to say so now.
@@ -308,6 +318,7 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
   plan.agent_store = store_.has_value();
   plan.gloo_interface = GlooInterface(assignment.master_addr);
   plan.store_addr = rendezvous_.store_addr();
+  if (store_token_) plan.store_token_file = store_token_->path();
   plan.log_root = log_root_.path;
   workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *loop_, guard_, host_);
   if (absl::Status s = workers_->Start(plan); !s.ok()) {

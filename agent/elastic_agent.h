@@ -18,6 +18,7 @@
 #include "agent/log_root.h"
 #include "agent/orphan_guard.h"
 #include "agent/store_address.h"
+#include "agent/store_token_file.h"
 #include "agent/tcp_store_server.h"
 #include "agent/worker_env.h"
 #include "agent/worker_supervisor.h"
@@ -91,6 +92,9 @@ class ElasticAgent {
   const std::string incarnation_;
   AgentStateMachine rules_;
   LogRoot log_root_;
+  // The workers' Store token (the rendezvous token, or a random one for the store rank 0
+  // serves in a one-node job); none in a multi-node job without a token.
+  std::optional<StoreTokenFile> store_token_;
   int last_log_attempt_ =
       -1;  // attempt_<n> folders only go up, even if a new master restarts rounds
   std::unique_ptr<EventLoop> loop_;

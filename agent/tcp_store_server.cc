@@ -18,6 +18,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "agent/event_loop.h"
+#include "common/clock.h"
+#include "common/listen_socket.h"
 #include "common/unique_fd.h"
 #include "rendezvous/node_address.h"
 #include "rendezvous/tcp_store_service.h"
@@ -27,6 +29,8 @@ namespace {
 
 constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kReadsPerWakeup = 16;  // then the other connections get their turn
+// A connection to a port shared with the master that has said nothing for this long.
+constexpr absl::Duration kSilentLimit = absl::Seconds(10);
 // A client that does not read its replies is closed rather than buffered without end.
 constexpr size_t kMaxPendingOutput = 64 * 1024 * 1024;
 
@@ -62,50 +66,6 @@ std::string PeerOf(int fd) {
   if (addr.empty()) return "?";
   return addr.find(':') != std::string::npos ? absl::StrCat("[", addr, "]:", port)
                                              : absl::StrCat(addr, ":", port);
-}
-
-// A socket of `family` bound to `addr` and listening; not valid on failure, with `err` set.
-UniqueFd BindAndListen(int family, const sockaddr* addr, socklen_t len, int& err) {
-  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  const int yes = 1, no = 0;
-  if (fd.valid()) {
-    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    if (family == AF_INET6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof no);
-    if (::bind(fd.get(), addr, len) == 0 && ::listen(fd.get(), SOMAXCONN) == 0) return fd;
-  }
-  err = errno;
-  return UniqueFd();
-}
-
-// A socket listening on every address at `port`: dual-stack IPv6, else IPv4 (a host
-// without IPv6). A port in use is Unavailable (another agent or master has it).
-absl::StatusOr<UniqueFd> Listen(int port) {
-  sockaddr_in6 v6{};
-  v6.sin6_family = AF_INET6;
-  v6.sin6_addr = in6addr_any;
-  v6.sin6_port = htons(static_cast<uint16_t>(port));
-  int err = 0;
-  UniqueFd fd = BindAndListen(AF_INET6, reinterpret_cast<sockaddr*>(&v6), sizeof v6, err);
-  if (!fd.valid() && err != EADDRINUSE) {
-    sockaddr_in v4{};
-    v4.sin_family = AF_INET;
-    v4.sin_addr.s_addr = htonl(INADDR_ANY);
-    v4.sin_port = htons(static_cast<uint16_t>(port));
-    fd = BindAndListen(AF_INET, reinterpret_cast<sockaddr*>(&v4), sizeof v4, err);
-  }
-  if (fd.valid()) return fd;
-  if (err == EADDRINUSE) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on port ", port, ": it is in use"));
-  }
-  return ErrnoStatus(err, absl::StrCat("cannot listen on port ", port));
-}
-
-int BoundPort(int fd) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
-  return addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
-                                    : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
 }
 
 }  // namespace
@@ -166,6 +126,7 @@ class TcpStoreServer::Impl {
     UniqueFd fd;
     std::string peer;
     bool classified = false;  // known to be a TCPStore client (not gRPC)
+    absl::Time accepted;
     std::string out;
     size_t out_sent = 0;
     bool want_writable = false;
@@ -189,12 +150,19 @@ class TcpStoreServer::Impl {
   }
 
   void Accept() {
+    DropSilent();
     while (true) {
-      const int fd = ::accept4(listen_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      const int fd = AcceptOrShed(listen_.get(), reserve_);
+      if (fd < 0 && errno == EMFILE) {
+        ReportShed();
+        continue;
+      }
       if (fd < 0) return;  // EAGAIN, or a connection that vanished meanwhile
       const TcpStoreService::ConnectionId id = next_id_++;
       Connection& c = connections_[id];
       c.fd.Reset(fd);
+      c.accepted = MonotonicNow();
+      if (options_.grpc_handoff) unclassified_.push_back(id);
       c.peer = PeerOf(fd);
       NoteArrival(fd);
       if (!options_.grpc_handoff) {
@@ -205,6 +173,34 @@ class TcpStoreServer::Impl {
         Drop(id);
       }
     }
+  }
+
+  // A connection that has sent nothing for kSilentLimit holds a descriptor for nobody: the
+  // review held 1,030 such sockets to starve the master. Looked at on each new arrival.
+  void DropSilent() {
+    const absl::Time now = MonotonicNow();
+    while (!unclassified_.empty()) {
+      auto it = connections_.find(unclassified_.front());
+      if (it != connections_.end() && !it->second.classified) {
+        if (now - it->second.accepted < kSilentLimit) return;
+        Drop(it->first);
+      }
+      unclassified_.pop_front();
+    }
+  }
+
+  // Out of descriptors: said at most once a second, with how many were closed meanwhile.
+  void ReportShed() {
+    ++shed_;
+    const absl::Time now = MonotonicNow();
+    if (now - last_shed_report_ < absl::Seconds(1) || !options_.on_refused) return;
+    last_shed_report_ = now;
+    options_.on_refused("(new connections)",
+                        absl::StrCat("this process is out of file descriptors: ", shed_,
+                                     " new connection(s) closed at once; raise its limit "
+                                     "(ulimit -n, systemd's LimitNOFILE=) or find what holds "
+                                     "them"));
+    shed_ = 0;
   }
 
   void OnEvents(TcpStoreService::ConnectionId id, uint32_t events) {
@@ -335,18 +331,22 @@ class TcpStoreServer::Impl {
   TcpStoreService service_;
   std::map<TcpStoreService::ConnectionId, Connection> connections_;
   TcpStoreService::ConnectionId next_id_ = 1;
+  UniqueFd reserve_ = OpenReserveFd();                      // see AcceptOrShed
+  std::deque<TcpStoreService::ConnectionId> unclassified_;  // oldest first; may hold gone ones
+  int shed_ = 0;
+  absl::Time last_shed_report_ = absl::InfinitePast();
 };
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     TcpStoreServerOptions options) {
-  absl::StatusOr<UniqueFd> listen = Listen(options.port);
+  absl::StatusOr<std::vector<UniqueFd>> listen = ListenTcp("", options.port);
   if (!listen.ok()) return listen.status();
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake.valid()) return ErrnoStatus(errno, "eventfd");
-  auto impl = std::make_unique<Impl>(std::move(options), std::move(*listen), std::move(*loop),
-                                     std::move(wake));
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(listen->front()),
+                                     std::move(*loop), std::move(wake));
   if (absl::Status s = impl->Watch(); !s.ok()) return s;
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->Run(); });

@@ -41,6 +41,12 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const WorkerPlacement& p) {
   if (WillDefaultOmpThreads(base, p.local_world_size)) env["OMP_NUM_THREADS"] = "1";
   if (!p.signals_to_handle.empty()) env[worker_env::kSignalsToHandle] = p.signals_to_handle;
   env[worker_env::kRound] = std::to_string(p.round);
+  env.erase(worker_env::kRdzvToken);  // the Store token comes in a file, not in the environment
+  if (p.store_token_file.empty()) {
+    env.erase(worker_env::kStoreTokenFile);
+  } else {
+    env[worker_env::kStoreTokenFile] = p.store_token_file;
+  }
   if (p.store_addr.empty()) {
     env.erase(worker_env::kStoreAddr);  // never let a stale value from an outer launch leak in
   } else {

@@ -31,9 +31,10 @@ struct WorkerPlacement {
   int max_restarts = 0;
   std::string run_id;
   int round = 0;
-  std::string error_file;  // empty when error files are disabled
-  std::string store_addr;  // host:port of the master's Store service; empty: none
-  int heartbeat_fd = -1;   // the worker's end of its heartbeat pipe; -1: none
+  std::string error_file;        // empty when error files are disabled
+  std::string store_addr;        // host:port of the master's Store service; empty: none
+  std::string store_token_file;  // DDPRUN_STORE_TOKEN_FILE; empty: the Store needs no token
+  int heartbeat_fd = -1;         // the worker's end of its heartbeat pipe; -1: none
   // With TLS to the master: the files, for the SDK's Store client (DDPRUN_TLS_CERT, _KEY,
   // _CA); empty: plaintext.
   std::string tls_cert, tls_key, tls_ca;

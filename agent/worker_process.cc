@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/listen_socket.h"
 #include "common/unique_fd.h"
 
 namespace ddprun {
@@ -67,6 +68,7 @@ __attribute__((no_sanitize("address", "undefined"))) int ExecChild(void* raw) {
   // Die with the agent, even on SIGKILL; and if the agent died before this line, now.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != args->agent_pid) ::_exit(127);
+  RestoreOpenFileLimit();  // raised for the master this agent may host, not for workers
   if (spec.inherit_fd >= 0) ::fcntl(spec.inherit_fd, F_SETFD, 0);  // the child's copy only
   if ((spec.stdout_fd < 0 || ::dup2(spec.stdout_fd, STDOUT_FILENO) >= 0) &&
       (spec.stderr_fd < 0 || ::dup2(spec.stderr_fd, STDERR_FILENO) >= 0)) {

@@ -131,6 +131,7 @@ WorkerPlacement WorkerSupervisor::PlacementOf(const Worker& worker, const Attemp
   placement.round = static_cast<int>(a.round);
   placement.error_file = worker.error_file_enabled ? worker.paths.error_file : "";
   placement.store_addr = plan.store_addr;
+  placement.store_token_file = plan.store_token_file;
   placement.tls_cert = config_.tls.cert_path;
   placement.tls_key = config_.tls.key_path;
   placement.tls_ca = config_.tls.ca_path;

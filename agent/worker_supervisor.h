@@ -35,7 +35,8 @@ struct AttemptPlan {
   bool agent_store = false;    // the agent serves the workers' TCPStore at MASTER_ADDR:MASTER_PORT
   std::string gloo_interface;  // GLOO_SOCKET_IFNAME, unless set; empty: none
   std::string store_addr;
-  std::string log_root;  // the log dir in use ("" or /dev/null: no files)
+  std::string store_token_file;  // see StoreTokenFile; empty: none
+  std::string log_root;          // the log dir in use ("" or /dev/null: no files)
 };
 
 class WorkerSupervisor {

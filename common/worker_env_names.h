@@ -27,6 +27,11 @@ inline constexpr char kSignalsToHandle[] = "TORCHELASTIC_SIGNALS_TO_HANDLE";
 // ddprun's.
 inline constexpr char kRound[] = "DDPRUN_ROUND";
 inline constexpr char kStoreAddr[] = "DDPRUN_STORE_ADDR";
+// A file holding the token Store calls must carry (never the token itself: see
+// agent/store_token_file.h).
+inline constexpr char kStoreTokenFile[] = "DDPRUN_STORE_TOKEN_FILE";
+// The rendezvous token of the agent's own environment, which workers never get.
+inline constexpr char kRdzvToken[] = "DDPRUN_RDZV_TOKEN";
 inline constexpr char kTlsCert[] = "DDPRUN_TLS_CERT";
 inline constexpr char kTlsKey[] = "DDPRUN_TLS_KEY";
 inline constexpr char kTlsCa[] = "DDPRUN_TLS_CA";

@@ -12,9 +12,11 @@
 #include "agent/store_address.h"
 #include "agent/tcp_store_server.h"
 #include "common/exit_codes.h"
+#include "common/listen_socket.h"
 #include "common/unique_fd.h"
 #include "rendezvous/network_plugin.h"
 #include "rendezvous/node_address.h"
+#include "rendezvous/run_access.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
@@ -41,11 +43,15 @@ void LogRefusedStoreClient(const std::string& peer, const std::string& why) {
 void MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& config, Served& served) {
   const bool is_host = config.is_host ? *config.is_host : IsThisHost(config.endpoint_host);
   if (!is_host) return;
+  // Every agent and worker of the job may hold a connection to it.
+  RaiseOpenFileLimit();
   MasterOptions options;
   options.port = config.endpoint_port;
   options.adopt_connections = true;  // the store listens, on every address, and hands them over
   options.token = config.token;
   options.only_run_id = config.run_id;
+  // The run's settings are this agent's: a stranger's early join cannot define them.
+  options.run_settings = RendezvousSettingsFrom(config);
   options.store_timeout = config.read_timeout;
   options.tls = config.tls;
   absl::StatusOr<std::unique_ptr<HostedMaster>> master = network.host_master(options);
@@ -72,6 +78,11 @@ void MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& config, Se
   }
   spdlog::info("hosting the rendezvous master for run '{}' and the workers' store on {}:{}",
                config.run_id, config.endpoint_host, config.endpoint_port);
+  if (config.token.empty()) {
+    spdlog::warn("{}", NoTokenWarning(config.endpoint_port,
+                                      "give every node the same per-job secret with "
+                                      "DDPRUN_RDZV_TOKEN or --rdzv-conf token_file=PATH"));
+  }
   served.master = std::move(*master);
   served.store = std::move(store);
 }

@@ -15,11 +15,14 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/exit_codes.h"
+#include "common/listen_socket.h"
 #include "common/small_file.h"
 #include "common/status_macros.h"
 #include "rendezvous/master_server.h"
+#include "rendezvous/run_access.h"
 #include "rendezvous/wire.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
@@ -92,6 +95,10 @@ absl::StatusOr<ddprun::MasterOptions> MasterOptionsFrom(const Settings& s) {
   return options;
 }
 
+bool ListensOnLoopbackOnly(const std::string& host) {
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
 // Serves until SIGTERM or SIGINT, then shuts down after the grace period.
 int Serve(const Settings& s, const ddprun::MasterOptions& options) {
   // SIGTERM and SIGINT are waited for below; block them before gRPC starts its threads.
@@ -110,7 +117,13 @@ int Serve(const Settings& s, const ddprun::MasterOptions& options) {
   // The "listening" line is what scripts wait for; it carries the real port.
   spdlog::info("listening on {}:{}{}{}", s.host, (*master)->port(),
                options.tls.enabled() ? " with TLS (clients need a certificate)" : "",
-               options.token.empty() ? "" : " (joins need the token)");
+               options.token.empty() ? "" : " (joins and Store calls need the token)");
+  if (options.token.empty() && !ListensOnLoopbackOnly(s.host)) {
+    spdlog::warn("{}", ddprun::NoTokenWarning((*master)->port(),
+                                              "start ddprun-master with --token-file=PATH and "
+                                              "give every node the same secret with "
+                                              "DDPRUN_RDZV_TOKEN or --rdzv-conf token_file=PATH"));
+  }
   int sig = 0;
   sigwait(&stop_signals, &sig);
   spdlog::info("received {}: shutting down (grace {}s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
@@ -136,6 +149,14 @@ int main(int argc, char** argv) {
     return UsageError(absl::StrCat(e.what(), "; see ddprun-master --help"));
   }
   ConfigureLogging(settings.verbose);
+  // Every agent and worker of every run may hold a connection: not the usual 1,024.
+  const long open_files = ddprun::RaiseOpenFileLimit();
+  if (open_files >= 0 && open_files < 4096) {
+    spdlog::warn(
+        "this master may hold only {} open files (ulimit -n): enough for about as "
+        "many agents and workers together; raise the hard limit for large jobs",
+        open_files);
+  }
   absl::StatusOr<ddprun::MasterOptions> options = MasterOptionsFrom(settings);
   if (!options.ok()) return UsageError(std::string(options.status().message()));
   return Serve(settings, *options);

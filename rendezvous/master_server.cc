@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "rendezvous/master_listener.h"
 #include "rendezvous/master_state.h"
 #include "rendezvous/session_service.h"
 #include "rendezvous/store_service.h"
@@ -45,12 +46,17 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOp
     ssl.pem_key_cert_pairs.push_back({options.tls.key_pem, options.tls.cert_pem});
     credentials = grpc::SslServerCredentials(ssl);
   }
-  if (options.adopt_connections) {
-    impl->acceptor = builder.experimental().AddExternalConnectionAcceptor(
-        grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
-    impl->port = options.port;
-  } else {
-    builder.AddListeningPort(address, credentials, &impl->port);
+  // Connections always come through the acceptor: from whoever shares the port with the
+  // master (adopt_connections), else from the master's own listener (master_listener.h).
+  impl->acceptor = builder.experimental().AddExternalConnectionAcceptor(
+      grpc::ServerBuilder::experimental_type::ExternalConnectionType::FROM_FD, credentials);
+  impl->port = options.port;
+  if (!options.adopt_connections) {
+    absl::StatusOr<std::unique_ptr<MasterListener>> listener =
+        MasterListener::Listen(options.host, options.port);
+    if (!listener.ok()) return listener.status();
+    impl->listener = std::move(*listener);
+    impl->port = impl->listener->port();
   }
   for (auto& service : impl->services) builder.RegisterService(service.get());
   // Agents detect a dead master with HTTP/2 keepalive pings; accept them often.
@@ -71,28 +77,21 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOp
   // A Store value may be 8 MiB (gRPC's default limit is 4 MiB); multi_set carries several.
   builder.SetMaxReceiveMessageSize(64 * 1024 * 1024);
   impl->server = builder.BuildAndStart();
-  if (impl->server == nullptr || impl->port == 0) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", address,
-        ": the port is in use (another master?) or the address is not one of this host's"));
+  if (impl->server == nullptr) {
+    return absl::InternalError(absl::StrCat("cannot start the gRPC server for ", address));
+  }
+  if (impl->listener) {
+    impl->listener->Start(
+        [state = impl.get()](int listen_fd, int fd) { state->Adopt(listen_fd, fd); });
   }
   impl->StartTicker();
   return std::unique_ptr<MasterServer>(new MasterServer(std::move(impl)));
 }
 
-void MasterServer::AdoptConnection(int listen_fd, int fd) {
-  absl::MutexLock lock(&impl_->adopt_mu);
-  if (impl_->acceptor == nullptr || impl_->adopt_closed) {
-    ::close(fd);
-    return;
-  }
-  grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
-  connection.listener_fd = listen_fd;
-  connection.fd = fd;
-  impl_->acceptor->HandleNewConnection(&connection);
-}
+void MasterServer::AdoptConnection(int listen_fd, int fd) { impl_->Adopt(listen_fd, fd); }
 
 void MasterServer::Shutdown(absl::Duration grace) {
+  impl_->listener.reset();  // accepts nothing more
   {
     absl::MutexLock lock(&impl_->adopt_mu);
     impl_->adopt_closed = true;

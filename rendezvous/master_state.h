@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "ddprun/v1/rendezvous.pb.h"
 #include "rendezvous/kv_store.h"
+#include "rendezvous/master_listener.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/round_state_machine.h"
 
@@ -116,9 +117,22 @@ class MasterState {
   std::unique_ptr<grpc::Server> server;
   int port = 0;
   std::vector<std::unique_ptr<grpc::Service>> services;
-  // adopt_connections: gRPC's acceptor, and whether the server is shutting down (gRPC would
-  // leave an fd it is handed then open).
+  // gRPC's acceptor, fed by `listener` or by whoever shares the port (adopt_connections),
+  // and whether the server is shutting down (gRPC would leave an fd it is handed then open).
   std::unique_ptr<grpc::experimental::ExternalConnectionAcceptor> acceptor;
+  std::unique_ptr<MasterListener> listener;  // unless adopt_connections
+  /// Serves connection `fd`, accepted on `listen_fd`; takes `fd`.
+  void Adopt(int listen_fd, int fd) {
+    absl::MutexLock lock(&adopt_mu);
+    if (acceptor == nullptr || adopt_closed) {
+      ::close(fd);
+      return;
+    }
+    grpc::experimental::ExternalConnectionAcceptor::NewConnectionParameters connection;
+    connection.listener_fd = listen_fd;
+    connection.fd = fd;
+    acceptor->HandleNewConnection(&connection);
+  }
   absl::Mutex adopt_mu;
   bool adopt_closed ABSL_GUARDED_BY(adopt_mu) = false;
 

@@ -7,6 +7,8 @@
 
 #include <cstring>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
@@ -71,6 +73,47 @@ absl::StatusOr<std::string> ReachableAddress(const NodeInfo& node, absl::string_
                    : seen + ", a loopback address",
       ", and its host name resolves there only to loopback addresses (or not at all); start it "
       "with --local-addr=ADDRESS, an address of this node that the other nodes reach"));
+}
+
+bool IsHostOrAddressText(absl::string_view text) {
+  if (text.empty() || text.size() > 255) return false;
+  for (char c : text) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_' &&
+        c != ':' && c != '%' && c != '[' && c != ']') {
+      return false;
+    }
+  }
+  return true;
+}
+
+absl::Status CheckAssignment(const Assignment& a, int local_world_size) {
+  const auto bad = [](absl::string_view field, const auto& value, absl::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the rendezvous master assigned ", field, "=", value, ", which is not valid (", rule,
+        "): is the endpoint a ddprun master of the same version, and the only one?"));
+  };
+  if (a.world_size < 1 || a.world_size > kMaxWorldSize) {
+    return bad("WORLD_SIZE", a.world_size, absl::StrCat("1 to ", kMaxWorldSize));
+  }
+  if (a.base_rank < 0 || int64_t{a.base_rank} + local_world_size > a.world_size) {
+    return bad("RANK of LOCAL_RANK 0", a.base_rank,
+               absl::StrCat("this node's ", local_world_size, " ranks must lie in [0, ",
+                            a.world_size, ")"));
+  }
+  if (a.group_world_size < 1 || a.group_rank < 0 || a.group_rank >= a.group_world_size) {
+    return bad("GROUP_RANK", absl::StrCat(a.group_rank, " of ", a.group_world_size),
+               "a rank below the number of nodes");
+  }
+  if (a.master_port < 1 || a.master_port > 65535)
+    return bad("MASTER_PORT", a.master_port, "1-65535");
+  if (!IsHostOrAddressText(a.master_addr)) {
+    return bad("MASTER_ADDR", absl::StrCat("'", absl::CEscape(a.master_addr), "'"),
+               "a host name or an IP address");
+  }
+  if (a.round < 0 || a.restart_count < 0) {
+    return bad("round", absl::StrCat(a.round, " (restart ", a.restart_count, ")"), "not negative");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace ddprun

@@ -26,6 +26,16 @@ std::string PeerAddress(absl::string_view peer);
 /// Whether `addr` is an IP address of loopback (127.0.0.0/8, ::1) or of no host (0.0.0.0, ::).
 bool IsLoopbackOrUnspecified(absl::string_view addr);
 
+/// Whether `text` can be a host name or an IP address: 1-255 letters, digits and ".-_:%[]"
+/// (IPv6 and its zone). Anything else (a space, a newline that would forge a log line) is
+/// not, whatever a peer sends.
+bool IsHostOrAddressText(absl::string_view text);
+
+/// OK when `assignment` is one a node with `local_world_size` workers can start: sizes at
+/// least 1, ranks within them, a port in 1-65535, MASTER_ADDR a host or address. Else
+/// InvalidArgument naming the field and its value (a master that is broken or not ours).
+absl::Status CheckAssignment(const Assignment& assignment, int local_world_size);
+
 /// In order: the address the node offers (`node.addr`: its --local-addr, or the endpoint's
 /// host when the endpoint is its own machine); else the address its connection to the
 /// master comes from (`peer`), which routes since it reached the master; else its host name

@@ -3,37 +3,10 @@
 #include <algorithm>
 #include <climits>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace ddprun {
-
-bool NaturalLess(const std::string& a, const std::string& b) {
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    if (absl::ascii_isdigit(a[i]) && absl::ascii_isdigit(b[j])) {
-      size_t i_end = i, j_end = j;
-      while (i_end < a.size() && absl::ascii_isdigit(a[i_end])) ++i_end;
-      while (j_end < b.size() && absl::ascii_isdigit(b[j_end])) ++j_end;
-      // Compare the numbers without converting: skip leading zeros, then length, then digits.
-      size_t i_sig = i, j_sig = j;
-      while (i_sig + 1 < i_end && a[i_sig] == '0') ++i_sig;
-      while (j_sig + 1 < j_end && b[j_sig] == '0') ++j_sig;
-      const size_t i_len = i_end - i_sig, j_len = j_end - j_sig;
-      if (i_len != j_len) return i_len < j_len;
-      const int cmp = a.compare(i_sig, i_len, b, j_sig, j_len);
-      if (cmp != 0) return cmp < 0;
-      i = i_end;
-      j = j_end;
-      continue;
-    }
-    if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
-    ++i;
-    ++j;
-  }
-  return (a.size() - i) < (b.size() - j);
-}
 
 RoundStateMachine::RoundStateMachine(RendezvousSettings settings, absl::Time now)
     : settings_(std::move(settings)), gathering_since_(now) {}
@@ -159,6 +132,20 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
                                       std::vector<ReportedFailure> failures, absl::Time now) {
   if (round != round_ || failures.empty() || !IsMember(session)) {
     return;  // a report about a round that has already ended
+  }
+  // A node speaks for its own ranks only, under its own name: a forged report about other
+  // nodes' ranks must not spend the job's restarts or name a false root cause.
+  const Node& node = nodes_.at(session);
+  failures.erase(std::remove_if(failures.begin(), failures.end(),
+                                [&](const ReportedFailure& f) {
+                                  return f.rank < node.base_rank ||
+                                         f.rank >= node.base_rank + node.info.local_world_size;
+                                }),
+                 failures.end());
+  if (failures.empty()) return;
+  for (ReportedFailure& f : failures) {
+    f.host = node.info.host;
+    f.local_rank = f.rank - node.base_rank;
   }
   Heartbeat(session, now);
   const ReportedFailure first = *std::min_element(
@@ -335,6 +322,16 @@ std::vector<SessionId> RoundStateMachine::OrderForNextRound() const {
   });
   order.insert(order.end(), newcomers.begin(), newcomers.end());
   if (static_cast<int>(order.size()) > settings_.max_nodes) order.resize(settings_.max_nodes);
+  // RANK and WORLD_SIZE are 32-bit in every worker: the nodes that would pass kMaxWorldSize
+  // wait, as nodes beyond max_nodes do.
+  int64_t world_size = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    world_size += nodes_.at(order[i]).info.local_world_size;
+    if (world_size > kMaxWorldSize) {
+      order.resize(i);
+      break;
+    }
+  }
   return order;
 }
 
@@ -370,6 +367,7 @@ void RoundStateMachine::CloseRound() {
     out.assignment.master_addr = rank0.addr;
     out.assignment.master_port = rank0.master_port;
     outbound_.push_back(std::move(out));
+    node.base_rank = base_rank;
     base_rank += node.info.local_world_size;
   }
 }

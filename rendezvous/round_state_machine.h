@@ -23,10 +23,14 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "rendezvous/natural_less.h"
 
 namespace ddprun {
 
 using SessionId = uint64_t;
+
+/// The most workers one run may have: RANK and WORLD_SIZE are 32-bit integers in workers.
+inline constexpr int64_t kMaxWorldSize = int64_t{1} << 30;
 
 struct RendezvousSettings {
   int min_nodes = 1;
@@ -144,6 +148,7 @@ class RoundStateMachine {
     bool finished = false;         // reported success in the current round
     bool member = false;           // in members_
     bool previous_member = false;  // in previous_members_
+    int base_rank = 0;             // RANK of its LOCAL_RANK 0 in the current round
   };
 
   void BeginGathering(absl::Time now);
@@ -188,8 +193,5 @@ class RoundStateMachine {
   std::vector<std::string> departed_;      // hosts of members lost since the last round closed
   std::vector<Outbound> outbound_;
 };
-
-/// "node2" < "node10": digits compare as numbers, the rest as bytes.
-bool NaturalLess(const std::string& a, const std::string& b);
 
 }  // namespace ddprun

@@ -30,4 +30,8 @@ bool TokensMatch(absl::string_view expected, absl::string_view given);
 absl::Status CheckToken(absl::string_view expected, absl::string_view given,
                         absl::string_view how_to_set);
 
+/// What a master without a token that listens beyond loopback says once, at warning level:
+/// what anyone who reaches `port` can do, and `how_to_set` a token.
+std::string NoTokenWarning(int port, absl::string_view how_to_set);
+
 }  // namespace ddprun

@@ -2,7 +2,9 @@
 
 #include <grpc/support/log.h>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "rendezvous/node_address.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
@@ -256,6 +258,15 @@ absl::Status CheckRange(const char* field, int64_t value, int64_t lo, int64_t hi
       absl::StrCat(field, " is ", value, "; it must be in [", lo, ", ", hi, "]"));
 }
 
+// An address the master relays to every worker as MASTER_ADDR, or a host name it puts in
+// messages: nothing else than a host or an address may pass (a newline would forge lines).
+absl::Status CheckText(const char* field, const std::string& value, bool may_be_empty) {
+  if ((may_be_empty && value.empty()) || IsHostOrAddressText(value)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, " is '", absl::CEscape(value.substr(0, 64)),
+      "'; it must be a host name or an IP address (letters, digits, '.', '-', '_', ':')"));
+}
+
 constexpr int64_t kMaxNodes = 1 << 20;
 constexpr int64_t kMaxMs = int64_t{365} * 24 * 3600 * 1000;  // a year
 
@@ -273,6 +284,9 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
         CheckLength("join.node.addr", j.node().addr(), 255),
         CheckLength("join.node.fallback_addr", j.node().fallback_addr(), 255),
         CheckLength("join.node.incarnation", j.node().incarnation(), 64),
+        CheckText("join.node.host", j.node().host(), /*may_be_empty=*/false),
+        CheckText("join.node.addr", j.node().addr(), /*may_be_empty=*/true),
+        CheckText("join.node.fallback_addr", j.node().fallback_addr(), /*may_be_empty=*/true),
         CheckRange("join.local_world_size", j.local_world_size(), 1, 1 << 16),
         CheckRange("join.node_rank_hint", j.node_rank_hint(), -1, kMaxNodes),
         CheckRange("join.master_port", j.master_port(), 0, 65535),

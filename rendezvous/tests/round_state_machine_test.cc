@@ -141,6 +141,22 @@ TEST_F(RoundStateMachineTest, NewcomersOrderedByHintThenNaturalHostOrder) {
   EXPECT_THAT(sm_->members(), ElementsAre(3u, 2u, 4u, 1u));
 }
 
+// The review's attack: a member reports failures of ranks on other nodes, with a forged
+// host, to spend everybody's restarts and name a false root cause.
+TEST_F(RoundStateMachineTest, ANodeReportsOnlyItsOwnRanksUnderItsOwnName) {
+  Make(2, 2, /*max_restarts=*/1);
+  ASSERT_TRUE(Join(1, Node("a")).ok());  // ranks 0, 1
+  ASSERT_TRUE(Join(2, Node("b")).ok());  // ranks 2, 3
+  Take();
+  sm_->ReportFailure(1, 0, {Failure("b", 3, absl::ZeroDuration())}, now_);
+  EXPECT_TRUE(Take().empty()) << "a report about another node's rank was taken";
+  EXPECT_EQ(sm_->restarts_spent(), 0);
+  sm_->ReportFailure(1, 0, {Failure("b", 1, absl::ZeroDuration())}, now_);  // its own, misnamed
+  auto stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 2u);
+  EXPECT_THAT(stops[0].detail, HasSubstr("rank 1 on a failed"));
+}
+
 TEST_F(RoundStateMachineTest, WorkerFailureRestartsEveryoneWithOneGlobalCount) {
   Make(2, 2, /*max_restarts=*/1);
   ASSERT_TRUE(Join(1, Node("a")).ok());
@@ -507,8 +523,8 @@ TEST_F(RoundStateMachineTest, TwentyThousandNodesCloseAndRestartRoundsInLinearTi
     }
     EXPECT_EQ(assigns.back().assignment.world_size, kNodes * 8);
     for (int i = 0; i < kNodes; ++i) sm_->Heartbeat(i + 1, now_);
-    sm_->ReportFailure(kNodes, restart - 1, {Failure(nodes.back().host, 0, absl::ZeroDuration())},
-                       now_);
+    sm_->ReportFailure(kNodes, restart - 1,
+                       {Failure(nodes.back().host, (kNodes - 1) * 8, absl::ZeroDuration())}, now_);
     ASSERT_EQ(OfKind(Take(), Kind::kStop).size(), static_cast<size_t>(kNodes));
     for (int i = 0; i < kNodes; ++i) ASSERT_TRUE(Join(i + 1, nodes[i]).ok());
   }

@@ -1,7 +1,10 @@
 // Several agents as separate processes on loopback, each with its own --local-addr, with
 // the master embedded in one of them or run alone as ddprun-master.
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <gmock/gmock.h>
@@ -9,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/unique_fd.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 #include "tests/support/delay_proxy.h"
@@ -401,6 +405,69 @@ TEST(MultiNode, StaticBackendTwoByTwo) {
     EXPECT_EQ(worker["TORCHELASTIC_USE_AGENT_STORE"], "True") << file;
   }
   EXPECT_EQ(ParseEnvFile(dir / "env.3.0")["WORLD_SIZE"], "4");
+}
+
+// The review's attack: under the usual 1,024-fd limit (here 128), more idle TCP connections
+// than the master has descriptors for. gRPC 1.51's own listener never accepted again after
+// that (grpc/grpc#16058); the master's own listener sheds what it cannot hold, says so at
+// error level, and serves the next job once the idle connections are gone.
+TEST(MultiNode, AMasterOutOfDescriptorsSaysSoAndAcceptsAgainAfterwards) {
+  TempDir dir;
+  const int port = FreeLoopbackPort();
+  auto master = ChildProcess::Start({"/usr/bin/prlimit", "--nofile=128:128", "--", kMaster,
+                                     "--host=127.0.0.1", absl::StrCat("--port=", port)});
+  ASSERT_TRUE(
+      WaitUntil([&] { return master->ErrSoFar().find("listening on") != std::string::npos; },
+                absl::Seconds(20)))
+      << master->ErrSoFar();
+  std::vector<UniqueFd> idle;
+  for (int i = 0; i < 200; ++i) {
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << i;
+    idle.push_back(std::move(fd));
+  }
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return master->ErrSoFar().find("error: out of file descriptors") != std::string::npos;
+      },
+      absl::Seconds(20)))
+      << master->ErrSoFar();
+  idle.clear();
+  const std::vector<std::string> client = {"--rdzv-conf=is_host=0"};
+  auto a = ChildProcess::Start(Agent(port, 1, "2", {"env", dir.path()}, client));
+  auto b = ChildProcess::Start(Agent(port, 2, "2", {"env", dir.path()}));  // is_host=0 already
+  ProcessResult ra = a->Wait(absl::Seconds(60));
+  ProcessResult rb = b->Wait(absl::Seconds(60));
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  kill(master->pid(), SIGTERM);
+  master->Wait(absl::Seconds(10));
+}
+
+// A master without a token says once what that allows when it listens beyond loopback, and
+// is quiet on loopback or with a token.
+TEST(MultiNode, AMasterWithoutATokenBeyondLoopbackWarnsOnce) {
+  TempDir dir;
+  WriteFile(dir / "token", "s3cret\n", 0600);
+  const auto warned = [](const std::vector<std::string>& options) {
+    const int port = FreeLoopbackPort();
+    std::vector<std::string> argv = {kMaster, absl::StrCat("--port=", port)};
+    argv.insert(argv.end(), options.begin(), options.end());
+    auto master = ChildProcess::Start(argv);
+    EXPECT_TRUE(
+        WaitUntil([&] { return master->ErrSoFar().find("listening on") != std::string::npos; },
+                  absl::Seconds(20)));
+    kill(master->pid(), SIGTERM);
+    const std::string err = master->Wait(absl::Seconds(10)).err;
+    return err.find("has no token: anyone who can reach that port") != std::string::npos;
+  };
+  EXPECT_TRUE(warned({"--host=0.0.0.0"}));
+  EXPECT_FALSE(warned({"--host=127.0.0.1"}));
+  EXPECT_FALSE(warned({"--host=0.0.0.0", "--token-file=" + (dir / "token")}));
 }
 
 }  // namespace

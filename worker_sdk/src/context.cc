@@ -1,6 +1,9 @@
 #include "ddp/worker/context.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/small_file.h"
 #include "rendezvous/node_address.h"
 #include "src/context_state.h"
 #include "src/root_blobs.h"
@@ -148,6 +152,55 @@ Context::~Context() {
   if (state_ != nullptr) state_->Close();
 }
 
+namespace {
+
+// Whether every address `host` resolves to here is a loopback address.
+bool ResolvesToLoopbackOnly(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &found) != 0) return false;
+  bool loopback_only = true;
+  for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ai_addr);
+      loopback_only &= (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    } else if (a->ai_family == AF_INET6) {
+      loopback_only &=
+          IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+    }
+  }
+  ::freeaddrinfo(found);
+  return loopback_only;
+}
+
+// Rank 0's own store (no launcher store) listens where the others reach it, MASTER_ADDR,
+// not on every address of the host; it serves this run only, and with the launcher's
+// token when there is one. Every address instead when MASTER_ADDR is a name that means
+// loopback here in a job that spans nodes (Debian's 127.0.1.1 entry for the host name: the
+// other nodes resolve it to the host's network address), or is not an address of this host.
+absl::StatusOr<std::unique_ptr<StoreServer>> StartRankZeroStore(const Environment& env, int port,
+                                                                const std::string& token) {
+  StoreServerOptions options;
+  options.port = port;
+  options.run_id = env.run_id;
+  options.token = token;
+  const bool spans_nodes = env.world_size > env.local_world_size;
+  if (!(spans_nodes && ResolvesToLoopbackOnly(env.master_addr))) {
+    options.bind_host = env.master_addr;
+    absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start(options);
+    if (server.ok()) return server;
+    std::fprintf(stderr,
+                 "ddp-worker: rank 0's store cannot listen at MASTER_ADDR=%s (%s); it listens "
+                 "on every address instead\n",
+                 env.master_addr.c_str(), std::string(server.status().message()).c_str());
+    options.bind_host.clear();
+  }
+  return StoreServer::Start(options);
+}
+
+}  // namespace
+
 absl::StatusOr<Context> Context::FromEnv(const ContextOptions& options) {
   absl::StatusOr<Environment> env = EnvironmentFromProcess();
   if (!env.ok()) return env.status();
@@ -161,6 +214,13 @@ absl::StatusOr<Context> Context::Create(const Environment& env, const ContextOpt
   absl::StatusOr<int> generation = state->Register(env.rank);
   if (!generation.ok()) return generation.status();
   state->generation = *generation;
+  std::string token;
+  if (!env.store_token_file.empty()) {
+    absl::StatusOr<std::string> read =
+        ddprun::ReadTokenFile(env.store_token_file, "DDPRUN_STORE_TOKEN_FILE");
+    if (!read.ok()) return read.status();
+    token = std::move(*read);
+  }
   std::string address = env.store_addr;
   if (address.empty()) {
     // No launcher store (torchrun, srun, mpirun, one-node ddprun): rank 0 serves one where
@@ -173,13 +233,14 @@ absl::StatusOr<Context> Context::Create(const Environment& env, const ContextOpt
                        "as TORCHELASTIC_USE_AGENT_STORE=True); choose a lower --master-port"));
     }
     if (env.rank == 0) {
-      absl::StatusOr<std::unique_ptr<StoreServer>> server = StoreServer::Start(port);
+      absl::StatusOr<std::unique_ptr<StoreServer>> server = StartRankZeroStore(env, port, token);
       if (!server.ok()) return server.status();
       state->server = std::move(*server);
     }
     address = HostPort(env.master_addr, port);
   }
-  StoreTls tls;
+  StoreAccess tls;
+  tls.token = token;
   // TLS is for the master's Store only; rank 0's own store is plaintext.
   if (!env.tls_cert.empty() && !env.store_addr.empty()) {
     for (const auto& [path, pem] :

@@ -44,7 +44,7 @@ struct Context::State {
   int generation = 0;
   std::unique_ptr<StoreServer> server;  // rank 0, when the launcher gives no store
   std::unique_ptr<Store> store;
-  StoreTls tls;                     // the master's Store over TLS (DDPRUN_TLS_*)
+  StoreAccess tls;                  // TLS to the master's Store (DDPRUN_TLS_*), and the token
   std::map<std::string, int> uses;  // kind/name -> calls so far
   // Set when a collective, InitNccl or a communicator of this Context failed; shared with
   // the communicators, which may outlive a moved Context's state.

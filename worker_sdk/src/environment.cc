@@ -134,7 +134,7 @@ absl::Status ParseRun(const Reader& r, Environment& env) {
   return absl::OkStatus();
 }
 
-// DDPRUN_HEARTBEAT_FD, DDPRUN_TLS_*, DDPRUN_STORE_ADDR.
+// DDPRUN_HEARTBEAT_FD, DDPRUN_TLS_*, DDPRUN_STORE_TOKEN_FILE, DDPRUN_STORE_ADDR.
 absl::Status ParseDdprun(const Reader& r, Environment& env) {
   if (std::optional<std::string> v = r.Get(names::kHeartbeatFd); v && !v->empty()) {
     absl::StatusOr<int64_t> n =
@@ -150,6 +150,7 @@ absl::Status ParseDdprun(const Reader& r, Environment& env) {
     return absl::InvalidArgumentError(
         "DDPRUN_TLS_CERT, DDPRUN_TLS_KEY and DDPRUN_TLS_CA must be set together (or none)");
   }
+  env.store_token_file = r.Get(names::kStoreTokenFile).value_or("");
   if (std::optional<std::string> v = r.Get(names::kStoreAddr); v && !v->empty()) {
     const size_t colon = v->rfind(':');
     int port_value = 0;

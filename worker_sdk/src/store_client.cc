@@ -11,6 +11,7 @@
 #include "ddprun/v1/store.grpc.pb.h"
 #include "rendezvous/grpc_channel.h"
 #include "rendezvous/master_server.h"
+#include "rendezvous/run_access.h"
 #include "rendezvous/wire.h"
 
 namespace ddp::worker {
@@ -25,8 +26,9 @@ constexpr absl::Duration kRoundTripAllowance = absl::Seconds(10);
 class GrpcStore : public Store {
  public:
   GrpcStore(std::string address, std::string run_id, absl::Duration call_timeout,
-            bool wait_for_server, const StoreTls& tls)
+            bool wait_for_server, const StoreAccess& tls)
       : address_(std::move(address)),
+        token_(tls.token),
         run_id_(std::move(run_id)),
         call_timeout_(call_timeout),
         wait_for_server_(wait_for_server) {
@@ -183,6 +185,7 @@ class GrpcStore : public Store {
   template <typename Rpc>
   absl::Status Call(const char* verb, const std::string& key, absl::Duration deadline, Rpc rpc) {
     grpc::ClientContext context;
+    if (!token_.empty()) context.AddMetadata(ddprun::kTokenMetadataKey, token_);
     // Before the first answer the server may not be up yet: wait for it. After, a server
     // that is gone (rank 0 exited) must fail calls at once, not after their deadline.
     context.set_wait_for_ready(wait_for_server_ && !answered_.load());
@@ -205,6 +208,7 @@ class GrpcStore : public Store {
   }
 
   const std::string address_;
+  const std::string token_;
   const std::string run_id_;
   const absl::Duration call_timeout_;
   const bool wait_for_server_;
@@ -227,24 +231,33 @@ class GrpcStoreServer : public StoreServer {
 
 std::unique_ptr<Store> Store::Connect(const std::string& address, const std::string& run_id,
                                       absl::Duration call_timeout, bool wait_for_server,
-                                      const StoreTls& tls) {
+                                      const StoreAccess& tls) {
   return std::make_unique<GrpcStore>(address, run_id, call_timeout, wait_for_server, tls);
 }
 
 absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(int port) {
+  StoreServerOptions options;
+  options.port = port;
+  return Start(options);
+}
+
+absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(const StoreServerOptions& given) {
   // The master's Store service, alone: one implementation of the verbs and their limits.
   ddprun::MasterOptions options;
   options.store_only = true;
-  options.host = "::";
-  options.port = port;
+  options.port = given.port;
+  options.token = given.token;
+  if (!given.run_id.empty()) options.only_run_id = given.run_id;
   absl::StatusOr<std::unique_ptr<ddprun::MasterServer>> server =
-      ddprun::MasterServer::Start(options);
-  if (!server.ok()) {
-    options.host = "0.0.0.0";  // a host without IPv6
+      absl::UnavailableError("no address to listen on");
+  // Every address: IPv6's "::" takes IPv4 too, unless the host has no IPv6.
+  for (const char* host : {"::", "0.0.0.0"}) {
+    options.host = given.bind_host.empty() ? host : given.bind_host;
     server = ddprun::MasterServer::Start(options);
+    if (server.ok() || !given.bind_host.empty()) break;
   }
   if (!server.ok()) {
-    return absl::UnavailableError(absl::StrCat("rank 0 cannot serve the store on port ", port,
+    return absl::UnavailableError(absl::StrCat("rank 0 cannot serve the store on port ", given.port,
                                                " (MASTER_PORT): ", server.status().message()));
   }
   return std::unique_ptr<StoreServer>(new GrpcStoreServer(std::move(*server)));

@@ -35,6 +35,9 @@ struct Environment {
   // DDPRUN_TLS_CERT, DDPRUN_TLS_KEY, DDPRUN_TLS_CA: files for TLS to the master's Store, set
   // by ddprun when its agents use TLS (--rdzv-conf tls_*); empty: plaintext.
   std::string tls_cert, tls_key, tls_ca;
+  // DDPRUN_STORE_TOKEN_FILE: a file (readable by this user only) holding the token every
+  // Store call carries; set by ddprun. Empty: no token.
+  std::string store_token_file;
 };
 
 /// Parses `vars` (name -> value). RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT

@@ -12,10 +12,21 @@
 
 namespace ddp::worker {
 
-/// TLS with a client certificate, as the ddprun master requires when it runs with TLS (PEM
-/// texts; all empty: plaintext).
-struct StoreTls {
+/// What a Store client shows the server: TLS with a client certificate, as the ddprun
+/// master requires when it runs with TLS (PEM texts; all empty: plaintext), and the token
+/// (empty: none), which a master or rank-0 store with a token requires on every call.
+struct StoreAccess {
   std::string cert_pem, key_pem, ca_pem;
+  std::string token;
+};
+using StoreTls = StoreAccess;  // its name before it carried the token
+
+/// Where and for whom a rank-0 store serves.
+struct StoreServerOptions {
+  int port = 0;           // 0: the kernel picks one
+  std::string bind_host;  // an address or name of this host; empty: every address
+  std::string run_id;     // the one run it serves; empty: any
+  std::string token;      // required on every call when not empty
 };
 
 class Store {
@@ -27,7 +38,8 @@ class Store {
   /// With `wait_for_server` false, a call fails at once when the server is not there.
   static std::unique_ptr<Store> Connect(const std::string& address, const std::string& run_id,
                                         absl::Duration call_timeout = absl::Seconds(300),
-                                        bool wait_for_server = true, const StoreTls& tls = {});
+                                        bool wait_for_server = true,
+                                        const StoreAccess& access = {});
   virtual ~Store() = default;
 
   virtual const std::string& address() const = 0;
@@ -56,7 +68,10 @@ class Store {
 /// A Store server in this process (what rank 0 runs when the launcher gives no store).
 class StoreServer {
  public:
-  /// Listens on every address of this host at `port`. The error names the port.
+  /// Listens at options.bind_host (every address when empty) and options.port. The error
+  /// names the port.
+  static absl::StatusOr<std::unique_ptr<StoreServer>> Start(const StoreServerOptions& options);
+  /// Every address, any run, no token.
   static absl::StatusOr<std::unique_ptr<StoreServer>> Start(int port);
   virtual ~StoreServer() = default;
   virtual int port() const = 0;

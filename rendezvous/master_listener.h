@@ -1,0 +1,42 @@
+#pragma once
+// The master's own accept loop, in place of gRPC's: gRPC 1.51's listener stops accepting
+// for good after one EMFILE (grpc/grpc#16058), which left a master deaf after a burst of
+// idle connections. This one sheds a connection it has no descriptor for, says so, and goes
+// on; each connection it accepts is handed to gRPC (MasterState::Adopt).
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/unique_fd.h"
+
+namespace ddprun {
+
+class MasterListener {
+ public:
+  /// Called with each accepted connection and the socket it came on.
+  using Handoff = std::function<void(int listen_fd, int fd)>;
+
+  /// Binds `host`:`port` (see ListenTcp); accepts nothing until Start.
+  static absl::StatusOr<std::unique_ptr<MasterListener>> Listen(const std::string& host, int port);
+  ~MasterListener();  // stops accepting and closes the sockets
+
+  int port() const { return port_; }
+  void Start(Handoff handoff);
+
+ private:
+  MasterListener(std::vector<UniqueFd> sockets, UniqueFd stop);
+  void Run();
+
+  std::vector<UniqueFd> sockets_;
+  UniqueFd stop_;     // an eventfd: readable when the thread must end
+  UniqueFd reserve_;  // see AcceptOrShed
+  int port_ = 0;
+  Handoff handoff_;
+  std::thread thread_;
+};
+
+}  // namespace ddprun

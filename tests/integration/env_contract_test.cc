@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
@@ -79,6 +80,33 @@ TEST(EnvContract, UserSettingsWin) {
   EXPECT_EQ(env["OMP_NUM_THREADS"], "3");
   EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "0");
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("OMP_NUM_THREADS is not set")));
+}
+
+// The rendezvous token never reaches a worker's environment (crash reporters and
+// /proc/PID/environ show it): workers get a file only this user can read, which the agent
+// removes when it exits.
+TEST(EnvContract, WorkersGetTheStoreTokenInAFileNotInTheirEnvironment) {
+  TempDir dir;
+  ProcessResult r =
+      RunProcess({"/bin/sh", "-c",
+                  absl::StrCat(kDdprun, " --nproc-per-node=2 --no-python /bin/sh -c 'stat -c %a ",
+                               "\"$DDPRUN_STORE_TOKEN_FILE\" > ", dir / "mode.$RANK",
+                               "; cat \"$DDPRUN_STORE_TOKEN_FILE\" > ", dir / "token.$RANK",
+                               "; env > ", dir / "env.$RANK",
+                               "; echo \"$DDPRUN_STORE_TOKEN_FILE\" > ", dir / "path.$RANK", "'")},
+                 {{"DDPRUN_RDZV_TOKEN", "s3cret"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    SCOPED_TRACE(rank);
+    EXPECT_EQ(ReadFile(dir / absl::StrCat("mode.", rank)), "600\n");
+    EXPECT_EQ(ReadFile(dir / absl::StrCat("token.", rank)), "s3cret");
+    const std::string env = ReadFile(dir / absl::StrCat("env.", rank));
+    EXPECT_THAT(env, ::testing::Not(HasSubstr("s3cret")));
+    EXPECT_THAT(env, HasSubstr("DDPRUN_STORE_TOKEN_FILE="));
+    std::string path = ReadFile(dir / absl::StrCat("path.", rank));
+    path.pop_back();
+    EXPECT_FALSE(FileExists(path)) << "the token file outlived the agent";
+  }
 }
 
 TEST(EnvContract, PetVariablesAreDefaults) {

@@ -34,6 +34,8 @@ class LoopbackMasterTest : public ::testing::Test {
   void SetUp() override {
     ddprun::MasterOptions options;
     options.host = "127.0.0.1";
+    // The Store alone: a master with sessions serves the Store of joined runs only.
+    options.store_only = true;
     auto master = ddprun::MasterServer::Start(options);
     ASSERT_TRUE(master.ok()) << master.status();
     master_ = std::move(*master);

@@ -93,6 +93,16 @@ TEST(SdkLaunch, OverTlsWorkersReachTheMastersStoreToo) {
   ExpectCollectivesRan(dir, 4, absl::StrCat("127.0.0.1:", port, "\n"));
 }
 
+// With a token, every Store call of every worker carries it (the master refuses calls
+// without it): the collectives pass only if the SDK found it in DDPRUN_STORE_TOKEN_FILE.
+TEST(SdkLaunch, WithATokenWorkersShowItOnEveryStoreCall) {
+  TempDir dir;
+  WriteFile(dir / "token", "s3cret\n", 0600);
+  const int port = FreeLoopbackPort();
+  RunTwoNodesOfCollectives(dir, port, 2, absl::StrCat(",token_file=", dir / "token"));
+  ExpectCollectivesRan(dir, 4, absl::StrCat("127.0.0.1:", port, "\n"));
+}
+
 TEST(SdkLaunch, TheCApiFromAProgramWrittenInC) {
   ProcessResult r = RunProcess(Ddprun({"--standalone", "--nproc-per-node=2"}, {SDK_C_WORKER_BIN}),
                                {}, absl::Seconds(60));

@@ -5,9 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "tests/support/child_process.h"
 #include "tests/support/delay_proxy.h"
@@ -98,6 +100,49 @@ TEST(StoreServerTest, ServesOnThePortAndAClientMayStartFirst) {
   reader.join();
   ASSERT_TRUE(early.ok()) << early.status();
   EXPECT_EQ(*early, "v");
+}
+
+// What listens on `port` (LISTEN sockets in /proc/net/tcp and tcp6), as "ADDR" in the
+// kernel's hex, e.g. "0100007F" for 127.0.0.1.
+std::vector<std::string> ListenersOn(int port) {
+  std::vector<std::string> found;
+  const std::string hex_port = absl::StrFormat("%04X", port);
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::istringstream lines(ddprun::testing::ReadFile(table));
+    std::string line;
+    while (std::getline(lines, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      const size_t colon = local.rfind(':');
+      if (state == "0A" && colon != std::string::npos && local.substr(colon + 1) == hex_port) {
+        found.push_back(local.substr(0, colon));
+      }
+    }
+  }
+  return found;
+}
+
+// The review found rank 0's store on every address, without token, for any run.
+TEST(StoreServerTest, ARankZeroStoreServesItsRunWithItsTokenAtItsAddressOnly) {
+  StoreServerOptions options;
+  options.bind_host = "127.0.0.1";
+  options.run_id = "job";
+  options.token = "s3cret";
+  auto server = StoreServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  const int port = (*server)->port();
+  EXPECT_THAT(ListenersOn(port), ElementsAre("0100007F"));
+  const std::string addr = absl::StrCat("127.0.0.1:", port);
+  StoreAccess with_token;
+  with_token.token = "s3cret";
+  absl::Status none = Store::Connect(addr, "job", absl::Seconds(20))->Set("k", "v");
+  EXPECT_EQ(none.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_THAT(none.message(), HasSubstr("DDPRUN_STORE_TOKEN_FILE"));
+  absl::Status other =
+      Store::Connect(addr, "other", absl::Seconds(20), true, with_token)->Set("k", "v");
+  EXPECT_EQ(other.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(Store::Connect(addr, "job", absl::Seconds(20), true, with_token)->Set("k", "v").ok());
 }
 
 TEST(StoreServerTest, APortInUseNamesMasterPort) {

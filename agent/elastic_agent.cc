@@ -86,8 +86,19 @@ absl::Status ElasticAgent::SetUp() {
   DDPRUN_ASSIGN_OR_RETURN(OneShotTimer timer, OneShotTimer::Create());
   deadline_timer_ = std::make_unique<OneShotTimer>(std::move(timer));
 
-  DDPRUN_ASSIGN_OR_RETURN(LogRoot log_root, OpenLogRoot(config_.log_dir, config_.run_id));
-  log_root_ = std::move(log_root);
+  absl::StatusOr<LogRoot> log_root = OpenLogRoot(config_.log_dir, config_.run_id);
+  if (!log_root.ok()) {
+    setup_exit_code_ = kExitUsage;  // the user's choice of folder, not ddprun's fault
+    return absl::Status(
+        log_root.status().code(),
+        absl::StrCat(config_.log_dir.empty() ? "the log folder" : "--log-dir", ": ",
+                     log_root.status().message(),
+                     config_.log_dir.empty()
+                         ? "; set TMPDIR or --log-dir to a folder you can write"
+                         : "; choose a folder of your own that you can write, or leave out "
+                           "--log-dir"));
+  }
+  log_root_ = std::move(*log_root);
   if (!config_.token.empty() || config_.max_nodes == 1) {
     DDPRUN_ASSIGN_OR_RETURN(StoreTokenFile token, StoreTokenFile::Create(config_.token));
     store_token_.emplace(std::move(token));
@@ -122,7 +133,7 @@ absl::Status ElasticAgent::WatchInputs() {
 int ElasticAgent::Run() {
   if (absl::Status s = SetUp(); !s.ok()) {
     spdlog::error("cannot start the job: {}", s.message());
-    return kExitInternal;
+    return setup_exit_code_;
   }
   rules_.Start(MonotonicNow());
   RunActions();
@@ -320,6 +331,8 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
   plan.store_addr = rendezvous_.store_addr();
   if (store_token_) plan.store_token_file = store_token_->path();
   plan.log_root = log_root_.path;
+  plan.log_run_path = log_root_.run_path;
+  plan.log_run_dir = log_root_.run_dir;
   workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *loop_, guard_, host_);
   if (absl::Status s = workers_->Start(plan); !s.ok()) {
     spdlog::error("cannot start the workers: {}", s.message());

@@ -22,6 +22,7 @@
 #include "agent/tcp_store_server.h"
 #include "agent/worker_env.h"
 #include "agent/worker_supervisor.h"
+#include "common/exit_codes.h"
 #include "rendezvous/rendezvous_connection.h"
 
 namespace ddprun {
@@ -92,6 +93,7 @@ class ElasticAgent {
   const std::string incarnation_;
   AgentStateMachine rules_;
   LogRoot log_root_;
+  int setup_exit_code_ = kExitInternal;  // what Run returns when SetUp fails
   // The workers' Store token (the rendezvous token, or a random one for the store rank 0
   // serves in a one-node job); none in a multi-node job without a token.
   std::optional<StoreTokenFile> store_token_;

@@ -2,9 +2,11 @@
 // The folder a run's worker files go under (--log-dir, or a private temporary one), made
 // when the agent starts and tidied when it ends.
 
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "common/unique_fd.h"
 
 namespace ddprun {
 
@@ -12,10 +14,17 @@ struct LogRoot {
   std::string path;        // "/dev/null": no files
   bool temporary = false;  // made by ddprun (no --log-dir): removed if nothing in it is kept
   int attempt_offset = 0;  // attempts of earlier runs with the same id and --log-dir
+  // The run's folder (<path>/<run_id>), 0700 and this user's, held open from the start:
+  // everything under it is made relative to it (MakeDirsBelow), so that swapping it for a
+  // link later sends nothing elsewhere. Empty with /dev/null.
+  std::string run_path;
+  std::shared_ptr<const UniqueFd> run_dir;
 };
 
 /// `log_dir` empty: a new folder under $TMPDIR (or /tmp). Else it is created if need be, and
 /// attempts already in it for `run_id` are skipped (with a warning), never overwritten.
+/// Refused: a folder on the way that anyone may write to without the sticky bit (as /tmp
+/// has), and a run folder that is a link or another user's.
 absl::StatusOr<LogRoot> OpenLogRoot(const std::string& log_dir, const std::string& run_id);
 
 /// A temporary root keeps only what holds something (log files -r/-t/--local-ranks-filter

@@ -42,7 +42,9 @@ WorkerSupervisor::~WorkerSupervisor() {
 }
 
 absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
-  files_enabled_ = FilesEnabled(plan.log_root);
+  files_enabled_ = FilesEnabled(plan.log_root) && plan.log_run_dir != nullptr;
+  log_run_path_ = plan.log_run_path;
+  log_run_dir_ = plan.log_run_dir;
   if (config_.worker_heartbeat_timeout > absl::ZeroDuration()) {
     absl::StatusOr<OneShotTimer> timer = OneShotTimer::Create();
     if (!timer.ok()) return timer.status();
@@ -62,7 +64,10 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
     if (files_enabled_) {
       worker->paths =
           WorkerLogPathsFor(plan.log_root, config_.run_id, plan.log_attempt, local_rank);
-      if (absl::Status s = MakeDirs(worker->paths.dir); !s.ok()) return s;
+      if (absl::Status s = MakeDirsBelow(log_run_dir_->get(), log_run_path_, worker->paths.dir);
+          !s.ok()) {
+        return s;
+      }
       ::unlink(worker->paths.error_file.c_str());  // a stale file would blame this attempt
       worker->error_file_enabled = true;
     } else {
@@ -152,6 +157,11 @@ absl::Status WorkerSupervisor::SetUpStreams(Worker& worker, int& child_stdout, i
   return SetUpStream(worker, kStdErr, worker.paths.stderr_log, child_stderr, child_ends);
 }
 
+absl::StatusOr<UniqueFd> WorkerSupervisor::OpenLogFile(const std::string& path) const {
+  if (!files_enabled_) return OpenForAppend(path);  // /dev/null
+  return OpenForAppendBelow(log_run_dir_->get(), log_run_path_, path);
+}
+
 absl::Status WorkerSupervisor::SetUpStream(Worker& worker, int which, const std::string& file_path,
                                            int& child_fd, std::vector<UniqueFd>& child_ends) {
   const int lr = worker.local_rank;
@@ -164,7 +174,7 @@ absl::Status WorkerSupervisor::SetUpStream(Worker& worker, int which, const std:
   if (!teed && (redirected || !shown)) {
     // Straight to the file: the agent does not touch the bytes. A rank hidden by
     // --local-ranks-filter still keeps its output there, where torchrun drops it.
-    absl::StatusOr<UniqueFd> file = OpenForAppend(file_path);
+    absl::StatusOr<UniqueFd> file = OpenLogFile(file_path);
     if (!file.ok()) return file.status();
     child_fd = file->get();
     child_ends.push_back(std::move(*file));
@@ -178,7 +188,7 @@ absl::Status WorkerSupervisor::SetUpStream(Worker& worker, int which, const std:
   if (!pipe.ok()) return pipe.status();
   UniqueFd file;
   if (teed) {
-    absl::StatusOr<UniqueFd> opened = OpenForAppend(file_path);
+    absl::StatusOr<UniqueFd> opened = OpenLogFile(file_path);
     if (!opened.ok()) return opened.status();
     file = std::move(*opened);
   }

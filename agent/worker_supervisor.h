@@ -37,6 +37,9 @@ struct AttemptPlan {
   std::string store_addr;
   std::string store_token_file;  // see StoreTokenFile; empty: none
   std::string log_root;          // the log dir in use ("" or /dev/null: no files)
+  // The run's folder under it, held open (LogRoot::run_dir): files are made below it.
+  std::string log_run_path;
+  std::shared_ptr<const UniqueFd> log_run_dir;
 };
 
 class WorkerSupervisor {
@@ -98,6 +101,8 @@ class WorkerSupervisor {
   WorkerPlacement PlacementOf(const Worker& worker, const AttemptPlan& plan) const;
   absl::Status SetUpStreams(Worker& worker, int& child_stdout, int& child_stderr,
                             std::vector<UniqueFd>& child_ends);
+  // A worker's log file, below the run's folder (see AttemptPlan::log_run_dir).
+  absl::StatusOr<UniqueFd> OpenLogFile(const std::string& path) const;
   absl::Status SetUpStream(Worker& worker, int which, const std::string& file_path, int& child_fd,
                            std::vector<UniqueFd>& child_ends);
   WorkerFailure DescribeFailure(const Worker& worker) const;
@@ -117,6 +122,8 @@ class WorkerSupervisor {
   std::string host_;
   std::string prefix_template_;
   bool files_enabled_ = false;
+  std::string log_run_path_;  // see AttemptPlan
+  std::shared_ptr<const UniqueFd> log_run_dir_;
   bool stopping_ = false;
   std::unique_ptr<OneShotTimer> heartbeat_timer_;  // only with --worker-heartbeat-timeout
   std::unique_ptr<WorkerHeartbeats> heartbeats_;   // likewise: the rule

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 
 namespace ddprun {
 
@@ -81,6 +82,80 @@ absl::Status MakeDirs(const std::string& path) {
     return absl::FailedPreconditionError(absl::StrCat(path, " exists and is not a directory"));
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// The components of `path` after `base` ("a/b/c" of base + "/a/b/c"), or an error.
+absl::StatusOr<std::vector<std::string>> ComponentsBelow(const std::string& base,
+                                                         const std::string& path) {
+  if (path == base) return std::vector<std::string>{};
+  if (path.size() <= base.size() + 1 || path.compare(0, base.size(), base) != 0 ||
+      path[base.size()] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not under ", base));
+  }
+  std::vector<std::string> parts =
+      absl::StrSplit(path.substr(base.size() + 1), '/', absl::SkipEmpty());
+  for (const std::string& part : parts) {
+    if (part == "." || part == "..") {
+      return absl::InvalidArgumentError(absl::StrCat(path, " leaves ", base));
+    }
+  }
+  return parts;
+}
+
+// Opens folder `name` in `dir`, making it (0700) when `make` and it is absent; never
+// through a symbolic link.
+absl::StatusOr<UniqueFd> OpenDirBelow(int dir, const std::string& name, bool make,
+                                      const std::string& shown) {
+  if (make && ::mkdirat(dir, name.c_str(), 0700) != 0 && errno != EEXIST) {
+    return ErrnoStatus(errno, absl::StrCat("cannot create directory ", shown));
+  }
+  UniqueFd fd(::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd.valid()) {
+    return ErrnoStatus(errno, absl::StrCat("cannot open directory ", shown,
+                                           errno == ELOOP || errno == ENOTDIR
+                                               ? " (it is a symbolic link or not a folder)"
+                                               : ""));
+  }
+  return fd;
+}
+
+}  // namespace
+
+absl::Status MakeDirsBelow(int base_fd, const std::string& base, const std::string& path) {
+  absl::StatusOr<std::vector<std::string>> parts = ComponentsBelow(base, path);
+  if (!parts.ok()) return parts.status();
+  UniqueFd current;
+  std::string shown = base;
+  for (const std::string& part : *parts) {
+    shown += "/" + part;
+    absl::StatusOr<UniqueFd> next =
+        OpenDirBelow(current.valid() ? current.get() : base_fd, part, /*make=*/true, shown);
+    if (!next.ok()) return next.status();
+    current = std::move(*next);
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UniqueFd> OpenForAppendBelow(int base_fd, const std::string& base,
+                                            const std::string& path) {
+  absl::StatusOr<std::vector<std::string>> parts = ComponentsBelow(base, path);
+  if (!parts.ok()) return parts.status();
+  if (parts->empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is a folder"));
+  UniqueFd current;
+  std::string shown = base;
+  for (size_t i = 0; i + 1 < parts->size(); ++i) {
+    shown += "/" + (*parts)[i];
+    absl::StatusOr<UniqueFd> next =
+        OpenDirBelow(current.valid() ? current.get() : base_fd, (*parts)[i], /*make=*/false, shown);
+    if (!next.ok()) return next.status();
+    current = std::move(*next);
+  }
+  const int fd = ::openat(current.valid() ? current.get() : base_fd, parts->back().c_str(),
+                          O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  return UniqueFd(fd);
 }
 
 absl::Status RemoveTree(const std::string& path) {

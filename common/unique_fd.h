@@ -51,6 +51,15 @@ absl::StatusOr<UniqueFd> OpenForAppend(const std::string& path);
 /// mkdir -p with mode 0755.
 absl::Status MakeDirs(const std::string& path);
 
+/// The folders of `path`, which lies under `base`, made (0700) or opened one by one below
+/// `base_fd` (an open folder `base`), never through a symbolic link: a folder renamed or
+/// swapped for a link meanwhile cannot send anything elsewhere. `path` == `base`: nothing.
+absl::Status MakeDirsBelow(int base_fd, const std::string& base, const std::string& path);
+
+/// OpenForAppend for a file under `base` (see MakeDirsBelow), its folders already made.
+absl::StatusOr<UniqueFd> OpenForAppendBelow(int base_fd, const std::string& base,
+                                            const std::string& path);
+
 /// rm -rf; errors other than "not there" are returned.
 absl::Status RemoveTree(const std::string& path);
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "agent/attempt_cgroup.h"
 
 namespace ddprun {
 namespace {
@@ -33,6 +34,7 @@ namespace {
     ::close(devnull);
   }
   std::set<pid_t> groups;
+  std::set<std::string> cgroups;
   std::string pending;
   char buf[512];
   for (;;) {
@@ -43,14 +45,19 @@ namespace {
     size_t newline;
     while ((newline = pending.find('\n')) != std::string::npos) {
       const char op = pending[0];
-      const pid_t pgid = static_cast<pid_t>(std::atol(pending.c_str() + 1));
+      const std::string payload = pending.substr(1, newline - 1);
+      const pid_t pgid = static_cast<pid_t>(std::atol(payload.c_str()));
       pending.erase(0, newline + 1);
+      if (op == 'C') cgroups.insert(payload);
+      if (op == 'D') cgroups.erase(payload);
       if (pgid <= 1) continue;
       if (op == '+') groups.insert(pgid);
       if (op == '-') groups.erase(pgid);
     }
   }
   for (pid_t pgid : groups) ::killpg(pgid, SIGKILL);
+  // What left its process group (setsid, a daemon) is still in its attempt's cgroup.
+  for (const std::string& path : cgroups) KillCgroup(path, 2000);
   ::_exit(0);
 }
 
@@ -76,5 +83,13 @@ void OrphanGuard::Send(char op, pid_t pgid) {
 }
 
 void OrphanGuard::Forget(pid_t pgid) { Send('-', pgid); }
+
+void OrphanGuard::Send(char op, const std::string& payload) {
+  (void)WriteAll(to_guard_.get(), absl::StrCat(std::string(1, op), payload, "\n"));
+}
+
+void OrphanGuard::WatchCgroup(const std::string& path) { Send('C', path); }
+
+void OrphanGuard::ForgetCgroup(const std::string& path) { Send('D', path); }
 
 }  // namespace ddprun

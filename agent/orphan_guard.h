@@ -10,6 +10,8 @@
 
 #include <sys/types.h>
 
+#include <string>
+
 #include "absl/status/statusor.h"
 #include "common/unique_fd.h"
 
@@ -25,12 +27,17 @@ class OrphanGuard {
   int registration_fd() const { return to_guard_.get(); }
   /// Group `pgid` is gone; the guard must not touch it (its id may be reused).
   void Forget(pid_t pgid);
+  /// Cgroup `path` (an attempt's, see AttemptCgroup) is killed if the agent dies; forgotten
+  /// once the agent removed it.
+  void WatchCgroup(const std::string& path);
+  void ForgetCgroup(const std::string& path);
 
   pid_t pid() const { return pid_; }
 
  private:
   OrphanGuard(UniqueFd to_guard, pid_t pid) : to_guard_(std::move(to_guard)), pid_(pid) {}
   void Send(char op, pid_t pgid);
+  void Send(char op, const std::string& payload);
 
   UniqueFd to_guard_;
   pid_t pid_ = -1;

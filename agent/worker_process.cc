@@ -45,6 +45,8 @@ constexpr int kSignalsToReset[] = {SIGPIPE, SIGINT,  SIGQUIT, SIGTERM,
 __attribute__((no_sanitize("address", "undefined"))) int ExecChild(void* raw) {
   auto* args = static_cast<ChildArgs*>(raw);
   const SpawnSpec& spec = *args->spec;
+  // First, so that everything it ever starts is in the attempt's cgroup with it.
+  if (spec.cgroup_procs_fd >= 0) (void)!::write(spec.cgroup_procs_fd, "0", 1);
   // A session of its own (as torchrun's start_new_session=True): its own process group for
   // killpg, and no controlling terminal, so reading the terminal cannot stop it with
   // SIGTTIN the way a background process group of the agent's session would be.

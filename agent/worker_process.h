@@ -23,6 +23,8 @@ struct SpawnSpec {
   int guard_fd = -1;
   /// Kept open across exec in the worker (its heartbeat pipe), at the same number; -1: none.
   int inherit_fd = -1;
+  /// An attempt's cgroup.procs, open for writing: the child joins that cgroup first; -1: none.
+  int cgroup_procs_fd = -1;
 };
 
 /// Starts the process and returns its pid, which is also its process group id. Returns an

@@ -41,10 +41,30 @@ WorkerSupervisor::~WorkerSupervisor() {
   if (heartbeat_timer_) loop_.Unwatch(heartbeat_timer_->fd());
 }
 
+void WorkerSupervisor::GatherInCgroup(int attempt) {
+  static bool said = false;  // once per agent: the machine does not change between attempts
+  absl::StatusOr<AttemptCgroup> cgroup =
+      AttemptCgroup::Create(absl::StrCat("ddprun-", ::getpid(), "-attempt", attempt));
+  if (!cgroup.ok()) {
+    if (!said) {
+      spdlog::warn(
+          "workers are not gathered in a cgroup ({}): a process a worker starts in a session "
+          "of its own (setsid, a daemon) may outlive this agent if the agent is killed with "
+          "SIGKILL; run ddprun as root or in a delegated cgroup v2 subtree for that guarantee",
+          cgroup.status().message());
+      said = true;
+    }
+    return;
+  }
+  guard_.WatchCgroup(cgroup->path());
+  cgroup_ = std::make_unique<AttemptCgroup>(std::move(*cgroup));
+}
+
 absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
   files_enabled_ = FilesEnabled(plan.log_root) && plan.log_run_dir != nullptr;
   log_run_path_ = plan.log_run_path;
   log_run_dir_ = plan.log_run_dir;
+  GatherInCgroup(plan.log_attempt);
   if (config_.worker_heartbeat_timeout > absl::ZeroDuration()) {
     absl::StatusOr<OneShotTimer> timer = OneShotTimer::Create();
     if (!timer.ok()) return timer.status();
@@ -108,6 +128,7 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
   }
   spec.env = FlattenEnv(BuildWorkerEnv(base_env_, placement));
   spec.guard_fd = guard_.registration_fd();
+  if (cgroup_) spec.cgroup_procs_fd = cgroup_->procs_fd();
   absl::StatusOr<pid_t> pid = SpawnWorkerProcess(spec);
   if (!pid.ok()) return pid.status();
   worker.pid = *pid;
@@ -345,6 +366,13 @@ void WorkerSupervisor::Close() {
     // next attempt must not share the machine with stragglers of this one.
     ::killpg(worker->pid, SIGKILL);
     guard_.Forget(worker->pid);
+  }
+  // And whatever left its group (setsid, a daemon): it is still in the attempt's cgroup.
+  if (cgroup_) {
+    const std::string path = cgroup_->path();
+    cgroup_->KillAndRemove();
+    guard_.ForgetCgroup(path);
+    cgroup_.reset();
   }
   // Everything the workers wrote before exiting is in the pipes now: read it all.
   for (auto& worker : workers_) {

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
+#include "agent/attempt_cgroup.h"
 #include "agent/event_loop.h"
 #include "agent/failure_summary.h"
 #include "agent/line_assembler.h"
@@ -101,6 +102,8 @@ class WorkerSupervisor {
   WorkerPlacement PlacementOf(const Worker& worker, const AttemptPlan& plan) const;
   absl::Status SetUpStreams(Worker& worker, int& child_stdout, int& child_stderr,
                             std::vector<UniqueFd>& child_ends);
+  // Makes this attempt's cgroup (see AttemptCgroup), or says once why it cannot.
+  void GatherInCgroup(int attempt);
   // A worker's log file, below the run's folder (see AttemptPlan::log_run_dir).
   absl::StatusOr<UniqueFd> OpenLogFile(const std::string& path) const;
   absl::Status SetUpStream(Worker& worker, int which, const std::string& file_path, int& child_fd,
@@ -126,6 +129,7 @@ class WorkerSupervisor {
   std::shared_ptr<const UniqueFd> log_run_dir_;
   bool stopping_ = false;
   std::unique_ptr<OneShotTimer> heartbeat_timer_;  // only with --worker-heartbeat-timeout
+  std::unique_ptr<AttemptCgroup> cgroup_;          // this attempt's, when the machine allows
   std::unique_ptr<WorkerHeartbeats> heartbeats_;   // likewise: the rule
   std::vector<std::unique_ptr<Worker>> workers_;
 };

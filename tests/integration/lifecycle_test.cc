@@ -225,6 +225,32 @@ TEST(Lifecycle, ChildrenThatLeftTheWorkersSessionDieWhenTheJobEnds) {
   EXPECT_TRUE(gone) << "a process that called setsid() outlived the job";
 }
 
+// The review's attack: a worker's daemon (setsid, so in no group the guard knows) outlived
+// an agent killed with SIGKILL. Each attempt's workers are in a cgroup of their own, which
+// the guard kills; where the machine allows none, the agent says so at the first attempt.
+TEST(Lifecycle, KillNineOfTheAgentAlsoEndsWhatLeftTheWorkersSession) {
+  BecomeSubreaper();
+  TempDir dir;
+  auto agent = ChildProcess::Start(DdprunWithTestWorker({}, {"escape-and-wait", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "escaped.0"); }, absl::Seconds(10)));
+  int escaped = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(ReadFile(dir / "escaped.0"), &escaped));
+  const std::string said = agent->ErrSoFar();
+  kill(agent->pid(), SIGKILL);
+  agent->Wait(absl::Seconds(5));
+  const bool gone = WaitUntil(
+      [&] {
+        ReapZombies();
+        return !ProcessAlive(escaped);
+      },
+      absl::Seconds(5));
+  if (!gone) kill(escaped, SIGKILL);
+  if (said.find("workers are not gathered in a cgroup") != std::string::npos) {
+    GTEST_SKIP() << "this machine gives the agent no cgroup v2 group (the agent said so)";
+  }
+  EXPECT_TRUE(gone) << "a process that called setsid() outlived kill -9 of ddprun";
+}
+
 TEST(Lifecycle, AHungWorkerIsKilledAtTheHeartbeatTimeoutAndTheJobRestarts) {
   TempDir dir;
   const absl::Time start = absl::Now();

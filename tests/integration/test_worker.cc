@@ -20,6 +20,7 @@
 //                                       "<own pid> <child pid>" to DIR/pids.<RANK>; wait
 //   test_worker escape DIR              fork a child that calls setsid() and waits forever;
 //                                       write its pid to DIR/escaped.<RANK>; exit 0
+//   test_worker escape-and-wait DIR     the same, then wait forever
 //   test_worker progress DIR            write "progress 50%\r" to stderr, wait for DIR/release
 //   test_worker round-env DIR           write the environment to DIR/env.<RANK>.r<DDPRUN_ROUND>,
 //                                       then wait for DIR/release and exit 0
@@ -163,13 +164,14 @@ int main(int argc, char** argv) {
               std::to_string(getpid()) + " " + std::to_string(child));
     WaitForever();
   }
-  if (mode == "escape" && argc == 3) {
+  if ((mode == "escape" || mode == "escape-and-wait") && argc == 3) {
     const pid_t child = fork();
     if (child == 0) {
       setsid();
       WaitForever();
     }
     WriteFile(std::string(argv[2]) + "/escaped." + Rank(), std::to_string(child));
+    if (mode == "escape-and-wait") WaitForever();
     return 0;
   }
   if (mode == "progress" && argc == 3) {

@@ -70,10 +70,10 @@ bool KillCgroup(const std::string& path, int bound_ms) {
   UniqueFd kill(::open((path + "/cgroup.kill").c_str(), O_WRONLY | O_CLOEXEC));
   if (kill.valid()) (void)!::write(kill.get(), "1", 1);
   // The kill is asynchronous: the group can be removed once "populated 0".
-  for (int waited = 0; waited <= bound_ms; waited += 10) {
+  for (int waited = 0; waited <= bound_ms; ++waited) {
     if (::rmdir(path.c_str()) == 0 || errno == ENOENT) return true;
     if (errno != EBUSY) return false;
-    ::poll(nullptr, 0, 10);
+    ::poll(nullptr, 0, 1);
   }
   return false;
 }

@@ -100,6 +100,11 @@ absl::StatusOr<int> ParseNprocPerNode(const std::string& value, const DeviceCoun
   if (!ParseStrictInt(value, n) || n < 1) {
     return Invalid("--nproc-per-node", value, "a positive integer, 'cpu', 'gpu' or 'auto'");
   }
+  // A bound well above any machine's cores: 100,000 workers on one node is a typo.
+  if (n > kMaxNprocPerNode) {
+    return Invalid("--nproc-per-node", value,
+                   absl::StrCat("at most ", kMaxNprocPerNode, " workers on one node"));
+  }
   return n;
 }
 
@@ -162,6 +167,10 @@ absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, Agent
     if (auto it = durations.find(key); it != durations.end()) {
       absl::StatusOr<absl::Duration> d = ParseSeconds(option, value, /*positive=*/true);
       if (!d.ok()) return d.status();
+      // The master counts keep-alives in whole milliseconds and refuses 0.
+      if (key == "keep_alive_interval" && *d < absl::Milliseconds(1)) {
+        return Invalid(option, value, "at least 0.001 (one millisecond)");
+      }
       *it->second = *d;
     } else if (key == "keep_alive_max_attempt") {
       int n = 0;

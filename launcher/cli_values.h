@@ -39,6 +39,9 @@ struct DeviceCounts {
 
 /// --nproc-per-node: a positive integer, "cpu", "gpu" (error when none is visible) or
 /// "auto" (GPUs if any, else CPUs).
+/// The most workers one node may run (--nproc-per-node).
+inline constexpr int kMaxNprocPerNode = 4096;
+
 absl::StatusOr<int> ParseNprocPerNode(const std::string& value, const DeviceCounts& devices);
 
 /// -r/--redirects and -t/--tee: "0".."3", or "LOCAL_RANK:0..3,..." (any number of digits).

@@ -171,6 +171,18 @@ TEST_F(ParseCommandLineTest, NprocBadValueIsAnError) {
   EXPECT_THAT(Message(status), HasSubstr("--nproc-per-node='abc'"));
 }
 
+// The review's 100,000 workers produced a 45 MB failure summary; values the master would
+// refuse are refused here, where the user sees them first.
+TEST_F(ParseCommandLineTest, ValuesPastWhatAJobCanUseAreRefused) {
+  EXPECT_THAT(Message(ParseError({"--nproc-per-node=100000", "--no-python", "/bin/sh"})),
+              HasSubstr("at most 4096 workers on one node"));
+  EXPECT_EQ(ParseOk({"--nproc-per-node=4096", "--no-python", "/bin/sh"}).config.nproc_per_node,
+            4096);
+  EXPECT_THAT(Message(ParseError({"--rdzv-conf=keep_alive_interval=0.0001", "--no-python",
+                                  "/bin/sh"})),
+              HasSubstr("at least 0.001 (one millisecond)"));
+}
+
 TEST_F(ParseCommandLineTest, PetEnvironmentGivesTheDefault) {
   ScopedEnv pet("PET_NPROC_PER_NODE", "3");
   CliOutcome out = ParseOk({"--no-python", "/bin/sh"});

@@ -178,9 +178,9 @@ TEST_F(ParseCommandLineTest, ValuesPastWhatAJobCanUseAreRefused) {
               HasSubstr("at most 4096 workers on one node"));
   EXPECT_EQ(ParseOk({"--nproc-per-node=4096", "--no-python", "/bin/sh"}).config.nproc_per_node,
             4096);
-  EXPECT_THAT(Message(ParseError({"--rdzv-conf=keep_alive_interval=0.0001", "--no-python",
-                                  "/bin/sh"})),
-              HasSubstr("at least 0.001 (one millisecond)"));
+  EXPECT_THAT(
+      Message(ParseError({"--rdzv-conf=keep_alive_interval=0.0001", "--no-python", "/bin/sh"})),
+      HasSubstr("at least 0.001 (one millisecond)"));
 }
 
 TEST_F(ParseCommandLineTest, PetEnvironmentGivesTheDefault) {

@@ -10,6 +10,8 @@
 // bare unary call. Prints one JSON object: for each client count and op, ops per second
 // and the p50/p99 latency in microseconds.
 
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <functional>
@@ -25,6 +27,8 @@
 #include "absl/synchronization/barrier.h"
 #include "absl/time/clock.h"
 #include "ddp/worker/store.h"
+#include "ddprun/v1/rendezvous.grpc.pb.h"
+#include "rendezvous/wire.h"
 
 namespace {
 
@@ -75,6 +79,38 @@ absl::StatusOr<Result> Measure(const std::string& address, int clients, int ops_
   return r;
 }
 
+// A master serves the Store of runs an agent has joined: one session joins run "bench"
+// (one node) and is held while the bench runs, as an agent's is while its workers run.
+class HeldRun {
+ public:
+  explicit HeldRun(const std::string& address)
+      : stub_(ddprun::v1::Rendezvous::NewStub(
+            grpc::CreateChannel(address, grpc::InsecureChannelCredentials()))) {
+    stream_ = stub_->Session(&context_);
+  }
+  absl::Status Join() {
+    ddprun::NodeInfo node;
+    node.host = "storebench";
+    node.addr = "127.0.0.1";
+    node.incarnation = "storebench";
+    node.master_port = 1;
+    ddprun::RendezvousSettings settings;  // one node
+    ddprun::v1::MasterMessage reply;
+    if (!stream_->Write(ddprun::JoinMessage(node, "bench", "", settings)) ||
+        !stream_->Read(&reply) || !reply.has_assignment()) {
+      return absl::UnavailableError("the master did not take the bench's join");
+    }
+    return absl::OkStatus();
+  }
+  ~HeldRun() { context_.TryCancel(); }
+
+ private:
+  std::unique_ptr<ddprun::v1::Rendezvous::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<ddprun::v1::AgentMessage, ddprun::v1::MasterMessage>>
+      stream_;
+};
+
 std::string Json(const Result& r) {
   return absl::StrFormat("{\"ops_per_s\": %.0f, \"p50_us\": %.1f, \"p99_us\": %.1f}", r.ops_per_s,
                          r.p50_us, r.p99_us);
@@ -92,6 +128,11 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(256, 10000000));
   CLI11_PARSE(app, argc, argv);
 
+  HeldRun run(master_addr);
+  if (absl::Status s = run.Join(); !s.ok()) {
+    std::fprintf(stderr, "ddprun-storebench: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
   const std::string value(64, 'v');
   const std::vector<std::pair<std::string, Op>> ops = {
       {"set",

@@ -11,6 +11,7 @@
 #include "common/small_file.h"
 #include "common/status_macros.h"
 #include "launcher/backends.h"
+#include "rendezvous/run_access.h"
 #include "rendezvous/tls_config.h"
 
 namespace ddprun {
@@ -90,13 +91,8 @@ absl::Status ApplyBackendRules(const OptionValues& values, AgentConfig& config) 
     config.rdzv_endpoint = "localhost:0";
     config.run_id = MakeRunId();
   }
-  // 256 bytes: the most a rendezvous master takes (CheckLimits); better said here than late.
-  if (config.run_id.empty() || config.run_id.find('/') != std::string::npos ||
-      config.run_id.size() > 256) {
-    return absl::InvalidArgumentError(absl::StrCat("--rdzv-id='", config.run_id.substr(0, 300),
-                                                   "' is not valid: expected a non-empty id "
-                                                   "without '/', at most 256 bytes"));
-  }
+  // The master's rule (a folder name under --log-dir, a word in log lines): said here first.
+  DDPRUN_RETURN_IF_ERROR(CheckRunId(config.run_id, "--rdzv-id"));
   if (config.max_nodes > 1 && config.standalone) {
     return absl::InvalidArgumentError(
         absl::StrCat("--standalone is for one-node jobs, but --nnodes=", values["--nnodes"],

@@ -82,7 +82,7 @@ absl::Status MasterState::Join(SessionReactor* reactor, const pb::Join& join) {
         " but this master speaks version 2: run the same ddprun version on every node and "
         "on ddprun-master"));
   }
-  if (absl::Status s = CheckToken(options_.token, join.token(),
+  if (absl::Status s = CheckToken(options_.token, join.token(), "join token",
                                   "set the same token on every node with --rdzv-conf "
                                   "token_file=PATH or DDPRUN_RDZV_TOKEN");
       !s.ok()) {
@@ -232,7 +232,7 @@ absl::Time MasterState::ForgetIdle(absl::Time now) {
 
 absl::StatusOr<MasterState::Run*> MasterState::StoreRun(absl::string_view token,
                                                         const std::string& run_id) {
-  DDPRUN_RETURN_IF_ERROR(CheckToken(options_.token, token,
+  DDPRUN_RETURN_IF_ERROR(CheckToken(options_.token, token, "Store token",
                                     "ddprun hands it to workers in the file named by "
                                     "DDPRUN_STORE_TOKEN_FILE"));
   DDPRUN_RETURN_IF_ERROR(CheckRunId(run_id, "run_id"));

@@ -41,11 +41,11 @@ bool TokensMatch(absl::string_view expected, absl::string_view given) {
 }
 
 absl::Status CheckToken(absl::string_view expected, absl::string_view given,
-                        absl::string_view how_to_set) {
+                        absl::string_view what, absl::string_view fix) {
   if (expected.empty() || TokensMatch(expected, given)) return absl::OkStatus();
   return absl::PermissionDeniedError(
-      given.empty() ? absl::StrCat("this master requires a token and none was given: ", how_to_set)
-                    : absl::StrCat("the token does not match the master's: check ", how_to_set));
+      given.empty() ? absl::StrCat("this master requires a ", what, " and none was given: ", fix)
+                    : absl::StrCat("the ", what, " does not match the master's: ", fix));
 }
 
 std::string NoTokenWarning(int port, absl::string_view how_to_set) {

@@ -25,10 +25,10 @@ absl::Status CheckRunId(absl::string_view run_id, absl::string_view what);
 /// where they first differ).
 bool TokensMatch(absl::string_view expected, absl::string_view given);
 
-/// OK when the master has no token or `given` matches it; else PermissionDenied saying how
-/// to pass one. `how_to_set` names the setting the client should look at.
+/// OK when the master has no token or `given` matches it; else PermissionDenied naming the
+/// token as `what` ("join token") and saying `fix`.
 absl::Status CheckToken(absl::string_view expected, absl::string_view given,
-                        absl::string_view how_to_set);
+                        absl::string_view what, absl::string_view fix);
 
 /// What a master without a token that listens beyond loopback says once, at warning level:
 /// what anyone who reaches `port` can do, and `how_to_set` a token.

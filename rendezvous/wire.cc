@@ -222,11 +222,11 @@ absl::Status SameRunSettings(const RendezvousSettings& run, const RendezvousSett
     const char* option;
     absl::Duration run, joiner;
   };
+  // The run's timeouts (join, last call, exit barrier) are the master's to apply whatever a
+  // joiner says, as torchrun lets each node have its own; a node's keep-alive is not: a
+  // master that expects heartbeats more often than the node sends them would evict it.
   const Setting durations[] = {
-      {"--rdzv-conf join_timeout", run.join_timeout, joiner.join_timeout},
-      {"--rdzv-conf last_call_timeout", run.last_call_timeout, joiner.last_call_timeout},
-      {"--rdzv-conf keep_alive_interval", run.keep_alive_interval, joiner.keep_alive_interval},
-      {"--exit-barrier-timeout", run.exit_barrier_timeout, joiner.exit_barrier_timeout}};
+      {"--rdzv-conf keep_alive_interval", run.keep_alive_interval, joiner.keep_alive_interval}};
   for (const Setting& s : durations) {
     if (s.run != s.joiner) {
       return absl::FailedPreconditionError(

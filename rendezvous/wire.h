@@ -43,8 +43,10 @@ void RouteGrpcLogsToSpdlog();
 
 /// FailedPrecondition naming the difference when two agents disagree on the job's shape.
 absl::Status SameJobSettings(const RendezvousSettings& run, const RendezvousSettings& joiner);
-/// OK when `joiner` equals `run` in every setting; else FailedPrecondition naming the first
-/// that differs, its option and both values (a master whose hosting agent fixed them).
+/// OK when `joiner` agrees with `run` on what must be the same on every node (SameJobSettings,
+/// and the keep-alive); else FailedPrecondition naming the setting, its option and both
+/// values. For a master whose hosting agent fixed the run's settings: the other settings
+/// (join, last call, exit barrier timeouts) are the run's, whatever a joiner says.
 absl::Status SameRunSettings(const RendezvousSettings& run, const RendezvousSettings& joiner);
 
 /// Every field of an agent's message within its limits (lengths, counts, ranges), so that a

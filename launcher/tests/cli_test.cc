@@ -255,7 +255,11 @@ TEST_F(ParseCommandLineTest, BadRdzvValuesAreErrors) {
   EXPECT_THAT(Message(ParseError({"--rdzv-id=a/b", "--no-python", "/bin/sh"})),
               HasSubstr("--rdzv-id='a/b'"));
   EXPECT_THAT(Message(ParseError({"--rdzv-id=" + std::string(257, 'j'), "--no-python", "/bin/sh"})),
-              HasSubstr("at most 256 bytes"));
+              HasSubstr("it has 257 bytes"));
+  EXPECT_THAT(Message(ParseError({"--rdzv-id=..", "--no-python", "/bin/sh"})),
+              HasSubstr("not '.' or '..'"));
+  EXPECT_THAT(Message(ParseError({"--rdzv-id=a\nb", "--no-python", "/bin/sh"})),
+              HasSubstr("control character"));
   EXPECT_TRUE(ParseOk({"--rdzv-id=" + std::string(256, 'j'), "--no-python", "/bin/sh"})
                   .config.run_id.size() == 256);
 }

@@ -362,7 +362,7 @@ TEST(MultiNode, WrongRunIdIsRefused) {
   }
   ProcessResult rb = RunProcess(other, {}, absl::Seconds(30));
   EXPECT_EQ(rb.exit_code, 75) << rb.err;
-  EXPECT_THAT(rb.err, HasSubstr("serves run 'job', not 'another-job'"));
+  EXPECT_THAT(rb.err, HasSubstr("this master serves another run than 'another-job'"));
   ProcessResult ra = a->Wait(absl::Seconds(30));
   EXPECT_EQ(ra.exit_code, 75);
 }

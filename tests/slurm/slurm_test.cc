@@ -365,6 +365,9 @@ TEST_P(MultiNodeScripts, RunOneJobAcrossTheNodes) {
     EXPECT_THAT(env, HasSubstr("MASTER_ADDR=" + head + "\n"));
     EXPECT_THAT(env, HasSubstr("TORCHELASTIC_USE_AGENT_STORE=True"));
     EXPECT_THAT(env, HasSubstr("TORCHELASTIC_RUN_ID=" + job));
+    // The script's per-job token was in force, and no worker sees it in its environment.
+    EXPECT_THAT(env, HasSubstr("DDPRUN_STORE_TOKEN_FILE="));
+    EXPECT_THAT(env, ::testing::Not(HasSubstr("DDPRUN_RDZV_TOKEN=")));
     for (absl::string_view line : absl::StrSplit(env, '\n')) {
       if (absl::ConsumePrefix(&line, "GROUP_RANK=")) group_ranks.insert(std::string(line));
     }

@@ -90,7 +90,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         auto r = Parse<pb::MultiGetRequest>(in);
         auto count = std::make_shared<int>(0);
         completions.push_back(count);
-        master.StoreWait(token, r.run_id(), {r.keys().begin(), r.keys().end()},
+        master.StoreWait(token, "peer", r.run_id(), {r.keys().begin(), r.keys().end()},
                          absl::InfiniteFuture(),
                          [count](absl::StatusOr<std::vector<std::string>>) { ++*count; });
         break;

@@ -282,20 +282,37 @@ void MasterState::ReleaseAndRunPending(absl::ReleasableMutexLock& lock) {
   for (auto& completion : pending) completion();
 }
 
-MasterState::ParkedRead MasterState::StoreWait(absl::string_view token, const std::string& run_id,
+MasterState::ParkedRead MasterState::StoreWait(absl::string_view token, const std::string& peer,
+                                               const std::string& run_id,
                                                std::vector<std::string> keys, absl::Time deadline,
                                                KvStore::Done done) {
   absl::ReleasableMutexLock lock(&mu_);
   ParkedRead parked;
   absl::StatusOr<Run*> run = absl::UnavailableError("the store is shutting down");
   if (!store_closed_) run = StoreRun(token, run_id);
+  if (run.ok() && waiters_by_peer_[peer] >= options_.limits.max_waiters_per_connection) {
+    run = absl::ResourceExhaustedError(
+        absl::StrCat("this connection has ", waiters_by_peer_[peer],
+                     " blocking store reads waiting, the most one connection may have"));
+  }
   if (!run.ok()) {
+    if (waiters_by_peer_[peer] == 0) waiters_by_peer_.erase(peer);
     pending_.push_back([done = std::move(done), why = run.status()] { done(why); });
   } else {
+    ++waiters_by_peer_[peer];
+    KvStore::Done counted =
+        [this, peer, done = std::move(done)](absl::StatusOr<std::vector<std::string>> values) {
+          {
+            absl::MutexLock relock(&mu_);
+            ReleaseWaiter(peer);
+          }
+          done(std::move(values));
+        };
     deadline = std::min(deadline, MonotonicNow() + options_.limits.max_store_wait);
     BeginStoreCall(**run);
     parked.generation = (*run)->store_generation;
-    parked.waiter = (*run)->store.WaitFor(std::move(keys), deadline, std::move(done));
+    parked.peer = peer;
+    parked.waiter = (*run)->store.WaitFor(std::move(keys), deadline, std::move(counted));
     TakeStoreCompletions(**run);
     WakeTickerBefore(deadline);
   }
@@ -303,12 +320,19 @@ MasterState::ParkedRead MasterState::StoreWait(absl::string_view token, const st
   return parked;
 }
 
+void MasterState::ReleaseWaiter(const std::string& peer) {
+  auto it = waiters_by_peer_.find(peer);
+  if (it != waiters_by_peer_.end() && --it->second <= 0) waiters_by_peer_.erase(it);
+}
+
 bool MasterState::CancelStoreWait(const std::string& run_id, const ParkedRead& read) {
   if (read.waiter == 0) return false;
   absl::MutexLock lock(&mu_);
   auto it = runs_.find(run_id);
   if (it == runs_.end() || it->second.store_generation != read.generation) return false;
-  return it->second.store.Cancel(read.waiter);
+  if (!it->second.store.Cancel(read.waiter)) return false;
+  ReleaseWaiter(read.peer);  // its `done`, which would have, never runs now
+  return true;
 }
 
 void MasterState::TickerLoop() {

@@ -74,8 +74,10 @@ class MasterState {
   struct ParkedRead {
     uint64_t generation = 0;
     KvStore::WaiterId waiter = 0;  // 0: it completed at once (or the store is closed)
+    std::string peer;              // the client connection it counts against
   };
-  ParkedRead StoreWait(absl::string_view token, const std::string& run_id,
+  /// `peer`: the client's connection (gRPC's peer string), for the cap per connection.
+  ParkedRead StoreWait(absl::string_view token, const std::string& peer, const std::string& run_id,
                        std::vector<std::string> keys, absl::Time deadline, KvStore::Done done);
   /// The client gave the read up: drops its waiter. False when it is not parked any more
   /// (its `done` has run or is about to); `done` is never called after true.
@@ -168,6 +170,8 @@ class MasterState {
   int64_t BeginStoreCall(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Empties the run's store (a new round, or the run forgotten), failing its waiters.
   void DropStore(Run& run, const absl::Status& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One parked read of `peer` is over.
+  void ReleaseWaiter(const std::string& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets runs nobody holds a session in for longer than limits.idle_run_ttl, and closes
   // sessions that did not join in time; when to look again.
   absl::Time ForgetIdle(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -195,7 +199,8 @@ class MasterState {
   absl::Mutex mu_;
   absl::CondVar wake_;
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mu_);
-  int64_t store_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // every run's store together
+  int64_t store_bytes_ ABSL_GUARDED_BY(mu_) = 0;                     // every run's store together
+  std::map<std::string, int> waiters_by_peer_ ABSL_GUARDED_BY(mu_);  // parked reads per client
   // Streams that have not joined yet, and when they must have.
   std::map<SessionId, std::pair<absl::Time, SessionReactor*>> unjoined_ ABSL_GUARDED_BY(mu_);
   // LogRefusal's rate limit: refusals logged in the current second, and those not logged.

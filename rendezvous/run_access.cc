@@ -40,8 +40,8 @@ bool TokensMatch(absl::string_view expected, absl::string_view given) {
   return diff == 0;
 }
 
-absl::Status CheckToken(absl::string_view expected, absl::string_view given,
-                        absl::string_view what, absl::string_view fix) {
+absl::Status CheckToken(absl::string_view expected, absl::string_view given, absl::string_view what,
+                        absl::string_view fix) {
   if (expected.empty() || TokensMatch(expected, given)) return absl::OkStatus();
   return absl::PermissionDeniedError(
       given.empty() ? absl::StrCat("this master requires a ", what, " and none was given: ", fix)

@@ -27,8 +27,8 @@ bool TokensMatch(absl::string_view expected, absl::string_view given);
 
 /// OK when the master has no token or `given` matches it; else PermissionDenied naming the
 /// token as `what` ("join token") and saying `fix`.
-absl::Status CheckToken(absl::string_view expected, absl::string_view given,
-                        absl::string_view what, absl::string_view fix);
+absl::Status CheckToken(absl::string_view expected, absl::string_view given, absl::string_view what,
+                        absl::string_view fix);
 
 /// What a master without a token that listens beyond loopback says once, at warning level:
 /// what anyone who reaches `port` can do, and `how_to_set` a token.

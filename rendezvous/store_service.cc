@@ -203,7 +203,7 @@ class StoreService : public pb::Store::CallbackService {
                                          std::function<void(std::vector<std::string>&)> fill) {
     auto* reactor = new ReadReactor(master_, run_id);
     reactor->Parked(master_->StoreWait(
-        TokenOf(context), run_id, std::move(keys),
+        TokenOf(context), context->peer(), run_id, std::move(keys),
         StoreDeadline(timeout_ms, master_->options().store_timeout, context),
         [reactor, fill = std::move(fill)](absl::StatusOr<std::vector<std::string>> values) {
           if (values.ok() && fill) fill(*values);

@@ -145,6 +145,38 @@ TEST_F(MasterSecurityTest, BlockingReadsPerRunAreBounded) {
   for (std::thread& t : readers) t.join();
 }
 
+TEST_F(MasterSecurityTest, BlockingReadsPerConnectionAreBoundedAndGivenBack) {
+  MasterOptions options;
+  options.limits.max_waiters_per_connection = 2;
+  StartMaster(options);
+  HoldRun("job");
+  std::vector<std::thread> readers;  // one channel: one connection
+  for (int i = 0; i < 2; ++i) {
+    readers.emplace_back([&, i] { (void)Get("job", absl::StrCat("never", i), 20000); });
+  }
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return master_->PendingStoreReads() == 2; }, absl::Seconds(10)));
+  grpc::Status third = Get("job", "never", 20000);
+  EXPECT_EQ(third.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(third.error_message(), HasSubstr("the most one connection may have"));
+  const std::shared_ptr<grpc::Channel> first = channel_;
+  channel_ = NewChannel();  // another connection has a budget of its own
+  grpc::Status other_connection;
+  std::thread other([&] { other_connection = Get("job", "late", 20000); });
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return master_->PendingStoreReads() == 3; }, absl::Seconds(10)));
+  ASSERT_TRUE(Set("job", "late", "").ok());
+  other.join();
+  EXPECT_TRUE(other_connection.ok()) << other_connection.error_message();
+  ASSERT_TRUE(Set("job", "never0", "").ok());
+  ASSERT_TRUE(Set("job", "never1", "").ok());
+  for (std::thread& t : readers) t.join();
+  channel_ = first;  // its reads were given back when they completed
+  EXPECT_TRUE(Get("job", "never0", 1000).ok());
+  EXPECT_TRUE(Get("job", "never1", 1000).ok());
+  EXPECT_TRUE(Get("job", "late", 1000).ok());
+}
+
 TEST_F(MasterSecurityTest, ARunWithNoAgentLeftIsForgottenWithItsStore) {
   MasterOptions options;
   options.limits.idle_run_ttl = absl::Milliseconds(300);
@@ -207,7 +239,8 @@ TEST_F(MasterSecurityTest, AStrangersEarlyJoinDoesNotDefineTheRun) {
   TestSession a(NewChannel());
   ASSERT_TRUE(a.Join("job", "node1", 2, 2));
   auto assigned = a.Read();
-  ASSERT_TRUE(assigned && assigned->has_assignment()) << "the stranger's join_timeout ended the run";
+  ASSERT_TRUE(assigned && assigned->has_assignment())
+      << "the stranger's join_timeout ended the run";
   EXPECT_EQ(assigned->assignment().world_size(), 4);
 }
 

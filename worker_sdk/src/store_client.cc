@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -29,6 +30,7 @@ class GrpcStore : public Store {
             bool wait_for_server, const StoreAccess& tls)
       : address_(std::move(address)),
         token_(tls.token),
+        tls_(!tls.cert_pem.empty()),
         run_id_(std::move(run_id)),
         call_timeout_(call_timeout),
         wait_for_server_(wait_for_server) {
@@ -182,8 +184,42 @@ class GrpcStore : public Store {
     return absl::StrCat(keys.front(), "', ... ('", keys.size(), " keys)");
   }
 
+  // Before the first answer, over TLS: waits for the channel while the server may still be
+  // coming up, but a TLS handshake that fails (certificates the server does not trust, or
+  // a server without TLS) is an error at once: waiting would not change it.
+  absl::Status AwaitTlsServer(absl::Time deadline) {
+    while (true) {
+      const grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
+      if (state == GRPC_CHANNEL_READY) return absl::OkStatus();
+      if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+        // A call that does not wait fails at once with the last connection error.
+        grpc::ClientContext probe;
+        if (!token_.empty()) probe.AddMetadata(ddprun::kTokenMetadataKey, token_);
+        probe.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+        pb::NumKeysRequest request;
+        request.set_run_id(run_id_);
+        pb::NumKeysResponse response;
+        const grpc::Status status = stub_->NumKeys(&probe, request, &response);
+        if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return absl::OkStatus();
+        if (absl::StrContains(status.error_message(), "andshake")) {
+          return absl::UnavailableError(absl::StrCat(
+              "store at ", address_, ": the TLS handshake failed (", status.error_message(),
+              "): DDPRUN_TLS_CERT, DDPRUN_TLS_KEY and DDPRUN_TLS_CA must be a certificate the "
+              "master's CA signed and that CA (the agents' --rdzv-conf tls_*), and the master "
+              "must use TLS"));
+        }
+      }
+      if (absl::Now() >= deadline) return absl::OkStatus();  // the call says it could not reach
+      channel_->WaitForStateChange(
+          state, absl::ToChronoTime(std::min(deadline, absl::Now() + absl::Milliseconds(200))));
+    }
+  }
+
   template <typename Rpc>
   absl::Status Call(const char* verb, const std::string& key, absl::Duration deadline, Rpc rpc) {
+    if (tls_ && wait_for_server_ && !answered_.load()) {
+      if (absl::Status s = AwaitTlsServer(absl::Now() + deadline); !s.ok()) return s;
+    }
     grpc::ClientContext context;
     if (!token_.empty()) context.AddMetadata(ddprun::kTokenMetadataKey, token_);
     // Before the first answer the server may not be up yet: wait for it. After, a server
@@ -209,6 +245,7 @@ class GrpcStore : public Store {
 
   const std::string address_;
   const std::string token_;
+  const bool tls_;  // a TLS client: a failed handshake is said at once, not after the deadline
   const std::string run_id_;
   const absl::Duration call_timeout_;
   const bool wait_for_server_;

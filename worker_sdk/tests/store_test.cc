@@ -11,8 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "common/small_file.h"
+#include "rendezvous/tls_config.h"
 #include "tests/support/child_process.h"
 #include "tests/support/delay_proxy.h"
+#include "tests/support/test_certificates.h"
 #include "worker_sdk/tests/loopback_master.h"
 
 namespace ddp::worker {
@@ -143,6 +146,38 @@ TEST(StoreServerTest, ARankZeroStoreServesItsRunWithItsTokenAtItsAddressOnly) {
       Store::Connect(addr, "other", absl::Seconds(20), true, with_token)->Set("k", "v");
   EXPECT_EQ(other.code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(Store::Connect(addr, "job", absl::Seconds(20), true, with_token)->Set("k", "v").ok());
+}
+
+// The review: an SDK whose TLS settings do not match the master's waited out the 300 s call
+// timeout. A failed handshake is said at once, with what to check.
+TEST(StoreTlsTest, ACertificateTheMasterDoesNotTrustFailsAtOnceWithATlsHint) {
+  ddprun::testing::TempDir dir;
+  ASSERT_TRUE(ddprun::testing::MakeTestCertificates(dir).ok());
+  ddprun::MasterOptions options;
+  options.host = "127.0.0.1";
+  options.store_only = true;
+  absl::StatusOr<ddprun::TlsConfig> tls =
+      ddprun::ReadTlsFiles(dir / "node.pem", dir / "node.key", dir / "ca.pem", "test");
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  options.tls = *tls;
+  auto master = ddprun::MasterServer::Start(options);
+  ASSERT_TRUE(master.ok()) << master.status();
+  const std::string addr = absl::StrCat("127.0.0.1:", (*master)->port());
+  StoreAccess rogue;
+  rogue.cert_pem = *ddprun::ReadSmallFile(dir / "rogue.pem");
+  rogue.key_pem = *ddprun::ReadSmallFile(dir / "rogue.key");
+  rogue.ca_pem = *ddprun::ReadSmallFile(dir / "rogue-ca.pem");
+  const absl::Time start = absl::Now();
+  absl::Status s = Store::Connect(addr, "job", absl::Seconds(300), true, rogue)->Set("k", "v");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60)) << "it waited for the call timeout";
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(), HasSubstr("the TLS handshake failed"));
+  EXPECT_THAT(s.message(), HasSubstr("DDPRUN_TLS_CA"));
+  StoreAccess trusted;
+  trusted.cert_pem = *ddprun::ReadSmallFile(dir / "node.pem");
+  trusted.key_pem = *ddprun::ReadSmallFile(dir / "node.key");
+  trusted.ca_pem = *ddprun::ReadSmallFile(dir / "ca.pem");
+  EXPECT_TRUE(Store::Connect(addr, "job", absl::Seconds(30), true, trusted)->Set("k", "v").ok());
 }
 
 TEST(StoreServerTest, APortInUseNamesMasterPort) {

@@ -113,6 +113,7 @@ absl::Status MasterState::Join(SessionReactor* reactor, const pb::Join& join) {
                        absl::FormatDuration(options_.limits.idle_run_ttl), ")"));
     }
     found = runs_.emplace(join.run_id(), Run()).first;
+    found->second.id = join.run_id();
     found->second.rounds.emplace(options_.run_settings.value_or(settings), MonotonicNow());
     found->second.idle_since = MonotonicNow();
     WakeTickerBefore(found->second.idle_since + options_.limits.idle_run_ttl);
@@ -149,7 +150,14 @@ void MasterState::OnSessionClosed(SessionReactor* reactor) {
 }
 
 void MasterState::Dispatch(Run& run) {
+  bool said_stop = false, said_end = false;  // one line per change, not one per node
   for (Outbound& out : run.rounds->TakeOutbound()) {
+    if (out.kind == Outbound::Kind::kStop && !std::exchange(said_stop, true)) {
+      spdlog::info("run '{}': round {} stops: {}", run.id, run.rounds->round(),
+                   Printable(out.detail));
+    } else if (out.kind == Outbound::Kind::kEnd && !std::exchange(said_end, true)) {
+      spdlog::info("run '{}': ends: {}", run.id, Printable(out.detail));
+    }
     if (out.kind == Outbound::Kind::kAssign && out.assignment.round != run.store_round) {
       // A new round: the store starts empty, and reads still waiting belong to the old one.
       DropStore(run, absl::AbortedError(
@@ -252,7 +260,9 @@ absl::StatusOr<MasterState::Run*> MasterState::StoreRun(absl::string_view token,
     return absl::ResourceExhaustedError(
         absl::StrCat("this store holds ", runs_.size(), " runs, the most it holds at once"));
   }
-  return &runs_[run_id];
+  Run& run = runs_[run_id];
+  run.id = run_id;
+  return &run;
 }
 
 int64_t MasterState::BeginStoreCall(Run& run) {

@@ -153,6 +153,7 @@ class MasterState {
     return next.fetch_add(1);
   }
   struct Run {
+    std::string id;
     std::optional<RoundStateMachine> rounds;
     KvStore store;
     uint64_t store_generation = NextStoreGeneration();  // see ParkedRead

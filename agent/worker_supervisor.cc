@@ -363,8 +363,10 @@ void WorkerSupervisor::Close() {
   for (auto& worker : workers_) {
     if (worker->pid <= 0) continue;
     // Whatever a worker forked and left running in its group dies with the attempt: the
-    // next attempt must not share the machine with stragglers of this one.
-    ::killpg(worker->pid, SIGKILL);
+    // next attempt must not share the machine with stragglers of this one. With a cgroup,
+    // cgroup.kill below does it without naming a group whose leader is reaped (its id
+    // could be another process's by now).
+    if (!cgroup_) ::killpg(worker->pid, SIGKILL);
     guard_.Forget(worker->pid);
   }
   // And whatever left its group (setsid, a daemon): it is still in the attempt's cgroup.

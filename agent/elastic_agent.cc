@@ -102,6 +102,8 @@ absl::Status ElasticAgent::SetUp() {
   if (!config_.token.empty() || config_.max_nodes == 1) {
     DDPRUN_ASSIGN_OR_RETURN(StoreTokenFile token, StoreTokenFile::Create(config_.token));
     store_token_.emplace(std::move(token));
+    guard_.RemoveIfAgentDies(store_token_->path());  // a kill -9 must not leave the secret
+    guard_.RemoveIfAgentDies(store_token_->folder());
   }
   if (WillDefaultOmpThreads(base_env_, config_.nproc_per_node)) {
     spdlog::warn(

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <set>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "agent/attempt_cgroup.h"
@@ -35,6 +36,7 @@ namespace {
   }
   std::set<pid_t> groups;
   std::set<std::string> cgroups;
+  std::vector<std::string> leftovers;
   std::string pending;
   char buf[512];
   for (;;) {
@@ -49,6 +51,7 @@ namespace {
       const pid_t pgid = static_cast<pid_t>(std::atol(payload.c_str()));
       pending.erase(0, newline + 1);
       if (op == 'C') cgroups.insert(payload);
+      if (op == 'R') leftovers.push_back(payload);
       if (op == 'D') cgroups.erase(payload);
       if (pgid <= 1) continue;
       if (op == '+') groups.insert(pgid);
@@ -58,6 +61,10 @@ namespace {
   for (pid_t pgid : groups) ::killpg(pgid, SIGKILL);
   // What left its process group (setsid, a daemon) is still in its attempt's cgroup.
   for (const std::string& path : cgroups) KillCgroup(path, 2000);
+  // Gone already when the agent ended normally; a secret must not stay on disk otherwise.
+  for (const std::string& path : leftovers) {
+    if (::unlink(path.c_str()) != 0 && errno == EISDIR) ::rmdir(path.c_str());
+  }
   ::_exit(0);
 }
 
@@ -91,5 +98,7 @@ void OrphanGuard::Send(char op, const std::string& payload) {
 void OrphanGuard::WatchCgroup(const std::string& path) { Send('C', path); }
 
 void OrphanGuard::ForgetCgroup(const std::string& path) { Send('D', path); }
+
+void OrphanGuard::RemoveIfAgentDies(const std::string& path) { Send('R', path); }
 
 }  // namespace ddprun

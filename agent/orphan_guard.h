@@ -31,6 +31,9 @@ class OrphanGuard {
   /// once the agent removed it.
   void WatchCgroup(const std::string& path);
   void ForgetCgroup(const std::string& path);
+  /// A file or an empty folder the guard removes if the agent dies without doing so (the
+  /// workers' Store token). Removed in the order given.
+  void RemoveIfAgentDies(const std::string& path);
 
   pid_t pid() const { return pid_; }
 

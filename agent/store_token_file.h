@@ -19,6 +19,7 @@ class StoreTokenFile {
   ~StoreTokenFile();  // removes the file and its folder
 
   const std::string& path() const { return path_; }
+  const std::string& folder() const { return folder_; }
 
  private:
   StoreTokenFile(std::string folder, std::string path)

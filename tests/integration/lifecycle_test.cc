@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
@@ -235,6 +237,13 @@ TEST(Lifecycle, KillNineOfTheAgentAlsoEndsWhatLeftTheWorkersSession) {
   ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "escaped.0"); }, absl::Seconds(10)));
   int escaped = 0;
   ASSERT_TRUE(absl::SimpleAtoi(ReadFile(dir / "escaped.0"), &escaped));
+  std::string token_file;  // where the workers' Store token is (the daemon inherited it)
+  for (absl::string_view entry :
+       absl::StrSplit(ReadFile(absl::StrCat("/proc/", escaped, "/environ")), '\0')) {
+    if (absl::ConsumePrefix(&entry, "DDPRUN_STORE_TOKEN_FILE=")) token_file = std::string(entry);
+  }
+  ASSERT_FALSE(token_file.empty());
+  ASSERT_TRUE(FileExists(token_file));
   const std::string said = agent->ErrSoFar();
   kill(agent->pid(), SIGKILL);
   agent->Wait(absl::Seconds(5));
@@ -245,6 +254,9 @@ TEST(Lifecycle, KillNineOfTheAgentAlsoEndsWhatLeftTheWorkersSession) {
       },
       absl::Seconds(5));
   if (!gone) kill(escaped, SIGKILL);
+  // Nor does the workers' Store token stay on disk (the guard removes it).
+  EXPECT_TRUE(WaitUntil([&] { return !FileExists(token_file); }, absl::Seconds(5)))
+      << token_file << " outlived kill -9 of the agent";
   if (said.find("workers are not gathered in a cgroup") != std::string::npos) {
     GTEST_SKIP() << "this machine gives the agent no cgroup v2 group (the agent said so)";
   }

@@ -45,7 +45,8 @@ absl::StatusOr<std::string> OwnCgroupV2Dir() {
 }
 
 absl::StatusOr<AttemptCgroup> AttemptCgroup::Create(const std::string& name) {
-  absl::StatusOr<std::string> own = OwnCgroupV2Dir();
+  // Read once: a process's cgroup does not change, and a restart should not re-read /proc.
+  static const absl::StatusOr<std::string> own = OwnCgroupV2Dir();
   if (!own.ok()) return own.status();
   const std::string path = absl::StrCat(*own, "/", name);
   if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {

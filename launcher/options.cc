@@ -205,8 +205,8 @@ std::vector<OptionSpec> MakeOptions() {
        false,
        "1",
        kWorkerGroup,
-       "Workers per node: a number, 'gpu' (one per visible GPU), 'cpu' (one per CPU) or "
-       "'auto' (GPUs if any, else CPUs)",
+       "Workers per node: a number (at most 4096), 'gpu' (one per visible GPU), 'cpu' (one "
+       "per CPU) or 'auto' (GPUs if any, else CPUs)",
        "",
        {"gpu", "cpu", "auto"},
        NprocPerNode},

@@ -218,28 +218,21 @@ absl::Status SameJobSettings(const RendezvousSettings& run, const RendezvousSett
 
 absl::Status SameRunSettings(const RendezvousSettings& run, const RendezvousSettings& joiner) {
   if (absl::Status same = SameJobSettings(run, joiner); !same.ok()) return same;
-  struct Setting {
-    const char* option;
-    absl::Duration run, joiner;
-  };
   // The run's timeouts (join, last call, exit barrier) are the master's to apply whatever a
   // joiner says, as torchrun lets each node have its own; a node's keep-alive is not: a
   // master that expects heartbeats more often than the node sends them would evict it.
-  const Setting durations[] = {
-      {"--rdzv-conf keep_alive_interval", run.keep_alive_interval, joiner.keep_alive_interval}};
-  for (const Setting& s : durations) {
-    if (s.run != s.joiner) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("this node was started with ", s.option, "=", absl::FormatDuration(s.joiner),
-                       " but the run's master uses ", absl::FormatDuration(s.run),
-                       ": start every node with the same values"));
-    }
+  const auto differs = [](absl::string_view key, const auto& joiner_value, const auto& run_value) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this node was started with --rdzv-conf ", key, "=", joiner_value,
+        " but the run's master uses ", run_value, ": start every node with the same values"));
+  };
+  if (run.keep_alive_interval != joiner.keep_alive_interval) {
+    return differs("keep_alive_interval", absl::FormatDuration(joiner.keep_alive_interval),
+                   absl::FormatDuration(run.keep_alive_interval));
   }
   if (run.keep_alive_max_attempt != joiner.keep_alive_max_attempt) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("this node was started with --rdzv-conf keep_alive_max_attempt=",
-                     joiner.keep_alive_max_attempt, " but the run's master uses ",
-                     run.keep_alive_max_attempt, ": start every node with the same values"));
+    return differs("keep_alive_max_attempt", joiner.keep_alive_max_attempt,
+                   run.keep_alive_max_attempt);
   }
   return absl::OkStatus();
 }

@@ -33,6 +33,27 @@ class MasterSecurityTest : public MasterServerTest {
     pb::SetResponse r;
     return pb::Store::NewStub(channel_)->Set(WithDeadline(c), set, &r);
   }
+  // Sends `join` on a new session and returns how the master ended it; a session the master
+  // answers instead of refusing fails the test.
+  grpc::Status Refusal(const pb::AgentMessage& join) {
+    TestSession session(NewChannel());
+    EXPECT_TRUE(session.Write(join));
+    EXPECT_FALSE(session.Read().has_value()) << "the master answered the join";
+    return session.Close();
+  }
+  // `n` blocking reads of keys nobody sets ("never0", ...), each on a thread, parked in the
+  // run's store before this returns.
+  std::vector<std::thread> ParkReads(const std::string& run_id, int n) {
+    std::vector<std::thread> readers;
+    const int parked = master_->PendingStoreReads();
+    for (int i = 0; i < n; ++i) {
+      readers.emplace_back(
+          [this, run_id, i] { (void)Get(run_id, absl::StrCat("never", i), 20000); });
+    }
+    EXPECT_TRUE(testing::WaitUntil([&] { return master_->PendingStoreReads() == parked + n; },
+                                   absl::Seconds(10)));
+    return readers;
+  }
   grpc::Status Get(const std::string& run_id, const std::string& key, int64_t timeout_ms,
                    const std::string& token = "") {
     grpc::ClientContext c;
@@ -95,10 +116,9 @@ TEST_F(MasterSecurityTest, NoStoreForARunNoAgentJoinedAndRunIdsAreBounded) {
   EXPECT_THAT(huge.error_message(), HasSubstr("a run id is 1-256 bytes"));
   for (const std::string bad : {"..", ".", "a/b", "line\nforged"}) {
     EXPECT_EQ(Set(bad, "k", "v").error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
-    TestSession s(NewChannel());
-    ASSERT_TRUE(s.Join(bad, "node1", 1, 1));
-    EXPECT_FALSE(s.Read().has_value());
-    EXPECT_EQ(s.Close().error_code(), grpc::StatusCode::INVALID_ARGUMENT) << bad;
+    EXPECT_EQ(Refusal(TestSession::JoinMessage(bad, "node1", 1, 1)).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT)
+        << bad;
   }
 }
 
@@ -131,12 +151,7 @@ TEST_F(MasterSecurityTest, BlockingReadsPerRunAreBounded) {
   options.limits.max_waiters_per_run = 2;
   StartMaster(options);
   HoldRun("job");
-  std::vector<std::thread> readers;
-  for (int i = 0; i < 2; ++i) {
-    readers.emplace_back([&, i] { (void)Get("job", absl::StrCat("never", i), 20000); });
-  }
-  ASSERT_TRUE(
-      testing::WaitUntil([&] { return master_->PendingStoreReads() == 2; }, absl::Seconds(10)));
+  std::vector<std::thread> readers = ParkReads("job", 2);
   grpc::Status third = Get("job", "never", 20000);
   EXPECT_EQ(third.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(third.error_message(), HasSubstr("too many blocking store reads"));
@@ -150,12 +165,7 @@ TEST_F(MasterSecurityTest, BlockingReadsPerConnectionAreBoundedAndGivenBack) {
   options.limits.max_waiters_per_connection = 2;
   StartMaster(options);
   HoldRun("job");
-  std::vector<std::thread> readers;  // one channel: one connection
-  for (int i = 0; i < 2; ++i) {
-    readers.emplace_back([&, i] { (void)Get("job", absl::StrCat("never", i), 20000); });
-  }
-  ASSERT_TRUE(
-      testing::WaitUntil([&] { return master_->PendingStoreReads() == 2; }, absl::Seconds(10)));
+  std::vector<std::thread> readers = ParkReads("job", 2);  // one channel: one connection
   grpc::Status third = Get("job", "never", 20000);
   EXPECT_EQ(third.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(third.error_message(), HasSubstr("the most one connection may have"));
@@ -207,10 +217,7 @@ TEST_F(MasterSecurityTest, RunsPerMasterAreBounded) {
   StartMaster(options);
   HoldRun("a");
   HoldRun("b");
-  TestSession c(NewChannel());
-  ASSERT_TRUE(c.Join("c", "node1", 1, 1));
-  EXPECT_FALSE(c.Read().has_value());
-  grpc::Status status = c.Close();
+  grpc::Status status = Refusal(TestSession::JoinMessage("c", "node1", 1, 1));
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(status.error_message(), HasSubstr("this master holds 2 runs"));
 }
@@ -230,10 +237,7 @@ TEST_F(MasterSecurityTest, AStrangersEarlyJoinDoesNotDefineTheRun) {
   ASSERT_TRUE(stranger.Write(early));
   pb::AgentMessage slow = TestSession::JoinMessage("job", "slow", 2, 2);
   slow.mutable_join()->mutable_settings()->set_keep_alive_interval_ms(60'000);
-  TestSession slow_session(NewChannel());
-  ASSERT_TRUE(slow_session.Write(slow));
-  EXPECT_FALSE(slow_session.Read().has_value());
-  grpc::Status refused = slow_session.Close();
+  grpc::Status refused = Refusal(slow);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(refused.error_message(), HasSubstr("--rdzv-conf keep_alive_interval=1m"));
   TestSession a(NewChannel());

@@ -210,6 +210,19 @@ TEST(Lifecycle, NoTemporaryFolderLeftAfterSuccess) {
   EXPECT_EQ(ls.out, "") << "ddprun left files behind in TMPDIR";
 }
 
+// Whether `pid`, re-parented to this test (BecomeSubreaper), ends within `timeout`; reaped
+// as it does. One still running then is killed, so that it does not leak into other tests.
+bool EndsWithin(pid_t pid, absl::Duration timeout) {
+  const bool gone = WaitUntil(
+      [&] {
+        ReapZombies();
+        return !ProcessAlive(pid);
+      },
+      timeout);
+  if (!gone) kill(pid, SIGKILL);
+  return gone;
+}
+
 TEST(Lifecycle, ChildrenThatLeftTheWorkersSessionDieWhenTheJobEnds) {
   BecomeSubreaper();
   TempDir dir;
@@ -217,13 +230,7 @@ TEST(Lifecycle, ChildrenThatLeftTheWorkersSessionDieWhenTheJobEnds) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   int escaped = 0;
   ASSERT_TRUE(absl::SimpleAtoi(ReadFile(dir / "escaped.0"), &escaped));
-  const bool gone = WaitUntil(
-      [&] {
-        ReapZombies();
-        return !ProcessAlive(escaped);
-      },
-      absl::Seconds(5));
-  if (!gone) kill(escaped, SIGKILL);
+  const bool gone = EndsWithin(escaped, absl::Seconds(5));
   EXPECT_TRUE(gone) << "a process that called setsid() outlived the job";
 }
 
@@ -247,13 +254,7 @@ TEST(Lifecycle, KillNineOfTheAgentAlsoEndsWhatLeftTheWorkersSession) {
   const std::string said = agent->ErrSoFar();
   kill(agent->pid(), SIGKILL);
   agent->Wait(absl::Seconds(5));
-  const bool gone = WaitUntil(
-      [&] {
-        ReapZombies();
-        return !ProcessAlive(escaped);
-      },
-      absl::Seconds(5));
-  if (!gone) kill(escaped, SIGKILL);
+  const bool gone = EndsWithin(escaped, absl::Seconds(5));
   // Nor does the workers' Store token stay on disk (the guard removes it).
   EXPECT_TRUE(WaitUntil([&] { return !FileExists(token_file); }, absl::Seconds(5)))
       << token_file << " outlived kill -9 of the agent";

@@ -70,18 +70,18 @@ TEST(LogDir, AnotherUsersRunFolderIsRefused) {
 
 // The review's attack: while the agent waits for the other node, the run folder is renamed
 // and a link to a folder of the attacker's choice put in its place. The agent goes on
-// writing into the folder it made (now renamed), never through the link.
+// writing into the folder it made (now renamed), never through the link. The command lines
+// are a user's: no --local-addr (the endpoint is each agent's own machine).
 TEST(LogDir, ARunFolderSwappedForALinkDuringRendezvousSendsNothingThere) {
   TempDir dir;
   fs::create_directories(dir / "victim");
   const int port = FreeLoopbackPort();
   auto node = [&](int n) {
-    return DdprunWithTestWorker(
-        {"--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
-         absl::StrCat("--rdzv-endpoint=127.0.0.1:", port), "--rdzv-id=job",
-         absl::StrCat("--local-addr=127.0.0.", n), absl::StrCat("--rdzv-conf=is_host=", n == 1),
-         "--log-dir=" + (dir / absl::StrCat("logs", n)), "--redirects=3"},
-        {"env", dir.path()});
+    return DdprunWithTestWorker({"--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
+                                 absl::StrCat("--rdzv-endpoint=127.0.0.1:", port), "--rdzv-id=job",
+                                 absl::StrCat("--rdzv-conf=is_host=", n == 1),
+                                 "--log-dir=" + (dir / absl::StrCat("logs", n)), "--redirects=3"},
+                                {"env", dir.path()});
   };
   auto a = ChildProcess::Start(node(1));
   ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "logs1/job"); }, absl::Seconds(20)));

@@ -84,6 +84,14 @@ struct AgentConfig {
   // --worker-heartbeat-timeout: a worker that has not written to its DDPRUN_HEARTBEAT_FD for
   // this long is taken for hung and killed, which fails the attempt. Zero: off.
   absl::Duration worker_heartbeat_timeout = absl::ZeroDuration();
+  // TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: a worker with a task in uninterruptible sleep
+  // this long makes the node unhealthy: its part of the job stops, no restart spent. Zero: off.
+  absl::Duration uninterruptible_timeout = absl::ZeroDuration();
+  // --kill-timeout: how long a worker may take to be gone after SIGKILL before the agent
+  // reports it unkillable, the node unhealthy, and exits.
+  absl::Duration kill_timeout = absl::Seconds(10);
+  // Workers run Python (not --no-python): they get PYTHONFAULTHANDLER=1 unless it is set.
+  bool python_workers = false;
 };
 
 }  // namespace ddprun

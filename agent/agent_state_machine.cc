@@ -58,8 +58,10 @@ void AgentStateMachine::Assigned(const Assignment& assignment) {
   actions_.push_back(std::move(start));
 }
 
-void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail, absl::Time now) {
+void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail,
+                                    bool collect_stacks, absl::Time now) {
   if (done()) return;
+  CollectStacksIfRunning(collect_stacks);
   Emit(AgentAction::Kind::kEndStoreRound);
   Log(LogLevel::kWarning,
       absl::StrCat(detail, reason == StopReason::kMembershipChanged
@@ -69,8 +71,10 @@ void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail
 }
 
 void AgentStateMachine::RunEnded(RunOutcome outcome, const std::string& detail,
-                                 const std::vector<ReportedFailure>& root_cause, absl::Time now) {
+                                 const std::vector<ReportedFailure>& root_cause,
+                                 bool collect_stacks, absl::Time now) {
   if (done()) return;
+  CollectStacksIfRunning(collect_stacks);
   end_outcome_ = outcome;
   end_detail_ = detail;
   end_root_cause_ = root_cause;
@@ -109,13 +113,21 @@ void AgentStateMachine::Signal(int signal, absl::Time now) {
   } else if (running) {
     Log(LogLevel::kWarning,
         absl::StrCat("received ", SignalName(signal), " again: killing the workers now"));
-    Kill(absl::StrCat("at a second ", SignalName(signal)));
+    Kill(absl::StrCat("at a second ", SignalName(signal)), now);
   }
 }
 
 void AgentStateMachine::WorkersChanged(const WorkersView& view, absl::Time now) {
   if (phase_ != Phase::kRunning || closing_) return;
-  if (!failure_reported_ && view.any_failed) {
+  if (!view.unhealthy.empty() && unhealthy_.empty()) {
+    // Not a failure of the job: this node cannot run it. No restart is spent on it here;
+    // the rendezvous hears that the node leaves.
+    unhealthy_ = view.unhealthy;
+    Log(LogLevel::kError,
+        absl::StrCat(unhealthy_, "; stopping this node's workers; this node leaves the job"));
+    StopThen(AfterStop::kUnhealthy, now);
+  }
+  if (!failure_reported_ && view.any_failed && unhealthy_.empty()) {
     // Tell the rendezvous at once, so that other nodes stop too, and stop ours meanwhile.
     failure_reported_ = true;
     if (!stopping_) BeginStop(SIGTERM, now);
@@ -123,6 +135,7 @@ void AgentStateMachine::WorkersChanged(const WorkersView& view, absl::Time now) 
   }
   if (view.all_exited) {
     grace_deadline_.reset();
+    kill_deadline_.reset();
     closing_ = true;
     Emit(AgentAction::Kind::kCloseAttempt);
   }
@@ -156,7 +169,21 @@ void AgentStateMachine::Tick(absl::Time now) {
     grace_deadline_.reset();
     if (phase_ == Phase::kRunning) {
       Kill(absl::StrCat("after the ", absl::FormatDuration(settings_.shutdown_timeout),
-                        " grace period (--shutdown-timeout)"));
+                        " grace period (--shutdown-timeout)"),
+           now);
+    }
+  }
+  if (kill_deadline_ && now >= *kill_deadline_) {
+    kill_deadline_.reset();
+    if (phase_ == Phase::kRunning && !closing_) {
+      // The kernel holds them (uninterruptible sleep, a hung device or filesystem): waiting
+      // longer would wedge this agent too. Say which, tell the rendezvous, and go.
+      AgentAction abandon;
+      abandon.kind = AgentAction::Kind::kAbandonWorkers;
+      abandon.text = absl::StrCat("still running ", absl::FormatDuration(settings_.kill_timeout),
+                                  " after SIGKILL (--kill-timeout): the node is unhealthy");
+      actions_.push_back(std::move(abandon));
+      return Exit(kExitNodeUnhealthy);
     }
   }
   if (join_deadline_ && now >= *join_deadline_) {
@@ -180,7 +207,8 @@ std::vector<AgentAction> AgentStateMachine::TakeActions() {
 
 absl::Time AgentStateMachine::NextDeadline() const {
   absl::Time next = absl::InfiniteFuture();
-  for (const auto& deadline : {grace_deadline_, join_deadline_, heartbeat_deadline_}) {
+  for (const auto& deadline :
+       {grace_deadline_, kill_deadline_, join_deadline_, heartbeat_deadline_}) {
     if (deadline) next = std::min(next, *deadline);
   }
   return next;
@@ -204,6 +232,13 @@ void AgentStateMachine::Carry(AfterStop next, absl::Time now) {
       return JoinNextRound(now);
     case AfterStop::kLeave:
       return Exit(kExitRendezvous);
+    case AfterStop::kUnhealthy: {
+      AgentAction leave;
+      leave.kind = AgentAction::Kind::kLeave;
+      leave.text = unhealthy_;
+      actions_.push_back(std::move(leave));
+      return Exit(kExitNodeUnhealthy);
+    }
     case AfterStop::kEnd:
       return ExitAtRunEnd();
   }
@@ -258,6 +293,7 @@ void AgentStateMachine::ExitAfterFailedRun() {
 void AgentStateMachine::Exit(int exit_code) {
   phase_ = Phase::kDone;
   grace_deadline_.reset();
+  kill_deadline_.reset();
   join_deadline_.reset();
   heartbeat_deadline_.reset();
   AgentAction exit;
@@ -266,7 +302,14 @@ void AgentStateMachine::Exit(int exit_code) {
   actions_.push_back(std::move(exit));
 }
 
-void AgentStateMachine::Kill(std::string why) {
+void AgentStateMachine::CollectStacksIfRunning(bool collect_stacks) {
+  if (collect_stacks && phase_ == Phase::kRunning && !closing_) {
+    Emit(AgentAction::Kind::kCollectStacks);
+  }
+}
+
+void AgentStateMachine::Kill(std::string why, absl::Time now) {
+  kill_deadline_ = now + settings_.kill_timeout;
   AgentAction kill;
   kill.kind = AgentAction::Kind::kKillWorkers;
   kill.text = std::move(why);

@@ -29,6 +29,8 @@ struct AgentSettings {
   std::string host;  // this node's name, as in failure reports
   int nproc_per_node = 1;
   absl::Duration shutdown_timeout = absl::Seconds(30);
+  // After SIGKILL: how long workers may take to be gone before this node is unhealthy.
+  absl::Duration kill_timeout = absl::Seconds(10);
   // How often the master wants a heartbeat; InfiniteDuration: no master to tell (one node).
   absl::Duration heartbeat_interval = absl::InfiniteDuration();
   // How long a join may wait for a round before this node gives up; InfiniteDuration: forever.
@@ -43,6 +45,8 @@ struct AgentSettings {
 struct WorkersView {
   bool any_failed = false;  // a worker failed on its own (not one the agent stopped)
   bool all_exited = false;
+  // Why this node is unhealthy (a worker in uninterruptible sleep too long); empty: it is not.
+  std::string unhealthy;
 };
 
 /// What the shell found when it closed an attempt whose workers have all exited.
@@ -65,6 +69,9 @@ struct AgentAction {
     kStartWorkers,         // `assignment`: the round to run
     kStopWorkers,          // `signal` to every worker still running
     kKillWorkers,          // SIGKILL to every worker still running; `text` says why
+    kCollectStacks,        // a rank hung: record where every worker is before stopping them
+    kAbandonWorkers,       // SIGKILL did not end them: report them unkillable, `text` says why
+    kLeave,                // tell the rendezvous this node leaves for good; `text`: why
     kReportFailure,        // this attempt's failures to the rendezvous, for `round`
     kReportSuccess,        // every worker of `round` exited 0
     kHeartbeat,            // proof of life to the master
@@ -95,10 +102,13 @@ class AgentStateMachine {
   /// The rendezvous assigned this node a round (ignored unless joining).
   void Assigned(const Assignment& assignment);
   /// The round ended for every node: stop, then join the next one.
-  void StopOrdered(StopReason reason, const std::string& detail, absl::Time now);
+  /// `collect_stacks`: a rank hung; record where the workers are first.
+  void StopOrdered(StopReason reason, const std::string& detail, bool collect_stacks,
+                   absl::Time now);
   /// The run is over (`root_cause`: the earliest failure anywhere, when it failed).
   void RunEnded(RunOutcome outcome, const std::string& detail,
-                const std::vector<ReportedFailure>& root_cause, absl::Time now);
+                const std::vector<ReportedFailure>& root_cause, bool collect_stacks,
+                absl::Time now);
   /// The master is out of reach: stop (a round may be over elsewhere), reconnect, rejoin.
   void MasterLost(const std::string& detail, absl::Time now);
   /// The rendezvous refused this node; trying again will not change that.
@@ -128,7 +138,7 @@ class AgentStateMachine {
 
  private:
   // What to do once the running attempt's workers have exited; stronger values win.
-  enum class AfterStop { kNothing, kRejoin, kReconnect, kLeave, kEnd };
+  enum class AfterStop { kNothing, kRejoin, kReconnect, kLeave, kUnhealthy, kEnd };
 
   void JoinNextRound(absl::Time now);
   void StopThen(AfterStop next, absl::Time now);
@@ -137,7 +147,8 @@ class AgentStateMachine {
   void ExitAtRunEnd();
   void ExitAfterFailedRun();
   void Exit(int exit_code);
-  void Kill(std::string why);
+  void Kill(std::string why, absl::Time now);
+  void CollectStacksIfRunning(bool collect_stacks);
   void Log(LogLevel level, std::string text);
   void Emit(AgentAction::Kind kind);
   void EmitWithSignal(AgentAction::Kind kind, int signal);
@@ -157,7 +168,9 @@ class AgentStateMachine {
   int interrupted_by_ = 0;  // the first terminating signal, 0 if none
   std::optional<AttemptResult::RootCause> last_root_cause_;  // of the last failed attempt
   bool others_still_run_ = false;
+  std::string unhealthy_;                         // why this node is unhealthy; empty: it is not
   std::optional<absl::Time> grace_deadline_;      // SIGKILL what still runs
+  std::optional<absl::Time> kill_deadline_;       // what SIGKILL did not end is abandoned
   std::optional<absl::Time> join_deadline_;       // give up waiting for a round
   std::optional<absl::Time> heartbeat_deadline_;  // tell the master this node lives
   std::vector<AgentAction> actions_;

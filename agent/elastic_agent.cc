@@ -34,6 +34,7 @@ AgentSettings SettingsFor(const AgentConfig& config, const std::string& host,
   settings.host = host;
   settings.nproc_per_node = config.nproc_per_node;
   settings.shutdown_timeout = config.shutdown_timeout;
+  settings.kill_timeout = config.kill_timeout;
   settings.heartbeat_interval = rendezvous.heartbeat_interval();
   // A master over the network: give up a little after its own join_timeout, which names
   // who is missing; this one catches a master that cannot be reached at all.
@@ -105,6 +106,10 @@ absl::Status ElasticAgent::SetUp() {
     guard_.RemoveIfAgentDies(store_token_->path());  // a kill -9 must not leave the secret
     guard_.RemoveIfAgentDies(store_token_->folder());
   }
+  if (absl::Status s = SetUpHangChecks(); !s.ok()) {
+    setup_exit_code_ = kExitUsage;
+    return s;
+  }
   if (WillDefaultOmpThreads(base_env_, config_.nproc_per_node)) {
     spdlog::warn(
         "OMP_NUM_THREADS is not set: setting it to 1 for each worker so that {} workers "
@@ -126,8 +131,11 @@ absl::Status ElasticAgent::WatchInputs() {
   }
   return loop_->WatchReadable(rendezvous_.event_fd(), [this](uint32_t) {
     for (RendezvousEvent& event : rendezvous_.TakeEvents()) {
-      if (rules_.done()) return;
-      OnRendezvousEvent(event);
+      if (event.kind == RendezvousEvent::Kind::kHangReport) {
+        OnHangReport(event);  // also after the run's end (AwaitHangReport)
+      } else if (!rules_.done()) {
+        OnRendezvousEvent(event);
+      }
     }
   });
 }
@@ -147,6 +155,7 @@ int ElasticAgent::Run() {
       RunActions();
     }
   }
+  AwaitHangReport();
   CleanUpLogRoot(log_root_, config_.run_id);
   return exit_code_;
 }
@@ -172,11 +181,13 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
       rules_.Assigned(event.assignment);
       break;
     case RendezvousEvent::Kind::kStop:
-      rules_.StopOrdered(event.stop_reason, event.detail, now);
+      rules_.StopOrdered(event.stop_reason, event.detail, event.collect_stacks, now);
       break;
     case RendezvousEvent::Kind::kEnd:
-      rules_.RunEnded(event.outcome, event.detail, event.root_cause, now);
+      rules_.RunEnded(event.outcome, event.detail, event.root_cause, event.collect_stacks, now);
       break;
+    case RendezvousEvent::Kind::kHangReport:
+      break;  // handled as it arrives (WatchInputs)
     case RendezvousEvent::Kind::kLost:
       rules_.MasterLost(std::string(event.status.message()), now);
       break;
@@ -204,6 +215,7 @@ void ElasticAgent::FeedWorkers() {
   WorkersView view;
   view.any_failed = workers_->HasFailures();
   view.all_exited = workers_->AllExited();
+  view.unhealthy = workers_->unhealthy();
   rules_.WorkersChanged(view, MonotonicNow());
 }
 
@@ -250,6 +262,13 @@ void ElasticAgent::RunAction(const AgentAction& action) {
     case Kind::kKillWorkers:
       if (workers_) workers_->KillRemaining(action.text);
       return;
+    case Kind::kCollectStacks:
+      if (workers_) workers_->CollectStacks();
+      return;
+    case Kind::kAbandonWorkers:
+      return AbandonWorkers(action.text);
+    case Kind::kLeave:
+      return rendezvous_.Leave(action.text);
     case Kind::kReportFailure:
       if (workers_) rendezvous_.ReportFailure(action.round, ForMaster(workers_->CollectFailures()));
       return;
@@ -335,6 +354,10 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
   plan.log_root = log_root_.path;
   plan.log_run_path = log_root_.run_path;
   plan.log_run_dir = log_root_.run_dir;
+  plan.timer_fifo = timer_fifo_ ? timer_fifo_->fd() : -1;
+  plan.python_dumps = python_dumps_;
+  attempt_of_round_[assignment.round] = plan.log_attempt;
+  while (attempt_of_round_.size() > 8) attempt_of_round_.erase(attempt_of_round_.begin());
   workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *loop_, guard_, host_);
   if (absl::Status s = workers_->Start(plan); !s.ok()) {
     spdlog::error("cannot start the workers: {}", s.message());
@@ -365,6 +388,7 @@ AttemptResult ElasticAgent::CloseAttempt() {
                  DescribeWaitStatus(root.wait_status));
     result.root_cause = AttemptResult::RootCause{root.rank, ShellExitCode(root.wait_status)};
   }
+  ReportStacks(workers_->TakeStacks());
   workers_.reset();
   return result;
 }
@@ -378,8 +402,9 @@ void ElasticAgent::KillWorkersNow() {
 }
 
 void ElasticAgent::WriteFailureSummary() {
-  (void)WriteAll(STDERR_FILENO, FormatFailureSummary(config_.entrypoint_name, last_failures_,
-                                                     absl::LocalTimeZone(), Meeting()));
+  (void)WriteAll(STDERR_FILENO,
+                 FormatFailureSummary(config_.entrypoint_name, last_failures_,
+                                      absl::LocalTimeZone(), Meeting(), hang_report_path_));
 }
 
 void ElasticAgent::WriteStopSummary(int signal) {
@@ -443,6 +468,7 @@ std::vector<ReportedFailure> ElasticAgent::ForMaster(
     r.time = f.time;
     r.message =
         f.error_message.empty() && !f.stderr_tail.empty() ? f.stderr_tail.back() : f.error_message;
+    r.hung = f.hung;
     // The master refuses a failure message over 64 KiB (CheckLimits); an error file can
     // hold any amount. The whole message stays in this node's own summary.
     constexpr size_t kMaxReported = 16 * 1024;

@@ -20,6 +20,7 @@
 #include "agent/store_address.h"
 #include "agent/store_token_file.h"
 #include "agent/tcp_store_server.h"
+#include "agent/timer_fifo.h"
 #include "agent/worker_env.h"
 #include "agent/worker_supervisor.h"
 #include "common/exit_codes.h"
@@ -73,6 +74,16 @@ class ElasticAgent {
   void StartAttempt(const Assignment& assignment);
   AttemptResult CloseAttempt();
   void KillWorkersNow();
+  // Hangs (elastic_agent_hangs.cc).
+  absl::Status SetUpHangChecks();
+  void ReportStacks(std::vector<RankStack> stacks);
+  void OnHangReport(const RendezvousEvent& event);
+  void WriteHangReport(int64_t round, const std::string& text);
+  void AbandonWorkers(const std::string& why);
+  // After this node sent its stacks of a hang: wait a little for the master's report of
+  // every rank before exiting, so that each node's log dir has it.
+  void AwaitHangReport();
+  static constexpr absl::Duration kHangReportWait = absl::Seconds(5);
   void WriteFailureSummary();
   void WriteStopSummary(int signal);
 
@@ -104,6 +115,12 @@ class ElasticAgent {
   std::unique_ptr<OneShotTimer> deadline_timer_;  // armed for rules_.NextDeadline()
   std::unique_ptr<WorkerSupervisor> workers_;     // the current attempt; null between attempts
   std::vector<WorkerFailure> last_failures_;      // of the last attempt that had any
+  std::optional<TimerFifo> timer_fifo_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1
+  bool python_dumps_ = false;            // see AttemptPlan::python_dumps
+  std::map<int64_t, int> attempt_of_round_;  // log attempt folders of recent rounds
+  std::string hang_report_path_;             // the last hang report written
+  int64_t summary_said_round_ = -1;          // the round whose hang summary is on stderr
+  int64_t awaited_report_round_ = -1;        // stacks sent, the whole report not yet back
   std::string gloo_said_;  // the GLOO_SOCKET_IFNAME last logged ("?": the warning that none)
   int exit_code_ = 0;
 };

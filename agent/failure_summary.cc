@@ -83,7 +83,8 @@ size_t RootCauseIndex(const std::vector<WorkerFailure>& failures) {
 
 std::string FormatFailureSummary(const std::string& entrypoint,
                                  const std::vector<WorkerFailure>& failures, absl::TimeZone zone,
-                                 const MeetingPoint& meeting) {
+                                 const MeetingPoint& meeting,
+                                 const std::string& hang_report_path) {
   const std::string heavy(kWidth, '=');
   const std::string light(kWidth, '-');
   const size_t root = RootCauseIndex(failures);
@@ -98,6 +99,9 @@ std::string FormatFailureSummary(const std::string& entrypoint,
   absl::StrAppend(&out, light, "\nRoot Cause (first observed failure):\n");
   AppendFailure(out, 0, failures[root], zone);
   AppendMeetingPoint(out, meeting);
+  if (!hang_report_path.empty()) {
+    absl::StrAppend(&out, light, "\nWhere every rank was: ", hang_report_path, "\n");
+  }
   absl::StrAppend(&out, heavy, "\n");
   return out;
 }

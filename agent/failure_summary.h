@@ -26,6 +26,7 @@ struct WorkerFailure {
   std::string traceback;
   std::vector<std::string> stderr_tail;
   std::string stderr_source;  // where the tail came from (a log file, or "stderr")
+  bool hung = false;          // stopped by the agent as hung (error_message says why)
 };
 
 /// torchrun's exit code field: the code, or -N for signal N.
@@ -48,7 +49,8 @@ struct MeetingPoint {
 std::string FormatFailureSummary(const std::string& entrypoint,
                                  const std::vector<WorkerFailure>& failures,
                                  absl::TimeZone zone = absl::LocalTimeZone(),
-                                 const MeetingPoint& meeting = {});
+                                 const MeetingPoint& meeting = {},
+                                 const std::string& hang_report_path = "");
 
 /// The report of an attempt stopped by `signal` while ranks `first_rank` to `last_rank` ran
 /// on `host`: what they were given to meet at, which to check when they hung.

@@ -40,6 +40,9 @@ void PipedStream::DrainAndClose() {
 }
 
 void PipedStream::Consume(std::string_view chunk) {
+  if (capture_ != nullptr && capture_->size() < kMaxCapture) {
+    capture_->append(chunk.substr(0, kMaxCapture - capture_->size()));
+  }
   if (file_.valid()) {
     if (absl::Status s = WriteAll(file_.get(), chunk); !s.ok()) {
       spdlog::error("worker log file write failed: {}; further output goes to the console only",

@@ -26,6 +26,10 @@ class PipedStream {
   void Pump();
   /// Pump until the pipe is empty, then close even if a leftover process still holds it.
   void DrainAndClose();
+  /// From now on, also appends what passes to `sink` (up to kMaxCapture bytes): the stack
+  /// dump a worker writes on its way out after a hang (see StackCapture).
+  void CaptureInto(std::string* sink) { capture_ = sink; }
+  static constexpr size_t kMaxCapture = 1 << 20;
 
  private:
   void Consume(std::string_view chunk);
@@ -38,6 +42,7 @@ class PipedStream {
   int console_fd_;
   std::string prefix_;
   LineTail* tail_;
+  std::string* capture_ = nullptr;
   LineAssembler assembler_;
   std::string console_buffer_;
   std::string raw_pending_;  // raw mode: bytes after the last '\n' or '\r' written

@@ -36,9 +36,9 @@ WorkerSupervisor::~WorkerSupervisor() {
   for (auto& worker : workers_) {
     CloseStream(worker->out);
     CloseStream(worker->err);
-    CloseHeartbeat(*worker);
   }
-  if (heartbeat_timer_) loop_.Unwatch(heartbeat_timer_->fd());
+  hangs_.reset();
+  if (dump_timer_) loop_.Unwatch(dump_timer_->fd());
 }
 
 void WorkerSupervisor::GatherInCgroup(int attempt) {
@@ -65,17 +65,14 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
   log_run_path_ = plan.log_run_path;
   log_run_dir_ = plan.log_run_dir;
   GatherInCgroup(plan.log_attempt);
-  if (config_.worker_heartbeat_timeout > absl::ZeroDuration()) {
-    absl::StatusOr<OneShotTimer> timer = OneShotTimer::Create();
-    if (!timer.ok()) return timer.status();
-    heartbeat_timer_ = std::make_unique<OneShotTimer>(std::move(*timer));
-    heartbeats_ = std::make_unique<WorkerHeartbeats>(config_.worker_heartbeat_timeout);
-    if (absl::Status s = loop_.WatchReadable(heartbeat_timer_->fd(),
-                                             [this](uint32_t) { OnHeartbeatDeadline(); });
-        !s.ok()) {
-      return s;
-    }
-  }
+  python_dumps_ = plan.python_dumps;
+  HangSettings hang_settings;
+  hang_settings.heartbeat_timeout = config_.worker_heartbeat_timeout;
+  hang_settings.uninterruptible_timeout = config_.uninterruptible_timeout;
+  hang_settings.timer_fifo = plan.timer_fifo;
+  hangs_ = std::make_unique<HangWatch>(hang_settings, loop_,
+                                       [this](const Hang& hang) { OnHang(hang); });
+  if (absl::Status s = hangs_->Start(); !s.ok()) return s;
   for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
     auto worker = std::make_unique<Worker>();
     worker->local_rank = local_rank;
@@ -102,7 +99,7 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
       worker->wait_status = 127 << 8;  // what a shell reports for "command not found"
       worker->exited = absl::Now();
       worker->start_error = std::string(s.message());
-      if (heartbeats_) heartbeats_->Forget(worker->local_rank);
+      hangs_->WorkerEnded(worker->local_rank);
       spdlog::error("local_rank {} (rank {}) could not be started: {}", worker->local_rank,
                     worker->rank, s.message());
       CloseStream(worker->out);
@@ -122,8 +119,11 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
   if (absl::Status s = SetUpStreams(worker, spec.stdout_fd, spec.stderr_fd, child_ends); !s.ok()) {
     return s;
   }
-  if (heartbeat_timer_) {
-    if (absl::Status s = SetUpHeartbeat(worker, spec.inherit_fd, child_ends); !s.ok()) return s;
+  if (config_.worker_heartbeat_timeout > absl::ZeroDuration()) {
+    if (absl::Status s = hangs_->SetUpHeartbeat(worker.local_rank, spec.inherit_fd, child_ends);
+        !s.ok()) {
+      return s;
+    }
     placement.heartbeat_fd = spec.inherit_fd;
   }
   spec.env = FlattenEnv(BuildWorkerEnv(base_env_, placement));
@@ -132,6 +132,7 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
   absl::StatusOr<pid_t> pid = SpawnWorkerProcess(spec);
   if (!pid.ok()) return pid.status();
   worker.pid = *pid;
+  hangs_->WorkerStarted(worker.local_rank, worker.pid);
   spdlog::debug("started local_rank={} rank={} pid={}", worker.local_rank, worker.rank, worker.pid);
   return absl::OkStatus();
 }
@@ -233,10 +234,12 @@ bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
     if (worker->pid != pid || worker->state != WorkerState::kRunning) continue;
     worker->wait_status = wait_status;
     worker->exited = absl::Now();  // a date, for the summary
-    if (heartbeats_) heartbeats_->Forget(worker->local_rank);
+    hangs_->WorkerEnded(worker->local_rank);
     const bool success = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
     if (success) {
       worker->state = WorkerState::kSucceeded;
+    } else if (worker->hung && unhealthy_.empty()) {
+      worker->state = WorkerState::kFailed;  // killed by the agent, but as hung: a failure
     } else if (stopping_) {
       worker->state = WorkerState::kStopped;  // ended by the agent's stop: not a failure
     } else {
@@ -246,6 +249,7 @@ bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
     }
     spdlog::debug("local_rank {} pid {} ended: {}", worker->local_rank, pid,
                   DescribeWaitStatus(wait_status));
+    if (dumping_) OnDumpProgress();
     return true;
   }
   return false;
@@ -253,6 +257,11 @@ bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
 
 void WorkerSupervisor::Stop(int signal) {
   stopping_ = true;
+  if (hangs_) hangs_->Quiet();
+  if (dumping_ && signal != SIGKILL) {  // let the stacks be printed first (FinishDump)
+    deferred_stop_ = signal;
+    return;
+  }
   for (auto& worker : workers_) {
     if (worker->state == WorkerState::kRunning) ::killpg(worker->pid, signal);
   }
@@ -260,6 +269,7 @@ void WorkerSupervisor::Stop(int signal) {
 
 void WorkerSupervisor::KillRemaining(const std::string& why) {
   stopping_ = true;
+  if (hangs_) hangs_->Quiet();
   for (auto& worker : workers_) {
     if (worker->state != WorkerState::kRunning) continue;
     spdlog::warn("local_rank {} (pid {}) still running {}: SIGKILL", worker->local_rank,
@@ -287,68 +297,6 @@ bool WorkerSupervisor::HasFailures() const {
     if (worker->state == WorkerState::kFailed) return true;
   }
   return false;
-}
-
-absl::Status WorkerSupervisor::SetUpHeartbeat(Worker& worker, int& child_end,
-                                              std::vector<UniqueFd>& child_ends) {
-  absl::StatusOr<Pipe> pipe = MakePipe(/*nonblocking_read=*/true);
-  if (!pipe.ok()) return pipe.status();
-  // A worker's beat must never block it, even if the agent were slow to read.
-  ::fcntl(pipe->write_end.get(), F_SETFL, O_NONBLOCK);
-  Worker* w = &worker;
-  if (absl::Status s =
-          loop_.WatchReadable(pipe->read_end.get(), [this, w](uint32_t) { OnHeartbeat(*w); });
-      !s.ok()) {
-    return s;
-  }
-  worker.heartbeat = std::move(pipe->read_end);
-  heartbeats_->Watch(worker.local_rank, MonotonicNow());  // the clock starts at the start
-  child_end = pipe->write_end.get();
-  child_ends.push_back(std::move(pipe->write_end));
-  ArmHeartbeatTimer();
-  return absl::OkStatus();
-}
-
-void WorkerSupervisor::OnHeartbeat(Worker& worker) {
-  char buf[256];
-  ssize_t n;
-  bool beat = false;
-  while ((n = ::read(worker.heartbeat.get(), buf, sizeof buf)) > 0) beat = true;
-  if (n == 0) {
-    CloseHeartbeat(worker);  // the worker closed it (or exited): nothing more to wait for
-  }
-  if (beat) {
-    heartbeats_->Beat(worker.local_rank, MonotonicNow());
-    ArmHeartbeatTimer();
-  }
-}
-
-void WorkerSupervisor::ArmHeartbeatTimer() {
-  const absl::Time next = heartbeats_->NextDeadline();
-  if (next == absl::InfiniteFuture()) return heartbeat_timer_->Disarm();
-  heartbeat_timer_->Arm(std::max(next - MonotonicNow(), absl::Milliseconds(1)));
-}
-
-void WorkerSupervisor::OnHeartbeatDeadline() {
-  if (!heartbeat_timer_->Acknowledge() || stopping_) return;
-  for (const WorkerHeartbeats::Overdue& overdue : heartbeats_->TakeOverdue(MonotonicNow())) {
-    Worker& worker = *workers_[overdue.local_rank];
-    worker.hung = true;
-    spdlog::warn(
-        "local_rank {} (rank {}, pid {}) sent no heartbeat for {} "
-        "(--worker-heartbeat-timeout): taking it for hung; SIGKILL",
-        worker.local_rank, worker.rank, worker.pid,
-        absl::FormatDuration(absl::Trunc(overdue.silent, absl::Milliseconds(1))));
-    ::killpg(worker.pid, SIGKILL);
-  }
-  ArmHeartbeatTimer();
-}
-
-void WorkerSupervisor::CloseHeartbeat(Worker& worker) {
-  if (heartbeats_) heartbeats_->Forget(worker.local_rank);
-  if (!worker.heartbeat.valid()) return;
-  loop_.Unwatch(worker.heartbeat.get());
-  worker.heartbeat.Reset();
 }
 
 void WorkerSupervisor::CloseStream(std::unique_ptr<PipedStream>& stream) {
@@ -380,9 +328,13 @@ void WorkerSupervisor::Close() {
   for (auto& worker : workers_) {
     CloseStream(worker->out);
     CloseStream(worker->err);
-    CloseHeartbeat(*worker);
   }
-  if (heartbeat_timer_) heartbeat_timer_->Disarm();
+  if (hangs_) hangs_->Close();
+  if (dumped_) {
+    for (const auto& worker : workers_) {
+      if (worker->dumping) stacks_.push_back(StackOf(*worker));
+    }
+  }
 }
 
 WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
@@ -407,11 +359,8 @@ WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
           absl::StrCat("(the error file is unreadable: ", report.status().message(), ")");
     }
   }
-  if (worker.hung && failure.error_message.empty()) {
-    failure.error_message = absl::StrCat(
-        "sent no heartbeat for ", absl::FormatDuration(config_.worker_heartbeat_timeout),
-        " (--worker-heartbeat-timeout): taken for hung and killed");
-  }
+  if (worker.hung && failure.error_message.empty()) failure.error_message = worker.hang_cause;
+  failure.hung = worker.hung;
   if (!worker.start_error.empty()) {
     failure.stderr_tail = {worker.start_error};
     failure.stderr_source = "ddprun";

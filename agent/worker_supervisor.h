@@ -7,9 +7,11 @@
 //      \                                                              |
 //       `--(all exit 0)--> done <------(all reaped, or KillRemaining)-'
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +26,8 @@
 #include "agent/orphan_guard.h"
 #include "agent/piped_stream.h"
 #include "agent/worker_env.h"
-#include "agent/worker_heartbeats.h"
+#include "agent/hang_watch.h"
+#include "rendezvous/stack_report.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
@@ -41,6 +44,10 @@ struct AttemptPlan {
   // The run's folder under it, held open (LogRoot::run_dir): files are made below it.
   std::string log_run_path;
   std::shared_ptr<const UniqueFd> log_run_dir;
+  int timer_fifo = -1;  // the agent's FileTimer FIFO (TimerFifo); -1: none
+  // Workers are Python with faulthandler on (PYTHONFAULTHANDLER): SIGABRT makes them print
+  // every thread's traceback on stderr.
+  bool python_dumps = false;
 };
 
 class WorkerSupervisor {
@@ -61,6 +68,21 @@ class WorkerSupervisor {
   void Stop(int signal);
   /// SIGKILL to every worker group that is still running; `why` goes into the log line.
   void KillRemaining(const std::string& why);
+  /// Records where every running worker is (a stack per rank) before anything stops them:
+  /// a rank hung here or on another node. Python workers get SIGABRT (faulthandler prints
+  /// their tracebacks and they exit); a stop signal meanwhile waits until the dumps are in
+  /// or kStackDumpBound has passed.
+  void CollectStacks();
+  /// After Close(): the stacks CollectStacks recorded (none if it was not called).
+  std::vector<RankStack> TakeStacks() { return std::move(stacks_); }
+  /// Why a worker of this attempt was taken for hung (the first); empty: none was.
+  const std::string& hang_cause() const { return hang_cause_; }
+  /// Why this node is unhealthy (a worker in uninterruptible sleep too long); empty: it is not.
+  const std::string& unhealthy() const { return unhealthy_; }
+  /// The workers still running, for the message when SIGKILL did not end them.
+  std::vector<std::string> DescribeRemaining() const;
+  /// How long the Python workers get to print their stacks before they are killed.
+  static constexpr absl::Duration kStackDumpBound = absl::Seconds(3);
 
   bool stopping() const { return stopping_; }
   bool AllExited() const;
@@ -93,9 +115,18 @@ class WorkerSupervisor {
     LineTail stderr_tail{20};
     std::unique_ptr<PipedStream> out;
     std::unique_ptr<PipedStream> err;
-    // --worker-heartbeat-timeout: the agent's end of the worker's heartbeat pipe.
-    UniqueFd heartbeat;
-    bool hung = false;  // killed for sending no heartbeat in time
+    // Taken for hung (see HangWatch): why, for the failure summary, and how to stop it once
+    // its stack is recorded. A hung worker's end is a failure, unless the node is unhealthy.
+    bool hung = false;
+    std::string hang_cause;
+    int hang_signal = SIGKILL;
+    pid_t hang_target = 0;  // a FileTimer's process; 0: the worker's group
+    // CollectStacks: stderr from the dump on, or the stderr file's size then; the kernel's
+    // wait when it was in uninterruptible sleep (no dump can come from it).
+    bool dumping = false;
+    std::string stderr_capture;
+    off_t stderr_offset = -1;
+    std::optional<RankStack> kernel_stack;
   };
 
   absl::Status StartWorker(Worker& worker, const AttemptPlan& plan);
@@ -110,13 +141,15 @@ class WorkerSupervisor {
                            std::vector<UniqueFd>& child_ends);
   WorkerFailure DescribeFailure(const Worker& worker) const;
   void CloseStream(std::unique_ptr<PipedStream>& stream);
-  // Heartbeats (--worker-heartbeat-timeout): a pipe per worker, one timer for the earliest
-  // deadline; a worker past its deadline is taken for hung and killed.
-  absl::Status SetUpHeartbeat(Worker& worker, int& child_end, std::vector<UniqueFd>& child_ends);
-  void OnHeartbeat(Worker& worker);
-  void ArmHeartbeatTimer();
-  void OnHeartbeatDeadline();
-  void CloseHeartbeat(Worker& worker);
+  // Hangs (worker_supervisor_hangs.cc): what HangWatch found, the stack dump, the kills
+  // that wait for it.
+  void OnHang(const Hang& hang);
+  std::string HangCause(const Worker& worker, const Hang& hang) const;
+  void DumpStack(Worker& worker);
+  void OnDumpProgress();
+  void FinishDump();
+  void KillHung(Worker& worker);
+  RankStack StackOf(const Worker& worker) const;
 
   const AgentConfig& config_;
   const EnvMap& base_env_;
@@ -128,9 +161,16 @@ class WorkerSupervisor {
   std::string log_run_path_;  // see AttemptPlan
   std::shared_ptr<const UniqueFd> log_run_dir_;
   bool stopping_ = false;
-  std::unique_ptr<OneShotTimer> heartbeat_timer_;  // only with --worker-heartbeat-timeout
-  std::unique_ptr<AttemptCgroup> cgroup_;          // this attempt's, when the machine allows
-  std::unique_ptr<WorkerHeartbeats> heartbeats_;   // likewise: the rule
+  std::unique_ptr<AttemptCgroup> cgroup_;  // this attempt's, when the machine allows
+  std::unique_ptr<HangWatch> hangs_;
+  bool python_dumps_ = false;
+  bool dumping_ = false;      // CollectStacks began; the dump is not finished
+  bool dumped_ = false;       // CollectStacks ran (once per attempt)
+  int deferred_stop_ = 0;     // a stop signal that waits for the dump
+  std::unique_ptr<OneShotTimer> dump_timer_;  // kStackDumpBound
+  std::string hang_cause_;
+  std::string unhealthy_;
+  std::vector<RankStack> stacks_;
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 

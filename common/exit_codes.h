@@ -14,6 +14,9 @@ inline constexpr int kExitRendezvous = 75;  // EX_TEMPFAIL
 
 /// ddprun-master could not serve (its address cannot be bound, TLS cannot start).
 inline constexpr int kExitCannotServe = 75;  // EX_TEMPFAIL
+// This node cannot run workers: one stayed in uninterruptible sleep, or SIGKILL did not end
+// it (docs/hangs.md). Restarting here would not help; the scheduler should try another node.
+inline constexpr int kExitNodeUnhealthy = 69;  // EX_UNAVAILABLE
 
 /// The status a shell reports for a process that ended by `signal`.
 inline constexpr int ExitCodeForSignal(int signal) { return 128 + signal; }

@@ -155,6 +155,7 @@ absl::Status BuildWorkerCommand(const OptionValues& values,
                          "-m for a module, or --no-python for a program"));
       }
     }
+    config.python_workers = true;
     config.worker_argv = {python, "-u"};
     if (module) config.worker_argv.push_back("-m");
     config.worker_argv.insert(config.worker_argv.end(), positional.begin(), positional.end());

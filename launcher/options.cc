@@ -154,6 +154,16 @@ absl::Status ShutdownTimeout(const std::string& value, ParseState& s) {
   return SecondsInto("--shutdown-timeout", value, s.config.shutdown_timeout);
 }
 
+absl::Status KillTimeout(const std::string& value, ParseState& s) {
+  DDPRUN_ASSIGN_OR_RETURN(s.config.kill_timeout,
+                          ParseSeconds("--kill-timeout", value, /*positive=*/true));
+  return absl::OkStatus();
+}
+
+absl::Status UninterruptibleStateTimeout(const std::string& value, ParseState& s) {
+  return SecondsInto("--uninterruptible-state-timeout", value, s.config.uninterruptible_timeout);
+}
+
 absl::Status ExitBarrierTimeout(const std::string& value, ParseState& s) {
   return SecondsInto("--exit-barrier-timeout", value, s.config.exit_barrier_timeout);
 }
@@ -383,6 +393,29 @@ std::vector<OptionSpec> MakeOptions() {
        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
        {},
        ShutdownTimeout},
+      {"--kill-timeout",
+       "",
+       true,
+       false,
+       "10",
+       kShutdownGroup,
+       "Seconds a worker may take to be gone after SIGKILL; one still there is reported "
+       "unkillable with its state, and the agent leaves the job and exits 69 (ddprun only)",
+       "",
+       {},
+       KillTimeout},
+      {"--uninterruptible-state-timeout",
+       "",
+       true,
+       false,
+       "0",
+       kShutdownGroup,
+       "Seconds a worker may stay in uninterruptible sleep (state D) before the node is "
+       "taken for unhealthy: its workers stop, no restart is spent, the agent leaves the "
+       "job and exits 69; 0: off",
+       "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT",
+       {},
+       UninterruptibleStateTimeout},
       {"--exit-barrier-timeout",
        "",
        true,

@@ -123,4 +123,16 @@ void GrpcRendezvous::ReportSuccess(int64_t round) { stream_->Send(SuccessReportM
 
 void GrpcRendezvous::Heartbeat() { stream_->Send(HeartbeatMessage()); }
 
+void GrpcRendezvous::ReportStacks(int64_t round, int world_size, const std::string& cause,
+                                  const std::vector<RankStack>& stacks) {
+  stream_->Send(StackReportMessage(round, world_size, cause, stacks));
+}
+
+void GrpcRendezvous::Leave(const std::string& reason) {
+  stream_->Send(LeaveMessage(reason));
+  // The agent exits next and its session's end would cancel the write: a short, bounded
+  // wait lets the master hear why this node went.
+  stream_->AwaitWritten(absl::Seconds(2));
+}
+
 }  // namespace ddprun

@@ -38,6 +38,8 @@ class SessionStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Maste
   ~SessionStream() override;
 
   void Send(v1::AgentMessage message);
+  /// Waits up to `timeout` for what was sent to go out (before the agent exits).
+  void AwaitWritten(absl::Duration timeout) { writes_.AwaitWritten(timeout); }
   /// From now on the stream's end is expected, not news: no kLost or kRefused event.
   void Abandon();
 
@@ -67,6 +69,9 @@ class GrpcRendezvous : public RendezvousConnection {
   void ReportFailure(int64_t round, std::vector<ReportedFailure> failures) override;
   void ReportSuccess(int64_t round) override;
   void Heartbeat() override;
+  void ReportStacks(int64_t round, int world_size, const std::string& cause,
+                    const std::vector<RankStack>& stacks) override;
+  void Leave(const std::string& reason) override;
   void Reconnect() override;
   std::string store_addr() const override { return options_.endpoint; }
   absl::Duration heartbeat_interval() const override {

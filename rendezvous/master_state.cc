@@ -39,6 +39,11 @@ absl::Status MasterState::OnAgentMessage(SessionReactor* reactor, const pb::Agen
       } else {
         run.rounds->ReportFailure(reactor->id(), report.round(), FromWire(report.failures()), now);
       }
+    } else if (message.has_stacks()) {
+      MergeHangReport(run, *reactor, message.stacks());
+    } else if (message.has_leave()) {
+      spdlog::warn("run '{}': {} leaves the run: {}", run.id, reactor->peer(),
+                   Printable(message.leave().reason()));
     }
   }
   if (reactor->joined && !reactor->evicted) {  // an evicted session's run may be gone
@@ -180,6 +185,24 @@ void MasterState::Dispatch(Run& run) {
     }
     it->second->Send(ToWire(out));
   }
+}
+
+void MasterState::MergeHangReport(Run& run, const SessionReactor& from,
+                                  const pb::StackReport& message) {
+  std::vector<RankStack> stacks = FromWire(message.stacks());
+  run.rounds->ClaimStacks(from.id(), stacks);
+  HangReport& report = run.hang_reports[message.round()];
+  report.round = message.round();
+  report.world_size = message.world_size();
+  if (report.cause.empty()) report.cause = message.cause();
+  MergeStacks(report, std::move(stacks));
+  // A few rounds' reports at most: a job that hangs every round must not grow the master.
+  while (run.hang_reports.size() > 4) run.hang_reports.erase(run.hang_reports.begin());
+  if (Complete(report)) {
+    spdlog::warn("run '{}': {}", run.id, FormatHangSummary(report));
+  }
+  const pb::MasterMessage out = HangReportMessage(report);
+  for (auto& [id, session] : run.sessions) session->Send(out);
 }
 
 void MasterState::SessionEnded(const std::string& run_id) {

@@ -159,6 +159,8 @@ class MasterState {
     uint64_t store_generation = NextStoreGeneration();  // see ParkedRead
     int64_t store_round = -1;                           // the round whose keys the store holds
     std::map<SessionId, SessionReactor*> sessions;
+    // The stacks nodes sent after a hang stop, by round (see stack_report.h).
+    std::map<int64_t, HangReport> hang_reports;
     // Since when no agent holds a session in it (or since it was made): forgotten after
     // limits.idle_run_ttl.
     absl::Time idle_since;
@@ -183,6 +185,10 @@ class MasterState {
   absl::Status Join(SessionReactor* reactor, const v1::Join& join)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds a node's stacks to the round's hang report and sends the merged report to every
+  // node of the run.
+  void MergeHangReport(Run& run, const SessionReactor& from, const v1::StackReport& message)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeStoreCompletions(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases `lock` and runs the completions queued while it was held (Store replies,
   // which must not run under the mutex). One lock per message.

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "rendezvous/round_state_machine.h"
+#include "rendezvous/stack_report.h"
 
 namespace ddprun {
 
@@ -19,12 +20,17 @@ struct RendezvousEvent {
   // kLost: the master is out of reach, for now (the agent reconnects). kRefused: the
   // rendezvous will not take this node (wrong token or run, the run has ended, a bad field):
   // trying again would not change that.
-  enum class Kind { kAssigned, kStop, kEnd, kLost, kRefused };
+  // kHangReport: every node's stacks of a hang so far (see stack_report.h), as text.
+  enum class Kind { kAssigned, kStop, kEnd, kLost, kRefused, kHangReport };
   Kind kind = Kind::kAssigned;
   Assignment assignment;                               // kAssigned
   StopReason stop_reason = StopReason::kWorkerFailed;  // kStop
   RunOutcome outcome = RunOutcome::kSucceeded;         // kEnd
-  std::string detail;                                  // kStop, kEnd: what happened
+  std::string detail;  // kStop, kEnd: what happened; kHangReport: the whole report
+  bool collect_stacks = false;                         // kStop, kEnd: see Outbound
+  int64_t hang_round = 0;                              // kHangReport
+  bool hang_complete = false;                          // kHangReport: every rank is in it
+  std::string hang_summary;                            // kHangReport: for the console
   std::vector<ReportedFailure> root_cause;  // kEnd, failed: the earliest failure anywhere
   absl::Status status;                      // kLost, kRefused: why
 };
@@ -42,6 +48,13 @@ class RendezvousConnection {
   virtual void ReportFailure(int64_t round, std::vector<ReportedFailure> failures) = 0;
   virtual void ReportSuccess(int64_t round) = 0;
   virtual void Heartbeat() = 0;
+  /// This node's workers' stacks after a hang stop (see stack_report.h); the rendezvous
+  /// answers with kHangReport events. A one-node rendezvous has nothing to merge: no-op.
+  virtual void ReportStacks(int64_t round, int world_size, const std::string& cause,
+                            const std::vector<RankStack>& stacks) = 0;
+  /// This node leaves the run for good (`reason`: why it is unhealthy); waits a moment for
+  /// the message to go out, as the agent exits next.
+  virtual void Leave(const std::string& reason) = 0;
   /// Opens a new session after kLost (the caller joins again once it is open).
   virtual void Reconnect() = 0;
 
@@ -89,6 +102,8 @@ class LocalRendezvous : public RendezvousConnection {
   void ReportFailure(int64_t round, std::vector<ReportedFailure> failures) override;
   void ReportSuccess(int64_t round) override;
   void Heartbeat() override {}
+  void ReportStacks(int64_t, int, const std::string&, const std::vector<RankStack>&) override {}
+  void Leave(const std::string&) override {}
   void Reconnect() override {}
   std::string store_addr() const override { return ""; }
   absl::Duration heartbeat_interval() const override { return absl::InfiniteDuration(); }

@@ -152,6 +152,9 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
       failures.begin(), failures.end(),
       [](const ReportedFailure& a, const ReportedFailure& b) { return a.time < b.time; });
   failures_.insert(failures_.end(), failures.begin(), failures.end());
+  // A hung rank: every node records where its workers are before stopping them.
+  collect_stacks_ = std::any_of(failures.begin(), failures.end(),
+                                [](const ReportedFailure& f) { return f.hung; });
   const std::string what = absl::StrCat("rank ", first.rank, " on ", first.host,
                                         " failed (exitcode ", first.exit_code, ")");
   if (phase_ == Phase::kFinishing) {
@@ -167,6 +170,20 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
     EndRun(
         RunOutcome::kFailed,
         absl::StrCat(what, "; restart budget spent (--max-restarts=", settings_.max_restarts, ")"));
+  }
+  collect_stacks_ = false;
+}
+
+void RoundStateMachine::ClaimStacks(SessionId session, std::vector<RankStack>& stacks) const {
+  auto it = nodes_.find(session);
+  if (it == nodes_.end()) return stacks.clear();
+  const Node& node = it->second;
+  const int end = node.base_rank + node.info.local_world_size;
+  auto foreign = [&](const RankStack& s) { return s.rank < node.base_rank || s.rank >= end; };
+  stacks.erase(std::remove_if(stacks.begin(), stacks.end(), foreign), stacks.end());
+  for (RankStack& s : stacks) {
+    s.host = node.info.host;
+    s.local_rank = s.rank - node.base_rank;
   }
 }
 
@@ -379,6 +396,7 @@ void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, a
     out.kind = Outbound::Kind::kStop;
     out.stop_reason = reason;
     out.detail = detail;
+    out.collect_stacks = collect_stacks_;
     outbound_.push_back(std::move(out));
   }
   for (SessionId s : previous_members_) {
@@ -419,6 +437,7 @@ void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail) {
     out.kind = Outbound::Kind::kEnd;
     out.outcome = outcome;
     out.detail = detail;
+    out.collect_stacks = collect_stacks_;
     out.root_cause = root;
     outbound_.push_back(std::move(out));
   }

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "rendezvous/natural_less.h"
+#include "rendezvous/stack_report.h"
 
 namespace ddprun {
 
@@ -68,6 +69,7 @@ struct ReportedFailure {
   int pid = 0;
   absl::Time time;
   std::string message;  // error-file message or the stderr tail, already formatted
+  bool hung = false;    // stopped by the agent as hung: every node records its stacks
 };
 
 struct Assignment {
@@ -98,6 +100,8 @@ struct Outbound {
   StopReason stop_reason = StopReason::kWorkerFailed;  // kStop
   RunOutcome outcome = RunOutcome::kSucceeded;         // kEnd
   std::string detail;  // kStop/kEnd: what happened, for the agent's log and summary
+  // kStop, kEnd: a rank hung; record where every worker is before stopping it.
+  bool collect_stacks = false;
   std::vector<ReportedFailure> root_cause;  // kEnd with kFailed: the earliest failure
 };
 
@@ -118,6 +122,9 @@ class RoundStateMachine {
   /// Workers of `round` on this session's node failed (`failures` not empty).
   void ReportFailure(SessionId session, int64_t round, std::vector<ReportedFailure> failures,
                      absl::Time now);
+  /// Keeps the stacks of this session's node's own ranks, under its own name: a node speaks
+  /// for its ranks only (as in ReportFailure). Unknown sessions: none.
+  void ClaimStacks(SessionId session, std::vector<RankStack>& stacks) const;
   /// Every worker of `round` on this session's node exited 0.
   void ReportSuccess(SessionId session, int64_t round, absl::Time now);
   /// Applies every deadline that has passed by `now`.
@@ -174,6 +181,7 @@ class RoundStateMachine {
   Phase phase_ = Phase::kGathering;
   int64_t round_ = -1;  // the last round closed; -1 before the first
   int restarts_spent_ = 0;
+  bool collect_stacks_ = false;  // while ReportFailure ends the round or run for a hung rank
   std::map<SessionId, Node> nodes_;
   std::vector<SessionId> members_;  // current round, in group-rank order
   // The round before, for the fast path and the order. May name sessions that have left

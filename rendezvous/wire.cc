@@ -97,6 +97,62 @@ v1::AgentMessage HeartbeatMessage() {
   return message;
 }
 
+v1::AgentMessage StackReportMessage(int64_t round, int world_size, const std::string& cause,
+                                    const std::vector<RankStack>& stacks) {
+  v1::AgentMessage message;
+  v1::StackReport* r = message.mutable_stacks();
+  r->set_round(round);
+  r->set_world_size(world_size);
+  r->set_cause(cause);
+  for (const RankStack& s : stacks) {
+    v1::RankStack* out = r->add_stacks();
+    out->set_host(s.host);
+    out->set_rank(s.rank);
+    out->set_local_rank(s.local_rank);
+    out->set_pid(s.pid);
+    out->set_source(s.source);
+    out->set_where(s.where);
+    for (const std::string& f : s.frames) out->add_frames(f);
+    out->set_text(s.text);
+    out->set_hung(s.hung);
+  }
+  return message;
+}
+
+v1::AgentMessage LeaveMessage(const std::string& reason) {
+  v1::AgentMessage message;
+  message.mutable_leave()->set_reason(reason);
+  return message;
+}
+
+std::vector<RankStack> FromWire(const google::protobuf::RepeatedPtrField<v1::RankStack>& stacks) {
+  std::vector<RankStack> out;
+  for (const v1::RankStack& s : stacks) {
+    RankStack r;
+    r.host = s.host();
+    r.rank = s.rank();
+    r.local_rank = s.local_rank();
+    r.pid = s.pid();
+    r.source = s.source();
+    r.where = s.where();
+    r.frames.assign(s.frames().begin(), s.frames().end());
+    r.text = s.text();
+    r.hung = s.hung();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+v1::MasterMessage HangReportMessage(const HangReport& report) {
+  v1::MasterMessage message;
+  v1::HangReport* h = message.mutable_hang_report();
+  h->set_round(report.round);
+  h->set_complete(Complete(report));
+  h->set_summary(FormatHangSummary(report));
+  h->set_text(FormatHangReport(report));
+  return message;
+}
+
 std::vector<ReportedFailure> FromWire(
     const google::protobuf::RepeatedPtrField<v1::WorkerFailure>& failures) {
   std::vector<ReportedFailure> out;
@@ -109,6 +165,7 @@ std::vector<ReportedFailure> FromWire(
     r.pid = f.pid();
     r.time = absl::FromUnixMicros(f.time_unix_us());
     r.message = f.message();
+    r.hung = f.hung();
     out.push_back(std::move(r));
   }
   return out;
@@ -123,6 +180,7 @@ v1::WorkerFailure ToWire(const ReportedFailure& f) {
   out.set_pid(f.pid);
   out.set_time_unix_us(absl::ToUnixMicros(f.time));
   out.set_message(f.message);
+  out.set_hung(f.hung);
   return out;
 }
 
@@ -147,6 +205,7 @@ v1::MasterMessage ToWire(const Outbound& out) {
                            ? v1::StopOrder::WORKER_FAILED
                            : v1::StopOrder::MEMBERSHIP_CHANGED);
       stop->set_detail(out.detail);
+      stop->set_collect_stacks(out.collect_stacks);
       break;
     }
     case Outbound::Kind::kEvict:  // not a message: the master closes the stream instead
@@ -158,6 +217,7 @@ v1::MasterMessage ToWire(const Outbound& out) {
                        : out.outcome == RunOutcome::kFailed   ? v1::RunEnd::FAILED
                                                               : v1::RunEnd::TIMED_OUT);
       end->set_detail(out.detail);
+      end->set_collect_stacks(out.collect_stacks);
       for (const ReportedFailure& f : out.root_cause) *end->add_root_cause() = ToWire(f);
       break;
     }
@@ -184,6 +244,13 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
                             ? StopReason::kWorkerFailed
                             : StopReason::kMembershipChanged;
     event.detail = message.stop().detail();
+    event.collect_stacks = message.stop().collect_stacks();
+  } else if (message.has_hang_report()) {
+    event.kind = RendezvousEvent::Kind::kHangReport;
+    event.hang_round = message.hang_report().round();
+    event.hang_complete = message.hang_report().complete();
+    event.hang_summary = message.hang_report().summary();
+    event.detail = message.hang_report().text();
   } else if (message.has_end()) {
     event.kind = RendezvousEvent::Kind::kEnd;
     event.outcome = message.end().outcome() == v1::RunEnd::SUCCEEDED  ? RunOutcome::kSucceeded
@@ -192,6 +259,7 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
                                                                       : RunOutcome::kTimedOut;
     event.detail = message.end().detail();
     event.root_cause = FromWire(message.end().root_cause());
+    event.collect_stacks = message.end().collect_stacks();
   }
   return event;
 }
@@ -301,6 +369,20 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
       checks.push_back(CheckLength("report.failures.host", f.host(), 255));
       checks.push_back(CheckLength("report.failures.message", f.message(), 64 * 1024));
     }
+  } else if (message.has_stacks()) {
+    const v1::StackReport& r = message.stacks();
+    checks.push_back(CheckRange("stacks.stacks (count)", r.stacks_size(), 0, 1 << 16));
+    checks.push_back(CheckRange("stacks.world_size", r.world_size(), 1, int64_t{1} << 30));
+    checks.push_back(CheckLength("stacks.cause", r.cause(), 4096));
+    for (const v1::RankStack& s : r.stacks()) {
+      checks.push_back(CheckLength("stacks.stacks.host", s.host(), 255));
+      checks.push_back(CheckLength("stacks.stacks.source", s.source(), 16));
+      checks.push_back(CheckLength("stacks.stacks.where", s.where(), 1024));
+      checks.push_back(CheckLength("stacks.stacks.text", s.text(), kMaxStackText));
+      checks.push_back(CheckRange("stacks.stacks.frames (count)", s.frames_size(), 0, 1024));
+    }
+  } else if (message.has_leave()) {
+    checks.push_back(CheckLength("leave.reason", message.leave().reason(), 4096));
   }
   for (absl::Status& s : checks) {
     if (!s.ok()) {

@@ -27,6 +27,13 @@ v1::AgentMessage JoinMessage(const NodeInfo& node, const std::string& run_id,
 v1::AgentMessage FailureReportMessage(int64_t round, const std::vector<ReportedFailure>& failures);
 v1::AgentMessage SuccessReportMessage(int64_t round);
 v1::AgentMessage HeartbeatMessage();
+v1::AgentMessage StackReportMessage(int64_t round, int world_size, const std::string& cause,
+                                    const std::vector<RankStack>& stacks);
+v1::AgentMessage LeaveMessage(const std::string& reason);
+
+std::vector<RankStack> FromWire(const google::protobuf::RepeatedPtrField<v1::RankStack>& stacks);
+/// What the master sends every node after merging a StackReport into `report`.
+v1::MasterMessage HangReportMessage(const HangReport& report);
 
 std::vector<ReportedFailure> FromWire(
     const google::protobuf::RepeatedPtrField<v1::WorkerFailure>& failures);

@@ -62,6 +62,16 @@ class WriteQueue {
     return how;
   }
 
+  /// Waits until every queued message went out, the stream finished, or `timeout` passed;
+  /// true when nothing is left to write.
+  bool AwaitWritten(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    bool (*idle)(WriteQueue*) = [](WriteQueue* q) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      return !q->writing_ || q->finished_;
+    };
+    return mu_.AwaitWithTimeout(absl::Condition(idle, this), timeout) && !writing_;
+  }
+
   /// The stream is finished: nothing more is written. True the first time only.
   bool Finish() {
     absl::MutexLock lock(&mu_);

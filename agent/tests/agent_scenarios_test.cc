@@ -72,7 +72,7 @@ class Scenario : public testing::ScenarioMachine {
     } else if (verb == "stop") {
       sm_->StopOrdered(
           args.count("membership") > 0 ? StopReason::kMembershipChanged : StopReason::kWorkerFailed,
-          "the round ended", now_);
+          "the round ended", args.count("stacks") > 0, now_);
     } else if (verb == "end") {
       std::vector<ReportedFailure> root;
       if (args.count("root-host") > 0) {
@@ -88,7 +88,7 @@ class Scenario : public testing::ScenarioMachine {
                            : outcome == "timed-out" ? RunOutcome::kTimedOut
                            : outcome == "released"  ? RunOutcome::kReleased
                                                     : RunOutcome::kSucceeded;
-      sm_->RunEnded(o, "the run ended", root, now_);
+      sm_->RunEnded(o, "the run ended", root, args.count("stacks") > 0, now_);
     } else if (verb == "lost") {
       sm_->MasterLost("connection reset", now_);
     } else if (verb == "refused") {

@@ -79,10 +79,10 @@ class AgentStateMachineTest : public ::testing::Test {
     return (sm_->AttemptClosed(result, now_), Take());
   }
   std::vector<std::string> Stop(StopReason reason = StopReason::kWorkerFailed) {
-    return (sm_->StopOrdered(reason, "rank 1 on node1 failed", now_), Take());
+    return (sm_->StopOrdered(reason, "rank 1 on node1 failed", false, now_), Take());
   }
   std::vector<std::string> End(RunOutcome outcome, std::vector<ReportedFailure> root = {}) {
-    return (sm_->RunEnded(outcome, "the run ended", root, now_), Take());
+    return (sm_->RunEnded(outcome, "the run ended", root, false, now_), Take());
   }
   std::vector<std::string> Signal(int sig) { return (sm_->Signal(sig, now_), Take()); }
   std::vector<std::string> Advance(absl::Duration d) {
@@ -326,7 +326,7 @@ TEST_F(AgentStateMachineTest, AFatalErrorExitsWithItsCode) {
   RunRoundZero();
   sm_->Fatal(kExitInternal);
   EXPECT_THAT(Take(), ElementsAre(absl::StrCat("exit ", kExitInternal)));
-  sm_->StopOrdered(StopReason::kWorkerFailed, "late", now_);
+  sm_->StopOrdered(StopReason::kWorkerFailed, "late", false, now_);
   sm_->Signal(SIGTERM, now_);
   EXPECT_THAT(Take(), IsEmpty()) << "nothing happens after the end";
 }

@@ -32,6 +32,12 @@
 //   test_worker error-file CODE         write a torch-format error file, exit CODE
 //   test_worker huge-error-file CODE    rank 1 writes an error file with a 100 KB message and
 //                                       exits CODE; the others wait to be stopped
+//   test_worker vfork-wait              vfork() a child that never execs or exits: the worker
+//                                       waits in uninterruptible sleep (killable) for good
+//   test_worker freeze-self DIR         rank 0: join a new cgroup-v1 freezer group, write its
+//                                       path to DIR/freezer, then freeze it (SIGKILL cannot end
+//                                       a frozen task until it is thawed); rank 1: write
+//                                       DIR/ready.1, wait for DIR/fail, exit 1
 //   test_worker exit CODE               exit CODE
 //   test_worker kill-self SIG           die of signal SIG
 //   test_worker args ARGS...            print each argument on its own line: arg=<value>
@@ -41,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -226,6 +233,25 @@ int main(int argc, char** argv) {
                   "\", \"extraInfo\": {\"py_callstack\": \"\", \"timestamp\": \"" +
                   std::to_string(time(nullptr)) + "\"}}}");
     return atoi(argv[2]);
+  }
+  if (mode == "vfork-wait" && argc == 2) {
+    if (vfork() == 0) WaitForever();  // the parent stays in do_vfork's wait: state D
+    return 1;                         // not reached while the child lives
+  }
+  if (mode == "freeze-self" && argc == 3) {
+    const std::string dir = argv[2];
+    if (Rank() == "1") {
+      WriteFile(dir + "/ready.1", "");
+      while (access((dir + "/fail").c_str(), F_OK) != 0) usleep(10000);
+      return 1;
+    }
+    const std::string group =
+        "/sys/fs/cgroup/freezer/ddprun-test-" + std::to_string(getpid());
+    if (mkdir(group.c_str(), 0755) != 0) return 70;
+    WriteFile(dir + "/freezer", group);
+    std::ofstream(group + "/cgroup.procs") << getpid() << std::endl;
+    std::ofstream(group + "/freezer.state") << "FROZEN" << std::endl;
+    WaitForever();
   }
   if (mode == "exit" && argc == 3) return atoi(argv[2]);
   if (mode == "kill-self" && argc == 3) {

@@ -1,0 +1,125 @@
+// ElasticAgent, continued: the hang checks it sets up for every attempt, and the report of
+// where every rank was (stack_report.h) when a rank hung.
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/elastic_agent.h"
+#include "agent/log_layout.h"
+#include "common/clock.h"
+#include "common/unique_fd.h"
+#include "spdlog/spdlog.h"
+
+namespace ddprun {
+namespace {
+
+constexpr char kEnableFileTimer[] = "TORCHELASTIC_ENABLE_FILE_TIMER";
+constexpr char kTimerFile[] = "TORCHELASTIC_TIMER_FILE";
+constexpr char kFaultHandler[] = "PYTHONFAULTHANDLER";
+
+}  // namespace
+
+absl::Status ElasticAgent::SetUpHangChecks() {
+  if (config_.python_workers) {
+    // faulthandler prints every thread's traceback on SIGABRT (and on a crash), which is how
+    // a hung Python worker's place is recorded with no change to its code. Set to empty,
+    // the user keeps it off.
+    base_env_.emplace(kFaultHandler, "1");
+    python_dumps_ = !base_env_[kFaultHandler].empty();
+  }
+  auto enable = base_env_.find(kEnableFileTimer);
+  auto path = base_env_.find(kTimerFile);
+  if (enable == base_env_.end() || enable->second != "1") {
+    if (path != base_env_.end()) {
+      spdlog::info("{} is set but {} is not 1: workers get the path, and whatever serves it "
+                   "must (as with torchrun); set {}=1 to have ddprun serve it",
+                   kTimerFile, kEnableFileTimer, kEnableFileTimer);
+    }
+    return absl::OkStatus();
+  }
+  absl::StatusOr<TimerFifo> fifo =
+      TimerFifo::Create(path != base_env_.end() ? path->second : std::string());
+  if (!fifo.ok()) return fifo.status();
+  timer_fifo_.emplace(std::move(*fifo));
+  guard_.RemoveIfAgentDies(timer_fifo_->path());
+  base_env_[kTimerFile] = timer_fifo_->path();
+  spdlog::info("serving torch's FileTimer watchdog at {}={}", kTimerFile, timer_fifo_->path());
+  return absl::OkStatus();
+}
+
+void ElasticAgent::ReportStacks(std::vector<RankStack> stacks) {
+  if (stacks.empty() || !rules_.assignment()) return;
+  const Assignment& a = *rules_.assignment();
+  HangReport local;
+  local.round = a.round;
+  local.world_size = a.world_size;
+  local.cause = workers_->hang_cause();
+  const std::string cause_here = local.cause;
+  if (local.cause.empty()) local.cause = "a rank on another node hung (its node says which)";
+  local.stacks = stacks;
+  MergeStacks(local, {});  // in rank order
+  WriteHangReport(local.round, FormatHangReport(local));
+  if (Complete(local)) {
+    spdlog::warn("{}", FormatHangSummary(local));
+    summary_said_round_ = local.round;
+  } else {
+    awaited_report_round_ = local.round;
+  }
+  rendezvous_.ReportStacks(a.round, a.world_size, cause_here, stacks);
+}
+
+void ElasticAgent::OnHangReport(const RendezvousEvent& event) {
+  WriteHangReport(event.hang_round, event.detail);
+  if (!event.hang_complete) return;
+  if (awaited_report_round_ == event.hang_round) awaited_report_round_ = -1;
+  if (summary_said_round_ != event.hang_round) {
+    summary_said_round_ = event.hang_round;
+    spdlog::warn("{}", event.hang_summary);
+  }
+}
+
+void ElasticAgent::AwaitHangReport() {
+  const absl::Time deadline = MonotonicNow() + kHangReportWait;
+  while (awaited_report_round_ >= 0 && MonotonicNow() < deadline) {
+    if (!loop_->RunOnce(deadline - MonotonicNow()).ok()) return;
+  }
+  if (awaited_report_round_ >= 0) {
+    spdlog::warn("the other nodes' stacks did not come within {}: the hang report at {} has "
+                 "this node's ranks only", absl::FormatDuration(kHangReportWait),
+                 hang_report_path_);
+  }
+}
+
+void ElasticAgent::WriteHangReport(int64_t round, const std::string& text) {
+  auto attempt = attempt_of_round_.find(round);
+  if (attempt == attempt_of_round_.end() || log_root_.run_dir == nullptr) return;
+  const std::string dir = AttemptLogDir(log_root_.path, config_.run_id, attempt->second);
+  const std::string path = dir + "/hang_report.txt";
+  absl::Status written = MakeDirsBelow(log_root_.run_dir->get(), log_root_.run_path, dir);
+  if (written.ok()) {
+    absl::StatusOr<UniqueFd> file =
+        OpenForAppendBelow(log_root_.run_dir->get(), log_root_.run_path, path);
+    written = !file.ok() ? file.status()
+              : ::ftruncate(file->get(), 0) != 0 ? ErrnoStatus(errno, path)
+                                                 : WriteAll(file->get(), text);
+  }
+  if (!written.ok()) {
+    spdlog::warn("cannot write the hang report: {}", std::string(written.message()));
+    return;
+  }
+  if (hang_report_path_ != path) spdlog::info("where every rank was: {}", path);
+  hang_report_path_ = path;
+}
+
+void ElasticAgent::AbandonWorkers(const std::string& why) {
+  const std::vector<std::string> remaining =
+      workers_ ? workers_->DescribeRemaining() : std::vector<std::string>();
+  const std::string message =
+      absl::StrCat(remaining.empty() ? "workers" : absl::StrJoin(remaining, "; "), " ", why);
+  spdlog::error("{}; this agent exits without them (the kernel holds them: look at dmesg, and "
+                "at the device or filesystem they wait on)", message);
+  rendezvous_.Leave(message);
+}
+
+}  // namespace ddprun

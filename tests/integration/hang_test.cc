@@ -1,0 +1,71 @@
+// Workers the kernel holds: in uninterruptible sleep past TORCHELASTIC_UNINTERRUPTIBLE_STATE_
+// TIMEOUT, or still there after SIGKILL. The agent says so, leaves the job and exits 69; it
+// never waits on them for good (docs/hangs.md).
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ddprun_paths.h"
+
+namespace ddprun::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(Hangs, AWorkerInUninterruptibleSleepMakesTheNodeUnhealthyWithoutSpendingRestarts) {
+  const absl::Time start = absl::Now();
+  ProcessResult r = RunProcess(DdprunWithTestWorker(
+      {"--nproc-per-node=2", "--max-restarts=3", "--uninterruptible-state-timeout=0.5"},
+      {"vfork-wait"}));
+  EXPECT_EQ(r.exit_code, 69) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("has been in uninterruptible sleep for "));
+  EXPECT_THAT(r.err, HasSubstr(": the node is unhealthy (D (disk sleep)"));
+  EXPECT_THAT(r.err, HasSubstr("this node leaves the job"));
+  EXPECT_THAT(r.err, HasSubstr("in uninterruptible sleep in "));  // the report's kernel wait
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("restarting")));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+}
+
+// A task in a frozen cgroup-v1 freezer group does not die of SIGKILL until it is thawed: a
+// real worker SIGKILL cannot end, as one stuck on a dead NFS server or a wedged device is.
+TEST(Hangs, AWorkerSigkillDoesNotEndIsReportedAndTheAgentExitsWithinTheBound) {
+  if (::access("/sys/fs/cgroup/freezer", W_OK) != 0) {
+    GTEST_SKIP() << "needs root and the cgroup-v1 freezer (/sys/fs/cgroup/freezer)";
+  }
+  TempDir dir;
+  auto agent = ChildProcess::Start(DdprunWithTestWorker(
+      {"--nproc-per-node=2", "--shutdown-timeout=0.2", "--kill-timeout=1"},
+      {"freeze-self", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "ready.1") && FileExists(dir / "freezer"); },
+                        absl::Seconds(20)));
+  std::string group;
+  std::ifstream(dir / "freezer") >> group;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        std::string state;
+        std::ifstream(group + "/freezer.state") >> state;
+        return state == "FROZEN";
+      },
+      absl::Seconds(10)));
+  const absl::Time failed = absl::Now();
+  std::ofstream(dir / "fail") << "";
+  ProcessResult r = agent->Wait(absl::Seconds(30));
+  const absl::Duration took = absl::Now() - failed;
+  std::ofstream(group + "/freezer.state") << "THAWED" << std::endl;  // let it die now
+  ASSERT_TRUE(WaitUntil([&] { return ::rmdir(group.c_str()) == 0; }, absl::Seconds(10)));
+  EXPECT_EQ(r.exit_code, 69) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("rank 0 (local_rank 0, pid "));
+  EXPECT_THAT(r.err, HasSubstr("still running 1s after SIGKILL (--kill-timeout): the node is "
+                               "unhealthy; this agent exits without them"));
+  // The bound: the grace period, the kill timeout, and the agent's own work.
+  EXPECT_LT(took, absl::Seconds(6)) << r.err;
+}
+
+}  // namespace
+}  // namespace ddprun::testing

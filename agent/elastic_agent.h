@@ -115,12 +115,12 @@ class ElasticAgent {
   std::unique_ptr<OneShotTimer> deadline_timer_;  // armed for rules_.NextDeadline()
   std::unique_ptr<WorkerSupervisor> workers_;     // the current attempt; null between attempts
   std::vector<WorkerFailure> last_failures_;      // of the last attempt that had any
-  std::optional<TimerFifo> timer_fifo_;  // TORCHELASTIC_ENABLE_FILE_TIMER=1
-  bool python_dumps_ = false;            // see AttemptPlan::python_dumps
-  std::map<int64_t, int> attempt_of_round_;  // log attempt folders of recent rounds
-  std::string hang_report_path_;             // the last hang report written
-  int64_t summary_said_round_ = -1;          // the round whose hang summary is on stderr
-  int64_t awaited_report_round_ = -1;        // stacks sent, the whole report not yet back
+  std::optional<TimerFifo> timer_fifo_;           // TORCHELASTIC_ENABLE_FILE_TIMER=1
+  bool python_dumps_ = false;                     // see AttemptPlan::python_dumps
+  std::map<int64_t, int> attempt_of_round_;       // log attempt folders of recent rounds
+  std::string hang_report_path_;                  // the last hang report written
+  int64_t summary_said_round_ = -1;               // the round whose hang summary is on stderr
+  int64_t awaited_report_round_ = -1;             // stacks sent, the whole report not yet back
   std::string gloo_said_;  // the GLOO_SOCKET_IFNAME last logged ("?": the warning that none)
   int exit_code_ = 0;
 };

@@ -32,9 +32,10 @@ absl::Status ElasticAgent::SetUpHangChecks() {
   auto path = base_env_.find(kTimerFile);
   if (enable == base_env_.end() || enable->second != "1") {
     if (path != base_env_.end()) {
-      spdlog::info("{} is set but {} is not 1: workers get the path, and whatever serves it "
-                   "must (as with torchrun); set {}=1 to have ddprun serve it",
-                   kTimerFile, kEnableFileTimer, kEnableFileTimer);
+      spdlog::info(
+          "{} is set but {} is not 1: workers get the path, and whatever serves it "
+          "must (as with torchrun); set {}=1 to have ddprun serve it",
+          kTimerFile, kEnableFileTimer, kEnableFileTimer);
     }
     return absl::OkStatus();
   }
@@ -85,9 +86,10 @@ void ElasticAgent::AwaitHangReport() {
     if (!loop_->RunOnce(deadline - MonotonicNow()).ok()) return;
   }
   if (awaited_report_round_ >= 0) {
-    spdlog::warn("the other nodes' stacks did not come within {}: the hang report at {} has "
-                 "this node's ranks only", absl::FormatDuration(kHangReportWait),
-                 hang_report_path_);
+    spdlog::warn(
+        "the other nodes' stacks did not come within {}: the hang report at {} has "
+        "this node's ranks only",
+        absl::FormatDuration(kHangReportWait), hang_report_path_);
   }
 }
 
@@ -100,7 +102,7 @@ void ElasticAgent::WriteHangReport(int64_t round, const std::string& text) {
   if (written.ok()) {
     absl::StatusOr<UniqueFd> file =
         OpenForAppendBelow(log_root_.run_dir->get(), log_root_.run_path, path);
-    written = !file.ok() ? file.status()
+    written = !file.ok()                         ? file.status()
               : ::ftruncate(file->get(), 0) != 0 ? ErrnoStatus(errno, path)
                                                  : WriteAll(file->get(), text);
   }
@@ -117,8 +119,10 @@ void ElasticAgent::AbandonWorkers(const std::string& why) {
       workers_ ? workers_->DescribeRemaining() : std::vector<std::string>();
   const std::string message =
       absl::StrCat(remaining.empty() ? "workers" : absl::StrJoin(remaining, "; "), " ", why);
-  spdlog::error("{}; this agent exits without them (the kernel holds them: look at dmesg, and "
-                "at the device or filesystem they wait on)", message);
+  spdlog::error(
+      "{}; this agent exits without them (the kernel holds them: look at dmesg, and "
+      "at the device or filesystem they wait on)",
+      message);
   rendezvous_.Leave(message);
 }
 

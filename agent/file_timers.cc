@@ -89,8 +89,7 @@ std::vector<FileTimers::Expiry> FileTimers::TakeExpired(absl::Time now) {
         break;
       }
     }
-    out.push_back(Expiry{pid, chosen->scope,
-                         absl::UnixEpoch() + absl::Seconds(chosen->expiration),
+    out.push_back(Expiry{pid, chosen->scope, absl::UnixEpoch() + absl::Seconds(chosen->expiration),
                          chosen->signal});
   }
   for (const Expiry& e : out) ForgetPid(e.pid);
@@ -98,7 +97,8 @@ std::vector<FileTimers::Expiry> FileTimers::TakeExpired(absl::Time now) {
 }
 
 void FileTimers::ForgetPid(int pid) {
-  timers_.erase(timers_.lower_bound({pid, std::string()}), timers_.lower_bound({pid + 1, std::string()}));
+  timers_.erase(timers_.lower_bound({pid, std::string()}),
+                timers_.lower_bound({pid + 1, std::string()}));
 }
 
 absl::Time FileTimers::NextDeadline() const {

@@ -39,9 +39,9 @@ class FileTimers {
 
   struct Expiry {
     int pid = 0;
-    std::string scope;   // the timer whose signal is used (or the earliest, when none has one)
+    std::string scope;  // the timer whose signal is used (or the earliest, when none has one)
     absl::Time deadline;
-    int signal = 0;      // <= 0: none requested; the process is not stopped
+    int signal = 0;  // <= 0: none requested; the process is not stopped
   };
 
   /// Sets or releases a timer; false when the request was refused (kMaxTimers).

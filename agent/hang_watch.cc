@@ -148,16 +148,20 @@ void HangWatch::OnTimerRequests() {
     const std::string line = fifo_partial_.substr(start, nl - start);
     absl::StatusOr<TimerRequest> request = ParseTimerRequest(line);
     if (!request.ok()) {
-      spdlog::warn("TORCHELASTIC_TIMER_FILE: ignored a request that is not a FileTimerClient's "
-                   "({}): {}", std::string(request.status().message()), Printable(line.substr(0, 200)));
+      spdlog::warn(
+          "TORCHELASTIC_TIMER_FILE: ignored a request that is not a FileTimerClient's "
+          "({}): {}",
+          std::string(request.status().message()), Printable(line.substr(0, 200)));
       continue;
     }
     // Only this attempt's workers (and what they started) may set timers: a timer is a
     // license to have a process killed.
     if (LocalRankOfProcess(request->pid) < 0) {
       if (!std::exchange(said_stranger_, true)) {
-        spdlog::warn("TORCHELASTIC_TIMER_FILE: ignored a timer for pid {}, which is not one "
-                     "of this attempt's workers or their children", request->pid);
+        spdlog::warn(
+            "TORCHELASTIC_TIMER_FILE: ignored a timer for pid {}, which is not one "
+            "of this attempt's workers or their children",
+            request->pid);
       }
       continue;
     }
@@ -183,9 +187,10 @@ void HangWatch::OnTimerDeadline() {
     const int local_rank = LocalRankOfProcess(expiry.pid);
     if (local_rank < 0) continue;  // gone meanwhile
     if (expiry.signal <= 0) {
-      spdlog::warn("FileTimer scope '{}' of pid {} expired; it asked for no signal "
-                   "(signal={}): not stopping it", Printable(expiry.scope), expiry.pid,
-                   expiry.signal);
+      spdlog::warn(
+          "FileTimer scope '{}' of pid {} expired; it asked for no signal "
+          "(signal={}): not stopping it",
+          Printable(expiry.scope), expiry.pid, expiry.signal);
       continue;
     }
     Hang hang;
@@ -213,8 +218,8 @@ void HangWatch::OnLook() {
       Declare(hang);
     }
   }
-  look_timer_->Arm(std::clamp(settings_.uninterruptible_timeout / 10, absl::Milliseconds(10),
-                              absl::Seconds(1)));
+  look_timer_->Arm(
+      std::clamp(settings_.uninterruptible_timeout / 10, absl::Milliseconds(10), absl::Seconds(1)));
 }
 
 int HangWatch::LocalRankOfProcess(pid_t pid) const {

@@ -20,14 +20,22 @@ char StateOf(const std::string& stat_path) {
 
 const char* StateName(char state) {
   switch (state) {
-    case 'R': return "running";
-    case 'S': return "sleeping";
-    case 'D': return "disk sleep";
-    case 'T': return "stopped";
-    case 't': return "tracing stop";
-    case 'Z': return "zombie";
-    case 'X': return "dead";
-    default: return "unknown";
+    case 'R':
+      return "running";
+    case 'S':
+      return "sleeping";
+    case 'D':
+      return "disk sleep";
+    case 'T':
+      return "stopped";
+    case 't':
+      return "tracing stop";
+    case 'Z':
+      return "zombie";
+    case 'X':
+      return "dead";
+    default:
+      return "unknown";
   }
 }
 

@@ -18,7 +18,8 @@ absl::StatusOr<TimerFifo> TimerFifo::Create(const std::string& path) {
     folder = absl::StrCat(tmp != nullptr && tmp[0] != '\0' ? tmp : "/tmp", "/ddprun-timer-XXXXXX");
     if (::mkdtemp(folder.data()) == nullptr) {
       return ErrnoStatus(errno, absl::StrCat("cannot make a folder for TORCHELASTIC_TIMER_FILE "
-                                             "like ", folder, " (is TMPDIR writable?)"));
+                                             "like ",
+                                             folder, " (is TMPDIR writable?)"));
     }
     fifo = folder + "/watchdog_timer";
   } else {

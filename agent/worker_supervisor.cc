@@ -70,8 +70,8 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
   hang_settings.heartbeat_timeout = config_.worker_heartbeat_timeout;
   hang_settings.uninterruptible_timeout = config_.uninterruptible_timeout;
   hang_settings.timer_fifo = plan.timer_fifo;
-  hangs_ = std::make_unique<HangWatch>(hang_settings, loop_,
-                                       [this](const Hang& hang) { OnHang(hang); });
+  hangs_ =
+      std::make_unique<HangWatch>(hang_settings, loop_, [this](const Hang& hang) { OnHang(hang); });
   if (absl::Status s = hangs_->Start(); !s.ok()) return s;
   for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
     auto worker = std::make_unique<Worker>();

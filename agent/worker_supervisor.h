@@ -21,14 +21,14 @@
 #include "agent/attempt_cgroup.h"
 #include "agent/event_loop.h"
 #include "agent/failure_summary.h"
+#include "agent/hang_watch.h"
 #include "agent/line_assembler.h"
 #include "agent/log_layout.h"
 #include "agent/orphan_guard.h"
 #include "agent/piped_stream.h"
 #include "agent/worker_env.h"
-#include "agent/hang_watch.h"
-#include "rendezvous/stack_report.h"
 #include "rendezvous/round_state_machine.h"
+#include "rendezvous/stack_report.h"
 
 namespace ddprun {
 
@@ -164,9 +164,9 @@ class WorkerSupervisor {
   std::unique_ptr<AttemptCgroup> cgroup_;  // this attempt's, when the machine allows
   std::unique_ptr<HangWatch> hangs_;
   bool python_dumps_ = false;
-  bool dumping_ = false;      // CollectStacks began; the dump is not finished
-  bool dumped_ = false;       // CollectStacks ran (once per attempt)
-  int deferred_stop_ = 0;     // a stop signal that waits for the dump
+  bool dumping_ = false;                      // CollectStacks began; the dump is not finished
+  bool dumped_ = false;                       // CollectStacks ran (once per attempt)
+  int deferred_stop_ = 0;                     // a stop signal that waits for the dump
   std::unique_ptr<OneShotTimer> dump_timer_;  // kStackDumpBound
   std::string hang_cause_;
   std::string unhealthy_;

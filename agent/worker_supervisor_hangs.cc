@@ -34,16 +34,16 @@ std::string WorkerSupervisor::HangCause(const Worker& worker, const Hang& hang) 
                           " (--worker-heartbeat-timeout=",
                           Seconds(config_.worker_heartbeat_timeout), "): taken for hung");
     case Hang::Kind::kTimer:
-      return absl::StrCat("rank ", worker.rank, ": FileTimer scope '", hang.scope,
-                          "' expired at ", WallTime(hang.deadline), " (pid ", hang.pid,
+      return absl::StrCat("rank ", worker.rank, ": FileTimer scope '", hang.scope, "' expired at ",
+                          WallTime(hang.deadline), " (pid ", hang.pid,
                           ", torch.distributed.elastic.timer.expires, signal ",
                           SignalName(hang.signal), "): taken for hung");
     case Hang::Kind::kUninterruptible:
-      return absl::StrCat("rank ", worker.rank, " has been in uninterruptible sleep for ",
-                          Seconds(hang.duration), ": the node is unhealthy (",
-                          DescribeProcessState(worker.pid),
-                          "; TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT=",
-                          Seconds(config_.uninterruptible_timeout), ")");
+      return absl::StrCat(
+          "rank ", worker.rank, " has been in uninterruptible sleep for ", Seconds(hang.duration),
+          ": the node is unhealthy (", DescribeProcessState(worker.pid),
+          "; TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT=", Seconds(config_.uninterruptible_timeout),
+          ")");
   }
   return "";
 }
@@ -85,7 +85,8 @@ void WorkerSupervisor::CollectStacks() {
   if (!dumping_) return;
   absl::StatusOr<OneShotTimer> timer = OneShotTimer::Create();
   if (!timer.ok()) {
-    spdlog::warn("cannot bound the stack dump ({}): not waiting for it", std::string(timer.status().message()));
+    spdlog::warn("cannot bound the stack dump ({}): not waiting for it",
+                 std::string(timer.status().message()));
     return FinishDump();
   }
   dump_timer_ = std::make_unique<OneShotTimer>(std::move(*timer));

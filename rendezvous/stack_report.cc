@@ -127,10 +127,9 @@ RankStack KernelWait(const std::string& wchan, const std::string& kernel_stack) 
     stack.frames.emplace_back(f.substr(0, f.find('+')));
   }
   if (stack.frames.empty()) stack.frames.push_back(w);
-  stack.text = kernel_stack.empty()
-                   ? absl::StrCat("kernel wait channel: ", w,
-                                  " (/proc/PID/stack is readable by root only)")
-                   : absl::StrCat("kernel stack:\n", kernel_stack);
+  stack.text = kernel_stack.empty() ? absl::StrCat("kernel wait channel: ", w,
+                                                   " (/proc/PID/stack is readable by root only)")
+                                    : absl::StrCat("kernel stack:\n", kernel_stack);
   while (!stack.text.empty() && stack.text.back() == '\n') stack.text.pop_back();
   return stack;
 }
@@ -162,8 +161,8 @@ std::vector<StackGroup> GroupStacks(const HangReport& report) {
   std::vector<StackGroup> groups;
   for (const RankStack& s : report.stacks) {  // in rank order (MergeStacks sorts)
     // Stacks without frames (nothing read) are alike only in saying the same thing.
-    auto key = std::make_pair(s.source, s.frames.empty() ? std::vector<std::string>{s.text}
-                                                         : s.frames);
+    auto key =
+        std::make_pair(s.source, s.frames.empty() ? std::vector<std::string>{s.text} : s.frames);
     auto [it, added] = index.emplace(std::move(key), groups.size());
     if (added) groups.push_back(StackGroup{{}, {}, &s});
     StackGroup& g = groups[it->second];
@@ -216,12 +215,12 @@ std::string FormatHangSummary(const HangReport& report) {
   std::vector<std::string> suspects;
   for (size_t i = 0; i < groups.size(); ++i) {
     const StackGroup& g = groups[i];
-    const char* role = groups.size() == 1 ? "  (every rank)"
+    const char* role = groups.size() == 1   ? "  (every rank)"
                        : majority && i == 0 ? "  (the majority: taken as healthy)"
                        : majority           ? "  (outlier)"
                                             : "";
-    absl::StrAppend(&out, "  ", RanksWord(g.ranks), " on ", absl::StrJoin(g.hosts, ","),
-                    ": in ", g.sample->where, role, "\n");
+    absl::StrAppend(&out, "  ", RanksWord(g.ranks), " on ", absl::StrJoin(g.hosts, ","), ": in ",
+                    g.sample->where, role, "\n");
     if (majority && i > 0) {
       for (const std::string& h : g.hosts) {
         if (std::find(suspects.begin(), suspects.end(), h) == suspects.end()) {

@@ -52,7 +52,7 @@ void MergeStacks(HangReport& report, std::vector<RankStack> more);
 bool Complete(const HangReport& report);
 
 struct StackGroup {
-  std::vector<int> ranks;       // ascending
+  std::vector<int> ranks;          // ascending
   std::vector<std::string> hosts;  // of those ranks, each once, in rank order
   const RankStack* sample = nullptr;
 };

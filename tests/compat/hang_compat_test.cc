@@ -39,7 +39,8 @@ TEST(HangCompat, ARealFileTimerClientExpiryIsCaughtAndNamed) {
   // The failure summary names the hung rank as the root cause, and the report's path.
   EXPECT_THAT(r.err, HasSubstr("Root Cause (first observed failure):\n[0]:\n  time"));
   EXPECT_THAT(r.err, HasSubstr("rank      : 1 (local_rank: 1)\n  exitcode  : -6"));
-  EXPECT_THAT(r.err, HasSubstr("Where every rank was: " + logs.path() + "/none/attempt_0/"
+  EXPECT_THAT(r.err, HasSubstr("Where every rank was: " + logs.path() +
+                               "/none/attempt_0/"
                                "hang_report.txt"));
   const std::string report = HangReportIn(logs.path(), "none");
   EXPECT_THAT(report, HasSubstr("rank 1 on "));
@@ -68,10 +69,15 @@ TEST(HangCompat, TwoAgentsTwoWorkersOneHungRankOneReportOfAllFourGrouped) {
   TempDir logs1, logs2;
   const std::string endpoint = absl::StrCat("--rdzv-endpoint=127.0.0.1:", FreeLoopbackPort());
   auto node = [&](int n, const std::string& logs) {
-    std::vector<std::string> argv = {kDdprun, "--nnodes=2", "--nproc-per-node=2",
-                                     "--rdzv-backend=c10d", endpoint, "--rdzv-id=hang",
+    std::vector<std::string> argv = {kDdprun,
+                                     "--nnodes=2",
+                                     "--nproc-per-node=2",
+                                     "--rdzv-backend=c10d",
+                                     endpoint,
+                                     "--rdzv-id=hang",
                                      absl::StrCat("--local-addr=127.0.0.", n),
-                                     "--worker-heartbeat-timeout=2", "--log-dir=" + logs};
+                                     "--worker-heartbeat-timeout=2",
+                                     "--log-dir=" + logs};
     if (n == 2) argv.push_back("--rdzv-conf=is_host=0");
     argv.insert(argv.end(), {kJob, "heartbeat", "3"});
     return argv;

@@ -39,9 +39,9 @@ TEST(Hangs, AWorkerSigkillDoesNotEndIsReportedAndTheAgentExitsWithinTheBound) {
     GTEST_SKIP() << "needs root and the cgroup-v1 freezer (/sys/fs/cgroup/freezer)";
   }
   TempDir dir;
-  auto agent = ChildProcess::Start(DdprunWithTestWorker(
-      {"--nproc-per-node=2", "--shutdown-timeout=0.2", "--kill-timeout=1"},
-      {"freeze-self", dir.path()}));
+  auto agent = ChildProcess::Start(
+      DdprunWithTestWorker({"--nproc-per-node=2", "--shutdown-timeout=0.2", "--kill-timeout=1"},
+                           {"freeze-self", dir.path()}));
   ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "ready.1") && FileExists(dir / "freezer"); },
                         absl::Seconds(20)));
   std::string group;

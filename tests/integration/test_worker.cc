@@ -245,8 +245,7 @@ int main(int argc, char** argv) {
       while (access((dir + "/fail").c_str(), F_OK) != 0) usleep(10000);
       return 1;
     }
-    const std::string group =
-        "/sys/fs/cgroup/freezer/ddprun-test-" + std::to_string(getpid());
+    const std::string group = "/sys/fs/cgroup/freezer/ddprun-test-" + std::to_string(getpid());
     if (mkdir(group.c_str(), 0755) != 0) return 70;
     WriteFile(dir + "/freezer", group);
     std::ofstream(group + "/cgroup.procs") << getpid() << std::endl;

@@ -52,14 +52,14 @@ absl::Status ElasticAgent::SetUpHangChecks() {
 void ElasticAgent::ReportStacks(std::vector<RankStack> stacks) {
   if (stacks.empty() || !rules_.assignment()) return;
   const Assignment& a = *rules_.assignment();
+  // This node's ranks at once (in rank order, as its workers are), in case the master's
+  // report of every node never comes; that one replaces it.
+  const std::string& cause = workers_->hang_cause();
   HangReport local;
   local.round = a.round;
   local.world_size = a.world_size;
-  local.cause = workers_->hang_cause();
-  const std::string cause_here = local.cause;
-  if (local.cause.empty()) local.cause = "a rank on another node hung (its node says which)";
+  local.cause = cause.empty() ? "a rank on another node hung (its node says which)" : cause;
   local.stacks = stacks;
-  MergeStacks(local, {});  // in rank order
   WriteHangReport(local.round, FormatHangReport(local));
   if (Complete(local)) {
     spdlog::warn("{}", FormatHangSummary(local));
@@ -67,12 +67,12 @@ void ElasticAgent::ReportStacks(std::vector<RankStack> stacks) {
   } else {
     awaited_report_round_ = local.round;
   }
-  rendezvous_.ReportStacks(a.round, a.world_size, cause_here, stacks);
+  rendezvous_.ReportStacks(a.round, a.world_size, cause, stacks);
 }
 
 void ElasticAgent::OnHangReport(const RendezvousEvent& event) {
+  // The master sends a round's report once: complete, or what came within its time.
   WriteHangReport(event.hang_round, event.detail);
-  if (!event.hang_complete) return;
   if (awaited_report_round_ == event.hang_round) awaited_report_round_ = -1;
   if (summary_said_round_ != event.hang_round) {
     summary_said_round_ = event.hang_round;
@@ -87,8 +87,8 @@ void ElasticAgent::AwaitHangReport() {
   }
   if (awaited_report_round_ >= 0) {
     spdlog::warn(
-        "the other nodes' stacks did not come within {}: the hang report at {} has "
-        "this node's ranks only",
+        "the master's hang report did not come within {}: the one at {} has this node's "
+        "ranks only",
         absl::FormatDuration(kHangReportWait), hang_report_path_);
   }
 }

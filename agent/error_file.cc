@@ -5,9 +5,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "agent/json_fields.h"
 #include "agent/line_assembler.h"
 #include "common/small_file.h"
-#include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ddprun {
@@ -15,11 +15,6 @@ namespace {
 
 using google::protobuf::Struct;
 using google::protobuf::Value;
-
-const Value* Field(const Struct& s, const std::string& name) {
-  auto it = s.fields().find(name);
-  return it == s.fields().end() ? nullptr : &it->second;
-}
 
 std::optional<absl::Time> ParseTimestamp(const Value& value) {
   double seconds = 0;
@@ -43,7 +38,7 @@ absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json) 
   if (!parsed.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("not valid JSON: ", parsed.ToString()));
   }
-  const Value* message = Field(root, "message");
+  const Value* message = JsonField(root, "message");
   if (message == nullptr) {
     return absl::InvalidArgumentError("no \"message\" field (expected torch's error-file format)");
   }
@@ -56,16 +51,16 @@ absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json) 
     return absl::InvalidArgumentError("\"message\" is neither a string nor an object");
   }
   const Struct& body = message->struct_value();
-  if (const Value* text = Field(body, "message"); text != nullptr && text->has_string_value()) {
+  if (const Value* text = JsonField(body, "message"); text != nullptr && text->has_string_value()) {
     report.message = text->string_value();
   }
-  if (const Value* extra = Field(body, "extraInfo");
+  if (const Value* extra = JsonField(body, "extraInfo");
       extra != nullptr && extra->has_struct_value()) {
     const Struct& info = extra->struct_value();
-    if (const Value* stack = Field(info, "py_callstack"); stack && stack->has_string_value()) {
+    if (const Value* stack = JsonField(info, "py_callstack"); stack && stack->has_string_value()) {
       report.traceback = stack->string_value();
     }
-    if (const Value* ts = Field(info, "timestamp"); ts != nullptr)
+    if (const Value* ts = JsonField(info, "timestamp"); ts != nullptr)
       report.timestamp = ParseTimestamp(*ts);
   }
   return report;

@@ -83,8 +83,7 @@ size_t RootCauseIndex(const std::vector<WorkerFailure>& failures) {
 
 std::string FormatFailureSummary(const std::string& entrypoint,
                                  const std::vector<WorkerFailure>& failures, absl::TimeZone zone,
-                                 const MeetingPoint& meeting,
-                                 const std::string& hang_report_path) {
+                                 const MeetingPoint& meeting, const std::string& hang_report_path) {
   const std::string heavy(kWidth, '=');
   const std::string light(kWidth, '-');
   const size_t root = RootCauseIndex(failures);

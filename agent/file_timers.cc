@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "google/protobuf/struct.pb.h"
+#include "agent/json_fields.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ddprun {
@@ -14,13 +13,8 @@ namespace {
 using google::protobuf::Struct;
 using google::protobuf::Value;
 
-const Value* Field(const Struct& s, const std::string& name) {
-  auto it = s.fields().find(name);
-  return it == s.fields().end() ? nullptr : &it->second;
-}
-
 absl::StatusOr<double> Number(const Struct& s, const std::string& name) {
-  const Value* v = Field(s, name);
+  const Value* v = JsonField(s, name);
   if (v == nullptr || !v->has_number_value() || !std::isfinite(v->number_value())) {
     return absl::InvalidArgumentError(absl::StrCat("'", name, "' is missing or not a number"));
   }
@@ -41,7 +35,7 @@ absl::StatusOr<TimerRequest> ParseTimerRequest(absl::string_view line) {
     return absl::InvalidArgumentError(absl::StrCat("'pid' ", *pid, " is not a process id"));
   }
   request.pid = static_cast<int>(*pid);
-  const Value* scope = Field(json, "scope_id");
+  const Value* scope = JsonField(json, "scope_id");
   if (scope == nullptr || !scope->has_string_value()) {
     return absl::InvalidArgumentError("'scope_id' is missing or not a string");
   }
@@ -50,7 +44,7 @@ absl::StatusOr<TimerRequest> ParseTimerRequest(absl::string_view line) {
   if (!expiration.ok()) return expiration.status();
   request.expiration = *expiration;
   // torch 1.13 and main always send it; a release (negative expiration) sends 0.
-  if (const Value* signal = Field(json, "signal"); signal != nullptr) {
+  if (const Value* signal = JsonField(json, "signal"); signal != nullptr) {
     if (!signal->has_number_value() || signal->number_value() < -64 ||
         signal->number_value() > 64) {
       return absl::InvalidArgumentError("'signal' is not a signal number");
@@ -111,14 +105,13 @@ absl::Time FileTimers::NextDeadline() const {
 std::optional<absl::Duration> UninterruptibleDwell::Observe(int local_rank, bool uninterruptible,
                                                             absl::Time now) {
   if (!uninterruptible) {
-    since_.erase(local_rank);
-    reported_.erase(local_rank);
+    stretches_.erase(local_rank);
     return std::nullopt;
   }
-  const absl::Time since = since_.emplace(local_rank, now).first->second;
-  if (now - since < timeout_ || reported_[local_rank]) return std::nullopt;
-  reported_[local_rank] = true;
-  return now - since;
+  Stretch& stretch = stretches_.emplace(local_rank, Stretch{now}).first->second;
+  if (now - stretch.since < timeout_ || stretch.reported) return std::nullopt;
+  stretch.reported = true;
+  return now - stretch.since;
 }
 
 }  // namespace ddprun

@@ -69,12 +69,15 @@ class UninterruptibleDwell {
   /// What a look at `local_rank` found. Returns how long it has been in D state when that
   /// reaches the timeout, once; else nullopt.
   std::optional<absl::Duration> Observe(int local_rank, bool uninterruptible, absl::Time now);
-  void Forget(int local_rank) { since_.erase(local_rank); }
+  void Forget(int local_rank) { stretches_.erase(local_rank); }
 
  private:
   const absl::Duration timeout_;
-  std::map<int, absl::Time> since_;  // local rank -> first seen in D state (this stretch)
-  std::map<int, bool> reported_;
+  struct Stretch {
+    absl::Time since;  // first seen in D state
+    bool reported = false;
+  };
+  std::map<int, Stretch> stretches_;  // by local rank, while in D state
 };
 
 }  // namespace ddprun

@@ -17,6 +17,17 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
   return contents.str();
 }
 
+absl::StatusOr<std::string> ReadFilePart(const std::string& path, uint64_t offset,
+                                         size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::string part(max_bytes, '\0');
+  in.read(part.data(), static_cast<std::streamsize>(max_bytes));
+  part.resize(static_cast<size_t>(in.gcount()));
+  return part;
+}
+
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& setting) {
   absl::StatusOr<std::string> text = ReadSmallFile(path);
   if (!text.ok()) {

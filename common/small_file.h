@@ -2,6 +2,8 @@
 // Reading the small files a command line names: tokens, PEM certificates, error files.
 // Errors name the setting the path came from, so a user knows what to fix.
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -10,6 +12,9 @@ namespace ddprun {
 
 /// The whole file. NotFound when it cannot be opened, InvalidArgument when it cannot be read.
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path);
+/// At most `max_bytes` of the file from byte `offset` on (a part of a log that may be large).
+absl::StatusOr<std::string> ReadFilePart(const std::string& path, uint64_t offset,
+                                         size_t max_bytes);
 
 /// A secret from a file, surrounding whitespace removed. `setting` names where the path came
 /// from ("--token-file"); errors say "<setting>='<path>' cannot be read" or "... is empty".

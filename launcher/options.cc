@@ -27,14 +27,12 @@ absl::Status Nnodes(const std::string& value, ParseState& s) {
 }
 
 absl::Status NprocPerNode(const std::string& value, ParseState& s) {
-  DDPRUN_ASSIGN_OR_RETURN(int nproc, ParseNprocPerNode(value, s.devices));
-  s.config.nproc_per_node = nproc;
+  DDPRUN_ASSIGN_OR_RETURN(s.config.nproc_per_node, ParseNprocPerNode(value, s.devices));
   return absl::OkStatus();
 }
 
 absl::Status MaxRestarts(const std::string& value, ParseState& s) {
-  DDPRUN_ASSIGN_OR_RETURN(int n, ParseNonNegativeInt("--max-restarts", value));
-  s.config.max_restarts = n;
+  DDPRUN_ASSIGN_OR_RETURN(s.config.max_restarts, ParseNonNegativeInt("--max-restarts", value));
   return absl::OkStatus();
 }
 
@@ -144,9 +142,9 @@ absl::Status SignalsToHandle(const std::string& value, ParseState& s) {
   return absl::OkStatus();
 }
 
-absl::Status SecondsInto(const std::string& option, const std::string& value, absl::Duration& out) {
-  DDPRUN_ASSIGN_OR_RETURN(absl::Duration d, ParseSeconds(option, value));
-  out = d;
+absl::Status SecondsInto(const std::string& option, const std::string& value, absl::Duration& out,
+                         bool positive = false) {
+  DDPRUN_ASSIGN_OR_RETURN(out, ParseSeconds(option, value, positive));
   return absl::OkStatus();
 }
 
@@ -155,9 +153,7 @@ absl::Status ShutdownTimeout(const std::string& value, ParseState& s) {
 }
 
 absl::Status KillTimeout(const std::string& value, ParseState& s) {
-  DDPRUN_ASSIGN_OR_RETURN(s.config.kill_timeout,
-                          ParseSeconds("--kill-timeout", value, /*positive=*/true));
-  return absl::OkStatus();
+  return SecondsInto("--kill-timeout", value, s.config.kill_timeout, /*positive=*/true);
 }
 
 absl::Status UninterruptibleStateTimeout(const std::string& value, ParseState& s) {
@@ -173,8 +169,7 @@ absl::Status WorkerHeartbeatTimeout(const std::string& value, ParseState& s) {
 }
 
 absl::Status NodeRank(const std::string& value, ParseState& s) {
-  DDPRUN_ASSIGN_OR_RETURN(int rank, ParseNonNegativeInt("--node-rank", value));
-  s.config.node_rank = rank;
+  DDPRUN_ASSIGN_OR_RETURN(s.config.node_rank, ParseNonNegativeInt("--node-rank", value));
   return absl::OkStatus();
 }
 

@@ -191,16 +191,16 @@ void MasterState::MergeHangReport(Run& run, const SessionReactor& from,
                                   const pb::StackReport& message) {
   std::vector<RankStack> stacks = FromWire(message.stacks());
   run.rounds->ClaimStacks(from.id(), stacks);
-  HangReport& report = run.hang_reports[message.round()];
-  report.round = message.round();
-  report.world_size = message.world_size();
-  if (report.cause.empty()) report.cause = message.cause();
-  MergeStacks(report, std::move(stacks));
-  // A few rounds' reports at most: a job that hangs every round must not grow the master.
-  while (run.hang_reports.size() > 4) run.hang_reports.erase(run.hang_reports.begin());
-  if (Complete(report)) {
-    spdlog::warn("run '{}': {}", run.id, FormatHangSummary(report));
+  const absl::Time now = MonotonicNow();
+  if (std::optional<HangReport> complete = run.hang_reports.Add(
+          message.round(), message.world_size(), message.cause(), std::move(stacks), now)) {
+    SendHangReport(run, *complete);
   }
+  WakeTickerBefore(run.hang_reports.NextDeadline());
+}
+
+void MasterState::SendHangReport(Run& run, const HangReport& report) {
+  spdlog::warn("run '{}': {}", run.id, FormatHangSummary(report));
   const pb::MasterMessage out = HangReportMessage(report);
   for (auto& [id, session] : run.sessions) session->Send(out);
 }
@@ -382,6 +382,8 @@ void MasterState::TickerLoop() {
       run.store.Expire(now);
       TakeStoreCompletions(run);
       next = std::min(next, run.store.NextDeadline());
+      for (const HangReport& due : run.hang_reports.TakeDue(now)) SendHangReport(run, due);
+      next = std::min(next, run.hang_reports.NextDeadline());
     }
     next = std::min(next, ForgetIdle(now));
     if (!pending_.empty()) {

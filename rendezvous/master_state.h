@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "ddprun/v1/rendezvous.pb.h"
+#include "rendezvous/hang_reports.h"
 #include "rendezvous/kv_store.h"
 #include "rendezvous/master_listener.h"
 #include "rendezvous/master_server.h"
@@ -159,8 +160,7 @@ class MasterState {
     uint64_t store_generation = NextStoreGeneration();  // see ParkedRead
     int64_t store_round = -1;                           // the round whose keys the store holds
     std::map<SessionId, SessionReactor*> sessions;
-    // The stacks nodes sent after a hang stop, by round (see stack_report.h).
-    std::map<int64_t, HangReport> hang_reports;
+    HangReports hang_reports;  // the stacks nodes sent after a hang stop
     // Since when no agent holds a session in it (or since it was made): forgotten after
     // limits.idle_run_ttl.
     absl::Time idle_since;
@@ -185,10 +185,11 @@ class MasterState {
   absl::Status Join(SessionReactor* reactor, const v1::Join& join)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds a node's stacks to the round's hang report and sends the merged report to every
-  // node of the run.
+  // Adds a node's stacks to the round's hang report (HangReports), and sends it when complete.
   void MergeHangReport(Run& run, const SessionReactor& from, const v1::StackReport& message)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends a merged hang report to every node of the run, and says it in the master's log.
+  void SendHangReport(Run& run, const HangReport& report) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void TakeStoreCompletions(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Releases `lock` and runs the completions queued while it was held (Store replies,
   // which must not run under the mutex). One lock per message.

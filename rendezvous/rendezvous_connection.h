@@ -26,11 +26,10 @@ struct RendezvousEvent {
   Assignment assignment;                               // kAssigned
   StopReason stop_reason = StopReason::kWorkerFailed;  // kStop
   RunOutcome outcome = RunOutcome::kSucceeded;         // kEnd
-  std::string detail;  // kStop, kEnd: what happened; kHangReport: the whole report
-  bool collect_stacks = false;                         // kStop, kEnd: see Outbound
-  int64_t hang_round = 0;                              // kHangReport
-  bool hang_complete = false;                          // kHangReport: every rank is in it
-  std::string hang_summary;                            // kHangReport: for the console
+  std::string detail;           // kStop, kEnd: what happened; kHangReport: the whole report
+  bool collect_stacks = false;  // kStop, kEnd: see Outbound
+  int64_t hang_round = 0;       // kHangReport
+  std::string hang_summary;     // kHangReport: for the console
   std::vector<ReportedFailure> root_cause;  // kEnd, failed: the earliest failure anywhere
   absl::Status status;                      // kLost, kRefused: why
 };

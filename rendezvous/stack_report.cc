@@ -76,8 +76,14 @@ RankStack ParsePythonDump(const std::string& text) {
   }
   while (!kept.empty() && kept.back().empty()) kept.pop_back();
   stack.text = absl::StrJoin(kept, "\n");
-  if (!sections.empty()) {
-    stack.frames = current >= 0 ? sections[current] : sections.back();
+  // The thread that took the signal (the agent sends it to the main thread), unless it had
+  // no Python frame; then the last thread listed, which is the oldest: the main thread.
+  if (current >= 0 && !sections[current].empty()) {
+    stack.frames = sections[current];
+  } else {
+    for (auto it = sections.rbegin(); it != sections.rend() && stack.frames.empty(); ++it) {
+      stack.frames = *it;
+    }
   }
   stack.where = FirstTelling(stack.frames, InPythonLibrary);
   if (stack.where.empty()) stack.where = "no Python frame";

@@ -147,7 +147,6 @@ v1::MasterMessage HangReportMessage(const HangReport& report) {
   v1::MasterMessage message;
   v1::HangReport* h = message.mutable_hang_report();
   h->set_round(report.round);
-  h->set_complete(Complete(report));
   h->set_summary(FormatHangSummary(report));
   h->set_text(FormatHangReport(report));
   return message;
@@ -248,7 +247,6 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
   } else if (message.has_hang_report()) {
     event.kind = RendezvousEvent::Kind::kHangReport;
     event.hang_round = message.hang_report().round();
-    event.hang_complete = message.hang_report().complete();
     event.hang_summary = message.hang_report().summary();
     event.detail = message.hang_report().text();
   } else if (message.has_end()) {

@@ -196,6 +196,45 @@ TEST_F(RoundStateMachineTest, SpentBudgetEndsTheRunWithTheEarliestFailureAcrossN
   EXPECT_THAT(ends[0].detail, HasSubstr("restart budget spent"));
 }
 
+TEST_F(RoundStateMachineTest, AHungRankAsksEveryNodeForItsStacksWithTheStopOrEnd) {
+  Make(2, 2, /*max_restarts=*/1);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  ReportedFailure hung = Failure("b", 3, absl::ZeroDuration());
+  hung.hung = true;
+  sm_->ReportFailure(2, 0, {hung}, now_);
+  auto stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 2u);
+  for (const Outbound& s : stops) EXPECT_TRUE(s.collect_stacks);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->ReportFailure(2, 1, {Failure("b", 2, absl::ZeroDuration())}, now_);  // an ordinary one
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 2u);
+  for (const Outbound& e : ends) EXPECT_FALSE(e.collect_stacks) << "only for a hung rank";
+}
+
+TEST_F(RoundStateMachineTest, ANodesStacksAreItsOwnRanksUnderItsOwnName) {
+  Make(2, 2);
+  ASSERT_TRUE(Join(1, Node("a")).ok());  // ranks 0, 1
+  ASSERT_TRUE(Join(2, Node("b")).ok());  // ranks 2, 3
+  std::vector<RankStack> stacks(3);
+  stacks[0].rank = 1;  // a's, under another name
+  stacks[0].host = "b";
+  stacks[1].rank = 2;  // b's
+  stacks[2].rank = 7;  // nobody's
+  sm_->ClaimStacks(1, stacks);
+  ASSERT_EQ(stacks.size(), 1u);
+  EXPECT_EQ(stacks[0].rank, 1);
+  EXPECT_EQ(stacks[0].host, "a");
+  EXPECT_EQ(stacks[0].local_rank, 1);
+  std::vector<RankStack> unknown(1);
+  sm_->ClaimStacks(9, unknown);
+  EXPECT_TRUE(unknown.empty()) << "a session that is not a node speaks for no rank";
+}
+
 TEST_F(RoundStateMachineTest, ReportsAboutAnEndedRoundAreIgnored) {
   Make(1, 1, 5);
   ASSERT_TRUE(Join(1, Node("a")).ok());

@@ -128,9 +128,14 @@ void AgentStateMachine::WorkersChanged(const WorkersView& view, absl::Time now) 
     StopThen(AfterStop::kUnhealthy, now);
   }
   if (!failure_reported_ && view.any_failed && unhealthy_.empty()) {
-    // Tell the rendezvous at once, so that other nodes stop too, and stop ours meanwhile.
+    // Tell the rendezvous at once, so that other nodes stop too, and stop ours meanwhile;
+    // after a hang ours wait, stopped where they are, for the order to record their stacks.
     failure_reported_ = true;
-    if (!stopping_) BeginStop(SIGTERM, now);
+    if (view.hang) {
+      grace_deadline_ = now + settings_.shutdown_timeout;  // if no order ever comes
+    } else if (!stopping_) {
+      BeginStop(SIGTERM, now);
+    }
     EmitForRound(AgentAction::Kind::kReportFailure);
   }
   if (view.all_exited) {

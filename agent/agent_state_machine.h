@@ -47,6 +47,9 @@ struct WorkersView {
   bool all_exited = false;
   // Why this node is unhealthy (a worker in uninterruptible sleep too long); empty: it is not.
   std::string unhealthy;
+  // The failure is a hung worker: the workers wait, stopped where they are, until the
+  // rendezvous orders every node to record its stacks and stop (or the grace period ends).
+  bool hang = false;
 };
 
 /// What the shell found when it closed an attempt whose workers have all exited.

@@ -216,6 +216,7 @@ void ElasticAgent::FeedWorkers() {
   view.any_failed = workers_->HasFailures();
   view.all_exited = workers_->AllExited();
   view.unhealthy = workers_->unhealthy();
+  view.hang = workers_->hang_declared();
   rules_.WorkersChanged(view, MonotonicNow());
 }
 

@@ -38,7 +38,6 @@ WorkerSupervisor::~WorkerSupervisor() {
     CloseStream(worker->err);
   }
   hangs_.reset();
-  if (dump_timer_) loop_.Unwatch(dump_timer_->fd());
 }
 
 void WorkerSupervisor::GatherInCgroup(int attempt) {
@@ -66,6 +65,9 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
   log_run_dir_ = plan.log_run_dir;
   GatherInCgroup(plan.log_attempt);
   python_dumps_ = plan.python_dumps;
+  stacks_taken_ = std::make_unique<StackCollection>(loop_, guard_, plan.python_dumps,
+                                                    [this] { OnStacksTaken(); });
+  freeze_settle_ = plan.assignment.group_world_size > 1 ? kFreezeSettle : absl::ZeroDuration();
   HangSettings hang_settings;
   hang_settings.heartbeat_timeout = config_.worker_heartbeat_timeout;
   hang_settings.uninterruptible_timeout = config_.uninterruptible_timeout;
@@ -230,6 +232,7 @@ absl::Status WorkerSupervisor::SetUpStream(Worker& worker, int which, const std:
 }
 
 bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
+  if (stacks_taken_ && stacks_taken_->OnProcessExited(pid)) return true;  // its eu-stack
   for (auto& worker : workers_) {
     if (worker->pid != pid || worker->state != WorkerState::kRunning) continue;
     worker->wait_status = wait_status;
@@ -249,7 +252,6 @@ bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
     }
     spdlog::debug("local_rank {} pid {} ended: {}", worker->local_rank, pid,
                   DescribeWaitStatus(wait_status));
-    if (dumping_) OnDumpProgress();
     return true;
   }
   return false;
@@ -258,9 +260,11 @@ bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
 void WorkerSupervisor::Stop(int signal) {
   stopping_ = true;
   if (hangs_) hangs_->Quiet();
-  if (dumping_ && signal != SIGKILL) {  // let the stacks be printed first (FinishDump)
+  if (signal != SIGKILL && stacks_taken_ && stacks_taken_->frozen() && !stacks_taken_->done()) {
+    // Stopped where they are after a hang: their stacks first (OnStacksTaken sends it). A
+    // stop without the rendezvous asking for stacks (a lost master, a signal) takes them too.
     deferred_stop_ = signal;
-    return;
+    return CollectStacks();
   }
   for (auto& worker : workers_) {
     if (worker->state == WorkerState::kRunning) ::killpg(worker->pid, signal);
@@ -292,9 +296,16 @@ bool WorkerSupervisor::AllSucceeded() const {
   return true;
 }
 
+bool WorkerSupervisor::Failed(const Worker& worker) const {
+  // A hung worker is a failure from the moment it is declared (it waits, stopped, for every
+  // node's stacks to be taken before it ends); on an unhealthy node it is not.
+  return worker.state == WorkerState::kFailed ||
+         (worker.state == WorkerState::kRunning && worker.hung && unhealthy_.empty());
+}
+
 bool WorkerSupervisor::HasFailures() const {
   for (const auto& worker : workers_) {
-    if (worker->state == WorkerState::kFailed) return true;
+    if (Failed(*worker)) return true;
   }
   return false;
 }
@@ -330,10 +341,9 @@ void WorkerSupervisor::Close() {
     CloseStream(worker->err);
   }
   if (hangs_) hangs_->Close();
-  if (dumped_) {
-    for (const auto& worker : workers_) {
-      if (worker->dumping) stacks_.push_back(StackOf(*worker));
-    }
+  if (stacks_taken_) {  // what CollectStacks recorded, now that the output is all in
+    stacks_ = stacks_taken_->Take(host_);
+    for (RankStack& s : stacks_) s.hung = workers_[s.local_rank]->hung;
   }
 }
 
@@ -378,7 +388,7 @@ WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
 std::vector<WorkerFailure> WorkerSupervisor::CollectFailures() const {
   std::vector<WorkerFailure> failures;
   for (const auto& worker : workers_) {
-    if (worker->state == WorkerState::kFailed) failures.push_back(DescribeFailure(*worker));
+    if (Failed(*worker)) failures.push_back(DescribeFailure(*worker));
   }
   return failures;
 }

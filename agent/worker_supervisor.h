@@ -26,6 +26,7 @@
 #include "agent/log_layout.h"
 #include "agent/orphan_guard.h"
 #include "agent/piped_stream.h"
+#include "agent/stack_collection.h"
 #include "agent/worker_env.h"
 #include "rendezvous/round_state_machine.h"
 #include "rendezvous/stack_report.h"
@@ -68,21 +69,25 @@ class WorkerSupervisor {
   void Stop(int signal);
   /// SIGKILL to every worker group that is still running; `why` goes into the log line.
   void KillRemaining(const std::string& why);
-  /// Records where every running worker is (a stack per rank) before anything stops them:
-  /// a rank hung here or on another node. Python workers get SIGABRT (faulthandler prints
-  /// their tracebacks and they exit); a stop signal meanwhile waits until the dumps are in
-  /// or kStackDumpBound has passed.
+  /// Records where every running worker is (a stack per rank, see StackCollection) before
+  /// anything stops them: a rank hung here or on another node. A stop signal meanwhile
+  /// waits until the stacks are in (StackCollection::kDumpBound at most).
   void CollectStacks();
   /// After Close(): the stacks CollectStacks recorded (none if it was not called).
   std::vector<RankStack> TakeStacks() { return std::move(stacks_); }
   /// Why a worker of this attempt was taken for hung (the first); empty: none was.
   const std::string& hang_cause() const { return hang_cause_; }
+  /// A worker was taken for hung and this node is not unhealthy: its failure is reported,
+  /// and the workers wait, stopped where they are (SIGSTOP), for the rendezvous to ask
+  /// every node for its stacks (see AgentStateMachine::WorkersChanged).
+  bool hang_declared() const { return !hang_cause_.empty() && unhealthy_.empty(); }
+  /// Between nodes, the time other nodes get to stop their workers where they are before
+  /// the stacks are taken (a hung rank's peers must not see it die first).
+  static constexpr absl::Duration kFreezeSettle = absl::Milliseconds(200);
   /// Why this node is unhealthy (a worker in uninterruptible sleep too long); empty: it is not.
   const std::string& unhealthy() const { return unhealthy_; }
   /// The workers still running, for the message when SIGKILL did not end them.
   std::vector<std::string> DescribeRemaining() const;
-  /// How long the Python workers get to print their stacks before they are killed.
-  static constexpr absl::Duration kStackDumpBound = absl::Seconds(3);
 
   bool stopping() const { return stopping_; }
   bool AllExited() const;
@@ -121,12 +126,6 @@ class WorkerSupervisor {
     std::string hang_cause;
     int hang_signal = SIGKILL;
     pid_t hang_target = 0;  // a FileTimer's process; 0: the worker's group
-    // CollectStacks: stderr from the dump on, or the stderr file's size then; the kernel's
-    // wait when it was in uninterruptible sleep (no dump can come from it).
-    bool dumping = false;
-    std::string stderr_capture;
-    off_t stderr_offset = -1;
-    std::optional<RankStack> kernel_stack;
   };
 
   absl::Status StartWorker(Worker& worker, const AttemptPlan& plan);
@@ -140,16 +139,17 @@ class WorkerSupervisor {
   absl::Status SetUpStream(Worker& worker, int which, const std::string& file_path, int& child_fd,
                            std::vector<UniqueFd>& child_ends);
   WorkerFailure DescribeFailure(const Worker& worker) const;
+  bool Failed(const Worker& worker) const;
   void CloseStream(std::unique_ptr<PipedStream>& stream);
   // Hangs (worker_supervisor_hangs.cc): what HangWatch found, the stack dump, the kills
   // that wait for it.
   void OnHang(const Hang& hang);
   std::string HangCause(const Worker& worker, const Hang& hang) const;
-  void DumpStack(Worker& worker);
-  void OnDumpProgress();
-  void FinishDump();
+  // Stops every running worker where it is, and declares no more hangs.
+  void Freeze();
+  // The stacks are in: the hung workers get what ends them, and a stop that waited goes out.
+  void OnStacksTaken();
   void KillHung(Worker& worker);
-  RankStack StackOf(const Worker& worker) const;
 
   const AgentConfig& config_;
   const EnvMap& base_env_;
@@ -163,11 +163,10 @@ class WorkerSupervisor {
   bool stopping_ = false;
   std::unique_ptr<AttemptCgroup> cgroup_;  // this attempt's, when the machine allows
   std::unique_ptr<HangWatch> hangs_;
-  bool python_dumps_ = false;
-  bool dumping_ = false;                      // CollectStacks began; the dump is not finished
-  bool dumped_ = false;                       // CollectStacks ran (once per attempt)
-  int deferred_stop_ = 0;                     // a stop signal that waits for the dump
-  std::unique_ptr<OneShotTimer> dump_timer_;  // kStackDumpBound
+  std::unique_ptr<StackCollection> stacks_taken_;  // made at Start, used after a hang
+  absl::Duration freeze_settle_;                   // kFreezeSettle with other nodes, else 0
+  bool python_dumps_ = false;                      // see AttemptPlan
+  int deferred_stop_ = 0;                          // a stop signal that waits for the stacks
   std::string hang_cause_;
   std::string unhealthy_;
   std::vector<RankStack> stacks_;

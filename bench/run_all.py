@@ -4,6 +4,7 @@ plots (RESULTS/restart.png, RESULTS/scale.png). scripts/bench.sh builds and call
 
   single_node.py  launch (2 and 8 workers), whole job, restart, peak RSS; torchrun beside it
   multi_node.py   2 and 4 agents on loopback: launch, restart, agent loss; torchrun beside it
+  hangs.py        FileTimer expiry, uninterruptible sleep, the whole-job hang report (2, 4 agents)
   footprint.py    agents idling with their workers for 60 s: RSS, threads, CPU
   scale.py        one master and 100 .. 20,000 simulated agents; the bare gRPC floor
   store.py        Store ops/s and latency with 1, 16 and 256 clients; the bare gRPC floor
@@ -43,6 +44,9 @@ def main():
         ("footprint", [*launcher, *torch, "--seconds", "10" if quick else "60"]),
         ("scale", [f"--build={build}", *(["--agents", "100", "1000"] if quick else [])]),
         ("store", [f"--build={build}"]),
+        ("hangs", [f"--ddprun={build}/launcher/ddprun",
+                   f"--test-worker={build}/tests/integration/test_worker",
+                   "--runs", "2" if quick else "5"]),
     ]
     failed = []
     for name, extra in steps:

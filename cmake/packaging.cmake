@@ -17,6 +17,8 @@ set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_NAME ddprun)
 set(CPACK_DEBIAN_RUNTIME_PACKAGE_SECTION utils)
+# eu-stack: native workers' stacks in the hang report (docs/hangs.md); ddprun says so without it.
+set(CPACK_DEBIAN_RUNTIME_PACKAGE_RECOMMENDS elfutils)
 set(CPACK_DEBIAN_RUNTIME_DESCRIPTION
   "fast, torchrun-compatible launcher for distributed training
  ddprun starts one worker per GPU with torchrun's options and environment, restarts the

@@ -17,6 +17,7 @@ build_pkgs=(
 test_pkgs=(
   python3 python3-torch procps iproute2 openssl clang-14 libclang-rt-14-dev clang-format-14
   slurm-wlm slurmctld slurmd slurm-client munge python3-yaml groff-base debootstrap
+  elfutils  # eu-stack: native workers' stacks in the hang report (docs/hangs.md)
 )
 
 bench_pkgs=(gnuplot-nox)

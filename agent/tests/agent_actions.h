@@ -24,6 +24,12 @@ inline std::string DescribeAction(const AgentAction& a) {
       return absl::StrCat("stop-workers ", SignalName(a.signal));
     case Kind::kKillWorkers:
       return absl::StrCat("kill-workers (", a.text, ")");
+    case Kind::kCollectStacks:
+      return "collect-stacks";
+    case Kind::kAbandonWorkers:
+      return absl::StrCat("abandon-workers (", a.text, ")");
+    case Kind::kLeave:
+      return absl::StrCat("leave (", a.text, ")");
     case Kind::kReportFailure:
       return absl::StrCat("report-failure round=", a.round);
     case Kind::kReportSuccess:

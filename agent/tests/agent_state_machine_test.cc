@@ -348,5 +348,88 @@ TEST_F(AgentStateMachineTest, TheLastFailedAttemptsRootCauseSurvivesALaterCleanA
   EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("failure-summary", "exit 3"));
 }
 
+// The kernel holds a worker SIGKILL does not end: the agent must not wait with it.
+TEST_F(AgentStateMachineTest, WorkersSigkillDoesNotEndAreAbandonedAtTheKillTimeout) {
+  RunRoundZero();
+  Signal(SIGINT);
+  EXPECT_THAT(Signal(SIGINT), ElementsAre("kill-workers (at a second SIGINT)"));
+  EXPECT_EQ(sm_->NextDeadline(), now_ + absl::Seconds(5)) << "the heartbeat comes first";
+  Advance(absl::Seconds(5));
+  EXPECT_THAT(Advance(absl::Seconds(4)), IsEmpty()) << "still within --kill-timeout (10 s)";
+  EXPECT_THAT(Advance(absl::Seconds(1)),
+              ElementsAre("abandon-workers (still running 10s after SIGKILL (--kill-timeout): "
+                          "the node is unhealthy)",
+                          absl::StrCat("exit ", kExitNodeUnhealthy)));
+  EXPECT_TRUE(sm_->done());
+}
+
+TEST_F(AgentStateMachineTest, WorkersGoneWithinTheKillTimeoutEndTheAttemptAsUsual) {
+  RunRoundZero();
+  Signal(SIGTERM);
+  Signal(SIGTERM);
+  EXPECT_THAT(Workers(AllExited()), ElementsAre("close-attempt"));
+  EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("stop-summary SIGTERM", "exit 143"));
+  EXPECT_EQ(ExitCode(), 143) << "no kill deadline left to abandon anything";
+}
+
+// A worker in uninterruptible sleep: the node cannot run the job. No failure goes to the
+// rendezvous (no restart spent); the node says it leaves and exits 69.
+TEST_F(AgentStateMachineTest, AnUnhealthyNodeStopsItsWorkersLeavesAndSpendsNoRestart) {
+  RunRoundZero();
+  WorkersView unhealthy;
+  unhealthy.unhealthy = "rank 1 has been in uninterruptible sleep for 5s: the node is unhealthy";
+  EXPECT_THAT(Workers(unhealthy), ElementsAre("stop-workers SIGTERM"));
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("the node is unhealthy; stopping this node's "
+                                              "workers; this node leaves the job")));
+  WorkersView failed_too = unhealthy;
+  failed_too.any_failed = true;  // another worker failing meanwhile changes nothing
+  EXPECT_THAT(Workers(failed_too), IsEmpty());
+  failed_too.all_exited = true;
+  EXPECT_THAT(Workers(failed_too), ElementsAre("close-attempt"));
+  EXPECT_THAT(Closed(FailedAt(1, 137)),
+              ElementsAre("leave (rank 1 has been in uninterruptible sleep for 5s: the node is "
+                          "unhealthy)",
+                          absl::StrCat("exit ", kExitNodeUnhealthy)));
+}
+
+// A hung worker is reported at once, but nothing is stopped: the node's workers wait,
+// stopped where they are, for the rendezvous to ask every node for its stacks.
+TEST_F(AgentStateMachineTest, AHangIsReportedAndTheWorkersWaitForTheRendezvousOrder) {
+  RunRoundZero();
+  WorkersView hang = Failed(false);
+  hang.hang = true;
+  EXPECT_THAT(Workers(hang), ElementsAre("report-failure round=0"));
+  sm_->StopOrdered(StopReason::kWorkerFailed, "rank 1 on node0 failed", true, now_);
+  EXPECT_THAT(Take(), ElementsAre("collect-stacks", "end-store-round", "stop-workers SIGTERM"));
+}
+
+TEST_F(AgentStateMachineTest, AHangWithNoOrderIsKilledAfterTheGracePeriod) {
+  RunRoundZero();
+  WorkersView hang = Failed(false);
+  hang.hang = true;
+  Workers(hang);
+  Advance(absl::Seconds(25));  // heartbeats
+  EXPECT_THAT(
+      Advance(absl::Seconds(5)),
+      ElementsAre("kill-workers (after the 30s grace period (--shutdown-timeout))", "heartbeat"));
+}
+
+TEST_F(AgentStateMachineTest, AStopOrderForAHungRankCollectsStacksBeforeStopping) {
+  RunRoundZero();
+  sm_->StopOrdered(StopReason::kWorkerFailed, "rank 3 on node1 failed", true, now_);
+  EXPECT_THAT(Take(), ElementsAre("collect-stacks", "end-store-round", "stop-workers SIGTERM"));
+  Workers(AllExited());
+  Closed({false, std::nullopt});
+  sm_->RunEnded(RunOutcome::kFailed, "the run ended", {}, true, now_);
+  EXPECT_THAT(Take(), ::testing::Not(::testing::Contains("collect-stacks")))
+      << "no workers run between attempts";
+}
+
+TEST_F(AgentStateMachineTest, ARunEndForAHungRankCollectsStacksBeforeStopping) {
+  RunRoundZero();
+  sm_->RunEnded(RunOutcome::kFailed, "rank 3 hung; restart budget spent", {}, true, now_);
+  EXPECT_THAT(Take(), ElementsAre("collect-stacks", "stop-workers SIGTERM"));
+}
+
 }  // namespace
 }  // namespace ddprun

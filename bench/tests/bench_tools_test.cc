@@ -107,5 +107,17 @@ TEST(BenchTools, ScaleStoreAndFootprintScriptsRunEndToEnd) {
   EXPECT_THAT(footprint.out, HasSubstr("ddprun c10d client"));
 }
 
+TEST(BenchTools, TheHangsScriptRunsEndToEnd) {
+  TempDir dir;
+  ProcessResult hangs = RunProcess(
+      {"/usr/bin/python3", kSource + "/bench/hangs.py", "--ddprun=" + kBuild + "/launcher/ddprun",
+       "--test-worker=" + kBuild + "/tests/integration/test_worker", "--runs=1", "--json",
+       dir.path() + "/hangs.json"},
+      {}, absl::Seconds(180));
+  ASSERT_EQ(hangs.exit_code, 0) << hangs.out << hangs.err;
+  EXPECT_THAT(hangs.out, HasSubstr("hang declared -> every agent has the report, 4 agents (ms)"));
+  EXPECT_TRUE(FileExists(dir.path() + "/hangs.json"));
+}
+
 }  // namespace
 }  // namespace ddprun::testing

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/small_file.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 
@@ -30,6 +31,24 @@ TEST(Hangs, AWorkerInUninterruptibleSleepMakesTheNodeUnhealthyWithoutSpendingRes
   EXPECT_THAT(r.err, HasSubstr("in uninterruptible sleep in "));  // the report's kernel wait
   EXPECT_THAT(r.err, ::testing::Not(HasSubstr("restarting")));
   EXPECT_LT(absl::Now() - start, absl::Seconds(20));
+}
+
+// A native worker's stack is read by eu-stack (elfutils) while it is stopped, and the report
+// names where each rank was: the hung rank in pause(), the other in its sleep.
+TEST(Hangs, ANativeHungWorkersStackIsReadWithEuStack) {
+  TempDir logs;
+  ProcessResult r = RunProcess(DdprunWithTestWorker(
+      {"--nproc-per-node=2", "--worker-heartbeat-timeout=0.5", "--log-dir=" + logs.path()},
+      {"heartbeat-hang", logs.path()}));
+  EXPECT_EQ(r.exit_code, 137) << r.err;  // the heartbeat's SIGKILL, once the stacks are read
+  absl::StatusOr<std::string> report =
+      ReadSmallFile(logs.path() + "/none/attempt_0/hang_report.txt");
+  ASSERT_TRUE(report.ok()) << report.status() << r.err;
+  EXPECT_THAT(*report, HasSubstr("=== rank 1 (native)"));
+  EXPECT_THAT(*report, HasSubstr("rank 1 on "));
+  EXPECT_THAT(*report, HasSubstr(": in pause"));
+  EXPECT_THAT(*report, HasSubstr(" main\n")) << "the worker's own frames, by name";
+  EXPECT_THAT(*report, HasSubstr("<- declared hung"));
 }
 
 // A task in a frozen cgroup-v1 freezer group does not die of SIGKILL until it is thawed: a

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "common/small_file.h"
 #include "tests/compat/ddp_results.h"
 #include "tests/netns/netns_cluster.h"
 #include "tests/support/child_process.h"
@@ -225,6 +226,47 @@ TEST_F(DdpAcrossHosts, WorkersThatCannotMeetAreStoppedWithTheirMeetingPointNamed
   ::kill(master->pid(), SIGTERM);
   master->Wait(absl::Seconds(10));
   ExpectHostsEmpty(3);
+}
+
+// A rank that hangs, as users meet it: torchrun's command line, no --local-addr, host names
+// that resolve only on their own host. Every host's log dir gets one report of all four
+// ranks: the three in all_reduce waiting for the hung one, which is the outlier.
+TEST_F(DdpAcrossHosts, AHungRankGivesEveryHostOneReportOfAllRanksGrouped) {
+  MakeHosts(2);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  const std::string job = kSourceDir + "/tests/compat/hang_job.py";
+  TempDir logs1, logs2;
+  auto agent = [&](int host, const TempDir& logs) {
+    std::vector<std::string> argv = {kDdprun};
+    for (const std::string& o :
+         C10d("2", NetnsCluster::Address(1),
+              {"--worker-heartbeat-timeout=3", "--log-dir=" + logs.path()})) {
+      argv.push_back(o);
+    }
+    argv.insert(argv.end(), {job, "collective", "3"});
+    return cluster_->Start(host, argv, {{"PYTHON_EXEC", kPython}});
+  };
+  auto a = agent(1, logs1);
+  auto b = agent(2, logs2);
+  ProcessResult ra = a->Wait(absl::Seconds(120));
+  ProcessResult rb = b->Wait(absl::Seconds(120));
+  EXPECT_EQ(ra.exit_code, 134) << ra.err;  // the root cause: rank 3, ended by SIGABRT
+  EXPECT_EQ(rb.exit_code, 134) << rb.err;
+  const std::string node2 = NetnsCluster::HostName(2);
+  for (const TempDir* logs : {&logs1, &logs2}) {
+    absl::StatusOr<std::string> report =
+        ReadSmallFile(logs->path() + "/my_job/attempt_0/hang_report.txt");
+    ASSERT_TRUE(report.ok()) << report.status() << ra.err << rb.err;
+    SCOPED_TRACE(*report);
+    EXPECT_THAT(*report, HasSubstr("hang report (round 0): rank 3 sent no heartbeat for"));
+    EXPECT_THAT(*report, HasSubstr(": in all_reduce ("));
+    EXPECT_THAT(*report, HasSubstr("(the majority: taken as healthy)"));
+    EXPECT_THAT(*report, HasSubstr("rank 3 on " + node2 + ": in hang_in_named_function (" + job +
+                                   ":14)  (outlier)"));
+    EXPECT_THAT(*report, HasSubstr("suspect node: " + node2));
+  }
+  EXPECT_THAT(rb.err, HasSubstr("Where every rank was: " + logs2.path()));
+  ExpectHostsEmpty(2);
 }
 
 }  // namespace

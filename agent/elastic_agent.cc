@@ -81,6 +81,7 @@ absl::Status ElasticAgent::SetUp() {
 
   std::vector<int> watched = config_.signals_to_handle;
   watched.push_back(SIGCHLD);
+  if (!ForwardsStackSignal()) watched.push_back(kStackSignal);  // a stack report on request
   DDPRUN_ASSIGN_OR_RETURN(SignalChannel signals, SignalChannel::Open(watched));
   signals_ = std::make_unique<SignalChannel>(std::move(signals));
 
@@ -164,6 +165,8 @@ void ElasticAgent::OnSignals() {
   for (int sig : signals_->Drain()) {
     if (sig == SIGCHLD) {
       ReapChildren();
+    } else if (sig == kStackSignal && !ForwardsStackSignal()) {
+      TakeStacksOnRequest();
     } else {
       rules_.Signal(sig, MonotonicNow());
       RunActions();

@@ -5,6 +5,8 @@
 // runs the actions they emit (join, start and stop workers, report, exit). It decides
 // nothing itself.
 
+#include <signal.h>
+
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,6 +82,13 @@ class ElasticAgent {
   void OnHangReport(const RendezvousEvent& event);
   void WriteHangReport(int64_t round, const std::string& text);
   void AbandonWorkers(const std::string& why);
+  // `kill -USR2 <agent>`: every worker's stack, written to the attempt's folder, without
+  // stopping the job (unless --signals-to-handle forwards SIGUSR2: then that wins).
+  static constexpr int kStackSignal = SIGUSR2;
+  bool ForwardsStackSignal() const;
+  void TakeStacksOnRequest();
+  // Writes `text` to `name` in `round`'s attempt folder; its path, or "" (no log files).
+  std::string WriteAttemptFile(int64_t round, const std::string& name, const std::string& text);
   // After this node sent its stacks of a hang: wait a little for the master's report of
   // every rank before exiting, so that each node's log dir has it.
   void AwaitHangReport();

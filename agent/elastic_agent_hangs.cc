@@ -3,6 +3,8 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/elastic_agent.h"
@@ -94,10 +96,18 @@ void ElasticAgent::AwaitHangReport() {
 }
 
 void ElasticAgent::WriteHangReport(int64_t round, const std::string& text) {
+  const std::string path = WriteAttemptFile(round, "hang_report.txt", text);
+  if (path.empty()) return;
+  if (hang_report_path_ != path) spdlog::info("where every rank was: {}", path);
+  hang_report_path_ = path;
+}
+
+std::string ElasticAgent::WriteAttemptFile(int64_t round, const std::string& name,
+                                           const std::string& text) {
   auto attempt = attempt_of_round_.find(round);
-  if (attempt == attempt_of_round_.end() || log_root_.run_dir == nullptr) return;
+  if (attempt == attempt_of_round_.end() || log_root_.run_dir == nullptr) return "";
   const std::string dir = AttemptLogDir(log_root_.path, config_.run_id, attempt->second);
-  const std::string path = dir + "/hang_report.txt";
+  const std::string path = absl::StrCat(dir, "/", name);
   absl::Status written = MakeDirsBelow(log_root_.run_dir->get(), log_root_.run_path, dir);
   if (written.ok()) {
     absl::StatusOr<UniqueFd> file =
@@ -108,10 +118,37 @@ void ElasticAgent::WriteHangReport(int64_t round, const std::string& text) {
   }
   if (!written.ok()) {
     spdlog::warn("cannot write the hang report: {}", std::string(written.message()));
+    return "";
+  }
+  return path;
+}
+
+bool ElasticAgent::ForwardsStackSignal() const {
+  return std::find(config_.signals_to_handle.begin(), config_.signals_to_handle.end(),
+                   kStackSignal) != config_.signals_to_handle.end();
+}
+
+void ElasticAgent::TakeStacksOnRequest() {
+  if (!workers_ || !rules_.assignment() || rules_.phase() != AgentStateMachine::Phase::kRunning) {
+    spdlog::warn("SIGUSR2: no workers are running, so no stacks to take");
     return;
   }
-  if (hang_report_path_ != path) spdlog::info("where every rank was: {}", path);
-  hang_report_path_ = path;
+  const Assignment a = *rules_.assignment();
+  const bool began = workers_->SnapshotStacks([this, a](std::vector<RankStack> stacks) {
+    HangReport report;
+    report.title = "stacks";
+    report.round = a.round;
+    report.world_size = a.world_size;
+    report.cause = absl::StrCat("asked for with SIGUSR2 (agent pid ", ::getpid(),
+                                "); this node's ranks, native stacks, the job runs on");
+    report.stacks = std::move(stacks);
+    const std::string name = absl::StrCat(
+        "stacks-", absl::FormatTime("%Y%m%d-%H%M%E3S", absl::Now(), absl::LocalTimeZone()), ".txt");
+    const std::string path = WriteAttemptFile(a.round, name, FormatHangReport(report));
+    spdlog::warn("{}{}", FormatHangSummary(report),
+                 path.empty() ? "" : absl::StrCat("  whole: ", path));
+  });
+  if (!began) spdlog::warn("SIGUSR2: the stacks asked for before are still being read");
 }
 
 void ElasticAgent::AbandonWorkers(const std::string& why) {

@@ -30,9 +30,9 @@ std::string ReadAll(int fd) {
 
 }  // namespace
 
-StackCollection::StackCollection(EventLoop& loop, OrphanGuard& guard, bool python,
+StackCollection::StackCollection(EventLoop& loop, OrphanGuard& guard, Method method,
                                  std::function<void()> on_done)
-    : loop_(loop), guard_(guard), python_(python), on_done_(std::move(on_done)) {}
+    : loop_(loop), guard_(guard), method_(method), on_done_(std::move(on_done)) {}
 
 StackCollection::~StackCollection() {
   if (timer_) loop_.Unwatch(timer_->fd());
@@ -44,7 +44,7 @@ StackCollection::~StackCollection() {
 void StackCollection::Freeze(const std::vector<Worker>& running) {
   if (frozen() || running.empty()) return;
   for (const Worker& w : running) {
-    ::kill(w.pid, SIGSTOP);  // the process, every thread; its children run on
+    if (method_ != Method::kSnapshot) ::kill(w.pid, SIGSTOP);  // every thread; not its children
     workers_.push_back(Target{w});
   }
 }
@@ -90,7 +90,7 @@ void StackCollection::Dump(Target& t) {
     t.kernel = KernelWait(KernelWaitChannel(pid), KernelStack(pid));
     return;
   }
-  if (!python_) return ReadNative(t);
+  if (method_ != Method::kPython) return ReadNative(t);
   if (t.worker.err != nullptr) {
     t.worker.err->CaptureInto(&t.stderr_capture);
   } else if (!t.worker.stderr_file.empty()) {
@@ -165,7 +165,9 @@ void StackCollection::Done() {
       t.reader_error =
           absl::StrCat("eu-stack did not finish within ", absl::FormatDuration(kDumpBound));
     }
-    if (!t.exited) ::kill(t.worker.pid, SIGCONT);  // so that the stop signals act
+    if (!t.exited && method_ != Method::kSnapshot) {
+      ::kill(t.worker.pid, SIGCONT);  // so that the stop signals act
+    }
   }
   on_done_();
 }
@@ -184,7 +186,7 @@ RankStack StackCollection::StackOf(Target& t) {
   RankStack stack;
   if (t.kernel) {
     stack = *t.kernel;
-  } else if (python_) {
+  } else if (method_ == Method::kPython) {
     std::string text = std::move(t.stderr_capture);
     if (t.stderr_offset >= 0) {  // stderr went straight to its log file
       absl::StatusOr<std::string> part = ReadFilePart(

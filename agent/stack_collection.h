@@ -13,6 +13,8 @@
 //             (SIGCONT) and `on_done` runs, so that the stop that waited can go out
 //   Take()    once the attempt's output is drained: one RankStack per worker
 //
+// On request (kSnapshot), the same without stopping anyone: each stack is eu-stack's.
+//
 // No waiting of its own: the agent's event loop calls it.
 
 #include <sys/types.h>
@@ -45,8 +47,13 @@ class StackCollection {
     std::string stderr_file;     // its stderr written straight to this file ("": none)
   };
 
-  /// `python`: the workers are Python with faulthandler on.
-  StackCollection(EventLoop& loop, OrphanGuard& guard, bool python, std::function<void()> on_done);
+  enum class Method {
+    kPython,    // stop them, then SIGABRT: faulthandler prints every thread, and they exit
+    kNative,    // stop them, then eu-stack
+    kSnapshot,  // eu-stack while they run on (on request): nothing is stopped for good
+  };
+  StackCollection(EventLoop& loop, OrphanGuard& guard, Method method,
+                  std::function<void()> on_done);
   ~StackCollection();
   StackCollection(const StackCollection&) = delete;
   StackCollection& operator=(const StackCollection&) = delete;
@@ -86,7 +93,7 @@ class StackCollection {
 
   EventLoop& loop_;
   OrphanGuard& guard_;
-  const bool python_;
+  const Method method_;
   const std::function<void()> on_done_;
   Phase phase_ = Phase::kIdle;
   std::unique_ptr<OneShotTimer> timer_;  // the settle, then kDumpBound

@@ -65,8 +65,10 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
   log_run_dir_ = plan.log_run_dir;
   GatherInCgroup(plan.log_attempt);
   python_dumps_ = plan.python_dumps;
-  stacks_taken_ = std::make_unique<StackCollection>(loop_, guard_, plan.python_dumps,
-                                                    [this] { OnStacksTaken(); });
+  stacks_taken_ = std::make_unique<StackCollection>(
+      loop_, guard_,
+      plan.python_dumps ? StackCollection::Method::kPython : StackCollection::Method::kNative,
+      [this] { OnStacksTaken(); });
   freeze_settle_ = plan.assignment.group_world_size > 1 ? kFreezeSettle : absl::ZeroDuration();
   HangSettings hang_settings;
   hang_settings.heartbeat_timeout = config_.worker_heartbeat_timeout;
@@ -232,7 +234,9 @@ absl::Status WorkerSupervisor::SetUpStream(Worker& worker, int which, const std:
 }
 
 bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
-  if (stacks_taken_ && stacks_taken_->OnProcessExited(pid)) return true;  // its eu-stack
+  // An eu-stack of ours; else a worker, whose end a stack collection waits for too.
+  if (snapshot_ && snapshot_->OnProcessExited(pid)) return true;
+  if (stacks_taken_ && stacks_taken_->OnProcessExited(pid)) return true;
   for (auto& worker : workers_) {
     if (worker->pid != pid || worker->state != WorkerState::kRunning) continue;
     worker->wait_status = wait_status;

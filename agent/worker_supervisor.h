@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,6 +87,9 @@ class WorkerSupervisor {
   static constexpr absl::Duration kFreezeSettle = absl::Milliseconds(200);
   /// Why this node is unhealthy (a worker in uninterruptible sleep too long); empty: it is not.
   const std::string& unhealthy() const { return unhealthy_; }
+  /// On request: every running worker's native stack (eu-stack) without stopping them for
+  /// longer than the read; `done` gets them. False while an earlier one is being taken.
+  bool SnapshotStacks(std::function<void(std::vector<RankStack>)> done);
   /// The workers still running, for the message when SIGKILL did not end them.
   std::vector<std::string> DescribeRemaining() const;
 
@@ -147,6 +151,7 @@ class WorkerSupervisor {
   std::string HangCause(const Worker& worker, const Hang& hang) const;
   // Stops every running worker where it is, and declares no more hangs.
   void Freeze();
+  std::vector<StackCollection::Worker> Running() const;
   // The stacks are in: the hung workers get what ends them, and a stop that waited goes out.
   void OnStacksTaken();
   void KillHung(Worker& worker);
@@ -164,6 +169,7 @@ class WorkerSupervisor {
   std::unique_ptr<AttemptCgroup> cgroup_;  // this attempt's, when the machine allows
   std::unique_ptr<HangWatch> hangs_;
   std::unique_ptr<StackCollection> stacks_taken_;  // made at Start, used after a hang
+  std::unique_ptr<StackCollection> snapshot_;      // the last SnapshotStacks
   absl::Duration freeze_settle_;                   // kFreezeSettle with other nodes, else 0
   bool python_dumps_ = false;                      // see AttemptPlan
   int deferred_stop_ = 0;                          // a stop signal that waits for the stacks

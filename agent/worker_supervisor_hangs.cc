@@ -72,13 +72,27 @@ void WorkerSupervisor::OnHang(const Hang& hang) {
 void WorkerSupervisor::Freeze() {
   stopping_ = true;  // the attempt is over: the others' ends are stops, not failures
   hangs_->Quiet();   // stopped workers send no heartbeat: no more hangs to declare
+  stacks_taken_->Freeze(Running());
+}
+
+std::vector<StackCollection::Worker> WorkerSupervisor::Running() const {
   std::vector<StackCollection::Worker> running;
   for (const auto& worker : workers_) {
     if (worker->state != WorkerState::kRunning) continue;
     running.push_back({worker->local_rank, worker->rank, worker->pid, worker->err.get(),
                        worker->stderr_in_file ? worker->paths.stderr_log : std::string()});
   }
-  stacks_taken_->Freeze(running);
+  return running;
+}
+
+bool WorkerSupervisor::SnapshotStacks(std::function<void(std::vector<RankStack>)> done) {
+  if (snapshot_ && !snapshot_->done()) return false;
+  snapshot_ = std::make_unique<StackCollection>(
+      loop_, guard_, StackCollection::Method::kSnapshot,
+      [this, done = std::move(done)] { done(snapshot_->Take(host_)); });
+  snapshot_->Freeze(Running());  // kSnapshot: recorded, not stopped
+  snapshot_->Begin(absl::ZeroDuration());
+  return true;
 }
 
 void WorkerSupervisor::CollectStacks() {

@@ -31,7 +31,12 @@ Environment:
   PYTHON_EXEC    interpreter for Python workers [default: python3 from PATH]
   SLURM_JOB_ID   the run id when neither --rdzv-id nor PET_RDZV_ID is given
   LOGLEVEL       ddprun's own messages: DEBUG, INFO, WARNING (default), ERROR, CRITICAL
+  TORCHELASTIC_ENABLE_FILE_TIMER=1  serve torch's FileTimer watchdog (docs/hangs.md)
   TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE  tee prefix, with ${role_name} ${rank} ${local_rank}
+
+Signals:
+  SIGUSR2  (unless in --signals-to-handle) every worker's stack, written to the
+           attempt's log folder; the job runs on (docs/hangs.md)
 
 Exit status:
   0        every worker succeeded

@@ -213,7 +213,7 @@ std::vector<int> MissingRanks(const HangReport& report) {
 }  // namespace
 
 std::string FormatHangSummary(const HangReport& report) {
-  std::string out = absl::StrCat("hang report (round ", report.round, "): ", report.cause, "\n");
+  std::string out = absl::StrCat(report.title, " (round ", report.round, "): ", report.cause, "\n");
   const std::vector<StackGroup> groups = GroupStacks(report);
   // The majority is a group strictly larger than every other; with no such group (a tie,
   // or a single rank) nobody is taken as healthy.

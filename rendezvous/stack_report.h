@@ -40,6 +40,7 @@ RankStack ParseNativeStack(const std::string& text, int pid);
 RankStack KernelWait(const std::string& wchan, const std::string& kernel_stack);
 
 struct HangReport {
+  std::string title = "hang report";  // "stacks" for one asked for while the job runs
   int64_t round = 0;
   int world_size = 0;
   std::string cause;  // why the hang was declared, naming the rank

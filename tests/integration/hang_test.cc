@@ -4,13 +4,16 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/small_file.h"
+#include "common/unique_fd.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 
@@ -49,6 +52,51 @@ TEST(Hangs, ANativeHungWorkersStackIsReadWithEuStack) {
   EXPECT_THAT(*report, HasSubstr(": in pause"));
   EXPECT_THAT(*report, HasSubstr(" main\n")) << "the worker's own frames, by name";
   EXPECT_THAT(*report, HasSubstr("<- declared hung"));
+}
+
+// On request (kill -USR2 <agent>): every worker's stack in the attempt's folder, and the job
+// goes on: no worker is signalled or stopped for good.
+TEST(Hangs, SigUsr2WritesEveryWorkersStackAndTheJobRunsOn) {
+  TempDir dir;
+  auto agent = ChildProcess::Start(DdprunWithTestWorker(
+      {"--nproc-per-node=2", "--log-dir=" + dir.path()}, {"wait-signal", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "ready.0") && FileExists(dir / "ready.1"); },
+                        absl::Seconds(20)));
+  ::kill(agent->pid(), SIGUSR2);
+  const std::string attempt = dir.path() + "/none/attempt_0";
+  std::string stacks;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const std::string& name : ListDir(attempt)) {
+          if (name.rfind("stacks-", 0) != 0) continue;
+          absl::StatusOr<std::string> text = ReadSmallFile(attempt + "/" + name);
+          if (text.ok() && absl::StrContains(*text, "=== ")) stacks = *text;
+        }
+        return !stacks.empty();
+      },
+      absl::Seconds(20)))
+      << agent->ErrSoFar();
+  EXPECT_THAT(stacks, HasSubstr("stacks (round 0): asked for with SIGUSR2"));
+  EXPECT_THAT(stacks, HasSubstr("ranks 0-1 on "));
+  EXPECT_THAT(stacks, HasSubstr(": in pause"));
+  EXPECT_FALSE(FileExists(dir / "signal.0")) << "SIGUSR2 reached a worker";
+  ::kill(agent->pid(), SIGTERM);  // they were running all along: they get it and say so
+  ProcessResult r = agent->Wait(absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_EQ(ReadSmallFile(dir / "signal.0").value_or(""), "SIGTERM");
+  EXPECT_EQ(ReadSmallFile(dir / "signal.1").value_or(""), "SIGTERM");
+}
+
+TEST(Hangs, WithSigUsr2InSignalsToHandleItIsForwardedInstead) {
+  TempDir dir;
+  auto agent = ChildProcess::Start(DdprunWithTestWorker(
+      {"--nproc-per-node=1", "--signals-to-handle=SIGUSR2", "--log-dir=" + dir.path()},
+      {"wait-signal", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "ready.0"); }, absl::Seconds(20)));
+  ::kill(agent->pid(), SIGUSR2);
+  ProcessResult r = agent->Wait(absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 128 + SIGUSR2) << r.err;
+  EXPECT_EQ(ReadSmallFile(dir / "signal.0").value_or(""), "SIGUSR2");
 }
 
 // A task in a frozen cgroup-v1 freezer group does not die of SIGKILL until it is thawed: a

@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 
 seconds=15
 if [[ "${1:-}" == "--seconds" ]]; then seconds=$2; fi
-targets=(fuzz_cli fuzz_rdzv_conf fuzz_rounds fuzz_kv_store fuzz_tcp_store fuzz_store_service)
+targets=(fuzz_cli fuzz_rdzv_conf fuzz_rounds fuzz_kv_store fuzz_tcp_store fuzz_store_service
+  fuzz_file_timers)
 
 CXX=clang++-14 CC=clang-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDDPRUN_FUZZ=ON -DDDPRUN_BUILD_TESTS=OFF -DDDPRUN_WITH_NCCL=OFF >/dev/null

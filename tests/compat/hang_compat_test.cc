@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/small_file.h"
+#include "tests/compat/hang_job.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 
@@ -19,7 +20,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 const std::string kPython = "/usr/bin/python3";
-const std::string kJob = kSourceDir + "/tests/compat/hang_job.py";
+const std::string kJob = kHangJob;
 
 // The hang report of attempt 0 under `log_dir` (run id `run`).
 std::string HangReportIn(const std::string& log_dir, const std::string& run) {
@@ -44,7 +45,7 @@ TEST(HangCompat, ARealFileTimerClientExpiryIsCaughtAndNamed) {
                                "hang_report.txt"));
   const std::string report = HangReportIn(logs.path(), "none");
   EXPECT_THAT(report, HasSubstr("rank 1 on "));
-  EXPECT_THAT(report, HasSubstr(": in hang_in_named_function (" + kJob + ":14)"));
+  EXPECT_THAT(report, HasSubstr(": in " + HungRankWhere()));
   EXPECT_THAT(report, HasSubstr("rank 0 on "));
   EXPECT_THAT(report, HasSubstr(": in wait_for_peers (" + kJob));
 }
@@ -58,10 +59,11 @@ TEST(HangCompat, AHungPythonWorkerLeavesItsTracebackNamingTheFunction) {
   EXPECT_THAT(r.err, HasSubstr("rank 1 sent no heartbeat for 1s (--worker-heartbeat-timeout=1s): "
                                "taken for hung"));
   // Python's own traceback, as faulthandler printed it on the worker's stderr.
-  EXPECT_THAT(r.err, HasSubstr("line 14 in hang_in_named_function"));
+  EXPECT_THAT(r.err,
+              HasSubstr(absl::StrCat("line ", HungRankLine(), " in hang_in_named_function")));
   const std::string report = HangReportIn(logs.path(), "none");
   EXPECT_THAT(report, HasSubstr("hang report (round 0): rank 1 sent no heartbeat"));
-  EXPECT_THAT(report, HasSubstr(": in hang_in_named_function (" + kJob + ":14)"));
+  EXPECT_THAT(report, HasSubstr(": in " + HungRankWhere()));
   EXPECT_THAT(report, HasSubstr("<- declared hung"));
 }
 
@@ -94,8 +96,7 @@ TEST(HangCompat, TwoAgentsTwoWorkersOneHungRankOneReportOfAllFourGrouped) {
     EXPECT_THAT(report, HasSubstr("hang report (round 0): rank 3 sent no heartbeat"));
     EXPECT_THAT(report, HasSubstr("ranks 0-2 on 127.0.0.1,127.0.0.2: in wait_for_peers (" + kJob));
     EXPECT_THAT(report, HasSubstr("(the majority: taken as healthy)"));
-    EXPECT_THAT(report, HasSubstr("rank 3 on 127.0.0.2: in hang_in_named_function (" + kJob +
-                                  ":14)  (outlier)"));
+    EXPECT_THAT(report, HasSubstr("rank 3 on 127.0.0.2: in " + HungRankWhere() + "  (outlier)"));
     EXPECT_THAT(report, HasSubstr("suspect node: 127.0.0.2"));
     EXPECT_THAT(report, Not(HasSubstr("no stack received")));
   }

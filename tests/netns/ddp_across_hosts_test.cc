@@ -15,6 +15,7 @@
 #include "absl/strings/strip.h"
 #include "common/small_file.h"
 #include "tests/compat/ddp_results.h"
+#include "tests/compat/hang_job.h"
 #include "tests/netns/netns_cluster.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
@@ -234,7 +235,7 @@ TEST_F(DdpAcrossHosts, WorkersThatCannotMeetAreStoppedWithTheirMeetingPointNamed
 TEST_F(DdpAcrossHosts, AHungRankGivesEveryHostOneReportOfAllRanksGrouped) {
   MakeHosts(2);
   if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
-  const std::string job = kSourceDir + "/tests/compat/hang_job.py";
+  const std::string& job = kHangJob;
   TempDir logs1, logs2;
   auto agent = [&](int host, const TempDir& logs) {
     std::vector<std::string> argv = {kDdprun};
@@ -261,8 +262,8 @@ TEST_F(DdpAcrossHosts, AHungRankGivesEveryHostOneReportOfAllRanksGrouped) {
     EXPECT_THAT(*report, HasSubstr("hang report (round 0): rank 3 sent no heartbeat for"));
     EXPECT_THAT(*report, HasSubstr(": in all_reduce ("));
     EXPECT_THAT(*report, HasSubstr("(the majority: taken as healthy)"));
-    EXPECT_THAT(*report, HasSubstr("rank 3 on " + node2 + ": in hang_in_named_function (" + job +
-                                   ":14)  (outlier)"));
+    EXPECT_THAT(*report,
+                HasSubstr("rank 3 on " + node2 + ": in " + HungRankWhere() + "  (outlier)"));
     EXPECT_THAT(*report, HasSubstr("suspect node: " + node2));
   }
   EXPECT_THAT(rb.err, HasSubstr("Where every rank was: " + logs2.path()));

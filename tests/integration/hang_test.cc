@@ -9,6 +9,7 @@
 
 #include <fstream>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -16,6 +17,7 @@
 #include "common/unique_fd.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
+#include "tests/support/freezer.h"
 
 namespace ddprun::testing {
 namespace {
@@ -102,30 +104,21 @@ TEST(Hangs, WithSigUsr2InSignalsToHandleItIsForwardedInstead) {
 // A task in a frozen cgroup-v1 freezer group does not die of SIGKILL until it is thawed: a
 // real worker SIGKILL cannot end, as one stuck on a dead NFS server or a wedged device is.
 TEST(Hangs, AWorkerSigkillDoesNotEndIsReportedAndTheAgentExitsWithinTheBound) {
-  if (::access("/sys/fs/cgroup/freezer", W_OK) != 0) {
-    GTEST_SKIP() << "needs root and the cgroup-v1 freezer (/sys/fs/cgroup/freezer)";
-  }
+  if (!FreezerUsable())
+    GTEST_SKIP() << "needs root and the cgroup-v1 freezer (" << kFreezerRoot << ")";
   TempDir dir;
-  auto agent = ChildProcess::Start(
-      DdprunWithTestWorker({"--nproc-per-node=2", "--shutdown-timeout=0.2", "--kill-timeout=1"},
-                           {"freeze-self", dir.path()}));
-  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "ready.1") && FileExists(dir / "freezer"); },
+  auto agent = ChildProcess::Start(DdprunWithTestWorker(
+      {"--nproc-per-node=2", "--shutdown-timeout=0.2", "--kill-timeout=1"}, {"wedge", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "ready.1") && FileExists(dir / "pid.0"); },
                         absl::Seconds(20)));
-  std::string group;
-  std::ifstream(dir / "freezer") >> group;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        std::string state;
-        std::ifstream(group + "/freezer.state") >> state;
-        return state == "FROZEN";
-      },
-      absl::Seconds(10)));
+  const std::string group = Freeze(ReadFile(dir / "pid.0"));
+  absl::Cleanup thaw = [&] { ThawAndRemove(group); };  // whatever happens, nothing is left
+  ASSERT_FALSE(group.empty()) << "cannot freeze the worker";
   const absl::Time failed = absl::Now();
   std::ofstream(dir / "fail") << "";
   ProcessResult r = agent->Wait(absl::Seconds(30));
   const absl::Duration took = absl::Now() - failed;
-  std::ofstream(group + "/freezer.state") << "THAWED" << std::endl;  // let it die now
-  ASSERT_TRUE(WaitUntil([&] { return ::rmdir(group.c_str()) == 0; }, absl::Seconds(10)));
+  ASSERT_TRUE(ThawAndRemove(group));  // let it die now
   EXPECT_EQ(r.exit_code, 69) << r.err;
   EXPECT_THAT(r.err, HasSubstr("rank 0 (local_rank 0, pid "));
   EXPECT_THAT(r.err, HasSubstr("still running 1s after SIGKILL (--kill-timeout): the node is "

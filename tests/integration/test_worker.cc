@@ -34,10 +34,9 @@
 //                                       exits CODE; the others wait to be stopped
 //   test_worker vfork-wait              vfork() a child that never execs or exits: the worker
 //                                       waits in uninterruptible sleep (killable) for good
-//   test_worker freeze-self DIR         rank 0: join a new cgroup-v1 freezer group, write its
-//                                       path to DIR/freezer, then freeze it (SIGKILL cannot end
-//                                       a frozen task until it is thawed); rank 1: write
-//                                       DIR/ready.1, wait for DIR/fail, exit 1
+//   test_worker wedge DIR               local rank 0: write its pid to DIR/pid.<RANK> and wait
+//                                       (the test freezes it: tests/support/freezer.h); local
+//                                       rank 1: write DIR/ready.<RANK>, wait for DIR/fail, exit 1
 //   test_worker exit CODE               exit CODE
 //   test_worker kill-self SIG           die of signal SIG
 //   test_worker args ARGS...            print each argument on its own line: arg=<value>
@@ -238,18 +237,14 @@ int main(int argc, char** argv) {
     if (vfork() == 0) WaitForever();  // the parent stays in do_vfork's wait: state D
     return 1;                         // not reached while the child lives
   }
-  if (mode == "freeze-self" && argc == 3) {
+  if (mode == "wedge" && argc == 3) {
     const std::string dir = argv[2];
-    if (Rank() == "1") {
-      WriteFile(dir + "/ready.1", "");
+    if (Env("LOCAL_RANK") == "1") {
+      WriteFile(dir + "/ready." + Rank(), "");
       while (access((dir + "/fail").c_str(), F_OK) != 0) usleep(10000);
       return 1;
     }
-    const std::string group = "/sys/fs/cgroup/freezer/ddprun-test-" + std::to_string(getpid());
-    if (mkdir(group.c_str(), 0755) != 0) return 70;
-    WriteFile(dir + "/freezer", group);
-    std::ofstream(group + "/cgroup.procs") << getpid() << std::endl;
-    std::ofstream(group + "/freezer.state") << "FROZEN" << std::endl;
+    WriteFile(dir + "/pid." + Rank(), std::to_string(getpid()));
     WaitForever();
   }
   if (mode == "exit" && argc == 3) return atoi(argv[2]);

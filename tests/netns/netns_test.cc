@@ -8,11 +8,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tests/netns/netns_cluster.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
+#include "tests/support/freezer.h"
 
 namespace ddprun::testing {
 namespace {
@@ -131,6 +133,45 @@ TEST_F(NetnsTest, NoLineAWorkerPrintsIsLost) {
     EXPECT_EQ(CountLinesContaining(out, absl::StrCat("rank ", rank, " line ", kLines - 1)), 1)
         << "the last line of rank " << rank;
   }
+  ExpectHostsEmpty(2);
+}
+
+// A worker the kernel holds (frozen in a cgroup-v1 freezer group: SIGKILL cannot end it) does
+// not wedge its agent: on the stop order after a failure it stops what it can, reports the
+// worker unkillable, tells the master it leaves, and exits 69; the other host goes on alone.
+TEST_F(NetnsTest, AWedgedWorkerDoesNotWedgeItsAgentTheOtherHostGoesOn) {
+  if (!FreezerUsable())
+    GTEST_SKIP() << "needs root and the cgroup-v1 freezer (" << kFreezerRoot << ")";
+  MakeHosts(2);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  auto a = Agent(1, "1:2", {"count-starts", dir_.path()}, {"--max-restarts=1"});
+  auto b = Agent(2, "1:2", {"wedge", dir_.path()},
+                 {"--max-restarts=1", "--shutdown-timeout=0.2", "--kill-timeout=1"});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return AllLogged(dir_, 0, 2, "started", 1) && FileExists(dir_ / "ready.3") &&
+               FileExists(dir_ / "pid.2");
+      },
+      absl::Seconds(30)))
+      << a->ErrSoFar() << b->ErrSoFar();
+  const std::string group = Freeze(ReadFile(dir_ / "pid.2"));
+  absl::Cleanup thaw = [&] { ThawAndRemove(group); };  // whatever happens, nothing is left
+  ASSERT_FALSE(group.empty()) << "cannot freeze the worker";
+  const absl::Time failed = absl::Now();
+  WriteFile(dir_ / "fail", "");  // rank 3 exits 1: the round stops on both hosts
+  ProcessResult rb = b->Wait(absl::Seconds(30));
+  Measure("wedged worker", "its agent out after", absl::Now() - failed);
+  EXPECT_EQ(rb.exit_code, 69) << rb.err;
+  EXPECT_THAT(rb.err, HasSubstr("rank 2 (local_rank 0, pid "));
+  EXPECT_THAT(rb.err, HasSubstr("still running 1s after SIGKILL (--kill-timeout): the node is "
+                                "unhealthy; this agent exits without them"));
+  // Host 1 hosts the master: it heard why host 2 went, and its workers run on without it.
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 2, "started", 2); }, absl::Seconds(30)))
+      << a->ErrSoFar();
+  EXPECT_THAT(a->ErrSoFar(), HasSubstr("leaves the run: rank 2 (local_rank 0, pid "));
+  EXPECT_TRUE(ThawAndRemove(group));  // let it die now
+  WriteFile(dir_ / "release", "");
+  EXPECT_EQ(a->Wait(absl::Seconds(30)).exit_code, 0);
   ExpectHostsEmpty(2);
 }
 

@@ -1,7 +1,5 @@
 #include "agent/worker_supervisor.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,7 +8,6 @@
 #include "agent/error_file.h"
 #include "agent/log_format.h"
 #include "agent/worker_process.h"
-#include "common/clock.h"
 #include "common/process_status.h"
 #include "spdlog/spdlog.h"
 

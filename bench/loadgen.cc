@@ -253,6 +253,11 @@ class Loadgen {
       case RendezvousEvent::Kind::kRefused:
         Fail(absl::StrCat(agent.node.host, ": ", event.status.message()));
         return;
+      case RendezvousEvent::Kind::kExcluded:  // the simulated agents never fail
+        Fail(absl::StrCat(agent.node.host, ": the master excluded it: ", event.detail));
+        return;
+      case RendezvousEvent::Kind::kHangReport:
+        return;
     }
   }
 

@@ -44,6 +44,7 @@ absl::Status MasterState::OnAgentMessage(SessionReactor* reactor, const pb::Agen
     } else if (message.has_leave()) {
       spdlog::warn("run '{}': {} leaves the run: {}", run.id, reactor->peer(),
                    Printable(message.leave().reason()));
+      run.rounds->Leave(reactor->id(), message.leave().reason(), MonotonicNow());
     }
   }
   if (reactor->joined && !reactor->evicted) {  // an evicted session's run may be gone
@@ -132,6 +133,11 @@ absl::Status MasterState::Join(SessionReactor* reactor, const pb::Join& join) {
   if (!reachable.ok()) return reachable.status();
   node.addr = *reachable;
   if (absl::Status s = run.rounds->Join(reactor->id(), node, MonotonicNow()); !s.ok()) return s;
+  if (run.rounds->phase() == RoundStateMachine::Phase::kRunning &&
+      run.rounds->IsWaiting(reactor->id())) {
+    spdlog::info("run '{}': {} waits for a place: the job runs at its --nnodes maximum ({})",
+                 run.id, node.host, run.rounds->settings().max_nodes);
+  }
   reactor->run_id = join.run_id();
   reactor->joined = true;
   unjoined_.erase(reactor->id());

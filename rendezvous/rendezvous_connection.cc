@@ -67,6 +67,12 @@ std::vector<RendezvousEvent> EventsFor(SessionId session, std::vector<Outbound> 
         event.outcome = out.outcome;
         event.detail = std::move(out.detail);
         event.root_cause = std::move(out.root_cause);
+        event.excluded = std::move(out.excluded);
+        break;
+      case Outbound::Kind::kExclude:
+        event.kind = RendezvousEvent::Kind::kExcluded;
+        event.detail = std::move(out.detail);
+        event.cooldown = out.cooldown;
         break;
       case Outbound::Kind::kEvict:
         event.kind = RendezvousEvent::Kind::kLost;

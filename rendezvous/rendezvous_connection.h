@@ -21,7 +21,8 @@ struct RendezvousEvent {
   // rendezvous will not take this node (wrong token or run, the run has ended, a bad field):
   // trying again would not change that.
   // kHangReport: every node's stacks of a hang so far (see stack_report.h), as text.
-  enum class Kind { kAssigned, kStop, kEnd, kLost, kRefused, kHangReport };
+  // kExcluded: the rendezvous keeps this node out for `cooldown` (node_health.h).
+  enum class Kind { kAssigned, kStop, kEnd, kLost, kRefused, kHangReport, kExcluded };
   Kind kind = Kind::kAssigned;
   Assignment assignment;                               // kAssigned
   StopReason stop_reason = StopReason::kWorkerFailed;  // kStop
@@ -31,7 +32,10 @@ struct RendezvousEvent {
   int64_t hang_round = 0;       // kHangReport
   std::string hang_summary;     // kHangReport: for the console
   std::vector<ReportedFailure> root_cause;  // kEnd, failed: the earliest failure anywhere
-  absl::Status status;                      // kLost, kRefused: why
+  std::vector<std::string> excluded;        // kEnd: the nodes the run kept out, a line each
+  // kExcluded: how long (InfiniteDuration: for the rest of the job); `detail` says why.
+  absl::Duration cooldown = absl::ZeroDuration();
+  absl::Status status;  // kLost, kRefused: why
 };
 
 class RendezvousConnection {

@@ -9,7 +9,7 @@
 namespace ddprun {
 
 RoundStateMachine::RoundStateMachine(RendezvousSettings settings, absl::Time now)
-    : settings_(std::move(settings)), gathering_since_(now) {}
+    : settings_(std::move(settings)), health_(settings_.node_health), gathering_since_(now) {}
 
 absl::Duration RoundStateMachine::DeadAfter() const {
   return settings_.keep_alive_interval * settings_.keep_alive_max_attempt;
@@ -47,6 +47,20 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
   by_last_seen_.insert({now, session});
   by_incarnation_[node.incarnation] = session;
   const bool member = entry.member;
+  if (!node.failed_check.empty()) health_.CheckFailed(node.host, node.failed_check, now);
+  if (std::optional<NodeExclusion> excluded = health_.KeepOut(node.host, now)) {
+    SetJoined(entry, false);
+    if (member && phase_ == Phase::kRunning) {
+      // EndRound tells it (kExclude) with the others' stop orders.
+      EndRound(StopReason::kMembershipChanged,
+               absl::StrCat(node.host, " rejoined while its round was running, and is excluded"),
+               now);
+    } else {
+      SendExclusion(session, *excluded, now);
+      if (phase_ == Phase::kGathering) MaybeCloseRound(now);
+    }
+    return absl::OkStatus();
+  }
   SetJoined(entry, true);
   if (phase_ == Phase::kGathering) {
     MaybeCloseRound(now);
@@ -64,63 +78,6 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
   }
   // Otherwise it waits: the job is at --nnodes' maximum, or finishing.
   return absl::OkStatus();
-}
-
-void RoundStateMachine::Heartbeat(SessionId session, absl::Time now) {
-  auto it = nodes_.find(session);
-  if (it != nodes_.end()) UpdateLastSeen(session, it->second, now);
-}
-
-bool RoundStateMachine::IsMember(SessionId session) const {
-  auto it = nodes_.find(session);
-  return it != nodes_.end() && it->second.member;
-}
-
-void RoundStateMachine::SetJoined(Node& node, bool joined) {
-  if (node.joined == joined) return;
-  node.joined = joined;
-  const int delta = joined ? 1 : -1;
-  joined_count_ += delta;
-  if (node.previous_member) previous_back_ += delta;
-}
-
-void RoundStateMachine::SetFinished(Node& node, bool finished) {
-  if (node.finished == finished) return;
-  node.finished = finished;
-  if (node.member) finished_members_ += finished ? 1 : -1;
-}
-
-void RoundStateMachine::SetMember(Node& node, bool member) {
-  if (node.member == member) return;
-  node.member = member;
-  if (node.finished) finished_members_ += member ? 1 : -1;
-}
-
-void RoundStateMachine::SetPreviousMember(Node& node, bool previous_member) {
-  if (node.previous_member == previous_member) return;
-  node.previous_member = previous_member;
-  const int delta = previous_member ? 1 : -1;
-  previous_alive_ += delta;
-  if (node.joined) previous_back_ += delta;
-}
-
-void RoundStateMachine::UpdateLastSeen(SessionId session, Node& node, absl::Time now) {
-  by_last_seen_.erase({node.last_seen, session});
-  node.last_seen = now;
-  by_last_seen_.insert({now, session});
-}
-
-void RoundStateMachine::EraseNode(SessionId session) {
-  auto it = nodes_.find(session);
-  if (it == nodes_.end()) return;
-  Node& node = it->second;
-  SetJoined(node, false);
-  SetFinished(node, false);
-  SetMember(node, false);
-  SetPreviousMember(node, false);
-  by_last_seen_.erase({node.last_seen, session});
-  by_incarnation_.erase(node.info.incarnation);
-  nodes_.erase(it);
 }
 
 void RoundStateMachine::Disconnect(SessionId session, absl::Time now) {
@@ -159,17 +116,26 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
                                         " failed (exitcode ", first.exit_code, ")");
   if (phase_ == Phase::kFinishing) {
     EndRun(RunOutcome::kFailed,
-           absl::StrCat(what, " after another node had finished: no restart is possible"));
+           absl::StrCat(what, " after another node had finished: no restart is possible"), now);
   } else if (phase_ == Phase::kRunning && restarts_spent_ < settings_.max_restarts) {
     ++restarts_spent_;
-    EndRound(StopReason::kWorkerFailed,
-             absl::StrCat(what, ": restarting all workers (", restarts_spent_,
-                          " of --max-restarts=", settings_.max_restarts, " restarts used)"),
-             now);
+    // The node whose failure ended the round is its root cause; the exclusion itself spends
+    // no restart: the round that follows is this failure's restart.
+    std::string excluded;
+    if (health_.CountFailure(first.host, now)) {
+      excluded = absl::StrCat("; ", first.host,
+                              " is excluded: ", health_.Excluded(first.host, now)->reason);
+    }
+    EndRound(
+        StopReason::kWorkerFailed,
+        absl::StrCat(what, ": restarting all workers (", restarts_spent_,
+                     " of --max-restarts=", settings_.max_restarts, " restarts used)", excluded),
+        now);
   } else if (phase_ == Phase::kRunning) {
     EndRun(
         RunOutcome::kFailed,
-        absl::StrCat(what, "; restart budget spent (--max-restarts=", settings_.max_restarts, ")"));
+        absl::StrCat(what, "; restart budget spent (--max-restarts=", settings_.max_restarts, ")"),
+        now);
   }
   collect_stacks_ = false;
 }
@@ -187,6 +153,13 @@ void RoundStateMachine::ClaimStacks(SessionId session, std::vector<RankStack>& s
   }
 }
 
+void RoundStateMachine::Leave(SessionId session, const std::string& reason, absl::Time now) {
+  auto it = nodes_.find(session);
+  if (it == nodes_.end()) return;
+  health_.Left(it->second.info.host, reason, now);
+  RemoveNode(session, absl::StrCat("it left as unhealthy: ", reason), /*evict=*/false, now);
+}
+
 void RoundStateMachine::ReportSuccess(SessionId session, int64_t round, absl::Time now) {
   if (round != round_ || (phase_ != Phase::kRunning && phase_ != Phase::kFinishing) ||
       !IsMember(session)) {
@@ -199,7 +172,7 @@ void RoundStateMachine::ReportSuccess(SessionId session, int64_t round, absl::Ti
     finishing_deadline_ = now + settings_.exit_barrier_timeout;
   }
   if (finished_members_ == static_cast<int>(members_.size())) {
-    EndRun(RunOutcome::kSucceeded, "every node's workers succeeded");
+    EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
   }
 }
 
@@ -224,7 +197,8 @@ void RoundStateMachine::Tick(absl::Time now) {
                now - gathering_since_ >= settings_.join_timeout) {
       EndRun(RunOutcome::kTimedOut,
              absl::StrCat("rendezvous timed out after join_timeout=",
-                          absl::FormatDuration(settings_.join_timeout), ": ", DescribeMissing()));
+                          absl::FormatDuration(settings_.join_timeout), ": ", DescribeMissing(now)),
+             now);
     }
   } else if (phase_ == Phase::kFinishing && finishing_deadline_ && now >= *finishing_deadline_) {
     ReleaseFinishedMembers();
@@ -283,14 +257,6 @@ absl::Time RoundStateMachine::NextDeadline() const {
   return next;
 }
 
-std::vector<SessionId> RoundStateMachine::waiting() const {
-  std::vector<SessionId> out;
-  for (const auto& [session, node] : nodes_) {
-    if (node.joined) out.push_back(session);
-  }
-  return out;
-}
-
 bool RoundStateMachine::AllPreviousMembersBack() const {
   return previous_alive_ > 0 && previous_back_ == previous_alive_;
 }
@@ -306,50 +272,6 @@ void RoundStateMachine::MaybeCloseRound(absl::Time now) {
   } else {
     last_call_deadline_.reset();
   }
-}
-
-std::vector<SessionId> RoundStateMachine::OrderForNextRound() const {
-  // When every node gave --node-rank, those ranks decide (the static backend, and c10d
-  // users who pin their ranks). Otherwise members of the previous round keep their
-  // relative order, and newcomers follow by hint, then host name in natural order, then pid.
-  std::vector<SessionId> order;
-  const bool all_hinted = std::all_of(nodes_.begin(), nodes_.end(), [](const auto& entry) {
-    return !entry.second.joined || entry.second.info.node_rank_hint >= 0;
-  });
-  for (SessionId s : previous_members_) {
-    // previous_members_ may name sessions that have left: the flag says who is still here.
-    auto it = nodes_.find(s);
-    if (!all_hinted && it != nodes_.end() && it->second.joined && it->second.previous_member) {
-      order.push_back(s);
-    }
-  }
-  std::vector<SessionId> newcomers;
-  for (const auto& [session, node] : nodes_) {
-    if (node.joined && (all_hinted || !node.previous_member)) newcomers.push_back(session);
-  }
-  std::sort(newcomers.begin(), newcomers.end(), [this](SessionId a, SessionId b) {
-    const NodeInfo& x = nodes_.at(a).info;
-    const NodeInfo& y = nodes_.at(b).info;
-    const int hx = x.node_rank_hint < 0 ? INT_MAX : x.node_rank_hint;
-    const int hy = y.node_rank_hint < 0 ? INT_MAX : y.node_rank_hint;
-    if (hx != hy) return hx < hy;
-    if (x.host != y.host) return NaturalLess(x.host, y.host);
-    if (x.pid != y.pid) return x.pid < y.pid;
-    return x.incarnation < y.incarnation;
-  });
-  order.insert(order.end(), newcomers.begin(), newcomers.end());
-  if (static_cast<int>(order.size()) > settings_.max_nodes) order.resize(settings_.max_nodes);
-  // RANK and WORLD_SIZE are 32-bit in every worker: the nodes that would pass kMaxWorldSize
-  // wait, as nodes beyond max_nodes do.
-  int64_t world_size = 0;
-  for (size_t i = 0; i < order.size(); ++i) {
-    world_size += nodes_.at(order[i]).info.local_world_size;
-    if (world_size > kMaxWorldSize) {
-      order.resize(i);
-      break;
-    }
-  }
-  return order;
 }
 
 void RoundStateMachine::CloseRound() {
@@ -390,7 +312,13 @@ void RoundStateMachine::CloseRound() {
 }
 
 void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, absl::Time now) {
+  std::vector<SessionId> excluded;  // told so instead of being stopped; not waited for
   for (SessionId s : members_) {
+    if (auto exclusion = health_.Excluded(nodes_.at(s).info.host, now)) {
+      SendExclusion(s, *exclusion, now);
+      excluded.push_back(s);
+      continue;
+    }
     Outbound out;
     out.session = s;
     out.kind = Outbound::Kind::kStop;
@@ -405,7 +333,7 @@ void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, a
   for (SessionId s : members_) {
     Node& node = nodes_.at(s);
     SetMember(node, false);
-    SetPreviousMember(node, true);
+    SetPreviousMember(node, std::find(excluded.begin(), excluded.end(), s) == excluded.end());
   }
   previous_members_ = std::move(members_);
   members_.clear();
@@ -416,7 +344,7 @@ void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, a
   MaybeCloseRound(now);  // nodes waiting to join may already be enough; members must rejoin
 }
 
-void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail) {
+void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail, absl::Time now) {
   phase_ = Phase::kEnded;
   end_detail_ = detail;
   // No round runs any more. Cleared here, once, so that the agents leaving afterwards
@@ -431,6 +359,8 @@ void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail) {
         failures_.begin(), failures_.end(),
         [](const ReportedFailure& a, const ReportedFailure& b) { return a.time < b.time; }));
   }
+  std::vector<std::string> excluded;
+  for (const NodeExclusion& e : health_.Record()) excluded.push_back(NodeHealth::Describe(e, now));
   for (const auto& [session, node] : nodes_) {
     Outbound out;
     out.session = session;
@@ -439,6 +369,7 @@ void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail) {
     out.detail = detail;
     out.collect_stacks = collect_stacks_;
     out.root_cause = root;
+    out.excluded = excluded;
     outbound_.push_back(std::move(out));
   }
 }
@@ -461,40 +392,36 @@ void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, bo
   }
   if (phase_ == Phase::kEnded) return;  // nothing more to decide
   if (was_member || was_previous_member) departed_.push_back(host);
+  std::string excluded;  // a member lost while its round ran is a flap of its node
+  if (was_member && phase_ == Phase::kRunning && !health_.Excluded(host, now) &&
+      health_.CountFlap(host, now)) {
+    excluded = absl::StrCat("; it is excluded: ", health_.Excluded(host, now)->reason);
+  }
   if (!was_member) {
     if (phase_ == Phase::kGathering) MaybeCloseRound(now);
     return;
   }
   members_.erase(std::find(members_.begin(), members_.end(), session));
-  const std::string detail = absl::StrCat(host, " left the job: ", why);
+  const std::string detail = absl::StrCat(host, " left the job: ", why, excluded);
   if (phase_ == Phase::kRunning) {
     EndRound(StopReason::kMembershipChanged, detail, now);
   } else if (phase_ == Phase::kFinishing && !finished) {
-    EndRun(RunOutcome::kFailed, absl::StrCat(detail, ", before its workers finished"));
+    EndRun(RunOutcome::kFailed, absl::StrCat(detail, ", before its workers finished"), now);
   } else if (phase_ == Phase::kFinishing) {
     if (finished_members_ == static_cast<int>(members_.size())) {
-      EndRun(RunOutcome::kSucceeded, "every node's workers succeeded");
+      EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
     }
   }
 }
 
-std::string RoundStateMachine::DescribeMissing() const {
-  std::vector<std::string> joined;
-  for (const auto& [session, node] : nodes_) {
-    if (node.joined) joined.push_back(node.info.host);
-  }
-  std::sort(joined.begin(), joined.end(), NaturalLess);
-  std::vector<std::string> missing;
-  for (const std::string& host : departed_) {
-    if (std::find(joined.begin(), joined.end(), host) == joined.end()) missing.push_back(host);
-  }
-  return absl::StrCat(
-      joined.size(), " of the at least ", settings_.min_nodes,
-      " nodes needed (--nnodes=", settings_.min_nodes, ":", settings_.max_nodes, ") joined",
-      joined.empty() ? "" : ": ", absl::StrJoin(joined, ", "),
-      missing.empty() ? "" : "; lost from the last round: ", absl::StrJoin(missing, ", "),
-      "; check that every node runs ddprun with the same --rdzv-endpoint and "
-      "--rdzv-id and can reach the endpoint");
+void RoundStateMachine::SendExclusion(SessionId session, const NodeExclusion& exclusion,
+                                      absl::Time now) {
+  Outbound out;
+  out.session = session;
+  out.kind = Outbound::Kind::kExclude;
+  out.cooldown = NodeHealth::CooldownLeft(exclusion, now);
+  out.detail = NodeHealth::Describe(exclusion, now);
+  outbound_.push_back(std::move(out));
 }
 
 }  // namespace ddprun

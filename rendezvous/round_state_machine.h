@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "rendezvous/natural_less.h"
+#include "rendezvous/node_health.h"
 #include "rendezvous/stack_report.h"
 
 namespace ddprun {
@@ -42,6 +43,7 @@ struct RendezvousSettings {
   absl::Duration keep_alive_interval = absl::Seconds(5);
   int keep_alive_max_attempt = 3;
   absl::Duration exit_barrier_timeout = absl::Seconds(300);
+  NodeHealthSettings node_health;  // when nodes are kept out (node_health.h)
 };
 
 /// What an agent says about itself when it joins.
@@ -58,6 +60,9 @@ struct NodeInfo {
   // round it ran (-1: none) and the TORCHELASTIC_RESTART_COUNT it had.
   int64_t last_round = -1;
   int restarts_seen = 0;
+  // Its health check failed: why, with the check's last lines. It does not join; it is kept
+  // out for the cooldown and told so.
+  std::string failed_check;
 };
 
 /// One failed worker, as an agent reports it.
@@ -93,7 +98,9 @@ enum class RunOutcome { kSucceeded, kFailed, kTimedOut, kReleased };
 struct Outbound {
   // kEvict: the master dropped this session (it went silent); its stream should be closed
   // with `detail`, so that the agent stops its workers and joins again.
-  enum class Kind { kAssign, kStop, kEnd, kEvict };
+  // kExclude: the node is kept out (node_health.h) for `cooldown`: it stops its workers and
+  // joins again after it (InfiniteDuration: it leaves the job). `detail` says why.
+  enum class Kind { kAssign, kStop, kEnd, kEvict, kExclude };
   SessionId session = 0;
   Kind kind = Kind::kAssign;
   Assignment assignment;                               // kAssign
@@ -102,7 +109,9 @@ struct Outbound {
   std::string detail;  // kStop/kEnd: what happened, for the agent's log and summary
   // kStop, kEnd: a rank hung; record where every worker is before stopping it.
   bool collect_stacks = false;
-  std::vector<ReportedFailure> root_cause;  // kEnd with kFailed: the earliest failure
+  std::vector<ReportedFailure> root_cause;         // kEnd with kFailed: the earliest failure
+  absl::Duration cooldown = absl::ZeroDuration();  // kExclude
+  std::vector<std::string> excluded;  // kEnd: every node the run kept out, and why (a line each)
 };
 
 class RoundStateMachine {
@@ -125,6 +134,9 @@ class RoundStateMachine {
   /// Keeps the stacks of this session's node's own ranks, under its own name: a node speaks
   /// for its ranks only (as in ReportFailure). Unknown sessions: none.
   void ClaimStacks(SessionId session, std::vector<RankStack>& stacks) const;
+  /// The node leaves for good as unhealthy (`reason` from its agent): it is gone at once, and
+  /// kept out for the cooldown should it come back.
+  void Leave(SessionId session, const std::string& reason, absl::Time now);
   /// Every worker of `round` on this session's node exited 0.
   void ReportSuccess(SessionId session, int64_t round, absl::Time now);
   /// Applies every deadline that has passed by `now`.
@@ -139,10 +151,13 @@ class RoundStateMachine {
   const RendezvousSettings& settings() const { return settings_; }
   int64_t round() const { return round_; }
   int restarts_spent() const { return restarts_spent_; }
+  const NodeHealth& health() const { return health_; }
   /// Sessions in the current round, in group-rank order (none once the run has ended).
   const std::vector<SessionId>& members() const { return members_; }
   /// Sessions that joined and wait for the next round to close.
   std::vector<SessionId> waiting() const;
+  /// This session joined and waits for the next round to close.
+  bool IsWaiting(SessionId session) const;
 
  private:
   // The flags of a node are changed only through the Set* helpers below, which keep the
@@ -162,7 +177,7 @@ class RoundStateMachine {
   void MaybeCloseRound(absl::Time now);
   void CloseRound();
   void EndRound(StopReason reason, const std::string& detail, absl::Time now);
-  void EndRun(RunOutcome outcome, const std::string& detail);
+  void EndRun(RunOutcome outcome, const std::string& detail, absl::Time now);
   void RemoveNode(SessionId session, const std::string& why, bool evict, absl::Time now);
   void ReleaseFinishedMembers();
   std::vector<SessionId> OrderForNextRound() const;
@@ -174,10 +189,12 @@ class RoundStateMachine {
   void SetPreviousMember(Node& node, bool previous_member);
   void UpdateLastSeen(SessionId session, Node& node, absl::Time now);
   void EraseNode(SessionId session);
-  std::string DescribeMissing() const;
+  std::string DescribeMissing(absl::Time now) const;
+  void SendExclusion(SessionId session, const NodeExclusion& exclusion, absl::Time now);
   absl::Duration DeadAfter() const;
 
   RendezvousSettings settings_;
+  NodeHealth health_;
   Phase phase_ = Phase::kGathering;
   int64_t round_ = -1;  // the last round closed; -1 before the first
   int restarts_spent_ = 0;

@@ -19,6 +19,12 @@ RendezvousSettings FromWire(const v1::RunSettings& s) {
   out.keep_alive_interval = absl::Milliseconds(s.keep_alive_interval_ms());
   out.keep_alive_max_attempt = s.keep_alive_max_attempt();
   out.exit_barrier_timeout = absl::Milliseconds(s.exit_barrier_timeout_ms());
+  out.node_health.max_node_failures = s.max_node_failures();
+  out.node_health.max_node_flaps = s.max_node_flaps();
+  out.node_health.node_cooldown = s.node_cooldown_ms() == 0
+                                      ? absl::InfiniteDuration()
+                                      : absl::Milliseconds(s.node_cooldown_ms());
+  out.node_health.exclude_hosts.assign(s.exclude_hosts().begin(), s.exclude_hosts().end());
   return out;
 }
 
@@ -32,6 +38,13 @@ v1::RunSettings ToWire(const RendezvousSettings& s) {
   out.set_keep_alive_interval_ms(absl::ToInt64Milliseconds(s.keep_alive_interval));
   out.set_keep_alive_max_attempt(s.keep_alive_max_attempt);
   out.set_exit_barrier_timeout_ms(absl::ToInt64Milliseconds(s.exit_barrier_timeout));
+  out.set_max_node_failures(s.node_health.max_node_failures);
+  out.set_max_node_flaps(s.node_health.max_node_flaps);
+  out.set_node_cooldown_ms(
+      s.node_health.node_cooldown == absl::InfiniteDuration()
+          ? 0
+          : std::max<int64_t>(1, absl::ToInt64Milliseconds(s.node_health.node_cooldown)));
+  for (const std::string& host : s.node_health.exclude_hosts) out.add_exclude_hosts(host);
   return out;
 }
 
@@ -47,6 +60,7 @@ NodeInfo NodeFromJoin(const v1::Join& join) {
   node.master_port = join.master_port();
   node.last_round = join.next_round() - 1;
   node.restarts_seen = join.restarts_seen();
+  node.failed_check = join.failed_check();
   return node;
 }
 
@@ -66,6 +80,7 @@ v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::
   join.set_master_port(node.master_port);
   join.set_next_round(node.last_round + 1);
   join.set_restarts_seen(node.restarts_seen);
+  join.set_failed_check(node.failed_check);
   *join.mutable_settings() = ToWire(settings);
   return join;
 }
@@ -218,6 +233,16 @@ v1::MasterMessage ToWire(const Outbound& out) {
       end->set_detail(out.detail);
       end->set_collect_stacks(out.collect_stacks);
       for (const ReportedFailure& f : out.root_cause) *end->add_root_cause() = ToWire(f);
+      for (const std::string& line : out.excluded) end->add_excluded(line);
+      break;
+    }
+    case Outbound::Kind::kExclude: {
+      v1::Exclusion* excluded = message.mutable_excluded();
+      excluded->set_detail(out.detail);
+      excluded->set_rest_of_job(out.cooldown == absl::InfiniteDuration());
+      if (!excluded->rest_of_job()) {
+        excluded->set_cooldown_ms(absl::ToInt64Milliseconds(out.cooldown));
+      }
       break;
     }
   }
@@ -258,6 +283,13 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
     event.detail = message.end().detail();
     event.root_cause = FromWire(message.end().root_cause());
     event.collect_stacks = message.end().collect_stacks();
+    event.excluded.assign(message.end().excluded().begin(), message.end().excluded().end());
+  } else if (message.has_excluded()) {
+    event.kind = RendezvousEvent::Kind::kExcluded;
+    event.detail = message.excluded().detail();
+    event.cooldown = message.excluded().rest_of_job()
+                         ? absl::InfiniteDuration()
+                         : absl::Milliseconds(message.excluded().cooldown_ms());
   }
   return event;
 }
@@ -358,8 +390,15 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
         CheckRange("join.settings.last_call_timeout_ms", s.last_call_timeout_ms(), 0, kMaxMs),
         CheckRange("join.settings.keep_alive_interval_ms", s.keep_alive_interval_ms(), 1, kMaxMs),
         CheckRange("join.settings.keep_alive_max_attempt", s.keep_alive_max_attempt(), 1, 1 << 20),
-        CheckRange("join.settings.exit_barrier_timeout_ms", s.exit_barrier_timeout_ms(), 0,
-                   kMaxMs)};
+        CheckRange("join.settings.exit_barrier_timeout_ms", s.exit_barrier_timeout_ms(), 0, kMaxMs),
+        CheckRange("join.settings.max_node_failures", s.max_node_failures(), 0, 1 << 30),
+        CheckRange("join.settings.max_node_flaps", s.max_node_flaps(), 0, 1 << 30),
+        CheckRange("join.settings.node_cooldown_ms", s.node_cooldown_ms(), 0, kMaxMs),
+        CheckRange("join.settings.exclude_hosts (count)", s.exclude_hosts_size(), 0, 4096),
+        CheckLength("join.failed_check", j.failed_check(), 8192)};
+    for (const std::string& host : s.exclude_hosts()) {
+      checks.push_back(CheckLength("join.settings.exclude_hosts", host, 255));
+    }
   } else if (message.has_report()) {
     const v1::WorkerReport& r = message.report();
     checks.push_back(CheckRange("report.failures (count)", r.failures_size(), 0, 1 << 16));

@@ -69,6 +69,8 @@ std::string Describe(const Outbound& o) {
                                              o.root_cause.front().host, "]"));
     case Outbound::Kind::kEvict:
       return absl::StrCat(who, "evict: ", o.detail);
+    case Outbound::Kind::kExclude:
+      return absl::StrCat(who, "exclude for ", absl::FormatDuration(o.cooldown), ": ", o.detail);
   }
   return "?";
 }

@@ -16,8 +16,9 @@ using Kind = Outbound::Kind;
 // Drives a RoundStateMachine with a fake clock.
 class RoundStateMachineTest : public ::testing::Test {
  protected:
-  void Make(int min_nodes, int max_nodes, int max_restarts = 0) {
+  void Make(int min_nodes, int max_nodes, int max_restarts = 0, NodeHealthSettings health = {}) {
     RendezvousSettings settings;
+    settings.node_health = std::move(health);
     settings.min_nodes = min_nodes;
     settings.max_nodes = max_nodes;
     settings.max_restarts = max_restarts;
@@ -581,6 +582,167 @@ TEST(NaturalLessTest, DigitsCompareAsNumbers) {
   EXPECT_TRUE(NaturalLess("node1", "node1a"));
   EXPECT_FALSE(NaturalLess("node1", "node1"));
   EXPECT_TRUE(NaturalLess("10.0.0.9", "10.0.0.10"));
+}
+
+// --- Node health: exclusion, cooldown, health checks (docs/node-health.md) ---
+
+class NodeHealthRulesTest : public RoundStateMachineTest {
+ protected:
+  static NodeHealthSettings Limits(int failures, int flaps, absl::Duration cooldown) {
+    NodeHealthSettings health;
+    health.max_node_failures = failures;
+    health.max_node_flaps = flaps;
+    health.node_cooldown = cooldown;
+    return health;
+  }
+  // Sessions 1, 2, 3 on hosts a, b, c run round 0 (--nnodes=2:3).
+  void StartThree(int max_restarts, NodeHealthSettings health) {
+    Make(2, 3, max_restarts, std::move(health));
+    ASSERT_TRUE(Join(1, Node("a")).ok());
+    ASSERT_TRUE(Join(2, Node("b")).ok());
+    ASSERT_TRUE(Join(3, Node("c")).ok());
+    ASSERT_EQ(OfKind(Take(), Kind::kAssign).size(), 3u);
+  }
+  // c's rank fails; every member but c comes back; what the master said meanwhile.
+  std::vector<Outbound> FailOnC(const std::vector<SessionId>& back) {
+    const int base = 4;  // a and b have 2 ranks each
+    sm_->ReportFailure(3, sm_->round(), {Failure("c", base, absl::ZeroDuration())}, now_);
+    std::vector<Outbound> out = Take();
+    for (SessionId s : back) {
+      EXPECT_TRUE(Join(s, Node(std::string(1, static_cast<char>('a' + s - 1)))).ok());
+    }
+    for (Outbound& o : Take()) out.push_back(std::move(o));
+    return out;
+  }
+};
+
+TEST_F(NodeHealthRulesTest, TheKthFailureExcludesItsNodeAndTheOthersRestartAtOnce) {
+  StartThree(/*max_restarts=*/5, Limits(2, 0, absl::Seconds(60)));
+  auto first = FailOnC({1, 2, 3});
+  EXPECT_TRUE(OfKind(first, Kind::kExclude).empty());
+  ASSERT_EQ(OfKind(first, Kind::kAssign).size(), 3u);  // c is still in
+  auto second = FailOnC({1, 2});
+  auto excluded = OfKind(second, Kind::kExclude);
+  ASSERT_EQ(excluded.size(), 1u);
+  EXPECT_EQ(excluded[0].session, 3u);  // told instead of a stop order
+  EXPECT_EQ(excluded[0].cooldown, absl::Seconds(60));
+  EXPECT_THAT(excluded[0].detail, HasSubstr("root cause of 2 failures (--max-node-failures=2)"));
+  EXPECT_EQ(OfKind(second, Kind::kStop).size(), 2u);
+  EXPECT_THAT(OfKind(second, Kind::kStop)[0].detail, HasSubstr("c is excluded"));
+  // a and b were all of the previous round still here: the round closes at once without c.
+  ASSERT_EQ(OfKind(second, Kind::kAssign).size(), 2u);
+  EXPECT_THAT(sm_->members(), ElementsAre(1u, 2u));
+  EXPECT_EQ(sm_->restarts_spent(), 2);  // one per failure; the exclusion spent none
+  // c asks again during its cooldown: kept out, told how long is left.
+  now_ += absl::Seconds(20);
+  ASSERT_TRUE(Join(3, Node("c")).ok());
+  auto again = Take();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].kind, Kind::kExclude);
+  EXPECT_EQ(again[0].cooldown, absl::Seconds(40));
+  EXPECT_THAT(sm_->members(), ElementsAre(1u, 2u));
+}
+
+TEST_F(NodeHealthRulesTest, AWaitingSpareTakesTheExcludedNodesPlaceAtOnce) {
+  StartThree(/*max_restarts=*/5, Limits(1, 0, absl::Seconds(60)));
+  ASSERT_TRUE(Join(4, Node("d")).ok());  // at --nnodes' maximum: it waits
+  EXPECT_TRUE(Take().empty());
+  auto out = FailOnC({1, 2});
+  ASSERT_EQ(OfKind(out, Kind::kExclude).size(), 1u);
+  ASSERT_EQ(OfKind(out, Kind::kAssign).size(), 3u);  // no last call: a, b and d are the max
+  EXPECT_THAT(sm_->members(), ElementsAre(1u, 2u, 4u));
+  EXPECT_EQ(sm_->restarts_spent(), 1);
+}
+
+TEST_F(NodeHealthRulesTest, AfterItsCooldownANodeIsAdmittedAgainWithItsCountsAfresh) {
+  StartThree(/*max_restarts=*/9, Limits(2, 0, absl::Seconds(60)));
+  FailOnC({1, 2, 3});
+  FailOnC({1, 2});  // c excluded
+  AdvanceWithHeartbeats(absl::Seconds(61), {1, 2});
+  Take();
+  ASSERT_TRUE(Join(3, Node("c")).ok());
+  auto stops = OfKind(Take(), Kind::kStop);  // a running job below max takes it in
+  ASSERT_EQ(stops.size(), 2u);
+  EXPECT_EQ(stops[0].stop_reason, StopReason::kMembershipChanged);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  ASSERT_EQ(OfKind(Take(), Kind::kAssign).size(), 3u);
+  EXPECT_THAT(sm_->members(), ElementsAre(1u, 2u, 3u));
+  // One failure more is not two since it was admitted again.
+  EXPECT_TRUE(OfKind(FailOnC({1, 2, 3}), Kind::kExclude).empty());
+  EXPECT_EQ(sm_->health().Record().front().failures, 3);
+}
+
+TEST_F(NodeHealthRulesTest, AFailedHealthCheckKeepsTheNodeOutAndTheSummaryShowsItsOutput) {
+  Make(2, 3, 0, Limits(0, 0, absl::Seconds(300)));
+  NodeInfo sick = Node("b");
+  sick.failed_check = "it ended with exit code 1; its last output:\nXid 79: GPU has fallen off";
+  ASSERT_TRUE(Join(2, sick).ok());
+  auto out = Take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].kind, Kind::kExclude);
+  EXPECT_EQ(out[0].cooldown, absl::Seconds(300));
+  EXPECT_THAT(out[0].detail, HasSubstr("health check failed"));
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(3, Node("c")).ok());
+  AdvanceWithHeartbeats(absl::Seconds(30), {1, 2, 3});  // last call: b does not count
+  EXPECT_THAT(sm_->members(), ElementsAre(1u, 3u));
+  sm_->ReportSuccess(1, 0, now_);
+  sm_->ReportSuccess(3, 0, now_);
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 3u);  // b, waiting out its cooldown, hears the end too
+  ASSERT_EQ(ends[0].excluded.size(), 1u);
+  EXPECT_THAT(ends[0].excluded[0], HasSubstr("b: excluded for another"));
+  EXPECT_THAT(ends[0].excluded[0], HasSubstr("Xid 79: GPU has fallen off"));
+  EXPECT_THAT(ends[0].excluded[0], HasSubstr("1 failed health check"));
+}
+
+TEST_F(NodeHealthRulesTest, LostConnectionsAreCountedApartFromFailuresWithTheirOwnLimit) {
+  StartThree(/*max_restarts=*/0, Limits(1, 2, absl::Seconds(60)));
+  sm_->Disconnect(3, now_);               // c flaps: a membership change, no restart spent
+  ASSERT_TRUE(Join(13, Node("c")).ok());  // back on a new session
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  ASSERT_EQ(OfKind(Take(), Kind::kAssign).size(), 3u);
+  sm_->Disconnect(13, now_);
+  auto second = Take();
+  EXPECT_THAT(OfKind(second, Kind::kStop)[0].detail,
+              HasSubstr("lost 2 times while it ran in a round (--max-node-flaps=2)"));
+  ASSERT_TRUE(Join(23, Node("c")).ok());
+  auto out = OfKind(Take(), Kind::kExclude);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].session, 23u);
+  const NodeExclusion record = sm_->health().Record().front();
+  EXPECT_EQ(record.flaps, 2);
+  EXPECT_EQ(record.failures, 0);
+  EXPECT_EQ(sm_->restarts_spent(), 0);
+}
+
+TEST_F(NodeHealthRulesTest, ListedHostsAreKeptOutForTheWholeJob) {
+  NodeHealthSettings health;
+  health.exclude_hosts = {"node7"};
+  Make(1, 2, 0, health);
+  ASSERT_TRUE(Join(1, Node("node7.cluster.local")).ok());
+  auto out = Take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].kind, Kind::kExclude);
+  EXPECT_EQ(out[0].cooldown, absl::InfiniteDuration());
+  EXPECT_THAT(out[0].detail, HasSubstr("listed in --exclude-hosts"));
+  EXPECT_TRUE(sm_->waiting().empty());
+}
+
+TEST_F(NodeHealthRulesTest, ANodeThatLeavesAsUnhealthyIsKeptOutWhenItsAgentComesBack) {
+  StartThree(/*max_restarts=*/0, Limits(0, 0, absl::Seconds(60)));
+  sm_->Leave(3, "rank 4 has been in uninterruptible sleep for 5s", now_);
+  EXPECT_EQ(OfKind(Take(), Kind::kStop).size(), 2u);
+  NodeInfo restarted = Node("c");
+  restarted.incarnation = "a new agent process";
+  ASSERT_TRUE(Join(30, restarted).ok());
+  auto out = Take();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].kind, Kind::kExclude);
+  EXPECT_THAT(out[0].detail, HasSubstr("left the job as unhealthy: rank 4 has been in"));
+  EXPECT_EQ(sm_->health().Record().front().flaps, 0);  // leaving is not a flap
 }
 
 }  // namespace

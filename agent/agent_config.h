@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "agent/health_check.h"
+#include "rendezvous/node_health.h"
 #include "rendezvous/tls_config.h"
 
 namespace ddprun {
@@ -92,6 +94,11 @@ struct AgentConfig {
   absl::Duration kill_timeout = absl::Seconds(10);
   // Workers run Python (not --no-python): they get PYTHONFAULTHANDLER=1 unless it is set.
   bool python_workers = false;
+
+  // Node health (docs/node-health.md): this node's checks before each join, and when the
+  // rendezvous keeps nodes out (job-wide: the first join fixes them).
+  HealthCheckSettings health_check;
+  NodeHealthSettings node_health;
 };
 
 }  // namespace ddprun

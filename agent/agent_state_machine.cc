@@ -30,6 +30,26 @@ void AgentStateMachine::Start(absl::Time now) {
 
 void AgentStateMachine::JoinNextRound(absl::Time now) {
   if (interrupted_by_ != 0) return Exit(ExitCodeForSignal(interrupted_by_));
+  cooldown_deadline_.reset();
+  if (settings_.health_check) {
+    phase_ = Phase::kChecking;
+    return Emit(AgentAction::Kind::kCheckHealth);
+  }
+  SendJoin("", now);
+}
+
+void AgentStateMachine::HealthChecked(const std::string& failure, absl::Time now) {
+  if (phase_ != Phase::kChecking) return;
+  if (!failure.empty()) {
+    Log(LogLevel::kError,
+        absl::StrCat("this node's health check failed, so it does not join this round (the "
+                     "rendezvous is told why): ",
+                     failure));
+  }
+  SendJoin(failure, now);
+}
+
+void AgentStateMachine::SendJoin(const std::string& failed_check, absl::Time now) {
   phase_ = Phase::kJoining;
   // The master applies join_timeout too, and says who is missing; this deadline catches a
   // master that cannot be reached at all, so it comes a little later.
@@ -40,6 +60,7 @@ void AgentStateMachine::JoinNextRound(absl::Time now) {
   AgentAction join;
   join.kind = AgentAction::Kind::kJoin;
   join.assignment = assignment_;
+  join.text = failed_check;
   actions_.push_back(std::move(join));
 }
 
@@ -94,6 +115,31 @@ void AgentStateMachine::Refused(const std::string& detail, absl::Time now) {
   if (done()) return;
   Log(LogLevel::kError, absl::StrCat("the rendezvous refused this node: ", detail));
   StopThen(AfterStop::kLeave, now);
+}
+
+void AgentStateMachine::Excluded(const std::string& detail, absl::Duration cooldown,
+                                 absl::Time now) {
+  if (done()) return;
+  exclusion_ = detail;
+  cooldown_ = cooldown;
+  Log(LogLevel::kError, absl::StrCat("the rendezvous keeps this node out of the job: ", detail,
+                                     phase_ == Phase::kRunning ? "; stopping its workers" : ""));
+  StopThen(AfterStop::kExcluded, now);
+}
+
+void AgentStateMachine::CoolDown(absl::Time now) {
+  if (cooldown_ == absl::InfiniteDuration()) {
+    Log(LogLevel::kError, absl::StrCat("this node is excluded for the rest of the job: it "
+                                       "leaves the job and exits ",
+                                       kExitNodeUnhealthy));
+    return Exit(kExitNodeUnhealthy);
+  }
+  phase_ = Phase::kCoolingDown;
+  join_deadline_.reset();
+  cooldown_deadline_ = now + cooldown_;
+  Log(LogLevel::kWarning,
+      absl::StrCat("this node asks to join again in ", absl::FormatDuration(cooldown_),
+                   " (--node-cooldown)", settings_.health_check ? ", after its health check" : ""));
 }
 
 void AgentStateMachine::Signal(int signal, absl::Time now) {
@@ -198,6 +244,10 @@ void AgentStateMachine::Tick(absl::Time now) {
       return Exit(kExitRendezvous);
     }
   }
+  if (cooldown_deadline_ && now >= *cooldown_deadline_) {
+    cooldown_deadline_.reset();
+    if (phase_ == Phase::kCoolingDown) JoinNextRound(now);
+  }
   if (heartbeat_deadline_ && now >= *heartbeat_deadline_) {
     Emit(AgentAction::Kind::kHeartbeat);
     heartbeat_deadline_ = now + settings_.heartbeat_interval;
@@ -213,7 +263,7 @@ std::vector<AgentAction> AgentStateMachine::TakeActions() {
 absl::Time AgentStateMachine::NextDeadline() const {
   absl::Time next = absl::InfiniteFuture();
   for (const auto& deadline :
-       {grace_deadline_, kill_deadline_, join_deadline_, heartbeat_deadline_}) {
+       {grace_deadline_, kill_deadline_, join_deadline_, heartbeat_deadline_, cooldown_deadline_}) {
     if (deadline) next = std::min(next, *deadline);
   }
   return next;
@@ -235,6 +285,8 @@ void AgentStateMachine::Carry(AfterStop next, absl::Time now) {
     case AfterStop::kReconnect:
       Emit(AgentAction::Kind::kReconnect);
       return JoinNextRound(now);
+    case AfterStop::kExcluded:
+      return CoolDown(now);
     case AfterStop::kLeave:
       return Exit(kExitRendezvous);
     case AfterStop::kUnhealthy: {
@@ -301,6 +353,7 @@ void AgentStateMachine::Exit(int exit_code) {
   kill_deadline_.reset();
   join_deadline_.reset();
   heartbeat_deadline_.reset();
+  cooldown_deadline_.reset();
   AgentAction exit;
   exit.kind = AgentAction::Kind::kExit;
   exit.exit_code = exit_code;

@@ -39,6 +39,8 @@ struct AgentSettings {
   absl::Duration join_timeout = absl::Seconds(600);
   std::string master_endpoint;
   bool tls = false;
+  // A health check runs before every join (kCheckHealth); the shell answers HealthChecked.
+  bool health_check = false;
 };
 
 /// The state of this attempt's workers, as the shell sees them after anything happened.
@@ -67,7 +69,9 @@ enum class LogLevel { kInfo, kWarning, kError };
 
 struct AgentAction {
   enum class Kind {
-    kJoin,                 // ask for the next round; `assignment`: the last one this node ran
+    kCheckHealth,          // run the node's health checks; answer HealthChecked
+    kJoin,                 // ask for the next round; `assignment`: the last one this node ran;
+                           // `text`: why its health check failed (it then stays out)
     kReconnect,            // open a new session to the master (a kJoin follows)
     kStartWorkers,         // `assignment`: the round to run
     kStopWorkers,          // `signal` to every worker still running
@@ -96,7 +100,9 @@ struct AgentAction {
 
 class AgentStateMachine {
  public:
-  enum class Phase { kIdle, kJoining, kRunning, kFinishing, kDone };
+  // kChecking: the health check runs before a join. kCoolingDown: the rendezvous keeps this
+  // node out until the cooldown ends; it joins again then.
+  enum class Phase { kIdle, kChecking, kJoining, kRunning, kFinishing, kCoolingDown, kDone };
 
   AgentStateMachine(AgentSettings settings, absl::Time now);
 
@@ -116,6 +122,11 @@ class AgentStateMachine {
   void MasterLost(const std::string& detail, absl::Time now);
   /// The rendezvous refused this node; trying again will not change that.
   void Refused(const std::string& detail, absl::Time now);
+  /// The rendezvous keeps this node out for `cooldown` (InfiniteDuration: for the rest of
+  /// the job): stop, then wait and join again, or leave (exit 69).
+  void Excluded(const std::string& detail, absl::Duration cooldown, absl::Time now);
+  /// The shell ran kCheckHealth: `failure` says why the node is unhealthy; empty: healthy.
+  void HealthChecked(const std::string& failure, absl::Time now);
   /// A terminating signal reached the agent (not SIGCHLD).
   void Signal(int signal, absl::Time now);
   /// Something happened to this attempt's workers (an exit, a start that failed).
@@ -141,9 +152,11 @@ class AgentStateMachine {
 
  private:
   // What to do once the running attempt's workers have exited; stronger values win.
-  enum class AfterStop { kNothing, kRejoin, kReconnect, kLeave, kUnhealthy, kEnd };
+  enum class AfterStop { kNothing, kRejoin, kReconnect, kExcluded, kLeave, kUnhealthy, kEnd };
 
   void JoinNextRound(absl::Time now);
+  void SendJoin(const std::string& failed_check, absl::Time now);
+  void CoolDown(absl::Time now);
   void StopThen(AfterStop next, absl::Time now);
   void Carry(AfterStop next, absl::Time now);
   void BeginStop(int signal, absl::Time now);
@@ -176,6 +189,9 @@ class AgentStateMachine {
   std::optional<absl::Time> kill_deadline_;       // what SIGKILL did not end is abandoned
   std::optional<absl::Time> join_deadline_;       // give up waiting for a round
   std::optional<absl::Time> heartbeat_deadline_;  // tell the master this node lives
+  std::optional<absl::Time> cooldown_deadline_;   // join again after an exclusion
+  std::string exclusion_;                         // why the rendezvous keeps this node out
+  absl::Duration cooldown_ = absl::ZeroDuration();
   std::vector<AgentAction> actions_;
 };
 

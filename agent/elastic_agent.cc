@@ -44,6 +44,7 @@ AgentSettings SettingsFor(const AgentConfig& config, const std::string& host,
   settings.join_timeout = config.join_timeout;
   settings.master_endpoint = rendezvous.store_addr();
   settings.tls = config.tls.enabled();
+  settings.health_check = config.health_check.any();
   return settings;
 }
 
@@ -186,7 +187,11 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
     case RendezvousEvent::Kind::kStop:
       rules_.StopOrdered(event.stop_reason, event.detail, event.collect_stacks, now);
       break;
+    case RendezvousEvent::Kind::kExcluded:
+      rules_.Excluded(event.detail, event.cooldown, now);
+      break;
     case RendezvousEvent::Kind::kEnd:
+      WriteExclusions(event.excluded);
       rules_.RunEnded(event.outcome, event.detail, event.root_cause, event.collect_stacks, now);
       break;
     case RendezvousEvent::Kind::kHangReport:
@@ -228,6 +233,7 @@ void ElasticAgent::ReapChildren() {
   pid_t pid;
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
     if (workers_ && workers_->OnProcessExited(pid, status)) continue;
+    if (health_check_ && health_check_->OnProcessExited(pid, status)) continue;
     if (pid == guard_.pid()) {
       spdlog::warn(
           "the orphan guard (pid {}) exited: {}; workers still die with the agent via "
@@ -254,8 +260,10 @@ void ElasticAgent::RunActions() {
 void ElasticAgent::RunAction(const AgentAction& action) {
   using Kind = AgentAction::Kind;
   switch (action.kind) {
+    case Kind::kCheckHealth:
+      return StartHealthCheck();
     case Kind::kJoin:
-      return Join(action.assignment);
+      return Join(action.assignment, action.text);
     case Kind::kReconnect:
       return rendezvous_.Reconnect();
     case Kind::kStartWorkers:
@@ -296,9 +304,10 @@ void ElasticAgent::RunAction(const AgentAction& action) {
   }
 }
 
-void ElasticAgent::Join(const std::optional<Assignment>& last) {
+void ElasticAgent::Join(const std::optional<Assignment>& last, const std::string& failed_check) {
   NodeInfo node;
   node.host = host_;
+  node.failed_check = failed_check;
   node.pid = static_cast<int>(::getpid());
   node.incarnation = incarnation_;
   node.local_world_size = config_.nproc_per_node;

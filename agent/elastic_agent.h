@@ -17,6 +17,7 @@
 #include "agent/agent_state_machine.h"
 #include "agent/event_loop.h"
 #include "agent/failure_summary.h"
+#include "agent/health_check.h"
 #include "agent/log_root.h"
 #include "agent/orphan_guard.h"
 #include "agent/store_address.h"
@@ -72,7 +73,11 @@ class ElasticAgent {
   // Actions.
   void RunActions();
   void RunAction(const AgentAction& action);
-  void Join(const std::optional<Assignment>& last);
+  void Join(const std::optional<Assignment>& last, const std::string& failed_check);
+  // Node health (elastic_agent_health.cc).
+  void StartHealthCheck();
+  void OnHealthChecked(const std::string& failure);
+  void WriteExclusions(const std::vector<std::string>& excluded);
   void StartAttempt(const Assignment& assignment);
   AttemptResult CloseAttempt();
   void KillWorkersNow();
@@ -125,6 +130,8 @@ class ElasticAgent {
   std::unique_ptr<WorkerSupervisor> workers_;     // the current attempt; null between attempts
   std::vector<WorkerFailure> last_failures_;      // of the last attempt that had any
   std::optional<TimerFifo> timer_fifo_;           // TORCHELASTIC_ENABLE_FILE_TIMER=1
+  std::unique_ptr<HealthCheckRun> health_check_;  // the last check run before a join
+  bool said_skipped_checks_ = false;              // what the built-in check skipped, once
   bool python_dumps_ = false;                     // see AttemptPlan::python_dumps
   std::map<int64_t, int> attempt_of_round_;       // log attempt folders of recent rounds
   std::string hang_report_path_;                  // the last hang report written

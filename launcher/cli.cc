@@ -14,6 +14,7 @@
 #include "common/status_macros.h"
 #include "launcher/cli_rules.h"
 #include "launcher/options.h"
+#include "launcher/options_health.h"
 
 namespace ddprun {
 namespace {
@@ -209,6 +210,7 @@ absl::Status Configure(const OptionValues& values, const std::vector<std::string
   ApplyEnvironmentDefaults(values, env, config);
   DDPRUN_RETURN_IF_ERROR(ApplyBackendRules(values, config));
   DeriveSettings(values, config);
+  ApplyNodeHealthRules(values, env, config);
   return BuildWorkerCommand(values, positional, env, config);
 }
 

@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "agent/elastic_agent.h"
 #include "agent/gpu_probe.h"
+#include "agent/health_check_process.h"
 #include "agent/log_format.h"
 #include "agent/orphan_guard.h"
 #include "common/exit_codes.h"
@@ -59,6 +60,10 @@ bool ConfigureLogging(std::string& error) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == ddprun::kHealthCheckMode) {
+    // The agent's node check, in a child process of its own (agent/health_check_process.h).
+    return ddprun::RunHealthCheckProcess(std::vector<std::string>(argv, argv + argc));
+  }
   // A closed console must not kill the agent (and with it every worker): writes just fail.
   ::signal(SIGPIPE, SIG_IGN);
   ddprun::DeviceCounts devices;

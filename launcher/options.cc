@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "launcher/backends.h"
+#include "launcher/options_health.h"
 
 namespace ddprun {
 namespace {
@@ -432,7 +433,6 @@ std::vector<OptionSpec> MakeOptions() {
        "",
        {},
        WorkerHeartbeatTimeout},
-
       {"--node-rank",
        "",
        true,
@@ -485,7 +485,7 @@ std::vector<OptionSpec> MakeOptions() {
 }  // namespace
 
 const std::vector<OptionSpec>& Options() {
-  static const std::vector<OptionSpec>* options = new std::vector<OptionSpec>(MakeOptions());
+  static const auto* options = new std::vector<OptionSpec>(WithNodeHealthOptions(MakeOptions()));
   return *options;
 }
 

@@ -221,6 +221,7 @@ RendezvousSettings RendezvousSettingsFrom(const AgentConfig& config) {
   settings.keep_alive_interval = config.keep_alive_interval;
   settings.keep_alive_max_attempt = config.keep_alive_max_attempt;
   settings.exit_barrier_timeout = config.exit_barrier_timeout;
+  settings.node_health = config.node_health;
   return settings;
 }
 

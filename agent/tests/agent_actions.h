@@ -13,8 +13,11 @@ namespace ddprun {
 inline std::string DescribeAction(const AgentAction& a) {
   using Kind = AgentAction::Kind;
   switch (a.kind) {
+    case Kind::kCheckHealth:
+      return "check-health";
     case Kind::kJoin:
-      return a.assignment ? absl::StrCat("join after=", a.assignment->round) : "join";
+      return absl::StrCat(a.assignment ? absl::StrCat("join after=", a.assignment->round) : "join",
+                          a.text.empty() ? "" : absl::StrCat(" unhealthy (", a.text, ")"));
     case Kind::kReconnect:
       return "reconnect";
     case Kind::kStartWorkers:

@@ -14,6 +14,7 @@
 namespace ddprun {
 namespace {
 
+using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -22,8 +23,9 @@ using ::testing::IsEmpty;
 // event and returns the actions it caused, in order.
 class AgentStateMachineTest : public ::testing::Test {
  protected:
-  void Make(bool networked = true) {
+  void Make(bool networked = true, bool health_check = false) {
     AgentSettings s;
+    s.health_check = health_check;
     s.host = "node0";
     s.nproc_per_node = 2;
     s.shutdown_timeout = absl::Seconds(30);
@@ -429,6 +431,67 @@ TEST_F(AgentStateMachineTest, ARunEndForAHungRankCollectsStacksBeforeStopping) {
   RunRoundZero();
   sm_->RunEnded(RunOutcome::kFailed, "rank 3 hung; restart budget spent", {}, true, now_);
   EXPECT_THAT(Take(), ElementsAre("collect-stacks", "stop-workers SIGTERM"));
+}
+
+// --- Node health (docs/node-health.md) ---
+
+TEST_F(AgentStateMachineTest, WithAHealthCheckEveryJoinWaitsForItAndCarriesAFailure) {
+  Make(/*networked=*/true, /*health_check=*/true);
+  EXPECT_THAT(Start(), ElementsAre("check-health"));
+  EXPECT_EQ(sm_->phase(), AgentStateMachine::Phase::kChecking);
+  EXPECT_THAT(Assign(0), IsEmpty()) << "no round before the check has answered";
+  sm_->HealthChecked("", now_);
+  EXPECT_THAT(Take(), ElementsAre("join"));
+  ASSERT_THAT(Assign(0), ElementsAre("start-workers round=0 restarts=0"));
+  Workers(Failed(true));
+  Closed(FailedAt(1, 3));
+  EXPECT_THAT(Stop(), ElementsAre("end-store-round", "check-health"));  // again before a rejoin
+  sm_->HealthChecked("it ended with exit code 1", now_);
+  EXPECT_THAT(Take(), ElementsAre("join after=0 unhealthy (it ended with exit code 1)"));
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("health check failed")));
+}
+
+TEST_F(AgentStateMachineTest, AnExcludedNodeStopsItsWorkersWaitsOutTheCooldownAndChecksAgain) {
+  Make(/*networked=*/true, /*health_check=*/true);
+  Start();
+  sm_->HealthChecked("", now_);
+  Take();
+  Assign(0);
+  sm_->Excluded("node0: excluded for another 1m0s", absl::Seconds(60), now_);
+  EXPECT_THAT(Take(), ElementsAre("stop-workers SIGTERM"));
+  EXPECT_THAT(Workers(AllExited()), ElementsAre("close-attempt"));
+  EXPECT_THAT(Closed(Succeeded()), IsEmpty()) << "no success is reported for a stopped attempt";
+  EXPECT_EQ(sm_->phase(), AgentStateMachine::Phase::kCoolingDown);
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("join again in 1m")));
+  EXPECT_EQ(sm_->NextDeadline(), now_ + absl::Seconds(5)) << "heartbeats go on meanwhile";
+  EXPECT_THAT(Advance(absl::Seconds(59)), Each(std::string("heartbeat")));
+  EXPECT_THAT(Advance(absl::Seconds(1)), ElementsAre("check-health"));
+}
+
+TEST_F(AgentStateMachineTest, ExcludedForTheRestOfTheJobTheAgentExits69) {
+  Make();
+  Start();
+  Take();
+  sm_->Excluded("node0: it is listed in --exclude-hosts", absl::InfiniteDuration(), now_);
+  EXPECT_THAT(Take(), ElementsAre("exit 69"));
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("--exclude-hosts"), HasSubstr("exits 69")));
+}
+
+TEST_F(AgentStateMachineTest, TheRunEndingDuringACooldownEndsTheAgentToo) {
+  Make();
+  Start();
+  Take();
+  sm_->Excluded("node0: excluded for another 5m0s", absl::Minutes(5), now_);
+  Take();
+  EXPECT_THAT(End(RunOutcome::kSucceeded), ElementsAre("exit 0"));
+}
+
+TEST_F(AgentStateMachineTest, ASignalDuringTheHealthCheckExitsWithoutJoining) {
+  Make(/*networked=*/true, /*health_check=*/true);
+  Start();
+  EXPECT_THAT(Signal(SIGTERM), ElementsAre("exit 143"));
+  sm_->HealthChecked("", now_);
+  EXPECT_THAT(Take(), IsEmpty());
 }
 
 }  // namespace

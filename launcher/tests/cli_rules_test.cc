@@ -135,5 +135,79 @@ TEST(OptionsTableTest, NamesAreUniqueAndEveryOptionIsInDocsCliMd) {
   }
 }
 
+// --- Node health (launcher/options_health.cc) ---
+
+TEST(NodeHealthOptionsTest, LimitsAreOnForElasticJobsOnlyUnlessGiven) {
+  absl::StatusOr<CliOutcome> elastic =
+      Parse({"--nnodes=2:4", "--rdzv-backend=c10d", "--rdzv-endpoint=head:29400", "--no-python",
+             "/bin/sh"},
+            Env());
+  ASSERT_TRUE(elastic.ok()) << elastic.status();
+  EXPECT_EQ(elastic->config.node_health.max_node_failures, 3);
+  EXPECT_EQ(elastic->config.node_health.max_node_flaps, 3);
+  EXPECT_EQ(elastic->config.node_health.node_cooldown, absl::Seconds(300));
+  absl::StatusOr<CliOutcome> fixed = Parse(
+      {"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=head:29400", "--no-python", "/bin/sh"},
+      Env());
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_EQ(fixed->config.node_health.max_node_failures, 0);
+  EXPECT_EQ(fixed->config.node_health.max_node_flaps, 0);
+  absl::StatusOr<CliOutcome> given =
+      Parse({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=head:29400",
+             "--max-node-failures=2", "--node-cooldown=0", "--no-python", "/bin/sh"},
+            Env({{"PET_MAX_NODE_FLAPS", "5"}, {"PET_EXCLUDE_HOSTS", "n1, n2.rack"}}));
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(given->config.node_health.max_node_failures, 2);
+  EXPECT_EQ(given->config.node_health.max_node_flaps, 5);
+  EXPECT_EQ(given->config.node_health.node_cooldown, absl::InfiniteDuration());
+  EXPECT_EQ(given->config.node_health.exclude_hosts, (std::vector<std::string>{"n1", "n2.rack"}));
+}
+
+TEST(NodeHealthOptionsTest, HealthCheckTakesACommandTheBuiltinBothOrNone) {
+  auto check = [](const std::string& value) {
+    absl::StatusOr<CliOutcome> out =
+        Parse({"--health-check=" + value, "--no-python", "/bin/sh"}, Env());
+    EXPECT_TRUE(out.ok()) << out.status();
+    return out.ok() ? out->config.health_check : HealthCheckSettings{};
+  };
+  EXPECT_EQ(check("/opt/check.sh --fast").command, "/opt/check.sh --fast");
+  EXPECT_FALSE(check("/opt/check.sh --fast").builtin);
+  EXPECT_TRUE(check("builtin").builtin);
+  EXPECT_EQ(check("builtin").command, "");
+  EXPECT_TRUE(check("builtin,/opt/check.sh").builtin);
+  EXPECT_EQ(check("builtin,/opt/check.sh").command, "/opt/check.sh");
+  EXPECT_FALSE(check("none").any());
+  absl::StatusOr<CliOutcome> bad =
+      Parse({"--health-check=builtinx", "--no-python", "/bin/sh"}, Env());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("--health-check='builtinx' is not valid"));
+  bad = Parse({"--health-check-timeout=0", "--no-python", "/bin/sh"}, Env());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("--health-check-timeout"));
+  bad = Parse({"--health-check-min-free-disk=-1", "--no-python", "/bin/sh"}, Env());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("expected GiB"));
+}
+
+TEST(NodeHealthOptionsTest, TheBuiltinCheckIsOnForGpuJobsAndReadsTheLogDirsDisk) {
+  DeviceCounts eight = NoGpus();
+  eight.count_gpus = []() -> absl::StatusOr<int> { return 8; };
+  absl::StatusOr<CliOutcome> gpu = ParseCommandLine(
+      {"--nproc-per-node=gpu", "--log-dir=/var/log/job", "--no-python", "/bin/sh"}, eight, Env());
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_TRUE(gpu->config.health_check.builtin);
+  EXPECT_EQ(gpu->config.health_check.expected_gpus, 8);
+  EXPECT_EQ(gpu->config.health_check.disk_path, "/var/log/job");
+  absl::StatusOr<CliOutcome> off =
+      ParseCommandLine({"--nproc-per-node=gpu", "--health-check=none", "--no-python", "/bin/sh"},
+                       eight, Env({{"TMPDIR", "/scratch"}}));
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_FALSE(off->config.health_check.any());
+  EXPECT_EQ(off->config.health_check.disk_path, "/scratch");
+  absl::StatusOr<CliOutcome> cpu = Parse({"--nproc-per-node=4", "--no-python", "/bin/sh"}, Env());
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_FALSE(cpu->config.health_check.any());
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -27,6 +27,10 @@
 //   test_worker count-starts DIR        append "started round=<DDPRUN_ROUND> restart=<count>" to
 //                                       DIR/starts.<RANK>, wait for DIR/release; on SIGTERM
 //                                       append "stopped" and exit 143
+//   test_worker fail-on-host HOST DIR   as count-starts, and the line also says host=<name>
+//                                       t=<unix us>; on host HOST (gethostname) local rank 0
+//                                       appends "failing t=<unix us>" to DIR/failures and exits 1
+//                                       (when DIR/gated exists, once DIR/fail-now does)
 //   test_worker spew N                  print N numbered lines to stdout as fast as it can
 //   test_worker partial TEXT            print TEXT with no newline and exit 0
 //   test_worker error-file CODE         write a torch-format error file, exit CODE
@@ -47,6 +51,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -62,6 +67,12 @@ std::string Env(const char* name) {
 }
 
 std::string Rank() { return Env("RANK"); }
+
+long long NowMicros() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
 std::string Restart() { return Env("TORCHELASTIC_RESTART_COUNT"); }
 
 // Writes `content` to `path` atomically (rename), so a test never reads half a file.
@@ -195,12 +206,27 @@ int main(int argc, char** argv) {
     while (access(release.c_str(), F_OK) != 0) usleep(2000);
     return 0;
   }
-  if (mode == "count-starts" && argc == 3) {
-    const std::string dir = argv[2];
+  if ((mode == "count-starts" && argc == 3) || (mode == "fail-on-host" && argc == 4)) {
+    const bool fail_on_host = mode == "fail-on-host";
+    const std::string dir = argv[fail_on_host ? 3 : 2];
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    if (fail_on_host) {
+      std::ofstream(dir + "/starts." + Rank(), std::ios::app)
+          << "started round=" << Env("DDPRUN_ROUND") << " restart=" << Restart() << " host=" << host
+          << " t=" << NowMicros() << "\n";
+      if (std::string(host) == argv[2] && Env("LOCAL_RANK") == "0") {
+        if (access((dir + "/gated").c_str(), F_OK) == 0) {
+          while (access((dir + "/fail-now").c_str(), F_OK) != 0) usleep(2000);
+        }
+        std::ofstream(dir + "/failures", std::ios::app) << "failing t=" << NowMicros() << "\n";
+        return 1;
+      }
+    }
     const std::string starts = dir + "/starts." + Rank();
     snprintf(g_starts_path, sizeof g_starts_path, "%s", starts.c_str());
     signal(SIGTERM, RecordStop);
-    {
+    if (!fail_on_host) {
       std::ofstream(starts, std::ios::app)
           << "started round=" << Env("DDPRUN_ROUND") << " restart=" << Restart() << "\n";
     }

@@ -9,7 +9,11 @@
 #include <gtest/gtest.h>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "tests/netns/netns_cluster.h"
 #include "tests/support/child_process.h"
@@ -20,6 +24,7 @@ namespace ddprun::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 constexpr int kPort = 29400;
 const std::string kMaster = DDPRUN_MASTER_BIN;
@@ -46,25 +51,27 @@ class NetnsTest : public ::testing::Test {
   // The command line a user types: no --local-addr, and the host's name is loopback there.
   // Agents on hosts 1-3 of an elastic 2:3 job that notice a silent link within about a
   // second (keep-alive 0.5 s + 0.5 s), once all six workers run (count-starts).
-  void StartThreeQuickAgents(std::vector<std::unique_ptr<ChildProcess>>& agents) {
-    const std::vector<std::string> quick = {
+  void StartThreeQuickAgents(std::vector<std::unique_ptr<ChildProcess>>& agents,
+                             const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> quick = {
         "--rdzv-conf=keep_alive_interval=0.5,heartbeat_timeout=0.5,last_call_timeout=0.2"};
+    quick.insert(quick.end(), extra.begin(), extra.end());
     for (int host = 1; host <= 3; ++host) {
       agents.push_back(Agent(host, "2:3", {"count-starts", dir_.path()}, quick));
     }
     ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 6, "started", 1); }, absl::Seconds(30)));
   }
 
-  std::unique_ptr<ChildProcess> Agent(int host, const std::string& nnodes,
-                                      const std::vector<std::string>& worker_args,
-                                      std::vector<std::string> extra = {}, int master_host = 1,
-                                      const std::string& run_id = "job") {
+  std::unique_ptr<ChildProcess> Agent(
+      int host, const std::string& nnodes, const std::vector<std::string>& worker_args,
+      std::vector<std::string> extra = {}, int master_host = 1, const std::string& run_id = "job",
+      const std::map<std::string, std::optional<std::string>>& env = {}) {
     std::vector<std::string> options = {
         "--nnodes=" + nnodes, "--nproc-per-node=2", "--rdzv-backend=c10d",
         absl::StrCat("--rdzv-endpoint=", NetnsCluster::Address(master_host), ":", kPort),
         "--rdzv-id=" + run_id};
     options.insert(options.end(), extra.begin(), extra.end());
-    return cluster_->Start(host, DdprunWithTestWorker(options, worker_args));
+    return cluster_->Start(host, DdprunWithTestWorker(options, worker_args), env);
   }
 
   // After a scenario: no process of the test on any host (workers never outlive agents).
@@ -252,7 +259,7 @@ TEST_F(NetnsTest, AFlappingHostComesBackEachTime) {
   MakeHosts(3);
   if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
   std::vector<std::unique_ptr<ChildProcess>> agents;
-  StartThreeQuickAgents(agents);
+  StartThreeQuickAgents(agents, {"--max-node-flaps=4"});  // under the limit: back each time
   if (HasFatalFailure()) return;
   auto& c = agents[2];
   for (int flap = 1; flap <= 3; ++flap) {
@@ -327,6 +334,220 @@ TEST_F(NetnsTest, TwoJobsOnOneMasterDoNotSeeEachOther) {
   }
   ::kill(master->pid(), SIGTERM);
   EXPECT_EQ(master->Wait(absl::Seconds(10)).exit_code, 0);
+  ExpectHostsEmpty(3);
+}
+
+// --- Node health (docs/node-health.md) ---
+
+// When a line of DIR/starts.<rank> (fail-on-host) with `restart=K` was written; nullopt: none.
+std::optional<absl::Time> StartedAt(const TempDir& dir, int rank, int restart) {
+  for (absl::string_view line :
+       absl::StrSplit(ReadFile(dir / absl::StrCat("starts.", rank)), '\n')) {
+    if (!absl::StrContains(line, absl::StrCat(" restart=", restart, " "))) continue;
+    int64_t us = 0;
+    const size_t t = line.find(" t=");
+    if (t != absl::string_view::npos && absl::SimpleAtoi(line.substr(t + 3), &us)) {
+      return absl::FromUnixMicros(us);
+    }
+  }
+  return std::nullopt;
+}
+
+// The last "failing t=..." line of DIR/failures, and how many there are.
+std::pair<int, absl::Time> Failures(const TempDir& dir) {
+  int count = 0;
+  absl::Time last;
+  for (absl::string_view line :
+       absl::StrSplit(ReadFile(dir / "failures"), '\n', absl::SkipEmpty())) {
+    int64_t us = 0;
+    if (absl::ConsumePrefix(&line, "failing t=") && absl::SimpleAtoi(line, &us)) {
+      ++count;
+      last = absl::FromUnixMicros(us);
+    }
+  }
+  return {count, last};
+}
+
+// Ranks first..first+n-1 all started their attempt `restart`; the latest of those starts.
+std::optional<absl::Time> AllStarted(const TempDir& dir, int first, int n, int restart) {
+  absl::Time latest = absl::InfinitePast();
+  for (int rank = first; rank < first + n; ++rank) {
+    std::optional<absl::Time> at = StartedAt(dir, rank, restart);
+    if (!at) return std::nullopt;
+    latest = std::max(latest, *at);
+  }
+  return latest;
+}
+
+// Host 3's workers fail whenever they run there. After --max-node-failures=2 failures it is
+// excluded (for the rest of the job: its agent exits 69); hosts 1 and 2 go on at once and
+// finish; the restarts spent are the 2 failures, the exclusion spent none.
+TEST_F(NetnsTest, AHostThatKeepsFailingIsExcludedAndTheJobFinishesWithoutIt) {
+  MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  const std::vector<std::string> options = {"--max-restarts=5", "--max-node-failures=2",
+                                            "--node-cooldown=0",
+                                            "--rdzv-conf=last_call_timeout=0.2"};
+  const std::vector<std::string> worker = {"fail-on-host", NetnsCluster::HostName(3), dir_.path()};
+  auto a = Agent(1, "2:3", worker, options);
+  auto b = Agent(2, "2:3", worker, options);
+  auto c = Agent(3, "2:3", worker, options);
+  ProcessResult rc = c->Wait(absl::Seconds(60));
+  EXPECT_EQ(rc.exit_code, 69) << rc.err;
+  EXPECT_THAT(rc.err, HasSubstr("the rendezvous keeps this node out of the job: node3: excluded "
+                                "for the rest of the job: it was the root cause of 2 failures "
+                                "(--max-node-failures=2)"));
+  std::optional<absl::Time> running;
+  ASSERT_TRUE(WaitUntil([&] { return (running = AllStarted(dir_, 0, 4, 2)).has_value(); },
+                        absl::Seconds(30)))
+      << a->ErrSoFar();
+  const auto [failures, last_failure] = Failures(dir_);
+  EXPECT_EQ(failures, 2);
+  Measure("node excluded", "2nd failure on node3 to hosts 1-2 running again",
+          *running - last_failure);
+  WriteFile(dir_ / "release", "");
+  ProcessResult ra = a->Wait(absl::Seconds(30));
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_EQ(b->Wait(absl::Seconds(30)).exit_code, 0);
+  EXPECT_THAT(ra.err, HasSubstr("the job kept 1 node out"));
+  EXPECT_THAT(ra.err, HasSubstr("node3: excluded for the rest of the job: it was the root cause "
+                                "of 2 failures (--max-node-failures=2) [2 failures]"));
+  EXPECT_THAT(ReadFile(dir_ / "starts.0"), Not(HasSubstr("restart=3")));  // K restarts, no more
+  ExpectHostsEmpty(3);
+}
+
+// The same with a spare: host 4 waits (the job is at --nnodes' maximum) and takes host 3's
+// place in the very next round.
+TEST_F(NetnsTest, ASpareHostTakesTheExcludedHostsPlaceAtOnce) {
+  MakeHosts(4);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  const std::vector<std::string> options = {"--max-restarts=3", "--max-node-failures=1",
+                                            "--node-cooldown=0",
+                                            "--rdzv-conf=last_call_timeout=0.2"};
+  const std::vector<std::string> worker = {"fail-on-host", NetnsCluster::HostName(3), dir_.path()};
+  WriteFile(dir_ / "gated", "");  // host 3 fails only once the spare waits (DIR/fail-now)
+  auto a = Agent(1, "2:3", worker, options, 1, "job", {{"LOGLEVEL", "INFO"}});
+  auto b = Agent(2, "2:3", worker, options);
+  auto c = Agent(3, "2:3", worker, options);
+  ASSERT_TRUE(WaitUntil([&] { return AllStarted(dir_, 0, 6, 0).has_value(); }, absl::Seconds(30)));
+  auto d = Agent(4, "2:3", worker, options);
+  ASSERT_TRUE(
+      WaitUntil([&] { return absl::StrContains(a->ErrSoFar(), "node4 waits"); }, absl::Seconds(30)))
+      << a->ErrSoFar();
+  WriteFile(dir_ / "fail-now", "");
+  EXPECT_EQ(c->Wait(absl::Seconds(30)).exit_code, 69);
+  std::optional<absl::Time> running;
+  ASSERT_TRUE(WaitUntil([&] { return (running = AllStarted(dir_, 0, 6, 1)).has_value(); },
+                        absl::Seconds(30)))
+      << a->ErrSoFar() << d->ErrSoFar();
+  EXPECT_THAT(ReadFile(dir_ / "starts.4"), HasSubstr("restart=1 host=node4"));
+  Measure("spare", "failure on node3 to hosts 1, 2 and the spare running",
+          *running - Failures(dir_).second);
+  WriteFile(dir_ / "release", "");
+  for (auto* agent : {&a, &b, &d}) {
+    ProcessResult r = (*agent)->Wait(absl::Seconds(30));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  ExpectHostsEmpty(4);
+}
+
+// Host 2's health check fails: it never joins, the job starts on hosts 1 and 3 after the last
+// call, and every summary shows host 2's check output. Its agent waits out its cooldown and
+// ends with the job.
+TEST_F(NetnsTest, AHostWhoseHealthCheckFailsNeverJoinsAndTheSummaryShowsWhy) {
+  MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  const std::vector<std::string> options = {
+      "--rdzv-conf=last_call_timeout=0.5",
+      "--health-check=[ \"$(hostname)\" != node2 ] || { echo 'GPU 5: 3 uncorrectable ECC "
+      "errors' >&2; exit 1; }"};
+  const std::vector<std::string> worker = {"fail-on-host", "no-such-host", dir_.path()};
+  auto a = Agent(1, "2:3", worker, options);
+  const absl::Time started = absl::Now();
+  auto b = Agent(2, "2:3", worker, options);
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(b->ErrSoFar(), "keeps this node out"); },
+                        absl::Seconds(30)))
+      << b->ErrSoFar();
+  Measure("health check", "node2's agent started to kept out", absl::Now() - started);
+  auto c = Agent(3, "2:3", worker, options);
+  ASSERT_TRUE(WaitUntil([&] { return AllStarted(dir_, 0, 4, 0).has_value(); }, absl::Seconds(30)));
+  EXPECT_THAT(ReadFile(dir_ / "starts.2"), HasSubstr("host=node3"));
+  WriteFile(dir_ / "release", "");
+  for (auto* agent : {&a, &b, &c}) {
+    ProcessResult r = (*agent)->Wait(absl::Seconds(30));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("node2: excluded for another "));
+    EXPECT_THAT(r.err, HasSubstr("its health check failed: it ended with exit code 1; its last "
+                                 "output:\n    GPU 5: 3 uncorrectable ECC errors"));
+  }
+  EXPECT_FALSE(FileExists(dir_ / "starts.4"));  // never more than 4 ranks
+  ExpectHostsEmpty(3);
+}
+
+// Host 3's link goes down twice (--max-node-flaps=2): back after the first, excluded at the
+// second; hosts 1 and 2 go on.
+TEST_F(NetnsTest, AHostWhoseLinkFlapsPastTheLimitIsExcluded) {
+  MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  StartThreeQuickAgents(agents, {"--max-node-flaps=2", "--node-cooldown=0"});
+  if (HasFatalFailure()) return;
+  auto& c = agents[2];
+  for (int flap = 1; flap <= 2; ++flap) {
+    SCOPED_TRACE(flap);
+    ASSERT_TRUE(cluster_->SetLinkUp(3, false).ok());
+    ASSERT_TRUE(
+        WaitUntil([&] { return AllLogged(dir_, 4, 2, "stopped", flap); }, absl::Seconds(30)));
+    ASSERT_TRUE(
+        WaitUntil([&] { return AllLogged(dir_, 0, 4, "started", flap + 1); }, absl::Seconds(30)));
+    ASSERT_TRUE(cluster_->SetLinkUp(3, true).ok());
+    if (flap == 1) {
+      ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 4, 2, "started", 2); }, absl::Seconds(60)))
+          << c->ErrSoFar();
+    }
+  }
+  ProcessResult rc = c->Wait(absl::Seconds(60));
+  EXPECT_EQ(rc.exit_code, 69) << rc.err;
+  EXPECT_THAT(rc.err, HasSubstr("its connection was lost 2 times while it ran in a round "
+                                "(--max-node-flaps=2)"));
+  WriteFile(dir_ / "release", "");
+  for (int i = 0; i < 2; ++i) {
+    ProcessResult r = agents[i]->Wait(absl::Seconds(30));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("node3: excluded for the rest of the job"));
+  }
+  EXPECT_EQ(CountLinesContaining(ReadFile(dir_ / "starts.0"), "restart=0"),
+            CountLinesContaining(ReadFile(dir_ / "starts.0"), "started"))
+      << "neither flaps nor the exclusion spend a restart";
+  ExpectHostsEmpty(3);
+}
+
+// Host 3's check fails once: it is kept out for --node-cooldown=1, then checks again, passes,
+// and the job takes it in (a membership change: no restart spent).
+TEST_F(NetnsTest, ACooldownEndsAndTheNodeIsAdmittedAgainInTheNextRound) {
+  MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  const std::vector<std::string> options = {
+      "--rdzv-conf=last_call_timeout=0.2", "--node-cooldown=1",
+      absl::StrCat("--health-check=[ \"$(hostname)\" != node3 ] || [ -e ", dir_.path(),
+                   "/healed ] || { touch ", dir_.path(),
+                   "/healed; echo 'NIC down' >&2; exit 1; }")};
+  auto a = Agent(1, "2:3", {"count-starts", dir_.path()}, options);
+  auto b = Agent(2, "2:3", {"count-starts", dir_.path()}, options);
+  auto c = Agent(3, "2:3", {"count-starts", dir_.path()}, options);
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(c->ErrSoFar(), "keeps this node out"); },
+                        absl::Seconds(30)))
+      << c->ErrSoFar();
+  const absl::Time out = absl::Now();
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 6, "started", 1); }, absl::Seconds(30)))
+      << c->ErrSoFar();
+  Measure("cooldown", "node3 kept out to in the job (cooldown 1 s)", absl::Now() - out);
+  EXPECT_THAT(ReadFile(dir_ / "starts.5"), HasSubstr("restart=0"));
+  WriteFile(dir_ / "release", "");
+  for (auto* agent : {&a, &b, &c}) {
+    ProcessResult r = (*agent)->Wait(absl::Seconds(30));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
   ExpectHostsEmpty(3);
 }
 

@@ -45,7 +45,9 @@ Exit status:
   128+S    ddprun received signal S and stopped the workers
   2        bad command line or environment: nothing was started
   69       this node is unhealthy: a worker stuck in uninterruptible sleep, or
-           still there --kill-timeout after SIGKILL (docs/hangs.md)
+           still there --kill-timeout after SIGKILL (docs/hangs.md); or the job
+           excluded it for good (--node-cooldown=0, --exclude-hosts;
+           docs/node-health.md)
   70       ddprun could not set the job up (event loop, signals, log folder, port)
   75       the rendezvous failed: timed out, refused this node (token, run id,
            settings), or the master was unreachable within join_timeout

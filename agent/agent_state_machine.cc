@@ -132,6 +132,7 @@ void AgentStateMachine::CoolDown(absl::Time now) {
     Log(LogLevel::kError, absl::StrCat("this node is excluded for the rest of the job: it "
                                        "leaves the job and exits ",
                                        kExitNodeUnhealthy));
+    others_still_run_ = true;  // a master this agent hosts serves the others until they end
     return Exit(kExitNodeUnhealthy);
   }
   phase_ = Phase::kCoolingDown;
@@ -234,6 +235,7 @@ void AgentStateMachine::Tick(absl::Time now) {
       abandon.text = absl::StrCat("still running ", absl::FormatDuration(settings_.kill_timeout),
                                   " after SIGKILL (--kill-timeout): the node is unhealthy");
       actions_.push_back(std::move(abandon));
+      others_still_run_ = true;
       return Exit(kExitNodeUnhealthy);
     }
   }
@@ -294,6 +296,7 @@ void AgentStateMachine::Carry(AfterStop next, absl::Time now) {
       leave.kind = AgentAction::Kind::kLeave;
       leave.text = unhealthy_;
       actions_.push_back(std::move(leave));
+      others_still_run_ = true;
       return Exit(kExitNodeUnhealthy);
     }
     case AfterStop::kEnd:

@@ -147,7 +147,8 @@ class AgentStateMachine {
   bool done() const { return phase_ == Phase::kDone; }
   /// The current attempt's assignment, or the last one this node ran.
   const std::optional<Assignment>& assignment() const { return assignment_; }
-  /// This node left the run while others still ran (the exit barrier timed out).
+  /// This node left the run while others may still run (the exit barrier timed out, or it
+  /// left as unhealthy or excluded): a master it hosts must serve on until they end.
   bool others_still_run() const { return others_still_run_; }
 
  private:

@@ -168,6 +168,11 @@ void MasterState::Dispatch(Run& run) {
                    Printable(out.detail));
     } else if (out.kind == Outbound::Kind::kEnd && !std::exchange(said_end, true)) {
       spdlog::info("run '{}': ends: {}", run.id, Printable(out.detail));
+      for (const std::string& line : out.excluded) {
+        spdlog::warn("run '{}': kept out: {}", run.id, Printable(line));
+      }
+    } else if (out.kind == Outbound::Kind::kExclude) {
+      spdlog::warn("run '{}': {}", run.id, Printable(out.detail));
     }
     if (out.kind == Outbound::Kind::kAssign && out.assignment.round != run.store_round) {
       // A new round: the store starts empty, and reads still waiting belong to the old one.

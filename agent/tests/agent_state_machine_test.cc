@@ -475,6 +475,7 @@ TEST_F(AgentStateMachineTest, ExcludedForTheRestOfTheJobTheAgentExits69) {
   sm_->Excluded("node0: it is listed in --exclude-hosts", absl::InfiniteDuration(), now_);
   EXPECT_THAT(Take(), ElementsAre("exit 69"));
   EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("--exclude-hosts"), HasSubstr("exits 69")));
+  EXPECT_TRUE(sm_->others_still_run()) << "a master it hosts must serve the others on";
 }
 
 TEST_F(AgentStateMachineTest, TheRunEndingDuringACooldownEndsTheAgentToo) {

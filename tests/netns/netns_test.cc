@@ -551,5 +551,33 @@ TEST_F(NetnsTest, ACooldownEndsAndTheNodeIsAdmittedAgainInTheNextRound) {
   ExpectHostsEmpty(3);
 }
 
+// Host 1 hosts the master and its check fails, for the rest of the job: it never runs
+// workers, but its agent serves the master to the others until they finish, then exits 69.
+TEST_F(NetnsTest, AnExcludedHostThatHostsTheMasterServesItUntilTheOthersFinish) {
+  MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  const std::vector<std::string> options = {"--rdzv-conf=last_call_timeout=0.2",
+                                            "--node-cooldown=0",
+                                            "--health-check=[ \"$(hostname)\" != node1 ] || { echo "
+                                            "'scratch disk read-only' >&2; exit 1; }"};
+  const std::vector<std::string> worker = {"fail-on-host", "no-such-host", dir_.path()};
+  auto a = Agent(1, "2:3", worker, options);
+  auto b = Agent(2, "2:3", worker, options);
+  auto c = Agent(3, "2:3", worker, options);
+  ASSERT_TRUE(WaitUntil([&] { return AllStarted(dir_, 0, 4, 0).has_value(); }, absl::Seconds(30)))
+      << a->ErrSoFar();
+  EXPECT_THAT(a->ErrSoFar(), HasSubstr("serving it until they finish"));
+  EXPECT_THAT(a->ErrSoFar(), HasSubstr("run 'job': node1: excluded for the rest of the job"));
+  WriteFile(dir_ / "release", "");
+  for (auto* agent : {&b, &c}) {
+    ProcessResult r = (*agent)->Wait(absl::Seconds(30));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("scratch disk read-only"));
+  }
+  ProcessResult ra = a->Wait(absl::Seconds(30));
+  EXPECT_EQ(ra.exit_code, 69) << ra.err;
+  ExpectHostsEmpty(3);
+}
+
 }  // namespace
 }  // namespace ddprun::testing

@@ -241,5 +241,24 @@ TEST(GpuNccl, DdpAllreduceUnderDdprunFrom8BTo1GiB) {
   EXPECT_THAT(r.out, HasSubstr("every element of every size verified on every rank"));
 }
 
+// Node health on a real GPU node (docs/node-health.md): the built-in check finds NVML and a
+// healthy GPU, and both example checks pass; the job then runs.
+TEST(NodeHealthOnAGpu, TheBuiltinAndTheExampleChecksPassOnAHealthyNode) {
+  const std::string examples = ddprun::testing::kSourceDir + "/examples/health-checks/";
+  ddprun::testing::ProcessResult ecc =
+      ddprun::testing::RunProcess({"/bin/sh", examples + "gpu-ecc.sh"});
+  EXPECT_EQ(ecc.exit_code, 0) << ecc.err;
+  ddprun::testing::ProcessResult r = ddprun::testing::RunProcess(
+      {ddprun::testing::kDdprun, "--nproc-per-node=gpu", "--health-check-timeout=180",
+       "--health-check=builtin," + examples + "nccl-allreduce.sh", "--no-python", "/bin/true"},
+      {{"DDPRUN", ddprun::testing::kDdprun},
+       {"DDP_ALLREDUCE", kDdpAllreduce},
+       {"ALLREDUCE_MAX_BYTES", "16777216"}},
+      absl::Seconds(240));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("health check failed")));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("skipped: NVML")));  // the driver's NVML is there
+}
+
 }  // namespace
 }  // namespace ddp::worker

@@ -9,7 +9,8 @@
 #     by element, with the InitNccl time; three named communicators; ncclCommInitRankScalable
 #     forced on; split and abort; the watchdog aborting a held collective on SIGTERM; a peer
 #     that never comes ending InitNccl at its deadline; ddp-allreduce under ddprun from 8 B to
-#     1 GiB, every element checked, with nccl-tests' bandwidth table;
+#     1 GiB, every element checked, with nccl-tests' bandwidth table; node health: the
+#     built-in check (NVML found, every GPU usable) and examples/health-checks/ pass;
 #   - gpu_torch_tests: PyTorch DDP with NCCL and device_ids=[LOCAL_RANK] under
 #     `ddprun --standalone --nproc-per-node=gpu`, then again with a worker crashing once and
 #     restarted on the GPU: identical parameters on every rank, and the uncrashed run's.
@@ -205,7 +206,7 @@ status=0
 for program in "${programs[@]}"; do
   name=$(basename "$program")
   # Each its share of the budget, so that a hang still leaves the results behind.
-  case "$name" in gpu_tests) limit=60 ;; gpu_nccl_tests) limit=240 ;; *) limit=210 ;; esac
+  case "$name" in gpu_tests) limit=60 ;; gpu_nccl_tests) limit=270 ;; *) limit=210 ;; esac
   left=$(( budget - ($(date +%s) - start) - 15 ))
   ((limit > left)) && limit=$left
   if ((limit < 30)); then

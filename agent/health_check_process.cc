@@ -70,6 +70,9 @@ bool ReadNvml(NodeFacts& facts) {
   }
   facts.nvml_loaded = true;
   if (count(&n) != kNvmlSuccess) n = 0;
+  const char* visible = ::getenv("CUDA_VISIBLE_DEVICES");
+  facts.visible_gpus = ApplyCudaVisibleDevices(
+      visible != nullptr ? std::optional<std::string>(visible) : std::nullopt, static_cast<int>(n));
   for (unsigned i : DevicesToCheck(n)) {
     NvmlDevice device = nullptr;
     if (const int err = handle(i, &device); err != kNvmlSuccess) {
@@ -131,15 +134,19 @@ int RunHealthCheckProcess(const std::vector<std::string>& args) {
     }
   }
   if (builtin) {
-    if (facts.expected_gpus > 0) {
-      absl::StatusOr<int> visible = CountVisibleGpus();
-      facts.visible_gpus = visible.ok() ? *visible : 0;
-    }
-    if (!ReadNvml(facts)) {
+    // NVML counts the GPUs too, in a fraction of cuInit's time (seconds on a big node),
+    // which every restart would wait for. CUDA, which counted them at start, counts them
+    // again only when NVML is not there or sees fewer (MIG instances are CUDA devices).
+    const bool nvml = ReadNvml(facts);
+    if (!nvml) {
       std::printf(
           "%sNVML (libnvidia-ml.so.1) could not be loaded: GPU health (ECC errors, "
           "lost GPUs, pending page retirement) is not checked\n",
           kHealthSkippedPrefix);
+    }
+    if (facts.expected_gpus > 0 && (!nvml || facts.visible_gpus < facts.expected_gpus)) {
+      absl::StatusOr<int> visible = CountVisibleGpus();
+      facts.visible_gpus = visible.ok() ? *visible : 0;
     }
     struct statvfs fs;
     if (facts.min_free_disk_bytes > 0 && ::statvfs(facts.disk_path.c_str(), &fs) == 0) {

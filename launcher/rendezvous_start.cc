@@ -124,9 +124,10 @@ absl::Status ServeMasterAndStore(const NetworkPlugin& network, const AgentConfig
   return absl::OkStatus();
 }
 
-// An agent that hosts the master cannot leave while other nodes still use it (after the
-// exit barrier timed out on this node): it serves on until they are gone, or until one of
-// the signals it handles asks it to stop.
+// An agent that hosts the master cannot leave while other nodes still use it or may still
+// come (after the exit barrier timed out on this node, or when this node is excluded or
+// unhealthy): it serves on until the run has ended and they are gone, or until one of the
+// signals it handles asks it to stop.
 void ServeWhileOthersRun(const HostedMaster& master, const AgentConfig& config) {
   sigset_t stop;
   sigemptyset(&stop);
@@ -135,9 +136,11 @@ void ServeWhileOthersRun(const HostedMaster& master, const AgentConfig& config) 
   spdlog::warn(
       "other nodes still run and this node hosts their rendezvous master: serving "
       "it until they finish (send SIGTERM to stop now, which ends their run)");
-  while (master.SessionCount(config.run_id) > 0) {
+  while (master.RunGoesOn(config.run_id)) {
     pollfd fds[2] = {{master.session_end_fd(), POLLIN, 0}, {signals.get(), POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    // The fd says when a session or the run ends; a run that ends with no node left in it
+    // (its join_timeout, say) says nothing, so look again every second too.
+    if (::poll(fds, 2, 1000) < 0 && errno != EINTR) return;
     if (fds[1].revents != 0) return;
     uint64_t count = 0;
     (void)!::read(master.session_end_fd(), &count, sizeof count);

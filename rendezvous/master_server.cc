@@ -26,6 +26,8 @@ int MasterServer::SessionCount(const std::string& run_id) const {
   return impl_->SessionCount(run_id);
 }
 
+bool MasterServer::RunGoesOn(const std::string& run_id) const { return impl_->RunGoesOn(run_id); }
+
 int MasterServer::session_end_fd() const { return impl_->session_end_fd(); }
 
 int MasterServer::PendingStoreReads() const { return impl_->PendingStoreReads(); }

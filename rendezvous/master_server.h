@@ -68,7 +68,9 @@ class MasterServer {
   int port() const;
   /// How many agents hold a session in `run_id` now.
   int SessionCount(const std::string& run_id) const;
-  /// Readable (an eventfd; read it to reset) whenever a session ends.
+  /// RunGoesOn (master_state.h).
+  bool RunGoesOn(const std::string& run_id) const;
+  /// Readable (an eventfd; read it to reset) whenever a session ends or a run ends.
   int session_end_fd() const;
   /// Blocking Store reads waiting for keys, across runs.
   int PendingStoreReads() const;

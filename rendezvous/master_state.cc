@@ -168,6 +168,8 @@ void MasterState::Dispatch(Run& run) {
                    Printable(out.detail));
     } else if (out.kind == Outbound::Kind::kEnd && !std::exchange(said_end, true)) {
       spdlog::info("run '{}': ends: {}", run.id, Printable(out.detail));
+      const uint64_t one = 1;  // an agent that serves this master for others may stop now
+      (void)!::write(session_end_fd_, &one, sizeof one);
       for (const std::string& line : out.excluded) {
         spdlog::warn("run '{}': kept out: {}", run.id, Printable(line));
       }
@@ -268,6 +270,8 @@ absl::Time MasterState::ForgetIdle(absl::Time now) {
                  absl::FormatDuration(options_.limits.idle_run_ttl));
     DropStore(run, absl::AbortedError("the run was forgotten: no agent is in it any more"));
     it = runs_.erase(it);
+    const uint64_t one = 1;
+    (void)!::write(session_end_fd_, &one, sizeof one);
   }
   return next;
 }

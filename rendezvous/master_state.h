@@ -60,6 +60,15 @@ class MasterState {
     auto it = runs_.find(run_id);
     return it == runs_.end() ? 0 : static_cast<int>(it->second.sessions.size());
   }
+  /// The run has not ended, or agents still hold sessions in it: nodes may still need this
+  /// master (see HostedMaster::RunGoesOn).
+  bool RunGoesOn(const std::string& run_id) {
+    absl::MutexLock lock(&mu_);
+    auto it = runs_.find(run_id);
+    if (it == runs_.end()) return false;
+    return !it->second.sessions.empty() ||
+           (it->second.rounds && it->second.rounds->phase() != RoundStateMachine::Phase::kEnded);
+  }
 
   // --- Sessions (called from gRPC threads) ---
   SessionId NewSessionId() { return next_session_.fetch_add(1); }

@@ -17,6 +17,7 @@ class GrpcHostedMaster : public HostedMaster {
   int SessionCount(const std::string& run_id) const override {
     return server_->SessionCount(run_id);
   }
+  bool RunGoesOn(const std::string& run_id) const override { return server_->RunGoesOn(run_id); }
   int session_end_fd() const override { return server_->session_end_fd(); }
   void AdoptConnection(int listen_fd, int fd) override { server_->AdoptConnection(listen_fd, fd); }
 

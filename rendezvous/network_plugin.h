@@ -22,8 +22,11 @@ class HostedMaster {
   virtual int port() const = 0;
   /// Stops accepting, lets open sessions finish until `grace` has passed, then cancels.
   virtual void Shutdown(absl::Duration grace) = 0;
-  /// How many agents hold a session in `run_id`, and an eventfd readable when one leaves.
+  /// How many agents hold a session in `run_id`, and an eventfd readable when one leaves or
+  /// a run ends.
   virtual int SessionCount(const std::string& run_id) const = 0;
+  /// `run_id` has not ended, or agents still hold sessions in it: others may need it still.
+  virtual bool RunGoesOn(const std::string& run_id) const = 0;
   virtual int session_end_fd() const = 0;
   /// With MasterOptions::adopt_connections: serves a connection accepted on the port this
   /// master shares with the workers' TCPStore (MasterServer::AdoptConnection).

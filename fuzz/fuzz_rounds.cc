@@ -1,7 +1,9 @@
-// The rendezvous rules: a RoundStateMachine fed an arbitrary sequence of joins, heartbeats,
-// broken streams, reports and clock ticks from up to 8 sessions. Besides no crash, every
+// The rendezvous rules: a RoundStateMachine fed an arbitrary sequence of joins (some with a
+// failed health check), heartbeats, broken streams, reports, unhealthy leaves and clock ticks
+// from up to 8 sessions, with node-health limits and an exclude list. Besides no crash, every
 // round it closes must be sound: no more members than --nnodes allows, group ranks 0..n-1,
-// RANK offsets that add up to WORLD_SIZE, and every assignment of a round the same.
+// RANK offsets that add up to WORLD_SIZE, and every assignment of a round the same; and
+// after every step, no host the run keeps out among a running round's members.
 
 #include <cstdint>
 #include <map>
@@ -61,11 +63,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   settings.keep_alive_interval = absl::Milliseconds(1 + in.Below(2000));
   settings.keep_alive_max_attempt = 1 + in.Below(3);
   settings.exit_barrier_timeout = absl::Seconds(in.Below(10));
+  settings.node_health.max_node_failures = in.Below(3);
+  settings.node_health.max_node_flaps = in.Below(3);
+  settings.node_health.node_cooldown =
+      in.Below(4) == 0 ? absl::InfiniteDuration() : absl::Milliseconds(1 + in.Below(5000));
+  if (in.Below(4) == 0) settings.node_health.exclude_hosts = {absl::StrCat("node", in.Below(4))};
+  std::map<ddprun::SessionId, std::string> host_of;  // the host of each session's last join
   absl::Time now = absl::UnixEpoch();
   ddprun::RoundStateMachine rounds(settings, now);
   for (int steps = 0; !in.empty() && steps < 2000; ++steps) {
     const ddprun::SessionId session = 1 + in.Below(8);
-    switch (in.Below(7)) {
+    switch (in.Below(8)) {
       case 0: {
         ddprun::NodeInfo node;
         node.host = absl::StrCat("node", in.Below(4));
@@ -76,9 +84,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         node.node_rank_hint = in.Below(3) - 1;
         node.last_round = in.Below(4) - 1;
         node.restarts_seen = in.Below(3);
+        if (in.Below(6) == 0) node.failed_check = "it ended with exit code 1";
+        host_of[session] = node.host;
         (void)rounds.Join(session, node, now);
         break;
       }
+      case 5:
+        rounds.Leave(session, "unhealthy", now);
+        break;
       case 1:
         rounds.Heartbeat(session, now);
         break;
@@ -102,6 +115,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
     }
     CheckRound(rounds.TakeOutbound(), settings);
+    // A host the run keeps out has no agent in a running round once a step is done. (While
+    // finishing, its members may finish: stopping them would fail a run that may succeed.)
+    for (ddprun::SessionId member : rounds.members()) {
+      Require(rounds.phase() != ddprun::RoundStateMachine::Phase::kRunning ||
+              !rounds.health().Excluded(host_of.at(member), now));
+    }
     Require(static_cast<int>(rounds.members().size()) <= settings.max_nodes);
     Require(rounds.restarts_spent() <= settings.max_restarts);
   }

@@ -16,6 +16,9 @@ absl::Duration RoundStateMachine::DeadAfter() const {
 }
 
 absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, absl::Time now) {
+  // This join replaces the session's earlier one, if any: a round that closes meanwhile (when
+  // an old session of the same agent is dropped, below) must not take it as it was.
+  if (auto mine = nodes_.find(session); mine != nodes_.end()) SetJoined(mine->second, false);
   // An agent holds one session at a time: one that joins on a new session has given up the
   // old one (it lost the master, e.g. in a partition, and stopped its workers), even if the
   // old one has not timed out here yet.
@@ -47,7 +50,10 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
   by_last_seen_.insert({now, session});
   by_incarnation_[node.incarnation] = session;
   const bool member = entry.member;
-  if (!node.failed_check.empty()) health_.CheckFailed(node.host, node.failed_check, now);
+  if (!node.failed_check.empty()) {
+    health_.CheckFailed(node.host, node.failed_check, now);
+    KeepOutHost(node.host, /*round_ends_anyway=*/member && phase_ == Phase::kRunning, now);
+  }
   if (std::optional<NodeExclusion> excluded = health_.KeepOut(node.host, now)) {
     SetJoined(entry, false);
     if (member && phase_ == Phase::kRunning) {
@@ -125,6 +131,7 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
     if (health_.CountFailure(first.host, now)) {
       excluded = absl::StrCat("; ", first.host,
                               " is excluded: ", health_.Excluded(first.host, now)->reason);
+      KeepOutHost(first.host, /*round_ends_anyway=*/true, now);
     }
     EndRound(
         StopReason::kWorkerFailed,
@@ -156,7 +163,9 @@ void RoundStateMachine::ClaimStacks(SessionId session, std::vector<RankStack>& s
 void RoundStateMachine::Leave(SessionId session, const std::string& reason, absl::Time now) {
   auto it = nodes_.find(session);
   if (it == nodes_.end()) return;
-  health_.Left(it->second.info.host, reason, now);
+  const std::string host = it->second.info.host;
+  health_.Left(host, reason, now);
+  KeepOutHost(host, /*round_ends_anyway=*/it->second.member && phase_ == Phase::kRunning, now);
   RemoveNode(session, absl::StrCat("it left as unhealthy: ", reason), /*evict=*/false, now);
 }
 
@@ -183,6 +192,8 @@ void RoundStateMachine::Tick(absl::Time now) {
     if (now - last_seen < DeadAfter()) break;
     silent.push_back(session);
   }
+  // None of them is in a round that closes while the others are being dropped.
+  for (SessionId session : silent) SetJoined(nodes_.at(session), false);
   for (SessionId session : silent) {
     if (phase_ == Phase::kEnded) return;
     RemoveNode(session,
@@ -396,6 +407,7 @@ void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, bo
   if (was_member && phase_ == Phase::kRunning && !health_.Excluded(host, now) &&
       health_.CountFlap(host, now)) {
     excluded = absl::StrCat("; it is excluded: ", health_.Excluded(host, now)->reason);
+    KeepOutHost(host, /*round_ends_anyway=*/true, now);
   }
   if (!was_member) {
     if (phase_ == Phase::kGathering) MaybeCloseRound(now);
@@ -411,6 +423,27 @@ void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, bo
     if (finished_members_ == static_cast<int>(members_.size())) {
       EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
     }
+  }
+}
+
+void RoundStateMachine::KeepOutHost(const std::string& host, bool round_ends_anyway,
+                                    absl::Time now) {
+  const std::optional<NodeExclusion> exclusion = health_.Excluded(host, now);
+  if (!exclusion) return;
+  bool runs_there = false;
+  for (auto& [session, node] : nodes_) {
+    if (node.info.host != host) continue;
+    if (node.member) {
+      runs_there = true;
+    } else if (node.joined) {
+      SetJoined(node, false);
+      SendExclusion(session, *exclusion, now);
+    }
+  }
+  if (runs_there && !round_ends_anyway && phase_ == Phase::kRunning) {
+    // Its workers stop: EndRound tells its members, as it does every excluded member.
+    EndRound(StopReason::kMembershipChanged,
+             absl::StrCat(host, " is excluded: ", exclusion->reason), now);
   }
 }
 

@@ -191,6 +191,10 @@ class RoundStateMachine {
   void EraseNode(SessionId session);
   std::string DescribeMissing(absl::Time now) const;
   void SendExclusion(SessionId session, const NodeExclusion& exclusion, absl::Time now);
+  // A host was just excluded: its other agents are kept out too (two agents on one host are
+  // one node): those waiting for a round now, those in the running round when it ends,
+  // which is now unless the caller ends it anyway. O(nodes), once per exclusion.
+  void KeepOutHost(const std::string& host, bool round_ends_anyway, absl::Time now);
   absl::Duration DeadAfter() const;
 
   RendezvousSettings settings_;

@@ -745,5 +745,43 @@ TEST_F(NodeHealthRulesTest, ANodeThatLeavesAsUnhealthyIsKeptOutWhenItsAgentComes
   EXPECT_EQ(sm_->health().Record().front().flaps, 0);  // leaving is not a flap
 }
 
+TEST_F(NodeHealthRulesTest, AnotherAgentOnTheExcludedHostIsKeptOutToo) {
+  Make(1, 2, /*max_restarts=*/5, Limits(1, 0, absl::Seconds(60)));
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  NodeInfo second = Node("b");
+  second.incarnation = "another agent on b";
+  ASSERT_TRUE(Join(3, second).ok());  // the job is at its maximum: it waits
+  EXPECT_TRUE(sm_->IsWaiting(3));
+  sm_->ReportFailure(2, 0, {Failure("b", 2, absl::ZeroDuration())}, now_);
+  auto out = Take();
+  auto excluded = OfKind(out, Kind::kExclude);
+  ASSERT_EQ(excluded.size(), 2u);
+  EXPECT_EQ(excluded[0].session + excluded[1].session, 5u);  // sessions 2 and 3
+  EXPECT_FALSE(sm_->IsWaiting(3));
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  EXPECT_THAT(sm_->members(), ElementsAre(1u));  // b's other agent did not take the place
+}
+
+TEST_F(NodeHealthRulesTest, AHostExcludedByItsOtherAgentStopsTheRoundItRunsIn) {
+  Make(2, 2, /*max_restarts=*/0, Limits(0, 0, absl::Seconds(60)));
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  NodeInfo sick = Node("b");
+  sick.incarnation = "another agent on b";
+  sick.failed_check = "it ended with exit code 1";
+  ASSERT_TRUE(Join(3, sick).ok());
+  auto out = Take();
+  auto stops = OfKind(out, Kind::kStop);
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].session, 1u);
+  EXPECT_EQ(stops[0].stop_reason, StopReason::kMembershipChanged);
+  EXPECT_THAT(stops[0].detail, HasSubstr("b is excluded: its health check failed"));
+  EXPECT_EQ(OfKind(out, Kind::kExclude).size(), 2u);  // b's member and the agent that asked
+  EXPECT_EQ(sm_->restarts_spent(), 0);
+}
+
 }  // namespace
 }  // namespace ddprun

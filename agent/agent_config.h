@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "agent/event_log.h"
 #include "agent/health_check.h"
 #include "rendezvous/node_health.h"
 #include "rendezvous/tls_config.h"
@@ -99,6 +100,9 @@ struct AgentConfig {
   // rendezvous keeps nodes out (job-wide: the first join fixes them).
   HealthCheckSettings health_check;
   NodeHealthSettings node_health;
+
+  // --event-log-handler: where torchelastic's events go (agent/event_log.h).
+  EventLogSettings event_log;
 };
 
 }  // namespace ddprun

@@ -102,6 +102,12 @@ absl::Status ElasticAgent::SetUp() {
                            "--log-dir"));
   }
   log_root_ = std::move(*log_root);
+  absl::StatusOr<EventLog> events = EventLog::Open(config_.event_log);
+  if (!events.ok()) {
+    setup_exit_code_ = kExitUsage;
+    return events.status();
+  }
+  event_log_ = std::move(*events);
   if (!config_.token.empty() || config_.max_nodes == 1) {
     DDPRUN_ASSIGN_OR_RETURN(StoreTokenFile token, StoreTokenFile::Create(config_.token));
     store_token_.emplace(std::move(token));
@@ -147,7 +153,8 @@ int ElasticAgent::Run() {
     spdlog::error("cannot start the job: {}", s.message());
     return setup_exit_code_;
   }
-  rules_.Start(MonotonicNow());
+  started_at_ = MonotonicNow();
+  rules_.Start(started_at_);
   RunActions();
   while (!rules_.done()) {
     if (absl::Status s = loop_->RunOnce(absl::InfiniteDuration()); !s.ok()) {
@@ -158,6 +165,7 @@ int ElasticAgent::Run() {
     }
   }
   AwaitHangReport();
+  RecordRunEnd(run_ended_ && !signalled_);
   CleanUpLogRoot(log_root_, config_.run_id);
   return exit_code_;
 }
@@ -169,6 +177,7 @@ void ElasticAgent::OnSignals() {
     } else if (sig == kStackSignal && !ForwardsStackSignal()) {
       TakeStacksOnRequest();
     } else {
+      signalled_ = true;
       rules_.Signal(sig, MonotonicNow());
       RunActions();
     }
@@ -191,6 +200,7 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
       rules_.Excluded(event.detail, event.cooldown, now);
       break;
     case RendezvousEvent::Kind::kEnd:
+      run_ended_ = true;
       WriteExclusions(event.excluded);
       rules_.RunEnded(event.outcome, event.detail, event.root_cause, event.collect_stacks, now);
       break;
@@ -308,6 +318,7 @@ void ElasticAgent::Join(const std::optional<Assignment>& last, const std::string
   NodeInfo node;
   node.host = host_;
   node.failed_check = failed_check;
+  join_sent_at_ = MonotonicNow();
   node.pid = static_cast<int>(::getpid());
   node.incarnation = incarnation_;
   node.local_world_size = config_.nproc_per_node;
@@ -334,6 +345,7 @@ void ElasticAgent::Join(const std::optional<Assignment>& last, const std::string
 }
 
 void ElasticAgent::StartAttempt(const Assignment& assignment) {
+  const absl::Time received = MonotonicNow();
   // Whatever a master sends, no worker starts with a rank outside its world, an empty or
   // forged MASTER_ADDR or a port that cannot be.
   if (absl::Status s = CheckAssignment(assignment, config_.nproc_per_node); !s.ok()) {
@@ -371,12 +383,14 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
   plan.python_dumps = python_dumps_;
   attempt_of_round_[assignment.round] = plan.log_attempt;
   while (attempt_of_round_.size() > 8) attempt_of_round_.erase(attempt_of_round_.begin());
+  RecordRendezvousEvents(assignment, received);
   workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *loop_, guard_, host_);
   if (absl::Status s = workers_->Start(plan); !s.ok()) {
     spdlog::error("cannot start the workers: {}", s.message());
     KillWorkersNow();
     return rules_.Fatal(kExitInternal);
   }
+  RecordWorkerStarts();
   spdlog::info("attempt {}: started {} workers (restart {}, MASTER_ADDR={} MASTER_PORT={})",
                assignment.round, workers_->size(), assignment.restart_count, assignment.master_addr,
                assignment.master_port);
@@ -402,6 +416,7 @@ AttemptResult ElasticAgent::CloseAttempt() {
     result.root_cause = AttemptResult::RootCause{root.rank, ShellExitCode(root.wait_status)};
   }
   ReportStacks(workers_->TakeStacks());
+  KeepOutcomes();
   workers_.reset();
   return result;
 }
@@ -414,83 +429,8 @@ void ElasticAgent::KillWorkersNow() {
   workers_.reset();
 }
 
-void ElasticAgent::WriteFailureSummary() {
-  (void)WriteAll(STDERR_FILENO,
-                 FormatFailureSummary(config_.entrypoint_name, last_failures_,
-                                      absl::LocalTimeZone(), Meeting(), hang_report_path_));
-}
-
-void ElasticAgent::WriteStopSummary(int signal) {
-  const std::optional<Assignment>& assignment = rules_.assignment();
-  const int first = assignment ? assignment->base_rank : 0;
-  (void)WriteAll(STDERR_FILENO, FormatStopSummary(config_.entrypoint_name, signal, host_, first,
-                                                  first + config_.nproc_per_node - 1, Meeting()));
-}
-
 void ElasticAgent::EndStoreRound() {
   if (store_ && store_->server) store_->server->EndRound();
-}
-
-std::string ElasticAgent::GlooInterface(const std::string& master_addr) {
-  if (!store_ || !store_->pick_gloo_interface || base_env_.count("GLOO_SOCKET_IFNAME") > 0) {
-    return "";
-  }
-  std::vector<InterfaceChoice> choices;
-  for (const NetworkInterface& i :
-       {InterfaceToward(master_addr), InterfaceToward(config_.endpoint_host),
-        InterfaceHolding(store_->server != nullptr ? store_->server->ArrivalAddress() : "")}) {
-    choices.push_back({i.name, i.loopback});
-  }
-  const std::string name = ChooseGlooInterface(choices);
-  if (name.empty() && gloo_said_ != "?") {
-    // Mostly every node on this machine (a test, a workstation), where loopback is right:
-    // INFO, not a warning on every such job.
-    spdlog::info(
-        "this host's name resolves only to loopback here, where gloo listens, and no "
-        "interface toward the other nodes is known: workers that use gloo may not reach "
-        "each other; set GLOO_SOCKET_IFNAME (e.g. eth0), or give this host's name an "
-        "address the other nodes reach");
-    gloo_said_ = "?";
-  } else if (!name.empty() && name != gloo_said_) {
-    spdlog::info(
-        "this host's name resolves only to loopback here: workers get "
-        "GLOO_SOCKET_IFNAME={} (the interface toward the other nodes), so that gloo "
-        "listens where they reach it; set GLOO_SOCKET_IFNAME to choose",
-        name);
-    gloo_said_ = name;
-  }
-  return name;
-}
-
-MeetingPoint ElasticAgent::Meeting() const {
-  const std::optional<Assignment>& assignment = rules_.assignment();
-  if (!assignment) return {};
-  return MeetingPoint{assignment->master_addr, assignment->master_port};
-}
-
-std::vector<ReportedFailure> ElasticAgent::ForMaster(
-    const std::vector<WorkerFailure>& failures) const {
-  std::vector<ReportedFailure> out;
-  for (const WorkerFailure& f : failures) {
-    ReportedFailure r;
-    r.host = f.host;
-    r.rank = f.rank;
-    r.local_rank = f.local_rank;
-    r.exit_code = TorchExitCode(f.wait_status);
-    r.pid = f.pid;
-    r.time = f.time;
-    r.message =
-        f.error_message.empty() && !f.stderr_tail.empty() ? f.stderr_tail.back() : f.error_message;
-    r.hung = f.hung;
-    // The master refuses a failure message over 64 KiB (CheckLimits); an error file can
-    // hold any amount. The whole message stays in this node's own summary.
-    constexpr size_t kMaxReported = 16 * 1024;
-    if (r.message.size() > kMaxReported) {
-      r.message = absl::StrCat(r.message.substr(0, kMaxReported), " ... (cut at 16 KiB)");
-    }
-    out.push_back(std::move(r));
-  }
-  return out;
 }
 
 }  // namespace ddprun

@@ -7,6 +7,7 @@
 
 #include <signal.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,8 @@
 #include "absl/status/statusor.h"
 #include "agent/agent_config.h"
 #include "agent/agent_state_machine.h"
+#include "agent/elastic_events.h"
+#include "agent/event_log.h"
 #include "agent/event_loop.h"
 #include "agent/failure_summary.h"
 #include "agent/health_check.h"
@@ -78,6 +81,13 @@ class ElasticAgent {
   void StartHealthCheck();
   void OnHealthChecked(const std::string& failure);
   void WriteExclusions(const std::vector<std::string>& excluded);
+  // torchelastic events (elastic_agent_events.cc).
+  EventContext EventFacts() const;
+  WorkerFacts FactsOf(const WorkerSupervisor::Outcome& worker) const;
+  void RecordRendezvousEvents(const Assignment& assignment, absl::Time received);
+  void RecordWorkerStarts();
+  void RecordRunEnd(bool run_ended);
+  void KeepOutcomes();
   void StartAttempt(const Assignment& assignment);
   AttemptResult CloseAttempt();
   void KillWorkersNow();
@@ -131,12 +141,20 @@ class ElasticAgent {
   std::vector<WorkerFailure> last_failures_;      // of the last attempt that had any
   std::optional<TimerFifo> timer_fifo_;           // TORCHELASTIC_ENABLE_FILE_TIMER=1
   std::unique_ptr<HealthCheckRun> health_check_;  // the last check run before a join
-  bool said_skipped_checks_ = false;              // what the built-in check skipped, once
-  bool python_dumps_ = false;                     // see AttemptPlan::python_dumps
-  std::map<int64_t, int> attempt_of_round_;       // log attempt folders of recent rounds
-  std::string hang_report_path_;                  // the last hang report written
-  int64_t summary_said_round_ = -1;               // the round whose hang summary is on stderr
-  int64_t awaited_report_round_ = -1;             // stacks sent, the whole report not yet back
+  EventLog event_log_;                            // --event-log-handler
+  absl::Time started_at_;                         // for the events' total_run_time
+  absl::Time join_sent_at_;                       // for RENDEZVOUS's duration
+  std::optional<Assignment> events_round_;        // the round the events speak of
+  std::vector<WorkerSupervisor::Outcome> last_outcomes_;  // of the last attempt
+  std::map<int, std::string> last_raw_errors_;            // rank -> its error file, as JSON
+  bool run_ended_ = false;                                // the rendezvous ended the run
+  bool signalled_ = false;                                // a handled signal stopped it
+  bool said_skipped_checks_ = false;                      // what the built-in check skipped, once
+  bool python_dumps_ = false;                             // see AttemptPlan::python_dumps
+  std::map<int64_t, int> attempt_of_round_;               // log attempt folders of recent rounds
+  std::string hang_report_path_;                          // the last hang report written
+  int64_t summary_said_round_ = -1;    // the round whose hang summary is on stderr
+  int64_t awaited_report_round_ = -1;  // stacks sent, the whole report not yet back
   std::string gloo_said_;  // the GLOO_SOCKET_IFNAME last logged ("?": the warning that none)
   int exit_code_ = 0;
 };

@@ -394,6 +394,12 @@ std::vector<WorkerFailure> WorkerSupervisor::CollectFailures() const {
   return failures;
 }
 
+std::vector<WorkerSupervisor::Outcome> WorkerSupervisor::Outcomes() const {
+  std::vector<Outcome> out;
+  for (const auto& w : workers_) out.push_back(*w);  // its Outcome part
+  return out;
+}
+
 std::vector<pid_t> WorkerSupervisor::pids() const {
   std::vector<pid_t> out;
   for (const auto& worker : workers_) out.push_back(worker->pid);

@@ -108,14 +108,18 @@ class WorkerSupervisor {
 
   size_t size() const { return workers_.size(); }
   std::vector<pid_t> pids() const;
-
- private:
-  struct Worker {
+  /// Each worker as it stands, in local-rank order (for the events, event_log.h).
+  struct Outcome {
     int local_rank = 0;
     int rank = 0;
     pid_t pid = -1;
     WorkerState state = WorkerState::kRunning;
     int wait_status = 0;
+  };
+  std::vector<Outcome> Outcomes() const;
+
+ private:
+  struct Worker : Outcome {
     absl::Time exited;
     std::string start_error;  // set when the worker could not be started at all
     WorkerLogPaths paths;

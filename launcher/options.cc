@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "launcher/backends.h"
-#include "launcher/options_health.h"
 
 namespace ddprun {
 namespace {
@@ -485,7 +484,8 @@ std::vector<OptionSpec> MakeOptions() {
 }  // namespace
 
 const std::vector<OptionSpec>& Options() {
-  static const auto* options = new std::vector<OptionSpec>(WithNodeHealthOptions(MakeOptions()));
+  static const auto* options =
+      new std::vector<OptionSpec>(WithObservabilityOptions(WithNodeHealthOptions(MakeOptions())));
   return *options;
 }
 

@@ -43,6 +43,11 @@ struct OptionSpec {
 /// Every option in --help's order, which is also the order of parsing.
 const std::vector<OptionSpec>& Options();
 
+/// The table's later sections, each in a file of its own, appended to `table`: "Node health"
+/// (options_health.cc) and "Observability" (options_observability.cc).
+std::vector<OptionSpec> WithNodeHealthOptions(std::vector<OptionSpec> table);
+std::vector<OptionSpec> WithObservabilityOptions(std::vector<OptionSpec> table);
+
 /// "--nproc-per-node" -> "PET_NPROC_PER_NODE".
 std::string PetName(const std::string& name);
 

@@ -11,9 +11,6 @@
 
 namespace ddprun {
 
-/// `table` with the "Node health" entries of the option table after it, in --help's order.
-std::vector<OptionSpec> WithNodeHealthOptions(std::vector<OptionSpec> table);
-
 /// Defaults that depend on other options: the built-in check is on for
 /// --nproc-per-node=gpu (unless --health-check=none), the failure and flap limits are on for
 /// elastic jobs (--nnodes=MIN:MAX with MIN < MAX), and free disk is read in the log dir.

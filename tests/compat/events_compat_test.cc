@@ -1,0 +1,80 @@
+// ddprun's events (--event-log-handler) read by torch's own event classes, from Debian's
+// python3-torch: every line deserializes and serializes back to the same bytes, and the
+// events come in torchrun's order with its fields.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ddprun_paths.h"
+
+namespace ddprun::testing {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+TEST(EventsCompat, TorchsEventClassesReadEveryLineOfARestartedJob) {
+  TempDir dir;
+  const std::string events = dir.path() + "/events.jsonl";
+  ProcessResult job =
+      RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "--max-restarts=1", "--rdzv-id=ev",
+                                       "--event-log-handler=file:" + events},
+                                      {"crash-once", "1", "3", dir.path()}));
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  ProcessResult read =
+      RunProcess({"/usr/bin/python3", kSourceDir + "/tests/compat/check_events.py", events});
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  std::vector<std::string> lines = absl::StrSplit(read.out, '\n', absl::SkipEmpty());
+  // name source global_rank state agent_restarts round exit_code has_raw_error
+  EXPECT_THAT(
+      lines,
+      ElementsAre("torchelastic.worker.status.RENDEZVOUS AGENT None RENDEZVOUS 0 None - False",
+                  "torchelastic.worker.status.ASSIGN_WORKER_RANKS AGENT None ASSIGN_WORKER_RANKS 0 "
+                  "None - False",
+                  "torchelastic.worker.status.START WORKER 0 START 0 0 None False",
+                  "torchelastic.worker.status.START WORKER 1 START 0 0 None False",
+                  "torchelastic.worker.status.RENDEZVOUS AGENT None RENDEZVOUS 0 0 - False",
+                  "torchelastic.worker.status.ASSIGN_WORKER_RANKS AGENT None ASSIGN_WORKER_RANKS 0 "
+                  "0 - False",
+                  "torchelastic.worker.status.START WORKER 0 START 1 1 None False",
+                  "torchelastic.worker.status.START WORKER 1 START 1 1 None False",
+                  "torchelastic.worker.status.SUCCEEDED WORKER 0 SUCCEEDED 1 1 None False",
+                  "torchelastic.worker.status.SUCCEEDED WORKER 1 SUCCEEDED 1 1 None False",
+                  "torchelastic.worker.status.SUCCEEDED AGENT None SUCCEEDED 1 1 - False"));
+}
+
+TEST(EventsCompat, AFailedRunEndsWithTheFailedWorkersExitCodeAndTheOthersTerminated) {
+  TempDir dir;
+  const std::string events = dir.path() + "/events.jsonl";
+  ProcessResult job =
+      RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "--event-log-handler=file:" + events},
+                                      {"crash-once", "1", "3", dir.path()}));
+  ASSERT_EQ(job.exit_code, 3) << job.err;
+  ProcessResult read =
+      RunProcess({"/usr/bin/python3", kSourceDir + "/tests/compat/check_events.py", events});
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  std::vector<std::string> lines = absl::StrSplit(read.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 7u) << read.out;
+  EXPECT_EQ(lines[4], "torchelastic.worker.status.TERMINATED WORKER 0 TERMINATED 0 0 None False");
+  EXPECT_EQ(lines[5], "torchelastic.worker.status.FAILED WORKER 1 FAILED 0 0 3 True");
+  // The agent's own run ended, whatever its workers did: SUCCEEDED, as torchrun's.
+  EXPECT_THAT(lines[6], StartsWith("torchelastic.worker.status.SUCCEEDED AGENT"));
+}
+
+TEST(EventsCompat, TheConsoleHandlerWritesTheSameLinesToStderr) {
+  TempDir dir;
+  ProcessResult job = RunProcess(
+      DdprunWithTestWorker({"--nproc-per-node=1", "--event-log-handler=console"}, {"exit", "0"}));
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  EXPECT_THAT(job.err, HasSubstr("\n{\"name\": \"torchelastic.worker.status.START\", "
+                                 "\"source\": \"WORKER\", \"timestamp\": 0, \"metadata\": {"));
+  ProcessResult quiet = RunProcess(DdprunWithTestWorker({"--nproc-per-node=1"}, {"exit", "0"}));
+  EXPECT_THAT(quiet.err, ::testing::Not(HasSubstr("torchelastic.worker.status")));  // null
+}
+
+}  // namespace
+}  // namespace ddprun::testing

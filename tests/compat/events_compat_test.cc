@@ -76,5 +76,34 @@ TEST(EventsCompat, TheConsoleHandlerWritesTheSameLinesToStderr) {
   EXPECT_THAT(quiet.err, ::testing::Not(HasSubstr("torchelastic.worker.status")));  // null
 }
 
+// Two agents of one job write one file: every line whole, every rank's events there once.
+TEST(EventsCompat, TwoAgentsShareOneFileLineByLine) {
+  TempDir dir;
+  const std::string events = dir.path() + "/events.jsonl";
+  const std::string endpoint = absl::StrCat("127.0.0.1:", FreeLoopbackPort());
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  for (int node = 1; node <= 2; ++node) {
+    agents.push_back(ChildProcess::Start(DdprunWithTestWorker(
+        {"--nnodes=2", "--nproc-per-node=2", "--rdzv-backend=c10d", "--rdzv-endpoint=" + endpoint,
+         "--rdzv-id=shared", "--event-log-handler=file:" + events},
+        {"exit", "0"})));
+  }
+  for (auto& agent : agents) {
+    ProcessResult r = agent->Wait(absl::Seconds(60));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  ProcessResult read =
+      RunProcess({"/usr/bin/python3", kSourceDir + "/tests/compat/check_events.py", events});
+  ASSERT_EQ(read.exit_code, 0) << read.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    for (const char* state : {"START", "SUCCEEDED"}) {
+      EXPECT_EQ(CountLinesContaining(read.out, absl::StrCat(".", state, " WORKER ", rank, " ")), 1)
+          << state << " of rank " << rank << " in\n"
+          << read.out;
+    }
+  }
+  EXPECT_EQ(CountLinesContaining(read.out, ".SUCCEEDED AGENT "), 2) << read.out;
+}
+
 }  // namespace
 }  // namespace ddprun::testing

@@ -201,6 +201,8 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
       break;
     case RendezvousEvent::Kind::kEnd:
       run_ended_ = true;
+      run_root_cause_ = event.root_cause;
+      run_excluded_ = event.excluded;
       WriteExclusions(event.excluded);
       rules_.RunEnded(event.outcome, event.detail, event.root_cause, event.collect_stacks, now);
       break;

@@ -148,6 +148,8 @@ class ElasticAgent {
   std::vector<WorkerSupervisor::Outcome> last_outcomes_;  // of the last attempt
   std::map<int, std::string> last_raw_errors_;            // rank -> its error file, as JSON
   bool run_ended_ = false;                                // the rendezvous ended the run
+  std::vector<ReportedFailure> run_root_cause_;           // as the run's end said
+  std::vector<std::string> run_excluded_;                 // likewise
   bool signalled_ = false;                                // a handled signal stopped it
   bool said_skipped_checks_ = false;                      // what the built-in check skipped, once
   bool python_dumps_ = false;                             // see AttemptPlan::python_dumps

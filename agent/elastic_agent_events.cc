@@ -4,6 +4,7 @@
 // agent's own SUCCEEDED (the run ended, whatever its workers did) or FAILED.
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/elastic_agent.h"
 #include "common/clock.h"
 #include "common/process_status.h"
@@ -62,6 +63,12 @@ void ElasticAgent::RecordRunEnd(bool run_ended) {
   if (!event_log_.enabled()) return;
   EventContext context = EventFacts();
   context.total_run_time_s = absl::ToInt64Seconds(MonotonicNow() - started_at_);
+  if (!run_root_cause_.empty()) {
+    const ReportedFailure& root = run_root_cause_.front();
+    context.root_cause = absl::StrCat("rank ", root.rank, " on ", root.host, " failed (exitcode ",
+                                      root.exit_code, "): ", root.message);
+  }
+  if (!run_excluded_.empty()) context.excluded = absl::StrJoin(run_excluded_, "; ");
   if (run_ended) {
     // Each worker of the last attempt, as torch's _record_worker_events: a worker the agent
     // stopped is TERMINATED; raw_error is its error file, or torch's {"message": "<NONE>"}.

@@ -52,6 +52,8 @@ ElasticEvent StatusEvent(const EventContext& context, const std::string& state,
       {"agent_restarts", int64_t{context.restarts_used}},
       {"duration_ms", duration_ms ? EventValue(*duration_ms) : EventValue(nullptr)},
       {"round", Optional(context.round)},
+      {"root_cause", context.root_cause ? EventValue(*context.root_cause) : EventValue(nullptr)},
+      {"excluded", context.excluded ? EventValue(*context.excluded) : EventValue(nullptr)},
   };
   return event;
 }

@@ -22,6 +22,10 @@ struct EventContext {
   int restarts_used = 0;         // agent_restarts
   int64_t total_run_time_s = 0;  // whole seconds; 0 until the run has ended
   std::optional<int64_t> round;  // ddprun: the round (DDPRUN_ROUND)
+  // ddprun, known once the run has ended: its root cause across the nodes ("rank R on HOST
+  // failed (exitcode C): MESSAGE"), and the nodes it kept out, a line each joined by "; ".
+  std::optional<std::string> root_cause;
+  std::optional<std::string> excluded;
 };
 
 /// One worker's side of a worker event.

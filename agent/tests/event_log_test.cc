@@ -66,7 +66,8 @@ TEST(EventLogTest, AWorkerEventHasTorchsKeysInTorchsOrderThenDdprunsRound) {
       R"("rdzv_backend": "c10d", "raw_error": "{\"message\": \"<NONE>\"}", "metadata": )"
       R"("{\"group_world_size\": 2, \"entry_point\": \"python3\", \"local_rank\": [1], )"
       R"(\"role_rank\": [5], \"role_world_size\": [8], \"exit_code\": [-9], \"worker_pid\": )"
-      R"([4242]}", "agent_restarts": 1, "duration_ms": null, "round": 3}})");
+      R"([4242]}", "agent_restarts": 1, "duration_ms": null, "round": 3, "root_cause": null, )"
+      R"("excluded": null}})");
 }
 
 TEST(EventLogTest, TheHandlerIsNullConsoleOrAFile) {

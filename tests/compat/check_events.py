@@ -1,6 +1,7 @@
 """Reads a ddprun event file with torch's own event classes (torch.distributed.elastic.events):
 every line must deserialize and serialize back to the same bytes. Prints one line per event:
-name, source, global rank, state, agent_restarts, round, exit code (from the inner metadata).
+name, source, global rank, state, agent_restarts, round, exit code (from the inner metadata),
+whether raw_error is set, and ddprun's root_cause when it is.
 Usage: python3 check_events.py FILE"""
 import json
 import sys
@@ -16,4 +17,5 @@ for number, line in enumerate(open(sys.argv[1], encoding="ascii"), 1):
     md = event.metadata
     inner = json.loads(md["metadata"])
     print(event.name, event.source.value, md["global_rank"], md["state"], md["agent_restarts"],
-          md["round"], inner.get("exit_code", ["-"])[0], md["raw_error"] is not None)
+          md["round"], inner.get("exit_code", ["-"])[0], md["raw_error"] is not None,
+          *([md["root_cause"]] if md.get("root_cause") else []))

@@ -59,10 +59,16 @@ TEST(EventsCompat, AFailedRunEndsWithTheFailedWorkersExitCodeAndTheOthersTermina
   ASSERT_EQ(read.exit_code, 0) << read.err;
   std::vector<std::string> lines = absl::StrSplit(read.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 7u) << read.out;
-  EXPECT_EQ(lines[4], "torchelastic.worker.status.TERMINATED WORKER 0 TERMINATED 0 0 None False");
-  EXPECT_EQ(lines[5], "torchelastic.worker.status.FAILED WORKER 1 FAILED 0 0 3 True");
+  // Every event at the run's end carries ddprun's root cause across the job.
+  EXPECT_THAT(lines[4], StartsWith("torchelastic.worker.status.TERMINATED WORKER 0 TERMINATED 0 0 "
+                                   "None False rank 1 on "));
+  EXPECT_THAT(lines[5], StartsWith("torchelastic.worker.status.FAILED WORKER 1 FAILED 0 0 3 True "
+                                   "rank 1 on "));
+  EXPECT_THAT(lines[5], HasSubstr("rank 1: simulated crash"));  // the worker's own last line
   // The agent's own run ended, whatever its workers did: SUCCEEDED, as torchrun's.
-  EXPECT_THAT(lines[6], StartsWith("torchelastic.worker.status.SUCCEEDED AGENT"));
+  EXPECT_THAT(lines[6], StartsWith("torchelastic.worker.status.SUCCEEDED AGENT None SUCCEEDED 0 "
+                                   "0 - False rank 1 on "));
+  EXPECT_THAT(lines[6], HasSubstr(" failed (exitcode 3)"));
 }
 
 TEST(EventsCompat, TheConsoleHandlerWritesTheSameLinesToStderr) {

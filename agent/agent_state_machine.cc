@@ -120,7 +120,6 @@ void AgentStateMachine::Refused(const std::string& detail, absl::Time now) {
 void AgentStateMachine::Excluded(const std::string& detail, absl::Duration cooldown,
                                  absl::Time now) {
   if (done()) return;
-  exclusion_ = detail;
   cooldown_ = cooldown;
   Log(LogLevel::kError, absl::StrCat("the rendezvous keeps this node out of the job: ", detail,
                                      phase_ == Phase::kRunning ? "; stopping its workers" : ""));

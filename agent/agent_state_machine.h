@@ -191,7 +191,6 @@ class AgentStateMachine {
   std::optional<absl::Time> join_deadline_;       // give up waiting for a round
   std::optional<absl::Time> heartbeat_deadline_;  // tell the master this node lives
   std::optional<absl::Time> cooldown_deadline_;   // join again after an exclusion
-  std::string exclusion_;                         // why the rendezvous keeps this node out
   absl::Duration cooldown_ = absl::ZeroDuration();
   std::vector<AgentAction> actions_;
 };

@@ -1,6 +1,5 @@
 #include "agent/event_log.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -163,12 +162,13 @@ absl::StatusOr<EventLog> EventLog::Open(const EventLogSettings& settings) {
   EventLog log;
   log.settings_ = settings;
   if (settings.kind == EventLogSettings::Kind::kFile) {
-    log.file_ =
-        UniqueFd(::open(settings.path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
-    if (!log.file_.valid()) {
-      return ErrnoStatus(errno, absl::StrCat("--event-log-handler=file:", settings.path,
-                                             ": cannot open the file for appending"));
+    absl::StatusOr<UniqueFd> file = OpenForAppend(settings.path);
+    if (!file.ok()) {
+      return absl::Status(
+          file.status().code(),
+          absl::StrCat("--event-log-handler=file:", settings.path, ": ", file.status().message()));
     }
+    log.file_ = std::move(*file);
   }
   return log;
 }

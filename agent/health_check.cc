@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,24 +15,19 @@
 #include "agent/health_check_process.h"
 #include "agent/worker_process.h"
 #include "common/process_status.h"
+#include "common/small_file.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
 namespace {
 
-std::string ReadAll(int fd) {
-  std::string out;
-  char buf[8192];
-  ssize_t n;
-  off_t at = 0;
-  while ((n = ::pread(fd, buf, sizeof buf, at)) > 0) {
-    out.append(buf, static_cast<size_t>(n));
-    at += n;
-    // Only the tail is kept: a check that prints gigabytes must not cost the agent as much.
-    if (out.size() > 16 * kHealthCheckTailBytes)
-      out.erase(0, out.size() - 8 * kHealthCheckTailBytes);
-  }
-  return out;
+// The end of the check's output (a memfd): a check that prints gigabytes must not cost the
+// agent as much; its last lines are what the summaries show.
+std::string OutputTail(int fd) {
+  constexpr size_t kKept = 16 * kHealthCheckTailBytes;
+  struct stat st;
+  const uint64_t size = ::fstat(fd, &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+  return ReadFdPart(fd, size > kKept ? size - kKept : 0, kKept);
 }
 
 }  // namespace
@@ -124,7 +120,7 @@ bool HealthCheckRun::OnProcessExited(pid_t pid, int wait_status) {
   pid_ = -1;
   guard_.Forget(pid);
   ::kill(-pid, SIGKILL);  // what it left running in its group
-  const std::string tail = HealthCheckTail(ReadAll(output_.get()), &skipped_);
+  const std::string tail = HealthCheckTail(OutputTail(output_.get()), &skipped_);
   std::string failure;
   if (timed_out_) {
     failure = absl::StrCat("it did not finish within ", absl::FormatDuration(settings_.timeout),

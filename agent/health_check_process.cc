@@ -65,10 +65,8 @@ bool ReadNvml(NodeFacts& facts) {
   if (const int err = init(); err != kNvmlSuccess) {
     facts.unusable_gpus.push_back(
         absl::StrCat("NVML does not start (nvmlInit error ", err, "): the driver is not usable"));
-    facts.nvml_loaded = true;
     return true;
   }
-  facts.nvml_loaded = true;
   if (count(&n) != kNvmlSuccess) n = 0;
   const char* visible = ::getenv("CUDA_VISIBLE_DEVICES");
   facts.visible_gpus = ApplyCudaVisibleDevices(

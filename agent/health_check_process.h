@@ -19,7 +19,6 @@ inline constexpr char kHealthSkippedPrefix[] = "ddprun-health-skipped: ";
 struct NodeFacts {
   int expected_gpus = 0;  // 0: GPUs are not checked
   int visible_gpus = 0;
-  bool nvml_loaded = false;
   std::vector<std::string> unusable_gpus;  // "GPU 3: uncorrected ECC errors (2)", from NVML
   int64_t min_free_disk_bytes = 0;         // 0: disk is not checked
   int64_t free_disk_bytes = 0;

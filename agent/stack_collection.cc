@@ -15,18 +15,8 @@
 namespace ddprun {
 namespace {
 
-// All of a memfd's content.
-std::string ReadAll(int fd) {
-  std::string out;
-  char buf[8192];
-  ssize_t n;
-  off_t at = 0;
-  while ((n = ::pread(fd, buf, sizeof buf, at)) > 0 && out.size() < kMaxStackText * 4) {
-    out.append(buf, static_cast<size_t>(n));
-    at += n;
-  }
-  return out;
-}
+// A memfd's content, as much of it as a stack report may use.
+std::string ReadAll(int fd) { return ReadFdPart(fd, 0, kMaxStackText * 4); }
 
 }  // namespace
 

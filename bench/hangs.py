@@ -79,6 +79,8 @@ def report_ms(agents):
     port = free_port()
     logs = tempfile.mkdtemp(prefix="ddprun-bench-")
     cmds = []
+    # Agents on one machine: --local-addr gives each a name of its own in the report. The
+    # case without it runs across network namespaces (DdpAcrossHosts.AHungRank...).
     for node in range(1, agents + 1):
         cmds.append([ARGS.ddprun, f"--nnodes={agents}", "--nproc-per-node=1",
                      "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{port}",

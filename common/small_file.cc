@@ -1,5 +1,9 @@
 #include "common/small_file.h"
 
+#include <errno.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -26,6 +30,19 @@ absl::StatusOr<std::string> ReadFilePart(const std::string& path, uint64_t offse
   in.read(part.data(), static_cast<std::streamsize>(max_bytes));
   part.resize(static_cast<size_t>(in.gcount()));
   return part;
+}
+
+std::string ReadFdPart(int fd, uint64_t offset, size_t max_bytes) {
+  std::string out;
+  char buf[8192];
+  while (out.size() < max_bytes) {
+    const ssize_t n = ::pread(fd, buf, std::min(sizeof buf, max_bytes - out.size()),
+                              static_cast<off_t>(offset + out.size()));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& setting) {

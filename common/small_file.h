@@ -16,6 +16,10 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path);
 absl::StatusOr<std::string> ReadFilePart(const std::string& path, uint64_t offset,
                                          size_t max_bytes);
 
+/// At most `max_bytes` of an open file from byte `offset` on, read with pread (the file's
+/// own offset is left as it is): a memfd a child wrote its output to, say.
+std::string ReadFdPart(int fd, uint64_t offset, size_t max_bytes);
+
 /// A secret from a file, surrounding whitespace removed. `setting` names where the path came
 /// from ("--token-file"); errors say "<setting>='<path>' cannot be read" or "... is empty".
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& setting);

@@ -1,5 +1,8 @@
 #include "common/small_file.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <string>
 
 #include "gmock/gmock.h"
@@ -43,6 +46,20 @@ TEST(ReadPemFileTest, RefusesWhatIsNotPem) {
               HasSubstr("is not a PEM file"));
   EXPECT_THAT(std::string(ReadPemFile(dir.path() + "/none", "tls_cert").status().message()),
               HasSubstr("cannot be read"));
+}
+
+TEST(SmallFileTest, ReadFdPartReadsFromAnOffsetUpToALimitAndLeavesTheFileOffsetAlone) {
+  const int fd = ::memfd_create("read-fd-part", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const std::string text(20000, 'a');
+  ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ASSERT_EQ(::write(fd, "END", 3), 3);
+  EXPECT_EQ(ReadFdPart(fd, 20000, 100), "END");
+  EXPECT_EQ(ReadFdPart(fd, 19998, 4), "aaEN");
+  EXPECT_EQ(ReadFdPart(fd, 0, 100000).size(), 20003u);  // more than one read
+  EXPECT_EQ(ReadFdPart(fd, 30000, 10), "");
+  EXPECT_EQ(::lseek(fd, 0, SEEK_CUR), 20003);
+  ::close(fd);
 }
 
 }  // namespace

@@ -17,6 +17,11 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
+// The event file read by torch's own classes (check_events.py): a line per event.
+ProcessResult ReadWithTorch(const std::string& events) {
+  return RunProcess({"/usr/bin/python3", kSourceDir + "/tests/compat/check_events.py", events});
+}
+
 TEST(EventsCompat, TorchsEventClassesReadEveryLineOfARestartedJob) {
   TempDir dir;
   const std::string events = dir.path() + "/events.jsonl";
@@ -25,8 +30,7 @@ TEST(EventsCompat, TorchsEventClassesReadEveryLineOfARestartedJob) {
                                        "--event-log-handler=file:" + events},
                                       {"crash-once", "1", "3", dir.path()}));
   ASSERT_EQ(job.exit_code, 0) << job.err;
-  ProcessResult read =
-      RunProcess({"/usr/bin/python3", kSourceDir + "/tests/compat/check_events.py", events});
+  ProcessResult read = ReadWithTorch(events);
   ASSERT_EQ(read.exit_code, 0) << read.err;
   std::vector<std::string> lines = absl::StrSplit(read.out, '\n', absl::SkipEmpty());
   // name source global_rank state agent_restarts round exit_code has_raw_error
@@ -54,8 +58,7 @@ TEST(EventsCompat, AFailedRunEndsWithTheFailedWorkersExitCodeAndTheOthersTermina
       RunProcess(DdprunWithTestWorker({"--nproc-per-node=2", "--event-log-handler=file:" + events},
                                       {"crash-once", "1", "3", dir.path()}));
   ASSERT_EQ(job.exit_code, 3) << job.err;
-  ProcessResult read =
-      RunProcess({"/usr/bin/python3", kSourceDir + "/tests/compat/check_events.py", events});
+  ProcessResult read = ReadWithTorch(events);
   ASSERT_EQ(read.exit_code, 0) << read.err;
   std::vector<std::string> lines = absl::StrSplit(read.out, '\n', absl::SkipEmpty());
   ASSERT_EQ(lines.size(), 7u) << read.out;
@@ -98,8 +101,7 @@ TEST(EventsCompat, TwoAgentsShareOneFileLineByLine) {
     ProcessResult r = agent->Wait(absl::Seconds(60));
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
-  ProcessResult read =
-      RunProcess({"/usr/bin/python3", kSourceDir + "/tests/compat/check_events.py", events});
+  ProcessResult read = ReadWithTorch(events);
   ASSERT_EQ(read.exit_code, 0) << read.err;
   for (int rank = 0; rank < 4; ++rank) {
     for (const char* state : {"START", "SUCCEEDED"}) {

@@ -67,6 +67,10 @@ TEST(HangCompat, AHungPythonWorkerLeavesItsTracebackNamingTheFunction) {
   EXPECT_THAT(report, HasSubstr("<- declared hung"));
 }
 
+// Two agents on one machine need names of their own (--local-addr) for the report to say
+// which node a rank is on. The same case as users type it, without --local-addr and with
+// host names that do not resolve across hosts, runs in network namespaces:
+// DdpAcrossHosts.AHungRankGivesEveryHostOneReportOfAllRanksGrouped.
 TEST(HangCompat, TwoAgentsTwoWorkersOneHungRankOneReportOfAllFourGrouped) {
   TempDir logs1, logs2;
   const std::string endpoint = absl::StrCat("--rdzv-endpoint=127.0.0.1:", FreeLoopbackPort());

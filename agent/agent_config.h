@@ -103,6 +103,9 @@ struct AgentConfig {
 
   // --event-log-handler: where torchelastic's events go (agent/event_log.h).
   EventLogSettings event_log;
+  // --metrics-port: serve Prometheus metrics (and, on the node hosting the master, the
+  // status page) on this port; 0: any free port; unset: off (docs/observability.md).
+  std::optional<int> metrics_port;
 };
 
 }  // namespace ddprun

@@ -318,6 +318,9 @@ void AgentStateMachine::ExitAtRunEnd() {
           absl::StrCat(end_detail_, "; exiting 0 (their outcome is in their own logs)"));
       others_still_run_ = true;
       return Exit(kExitSuccess);
+    case RunOutcome::kStopped:
+      Log(LogLevel::kWarning, absl::StrCat("stopped by request: ", end_detail_, "; exiting 0"));
+      return Exit(kExitSuccess);
     case RunOutcome::kTimedOut:
       Log(LogLevel::kError, end_detail_);
       return Exit(kExitRendezvous);

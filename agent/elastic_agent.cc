@@ -228,6 +228,7 @@ void ElasticAgent::OnDeadline() {
 void ElasticAgent::ReportWorkers() {
   FeedWorkers();
   RunActions();
+  PublishMetrics();
 }
 
 void ElasticAgent::FeedWorkers() {

@@ -30,6 +30,7 @@
 #include "agent/worker_env.h"
 #include "agent/worker_supervisor.h"
 #include "common/exit_codes.h"
+#include "rendezvous/agent_metrics.h"
 #include "rendezvous/rendezvous_connection.h"
 
 namespace ddprun {
@@ -58,6 +59,8 @@ class ElasticAgent {
 
   /// Runs the job to its end and returns the exit status for the ddprun process.
   int Run();
+  /// Publishes what its workers do to `board` from now on (--metrics-port).
+  void PublishMetricsTo(AgentMetricsBoard* board) { metrics_board_ = board; }
   /// This node left the run while others still ran (the exit barrier timed out).
   bool others_still_run() const { return rules_.others_still_run(); }
 
@@ -88,6 +91,9 @@ class ElasticAgent {
   void RecordWorkerStarts();
   void RecordRunEnd(bool run_ended);
   void KeepOutcomes();
+  // Metrics (elastic_agent_metrics.cc).
+  void CountWorkerExits();
+  void PublishMetrics();
   void StartAttempt(const Assignment& assignment);
   AttemptResult CloseAttempt();
   void KillWorkersNow();
@@ -158,6 +164,9 @@ class ElasticAgent {
   int64_t summary_said_round_ = -1;    // the round whose hang summary is on stderr
   int64_t awaited_report_round_ = -1;  // stacks sent, the whole report not yet back
   std::string gloo_said_;  // the GLOO_SOCKET_IFNAME last logged ("?": the warning that none)
+  AgentMetricsBoard* metrics_board_ = nullptr;  // --metrics-port
+  int64_t worker_starts_ = 0;
+  std::map<std::pair<std::string, std::string>, int64_t> worker_exits_;  // see AgentMetricsSnapshot
   int exit_code_ = 0;
 };
 

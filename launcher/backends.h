@@ -28,6 +28,9 @@ class StartedRendezvous {
   /// After the agent's run: serve on while `others_still_run` if this node hosts what they
   /// use, then stop.
   virtual void Stop(bool others_still_run) = 0;
+  /// Serves --metrics-port: `agent`'s metrics, and the master's status and page when this
+  /// node hosts the master. The error says why it cannot (the port is taken).
+  virtual absl::Status ServeMetrics(int port, const AgentMetricsBoard* agent) = 0;
 };
 
 struct RendezvousBackend {

@@ -18,6 +18,7 @@
 #include "agent/log_format.h"
 #include "agent/orphan_guard.h"
 #include "common/exit_codes.h"
+#include "launcher/admin_command.h"
 #include "launcher/backends.h"
 #include "launcher/cli.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -66,6 +67,10 @@ int main(int argc, char** argv) {
   }
   // A closed console must not kill the agent (and with it every worker): writes just fail.
   ::signal(SIGPIPE, SIG_IGN);
+  if (argc >= 2 && ddprun::IsAdminCommand(argv[1])) {
+    return ddprun::RunAdminCommandLine(std::vector<std::string>(argv + 1, argv + argc),
+                                       ddprun::LaunchEnvironment::OfThisProcess());
+  }
   ddprun::DeviceCounts devices;
   devices.count_gpus = ddprun::CountVisibleGpus;
   devices.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
@@ -104,6 +109,15 @@ int main(int argc, char** argv) {
   if (rendezvous == nullptr) return failed;
   ddprun::ElasticAgent agent(config, std::move(env.vars), rendezvous->connection(), *guard,
                              rendezvous->worker_store());
+  ddprun::AgentMetricsBoard metrics;
+  if (config.metrics_port) {
+    if (absl::Status s = rendezvous->ServeMetrics(*config.metrics_port, &metrics); !s.ok()) {
+      spdlog::error("--metrics-port: {}", s.message());
+      rendezvous->Stop(false);
+      return ddprun::kExitCannotServe;
+    }
+    agent.PublishMetricsTo(&metrics);
+  }
   const int status = agent.Run();
   rendezvous->Stop(agent.others_still_run());
   return status;

@@ -1,7 +1,9 @@
 #include "launcher/options.h"
 
+#include "absl/strings/str_cat.h"
 #include "agent/event_log.h"
 #include "common/status_macros.h"
+#include "launcher/cli_values.h"
 
 namespace ddprun {
 namespace {
@@ -10,6 +12,19 @@ constexpr char kObservabilityGroup[] = "Observability";
 
 absl::Status EventLogHandler(const std::string& value, ParseState& s) {
   DDPRUN_ASSIGN_OR_RETURN(s.config.event_log, ParseEventLogHandler(value));
+  return absl::OkStatus();
+}
+
+absl::Status MetricsPort(const std::string& value, ParseState& s) {
+  if (value.empty()) return absl::OkStatus();
+  absl::StatusOr<int> port = ParseNonNegativeInt("--metrics-port", value);
+  if (!port.ok() || *port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--metrics-port='", value,
+                     "' is not valid: expected a TCP port 1-65535, or 0 for any "
+                     "free port (said in the log)"));
+  }
+  s.config.metrics_port = *port;
   return absl::OkStatus();
 }
 
@@ -27,6 +42,19 @@ std::vector<OptionSpec> WithObservabilityOptions(std::vector<OptionSpec> table) 
                    "",
                    {},
                    EventLogHandler});
+  table.push_back({"--metrics-port",
+                   "",
+                   true,
+                   false,
+                   "",
+                   kObservabilityGroup,
+                   "Serve Prometheus metrics on this port over HTTP (/metrics), on every "
+                   "address; the node that hosts the rendezvous master also serves the job's "
+                   "status (/api/v1/status) and a live status page (/). 0: any free port "
+                   "(ddprun only) [default: off]",
+                   "",
+                   {},
+                   MetricsPort});
   return table;
 }
 

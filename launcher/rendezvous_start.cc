@@ -124,6 +124,22 @@ absl::Status ServeMasterAndStore(const NetworkPlugin& network, const AgentConfig
   return absl::OkStatus();
 }
 
+// Starts the HTTP server of --metrics-port into `endpoint`, and says where it is.
+absl::Status ServeMetricsWith(const NetworkPlugin& network, int port, HostedMaster* master,
+                              const AgentMetricsBoard* agent,
+                              std::unique_ptr<MetricsEndpoint>& endpoint) {
+  MetricsEndpointOptions options;
+  options.port = port;
+  options.master = master;
+  options.agent = agent;
+  absl::StatusOr<std::unique_ptr<MetricsEndpoint>> served = network.serve_metrics(options);
+  if (!served.ok()) return served.status();
+  endpoint = std::move(*served);
+  spdlog::info("metrics on http://{}:{}/metrics{}", HostName(), endpoint->port(),
+               master != nullptr ? ", the job's status page on /" : "");
+  return absl::OkStatus();
+}
+
 // An agent that hosts the master cannot leave while other nodes still use it or may still
 // come (after the exit barrier timed out on this node, or when this node is excluded or
 // unhealthy): it serves on until the run has ended and they are gone, or until one of the
@@ -184,10 +200,14 @@ class NetworkRendezvous : public StartedRendezvous {
 
   RendezvousConnection& connection() override { return *connection_; }
   std::optional<WorkerStore> worker_store() const override { return served_.worker_store; }
+  absl::Status ServeMetrics(int port, const AgentMetricsBoard* agent) override {
+    return ServeMetricsWith(network_, port, served_.master.get(), agent, metrics_);
+  }
   void Stop(bool others_still_run) override {
     connection_.reset();
     if (served_.master) {
       if (others_still_run) ServeWhileOthersRun(*served_.master, config_);
+      metrics_.reset();  // it reads the master's state
       served_.master->Shutdown(config_.close_timeout);
     }
     served_.store.reset();  // after the master: it hands the master its connections
@@ -197,6 +217,7 @@ class NetworkRendezvous : public StartedRendezvous {
   const AgentConfig& config_;
   NetworkPlugin network_;
   Served served_;
+  std::unique_ptr<MetricsEndpoint> metrics_;          // goes before the master it reads
   std::unique_ptr<RendezvousConnection> connection_;  // last: closed first
 };
 
@@ -207,9 +228,19 @@ class LocalStart : public StartedRendezvous {
   RendezvousConnection& connection() override { return local_; }
   std::optional<WorkerStore> worker_store() const override { return std::nullopt; }
   void Stop(bool) override {}
+  // The agent's metrics only: a one-node job has no master to show (docs/observability.md).
+  // The plugin is loaded for it then, and only then.
+  absl::Status ServeMetrics(int port, const AgentMetricsBoard* agent) override {
+    absl::StatusOr<NetworkPlugin> network = LoadNetworkPlugin();
+    if (!network.ok()) return network.status();
+    network_ = std::move(*network);
+    return ServeMetricsWith(network_, port, nullptr, agent, metrics_);
+  }
 
  private:
   LocalRendezvous local_;
+  NetworkPlugin network_{};
+  std::unique_ptr<MetricsEndpoint> metrics_;
 };
 
 }  // namespace

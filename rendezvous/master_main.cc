@@ -2,6 +2,7 @@
 // one agent (a Kubernetes Service, a Slurm head node). Serves any number of runs by run id.
 //
 //   ddprun-master --host 0.0.0.0 --port 29400 [--token-file PATH] [--read-timeout S]
+//                 [--metrics-port PORT]
 //
 // SIGTERM or SIGINT: stop accepting, give open sessions --grace seconds, exit 0.
 
@@ -22,6 +23,7 @@
 #include "common/small_file.h"
 #include "common/status_macros.h"
 #include "rendezvous/master_server.h"
+#include "rendezvous/metrics_http.h"
 #include "rendezvous/run_access.h"
 #include "rendezvous/wire.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -45,6 +47,7 @@ struct Settings {
   double grace_seconds = 5;
   double read_timeout_seconds = 60;
   std::string tls_cert, tls_key, tls_ca;
+  int metrics_port = -1;  // -1: no metrics
   bool verbose = false;
 };
 
@@ -66,6 +69,11 @@ void DeclareOptions(CLI::App& app, Settings& s) {
                  "must show a certificate signed by --tls-ca [default: plaintext]");
   app.add_option("--tls-key", s.tls_key, "TLS: the private key of --tls-cert (PEM)");
   app.add_option("--tls-ca", s.tls_ca, "TLS: the CA that signs the agents' certificates (PEM)");
+  app.add_option("--metrics-port", s.metrics_port,
+                 "Serve Prometheus metrics (/metrics), the runs' status as JSON "
+                 "(/api/v1/status) and a live status page (/) over HTTP on this port, on "
+                 "--host; 0 picks a free one [default: off]")
+      ->check(CLI::Range(0, 65535));
   app.add_flag("-v,--verbose", s.verbose, "Log gRPC's own messages too (debug level)");
 }
 
@@ -124,8 +132,22 @@ int Serve(const Settings& s, const ddprun::MasterOptions& options) {
                                               "give every node the same secret with "
                                               "DDPRUN_RDZV_TOKEN or --rdzv-conf token_file=PATH"));
   }
+  std::unique_ptr<ddprun::MetricsHttp> metrics;
+  if (s.metrics_port >= 0) {
+    ddprun::MetricsHttpOptions http;
+    http.host = s.host;
+    http.port = s.metrics_port;
+    absl::StatusOr<std::unique_ptr<ddprun::MetricsHttp>> served = (*master)->ServeMetrics(http);
+    if (!served.ok()) {
+      spdlog::error("{}", std::string(served.status().message()));
+      return kExitCannotServe;
+    }
+    metrics = std::move(*served);
+    spdlog::info("metrics and the status page on http://{}:{}/", s.host, metrics->port());
+  }
   int sig = 0;
   sigwait(&stop_signals, &sig);
+  metrics.reset();
   spdlog::info("received {}: shutting down (grace {}s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
                s.grace_seconds);
   (*master)->Shutdown(absl::Seconds(s.grace_seconds));

@@ -5,8 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "rendezvous/admin_service.h"
 #include "rendezvous/master_listener.h"
 #include "rendezvous/master_state.h"
+#include "rendezvous/metrics_http.h"
 #include "rendezvous/session_service.h"
 #include "rendezvous/store_service.h"
 
@@ -34,7 +36,10 @@ int MasterServer::PendingStoreReads() const { return impl_->PendingStoreReads();
 
 absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOptions& options) {
   auto impl = std::make_unique<MasterState>(options);
-  if (!options.store_only) impl->services.push_back(MakeRendezvousService(impl.get()));
+  if (!options.store_only) {
+    impl->services.push_back(MakeRendezvousService(impl.get()));
+    impl->services.push_back(MakeAdminService(impl.get()));
+  }
   impl->services.push_back(MakeStoreService(impl.get()));
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(
@@ -88,6 +93,12 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOp
   }
   impl->StartTicker();
   return std::unique_ptr<MasterServer>(new MasterServer(std::move(impl)));
+}
+
+absl::StatusOr<std::unique_ptr<MetricsHttp>> MasterServer::ServeMetrics(
+    MetricsHttpOptions options) {
+  options.master = impl_.get();
+  return MetricsHttp::Start(std::move(options));
 }
 
 void MasterServer::AdoptConnection(int listen_fd, int fd) { impl_->Adopt(listen_fd, fd); }

@@ -19,6 +19,8 @@
 namespace ddprun {
 
 class MasterState;
+class MetricsHttp;
+struct MetricsHttpOptions;
 
 /// Everything a client can make the master hold is bounded (docs/security.md lists these).
 struct MasterLimits {
@@ -77,6 +79,9 @@ class MasterServer {
   /// With adopt_connections: serves the connection `fd` (its first bytes still unread),
   /// accepted on `listen_fd`; plaintext or TLS as the master's credentials say. Takes `fd`.
   void AdoptConnection(int listen_fd, int fd);
+  /// Serves this master's metrics, status and status page over HTTP (metrics_http.h). The
+  /// server must go before this master does.
+  absl::StatusOr<std::unique_ptr<MetricsHttp>> ServeMetrics(MetricsHttpOptions options);
   /// Stops accepting, lets calls finish until `grace` has passed, then cancels the rest.
   void Shutdown(absl::Duration grace);
 

@@ -37,6 +37,9 @@ absl::Status MasterState::OnAgentMessage(SessionReactor* reactor, const pb::Agen
       if (report.succeeded()) {
         run.rounds->ReportSuccess(reactor->id(), report.round(), now);
       } else {
+        for (const pb::WorkerFailure& f : report.failures()) {
+          metrics_.WorkerFailed(run.id, f.exit_code(), f.hung());
+        }
         run.rounds->ReportFailure(reactor->id(), report.round(), FromWire(report.failures()), now);
       }
     } else if (message.has_stacks()) {
@@ -161,6 +164,7 @@ void MasterState::OnSessionClosed(SessionReactor* reactor) {
 }
 
 void MasterState::Dispatch(Run& run) {
+  ObserveRounds(run);
   bool said_stop = false, said_end = false;  // one line per change, not one per node
   for (Outbound& out : run.rounds->TakeOutbound()) {
     if (out.kind == Outbound::Kind::kStop && !std::exchange(said_stop, true)) {
@@ -232,7 +236,7 @@ void MasterState::SessionEnded(const std::string& run_id) {
     return;  // its agents may come back (a partition); forgotten after idle_run_ttl else
   }
   DropStore(it->second, absl::AbortedError("the run has ended"));
-  runs_.erase(it);
+  EraseRun(it);
 }
 
 void MasterState::DropStore(Run& run, const absl::Status& why) {
@@ -269,7 +273,7 @@ absl::Time MasterState::ForgetIdle(absl::Time now) {
     spdlog::info("run '{}': forgotten, no agent has held a session in it for {}", it->first,
                  absl::FormatDuration(options_.limits.idle_run_ttl));
     DropStore(run, absl::AbortedError("the run was forgotten: no agent is in it any more"));
-    it = runs_.erase(it);
+    it = EraseRun(it);
     const uint64_t one = 1;
     (void)!::write(session_end_fd_, &one, sizeof one);
   }

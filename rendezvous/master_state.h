@@ -21,10 +21,12 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "ddprun/v1/admin.pb.h"
 #include "ddprun/v1/rendezvous.pb.h"
 #include "rendezvous/hang_reports.h"
 #include "rendezvous/kv_store.h"
 #include "rendezvous/master_listener.h"
+#include "rendezvous/master_metrics.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/round_state_machine.h"
 
@@ -69,6 +71,17 @@ class MasterState {
     return !it->second.sessions.empty() ||
            (it->second.rounds && it->second.rounds->phase() != RoundStateMachine::Phase::kEnded);
   }
+
+  // --- Admin (master_state_admin.cc; called from gRPC and HTTP threads) ---
+  /// Every run's status, or `run_id`'s (NotFound when the master does not hold it).
+  absl::StatusOr<v1::StatusReply> Status(const std::string& run_id);
+  /// Status, for a caller that shows `token`: refused unless it is the master's.
+  absl::StatusOr<v1::StatusReply> Status(absl::string_view token, const std::string& run_id);
+  /// Ends `run_id` on an operator's request (`ddprun stop`, from `peer`): every agent stops
+  /// its workers and exits 0. What it did, in words.
+  absl::StatusOr<std::string> StopRun(absl::string_view token, const std::string& run_id,
+                                      const std::string& reason, const std::string& peer);
+  MasterMetrics& metrics() { return metrics_; }
 
   // --- Sessions (called from gRPC threads) ---
   SessionId NewSessionId() { return next_session_.fetch_add(1); }
@@ -173,7 +186,16 @@ class MasterState {
     // Since when no agent holds a session in it (or since it was made): forgotten after
     // limits.idle_run_ttl.
     absl::Time idle_since;
+    // The last round whose start, and whose end, the metrics have seen (ObserveRounds).
+    int64_t observed_began = -1, observed_ended = -1;
   };
+  // Feeds the rounds that began or ended since the last call to the metrics.
+  void ObserveRounds(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The status of the runs `run_id` names (every run when empty).
+  v1::StatusReply StatusLocked(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Erases a run (it ended, or was forgotten), and its metrics.
+  std::map<std::string, Run>::iterator EraseRun(std::map<std::string, Run>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // The run a Store call may touch, or why not (see WithStore).
   absl::StatusOr<Run*> StoreRun(absl::string_view token, const std::string& run_id)
@@ -213,6 +235,7 @@ class MasterState {
 
   const MasterOptions options_;
   const int session_end_fd_;
+  MasterMetrics metrics_;
   absl::Mutex mu_;
   absl::CondVar wake_;
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mu_);

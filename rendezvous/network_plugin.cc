@@ -2,8 +2,11 @@
 
 #include "rendezvous/network_plugin.h"
 
+#include "rendezvous/admin_client.h"
 #include "rendezvous/grpc_rendezvous.h"
+#include "rendezvous/master_metrics.h"
 #include "rendezvous/master_server.h"
+#include "rendezvous/metrics_http.h"
 #include "rendezvous/wire.h"
 
 namespace ddprun {
@@ -20,6 +23,7 @@ class GrpcHostedMaster : public HostedMaster {
   bool RunGoesOn(const std::string& run_id) const override { return server_->RunGoesOn(run_id); }
   int session_end_fd() const override { return server_->session_end_fd(); }
   void AdoptConnection(int listen_fd, int fd) override { server_->AdoptConnection(listen_fd, fd); }
+  MasterServer& server() { return *server_; }
 
  private:
   std::unique_ptr<MasterServer> server_;
@@ -27,6 +31,32 @@ class GrpcHostedMaster : public HostedMaster {
 
 std::unique_ptr<RendezvousConnection> Connect(const NetworkRendezvousOptions& options) {
   return std::make_unique<GrpcRendezvous>(options);
+}
+
+class HttpEndpoint : public MetricsEndpoint {
+ public:
+  explicit HttpEndpoint(std::unique_ptr<MetricsHttp> http) : http_(std::move(http)) {}
+  int port() const override { return http_->port(); }
+
+ private:
+  std::unique_ptr<MetricsHttp> http_;
+};
+
+absl::StatusOr<std::unique_ptr<MetricsEndpoint>> ServeMetrics(
+    const MetricsEndpointOptions& options) {
+  MetricsHttpOptions http;
+  http.host = options.host;
+  http.port = options.port;
+  if (options.agent != nullptr) {
+    http.agent_metrics = [board = options.agent] { return AgentMetricFamilies(board->Read()); };
+  }
+  absl::StatusOr<std::unique_ptr<MetricsHttp>> served =
+      options.master != nullptr
+          // Every HostedMaster is this plugin's own.
+          ? static_cast<GrpcHostedMaster*>(options.master)->server().ServeMetrics(http)
+          : MetricsHttp::Start(http);
+  if (!served.ok()) return served.status();
+  return std::unique_ptr<MetricsEndpoint>(new HttpEndpoint(std::move(*served)));
 }
 
 absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const MasterOptions& options) {
@@ -43,4 +73,6 @@ extern "C" void ddprun_network_plugin_v1(ddprun::NetworkPlugin* plugin) {
   ddprun::DisableMutexDeadlockDetection();  // the agent's own code holds no absl::Mutex
   plugin->connect = &ddprun::Connect;
   plugin->host_master = &ddprun::HostMaster;
+  plugin->admin = &ddprun::RunAdminCommand;
+  plugin->serve_metrics = &ddprun::ServeMetrics;
 }

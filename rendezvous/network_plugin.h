@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "rendezvous/agent_metrics.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/rendezvous_connection.h"
 #include "rendezvous/tls_config.h"
@@ -42,10 +43,40 @@ struct NetworkRendezvousOptions {
   TlsConfig tls;
 };
 
+/// `ddprun status` and `ddprun stop`: one call to a master's Admin service.
+struct AdminCommand {
+  enum class Kind { kStatus, kStop };
+  Kind kind = Kind::kStatus;
+  std::string endpoint;  // host:port of the master
+  std::string run_id;    // kStatus: empty lists every run
+  std::string token;
+  TlsConfig tls;
+  bool json = false;   // kStatus: the StatusReply as JSON, not the table
+  std::string reason;  // kStop: said in every agent's log
+  absl::Duration timeout = absl::Seconds(10);
+};
+
+/// The HTTP server of --metrics-port (metrics_http.h), as the agent holds it.
+class MetricsEndpoint {
+ public:
+  virtual ~MetricsEndpoint() = default;
+  virtual int port() const = 0;
+};
+
+struct MetricsEndpointOptions {
+  std::string host = "0.0.0.0";
+  int port = 0;
+  HostedMaster* master = nullptr;            // set: its metrics, status and page too
+  const AgentMetricsBoard* agent = nullptr;  // set: the agent's own metrics
+};
+
 /// The plugin's entry points, looked up with dlsym.
 struct NetworkPlugin {
   std::unique_ptr<RendezvousConnection> (*connect)(const NetworkRendezvousOptions&);
   absl::StatusOr<std::unique_ptr<HostedMaster>> (*host_master)(const MasterOptions&);
+  /// What to print: the status (a table or JSON), or what the stop did.
+  absl::StatusOr<std::string> (*admin)(const AdminCommand&);
+  absl::StatusOr<std::unique_ptr<MetricsEndpoint>> (*serve_metrics)(const MetricsEndpointOptions&);
 };
 
 /// Loads libddprun_network.so from next to the running executable, then from

@@ -185,6 +185,10 @@ void RoundStateMachine::ReportSuccess(SessionId session, int64_t round, absl::Ti
   }
 }
 
+void RoundStateMachine::Stop(const std::string& detail, absl::Time now) {
+  if (phase_ != Phase::kEnded) EndRun(RunOutcome::kStopped, detail, now);
+}
+
 void RoundStateMachine::Tick(absl::Time now) {
   if (phase_ == Phase::kEnded) return;
   std::vector<SessionId> silent;
@@ -196,6 +200,7 @@ void RoundStateMachine::Tick(absl::Time now) {
   for (SessionId session : silent) SetJoined(nodes_.at(session), false);
   for (SessionId session : silent) {
     if (phase_ == Phase::kEnded) return;
+    ++keep_alive_misses_;
     RemoveNode(session,
                absl::StrCat("no heartbeat for ", absl::FormatDuration(DeadAfter()),
                             " (keep_alive_interval x keep_alive_max_attempt)"),
@@ -203,7 +208,7 @@ void RoundStateMachine::Tick(absl::Time now) {
   }
   if (phase_ == Phase::kGathering) {
     if (last_call_deadline_ && now >= *last_call_deadline_) {
-      CloseRound();
+      CloseRound(now);
     } else if (joined_count_ < settings_.min_nodes &&
                now - gathering_since_ >= settings_.join_timeout) {
       EndRun(RunOutcome::kTimedOut,
@@ -276,16 +281,16 @@ void RoundStateMachine::MaybeCloseRound(absl::Time now) {
   const int joined = joined_count_;
   if (joined >= settings_.max_nodes ||
       (joined >= settings_.min_nodes && AllPreviousMembersBack())) {
-    CloseRound();
+    CloseRound(now);
   } else if (joined >= settings_.min_nodes) {
     if (!last_call_deadline_) last_call_deadline_ = now + settings_.last_call_timeout;
-    if (now >= *last_call_deadline_) CloseRound();
+    if (now >= *last_call_deadline_) CloseRound(now);
   } else {
     last_call_deadline_.reset();
   }
 }
 
-void RoundStateMachine::CloseRound() {
+void RoundStateMachine::CloseRound(absl::Time now) {
   for (SessionId s : members_) {
     if (auto it = nodes_.find(s); it != nodes_.end()) SetMember(it->second, false);
   }
@@ -320,9 +325,19 @@ void RoundStateMachine::CloseRound() {
     node.base_rank = base_rank;
     base_rank += node.info.local_world_size;
   }
+  RoundRecord record;
+  record.round = round_;
+  record.restart_count = restarts_spent_;
+  record.nodes = static_cast<int>(members_.size());
+  record.world_size = world_size;
+  record.gathering_began = gathering_since_;
+  record.began = now;
+  history_.push_back(std::move(record));
+  if (history_.size() > kHistoryRounds) history_.pop_front();
 }
 
 void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, absl::Time now) {
+  EndRecord(detail, now);
   std::vector<SessionId> excluded;  // told so instead of being stopped; not waited for
   for (SessionId s : members_) {
     if (auto exclusion = health_.Excluded(nodes_.at(s).info.host, now)) {
@@ -356,7 +371,9 @@ void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, a
 }
 
 void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail, absl::Time now) {
+  if (phase_ == Phase::kRunning || phase_ == Phase::kFinishing) EndRecord(detail, now);
   phase_ = Phase::kEnded;
+  outcome_ = outcome;
   end_detail_ = detail;
   // No round runs any more. Cleared here, once, so that the agents leaving afterwards
   // (RemoveNode returns early once the run has ended) cost O(1) each.

@@ -14,6 +14,7 @@
 // do. Sessions are identified by the caller (the gRPC layer's stream id).
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -92,7 +93,32 @@ enum class StopReason { kWorkerFailed, kMembershipChanged, kRunEnded };
 
 // kReleased: for one node only, whose workers succeeded while others still run, once the
 // exit barrier has timed out.
-enum class RunOutcome { kSucceeded, kFailed, kTimedOut, kReleased };
+// kStopped: an operator ended the run (`ddprun stop`).
+enum class RunOutcome { kSucceeded, kFailed, kTimedOut, kReleased, kStopped };
+
+/// One round of a run, as the status shows it (docs/observability.md).
+struct RoundRecord {
+  int64_t round = 0;
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT in it
+  int nodes = 0;
+  int world_size = 0;
+  absl::Time gathering_began;                 // when the rendezvous that made it began
+  absl::Time began;                           // when it closed and workers were started
+  absl::Time ended = absl::InfiniteFuture();  // InfiniteFuture while it runs
+  std::string ended_by;                       // why it ended, once it has
+  std::optional<ReportedFailure> root_cause;  // the earliest failure, when workers failed
+};
+
+/// A node of the run, as the status shows it.
+struct NodeView {
+  enum class State { kRunning, kFinished, kWaiting, kIdle };
+  SessionId session = 0;
+  const NodeInfo* info = nullptr;
+  State state = State::kIdle;
+  int group_rank = -1;  // in the current round; -1 when not a member
+  int base_rank = 0;
+  absl::Time last_seen;
+};
 
 /// A message for one session, to be sent by the I/O layer in the order emitted.
 struct Outbound {
@@ -139,6 +165,9 @@ class RoundStateMachine {
   void Leave(SessionId session, const std::string& reason, absl::Time now);
   /// Every worker of `round` on this session's node exited 0.
   void ReportSuccess(SessionId session, int64_t round, absl::Time now);
+  /// An operator ends the run (`ddprun stop`): every node stops its workers and exits 0.
+  /// Nothing once it has ended.
+  void Stop(const std::string& detail, absl::Time now);
   /// Applies every deadline that has passed by `now`.
   void Tick(absl::Time now);
 
@@ -158,6 +187,16 @@ class RoundStateMachine {
   std::vector<SessionId> waiting() const;
   /// This session joined and waits for the next round to close.
   bool IsWaiting(SessionId session) const;
+  /// Every node that holds a session, members first in group-rank order.
+  std::vector<NodeView> Nodes() const;
+  /// The last kHistoryRounds rounds, oldest first; the last one may still run.
+  static constexpr size_t kHistoryRounds = 100;
+  const std::deque<RoundRecord>& history() const { return history_; }
+  /// How the run ended, once it has (phase() == kEnded), and why.
+  RunOutcome outcome() const { return outcome_; }
+  const std::string& end_detail() const { return end_detail_; }
+  /// Nodes dropped for sending no heartbeat in time, so far.
+  int keep_alive_misses() const { return keep_alive_misses_; }
 
  private:
   // The flags of a node are changed only through the Set* helpers below, which keep the
@@ -175,7 +214,9 @@ class RoundStateMachine {
 
   void BeginGathering(absl::Time now);
   void MaybeCloseRound(absl::Time now);
-  void CloseRound();
+  void CloseRound(absl::Time now);
+  // The running round's record ends: `why`, with this round's root cause if workers failed.
+  void EndRecord(const std::string& why, absl::Time now);
   void EndRound(StopReason reason, const std::string& detail, absl::Time now);
   void EndRun(RunOutcome outcome, const std::string& detail, absl::Time now);
   void RemoveNode(SessionId session, const std::string& why, bool evict, absl::Time now);
@@ -217,9 +258,12 @@ class RoundStateMachine {
   absl::Time gathering_since_;
   std::optional<absl::Time> last_call_deadline_;
   std::optional<absl::Time> finishing_deadline_;
-  std::vector<ReportedFailure> failures_;  // every failure reported in this run
-  std::string end_detail_;                 // why the run ended, once it has
-  std::vector<std::string> departed_;      // hosts of members lost since the last round closed
+  std::vector<ReportedFailure> failures_;        // every failure reported in this run
+  std::string end_detail_;                       // why the run ended, once it has
+  RunOutcome outcome_ = RunOutcome::kSucceeded;  // once it has
+  std::deque<RoundRecord> history_;
+  int keep_alive_misses_ = 0;
+  std::vector<std::string> departed_;  // hosts of members lost since the last round closed
   std::vector<Outbound> outbound_;
 };
 

@@ -96,13 +96,20 @@ class ReadReactor : public grpc::ServerUnaryReactor {
   std::optional<grpc::Status> early_ ABSL_GUARDED_BY(mu_);
 };
 
+// One Store call, for the metrics: its operation and when it came.
+struct StoreCall {
+  const char* op;
+  absl::Time start;
+};
+
 class StoreService : public pb::Store::CallbackService {
  public:
   explicit StoreService(MasterState* master) : master_(master) {}
 
   grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* context, const pb::SetRequest* request,
                                 pb::SetResponse*) override {
-    return Reply(context,
+    const StoreCall call{"set", MonotonicNow()};
+    return Reply(context, call,
                  master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
                    return store.Set(request->key(), request->value());
                  }));
@@ -110,7 +117,8 @@ class StoreService : public pb::Store::CallbackService {
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context, const pb::GetRequest* request,
                                 pb::GetResponse* response) override {
-    return BlockingRead(context, request->run_id(), {request->key()}, request->timeout_ms(),
+    const StoreCall call{"get", MonotonicNow()};
+    return BlockingRead(context, call, request->run_id(), {request->key()}, request->timeout_ms(),
                         [response](std::vector<std::string>& values) {
                           response->set_value(std::move(values.front()));
                         });
@@ -118,27 +126,30 @@ class StoreService : public pb::Store::CallbackService {
 
   grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context, const pb::AddRequest* request,
                                 pb::AddResponse* response) override {
+    const StoreCall call{"add", MonotonicNow()};
     absl::StatusOr<int64_t> value = master_->WithStore(
         TokenOf(context), request->run_id(),
         [&](KvStore& store) { return store.Add(request->key(), request->delta()); });
     if (value.ok()) response->set_value(*value);
-    return Reply(context, value.status());
+    return Reply(context, call, value.status());
   }
 
   grpc::ServerUnaryReactor* CompareSet(grpc::CallbackServerContext* context,
                                        const pb::CompareSetRequest* request,
                                        pb::CompareSetResponse* response) override {
+    const StoreCall call{"compare_set", MonotonicNow()};
     absl::StatusOr<std::string> value =
         master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
           return store.CompareSet(request->key(), request->expected(), request->desired());
         });
     if (value.ok()) response->set_value(std::move(*value));
-    return Reply(context, value.status());
+    return Reply(context, call, value.status());
   }
 
   grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext* context,
                                  const pb::WaitRequest* request, pb::WaitResponse*) override {
-    return BlockingRead(context, request->run_id(),
+    const StoreCall call{"wait", MonotonicNow()};
+    return BlockingRead(context, call, request->run_id(),
                         {request->keys().begin(), request->keys().end()}, request->timeout_ms(),
                         nullptr);
   }
@@ -146,38 +157,42 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
                                   const pb::CheckRequest* request,
                                   pb::CheckResponse* response) override {
+    const StoreCall call{"check", MonotonicNow()};
     absl::StatusOr<bool> all =
         master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
           return store.Check({request->keys().begin(), request->keys().end()});
         });
     if (all.ok()) response->set_all_exist(*all);
-    return Reply(context, all.status());
+    return Reply(context, call, all.status());
   }
 
   grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
                                    const pb::DeleteRequest* request,
                                    pb::DeleteResponse* response) override {
+    const StoreCall call{"delete", MonotonicNow()};
     absl::StatusOr<bool> deleted =
         master_->WithStore(TokenOf(context), request->run_id(),
                            [&](KvStore& store) { return store.Delete(request->key()); });
     if (deleted.ok()) response->set_deleted(*deleted);
-    return Reply(context, deleted.status());
+    return Reply(context, call, deleted.status());
   }
 
   grpc::ServerUnaryReactor* NumKeys(grpc::CallbackServerContext* context,
                                     const pb::NumKeysRequest* request,
                                     pb::NumKeysResponse* response) override {
+    const StoreCall call{"num_keys", MonotonicNow()};
     absl::StatusOr<int64_t> count = master_->WithStore(
         TokenOf(context), request->run_id(),
         [](KvStore& store) -> absl::StatusOr<int64_t> { return store.NumKeys(); });
     if (count.ok()) response->set_count(*count);
-    return Reply(context, count.status());
+    return Reply(context, call, count.status());
   }
 
   grpc::ServerUnaryReactor* MultiGet(grpc::CallbackServerContext* context,
                                      const pb::MultiGetRequest* request,
                                      pb::MultiGetResponse* response) override {
-    return BlockingRead(context, request->run_id(),
+    const StoreCall call{"multi_get", MonotonicNow()};
+    return BlockingRead(context, call, request->run_id(),
                         {request->keys().begin(), request->keys().end()}, request->timeout_ms(),
                         [response](std::vector<std::string>& values) {
                           for (std::string& v : values) response->add_values(std::move(v));
@@ -187,7 +202,8 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* MultiSet(grpc::CallbackServerContext* context,
                                      const pb::MultiSetRequest* request,
                                      pb::MultiSetResponse*) override {
-    return Reply(context,
+    const StoreCall call{"multi_set", MonotonicNow()};
+    return Reply(context, call,
                  master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
                    return store.MultiSet({request->keys().begin(), request->keys().end()},
                                          {request->values().begin(), request->values().end()});
@@ -198,22 +214,25 @@ class StoreService : public pb::Store::CallbackService {
   // Parks a read of `keys` in the run's store; `fill` (if any) puts the values found into
   // the response before the call ends.
   grpc::ServerUnaryReactor* BlockingRead(grpc::CallbackServerContext* context,
-                                         const std::string& run_id, std::vector<std::string> keys,
-                                         int64_t timeout_ms,
+                                         const StoreCall& call, const std::string& run_id,
+                                         std::vector<std::string> keys, int64_t timeout_ms,
                                          std::function<void(std::vector<std::string>&)> fill) {
     auto* reactor = new ReadReactor(master_, run_id);
     reactor->Parked(master_->StoreWait(
         TokenOf(context), context->peer(), run_id, std::move(keys),
         StoreDeadline(timeout_ms, master_->options().store_timeout, context),
-        [reactor, fill = std::move(fill)](absl::StatusOr<std::vector<std::string>> values) {
+        [this, call, reactor,
+         fill = std::move(fill)](absl::StatusOr<std::vector<std::string>> values) {
+          master_->metrics().StoreCall(call.op, values.ok(), MonotonicNow() - call.start);
           if (values.ok() && fill) fill(*values);
           reactor->Complete(ToGrpcStatus(values.status()));
         }));
     return reactor;
   }
 
-  static grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
-                                         const absl::Status& status) {
+  grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const StoreCall& call,
+                                  const absl::Status& status) {
+    master_->metrics().StoreCall(call.op, status.ok(), MonotonicNow() - call.start);
     auto* reactor = context->DefaultReactor();
     reactor->Finish(ToGrpcStatus(status));
     return reactor;

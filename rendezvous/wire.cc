@@ -228,6 +228,7 @@ v1::MasterMessage ToWire(const Outbound& out) {
       v1::RunEnd* end = message.mutable_end();
       end->set_outcome(out.outcome == RunOutcome::kSucceeded  ? v1::RunEnd::SUCCEEDED
                        : out.outcome == RunOutcome::kReleased ? v1::RunEnd::RELEASED
+                       : out.outcome == RunOutcome::kStopped  ? v1::RunEnd::STOPPED
                        : out.outcome == RunOutcome::kFailed   ? v1::RunEnd::FAILED
                                                               : v1::RunEnd::TIMED_OUT);
       end->set_detail(out.detail);
@@ -278,6 +279,7 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
     event.kind = RendezvousEvent::Kind::kEnd;
     event.outcome = message.end().outcome() == v1::RunEnd::SUCCEEDED  ? RunOutcome::kSucceeded
                     : message.end().outcome() == v1::RunEnd::RELEASED ? RunOutcome::kReleased
+                    : message.end().outcome() == v1::RunEnd::STOPPED  ? RunOutcome::kStopped
                     : message.end().outcome() == v1::RunEnd::FAILED   ? RunOutcome::kFailed
                                                                       : RunOutcome::kTimedOut;
     event.detail = message.end().detail();

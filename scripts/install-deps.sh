@@ -10,6 +10,7 @@ set -euo pipefail
 
 build_pkgs=(
   build-essential cmake ninja-build pkg-config git
+  prometheus-cpp-dev libcivetweb-dev  # metrics and the status page (docs/observability.md)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev
   patchelf  # scripts/gpu-bundle.sh

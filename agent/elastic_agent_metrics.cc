@@ -1,0 +1,63 @@
+// The agent's metrics (--metrics-port): what its workers do, published to the board the
+// metrics server reads (rendezvous/agent_metrics.h).
+
+#include <sys/wait.h>
+
+#include "absl/strings/str_cat.h"
+#include "agent/elastic_agent.h"
+#include "common/process_status.h"
+
+namespace ddprun {
+
+void ElasticAgent::CountWorkerExits() {
+  for (const WorkerSupervisor::Outcome& worker : last_outcomes_) {
+    std::pair<std::string, std::string> cause;
+    const bool hung =
+        std::any_of(last_failures_.begin(), last_failures_.end(),
+                    [&](const WorkerFailure& f) { return f.hung && f.rank == worker.rank; });
+    if (worker.state == WorkerSupervisor::WorkerState::kRunning) continue;
+    if (worker.state == WorkerSupervisor::WorkerState::kStopped) {
+      cause = {"stopped", ""};
+    } else if (hung) {
+      cause = {"hang", ""};
+    } else if (WIFSIGNALED(worker.wait_status)) {
+      cause = {"signal", SignalName(WTERMSIG(worker.wait_status))};
+    } else {
+      cause = {"exit_code", absl::StrCat(WEXITSTATUS(worker.wait_status))};
+    }
+    ++worker_exits_[cause];
+  }
+}
+
+void ElasticAgent::PublishMetrics() {
+  if (metrics_board_ == nullptr) return;
+  AgentMetricsSnapshot snapshot;
+  snapshot.run_id = config_.run_id;
+  if (const std::optional<Assignment>& round = rules_.assignment()) {
+    snapshot.round = round->round;
+    snapshot.restart_count = round->restart_count;
+  }
+  snapshot.local_world_size = config_.nproc_per_node;
+  snapshot.workers = {{"running", 0}, {"succeeded", 0}, {"failed", 0}, {"stopped", 0}};
+  for (const WorkerSupervisor::Outcome& worker : workers_ ? workers_->Outcomes() : last_outcomes_) {
+    switch (worker.state) {
+      case WorkerSupervisor::WorkerState::kRunning:
+        ++snapshot.workers["running"];
+        break;
+      case WorkerSupervisor::WorkerState::kSucceeded:
+        ++snapshot.workers["succeeded"];
+        break;
+      case WorkerSupervisor::WorkerState::kFailed:
+        ++snapshot.workers["failed"];
+        break;
+      case WorkerSupervisor::WorkerState::kStopped:
+        ++snapshot.workers["stopped"];
+        break;
+    }
+  }
+  snapshot.worker_starts = worker_starts_;
+  snapshot.worker_exits = worker_exits_;
+  metrics_board_->Publish(std::move(snapshot));
+}
+
+}  // namespace ddprun

@@ -1,0 +1,111 @@
+#include "launcher/admin_command.h"
+
+#include <stdio.h>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "common/exit_codes.h"
+#include "common/status_macros.h"
+#include "launcher/cli_rules.h"
+#include "launcher/cli_values.h"
+#include "rendezvous/network_plugin.h"
+
+namespace ddprun {
+namespace {
+
+struct AdminLine {
+  std::string endpoint;
+  std::string run_id;
+  std::string rdzv_conf;
+  std::string reason;
+  bool json = false;
+  double timeout_s = 10;
+};
+
+// The command: the endpoint, the token and TLS files as the agents take them.
+absl::StatusOr<AdminCommand> CommandFrom(AdminCommand::Kind kind, const AdminLine& line,
+                                         const LaunchEnvironment& env) {
+  AdminCommand command;
+  command.kind = kind;
+  DDPRUN_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(line.endpoint, 29400));
+  command.endpoint = absl::StrCat(
+      endpoint.host.find(':') != std::string::npos ? "[" + endpoint.host + "]" : endpoint.host, ":",
+      endpoint.port);
+  command.run_id = line.run_id;
+  command.json = line.json;
+  command.reason = line.reason;
+  command.timeout = absl::Seconds(line.timeout_s);
+  AgentConfig config;
+  DDPRUN_ASSIGN_OR_RETURN(config.rdzv_conf, ParseRdzvConf(line.rdzv_conf));
+  DDPRUN_RETURN_IF_ERROR(ReadRdzvConfFiles(config));
+  command.token = config.token;
+  if (command.token.empty() && env.vars.count("DDPRUN_RDZV_TOKEN") > 0) {
+    command.token = std::string(absl::StripAsciiWhitespace(env.Get("DDPRUN_RDZV_TOKEN")));
+  }
+  command.tls = config.tls;
+  return command;
+}
+
+}  // namespace
+
+bool IsAdminCommand(const std::string& first_arg) {
+  return first_arg == "status" || first_arg == "stop";
+}
+
+int RunAdminCommandLine(const std::vector<std::string>& args, const LaunchEnvironment& env) {
+  const bool stop = args.front() == "stop";
+  CLI::App app(stop ? "ddprun stop: end a running job cleanly, from anywhere that reaches its "
+                      "rendezvous master. Every agent stops its workers (SIGTERM, then SIGKILL "
+                      "after the grace period) and exits 0."
+                    : "ddprun status: how a running job is, from its rendezvous master.",
+               stop ? "ddprun stop" : "ddprun status");
+  AdminLine line;
+  app.add_option("--rdzv-endpoint,--rdzv_endpoint", line.endpoint,
+                 "The job's rendezvous master, HOST[:PORT] (as the agents were given it)")
+      ->required();
+  app.add_option("--rdzv-id,--rdzv_id", line.run_id,
+                 stop ? "The run to stop" : "The run to show [default: list every run]")
+      ->required(stop);
+  app.add_option("--rdzv-conf,--rdzv_conf", line.rdzv_conf,
+                 "token_file=PATH, tls_cert=, tls_key=, tls_ca= as the agents take them (the "
+                 "token also from DDPRUN_RDZV_TOKEN)");
+  if (stop) {
+    app.add_option("--reason", line.reason, "Why, for every agent's log");
+  } else {
+    app.add_flag("--json", line.json,
+                 "Print the status as JSON (schema: docs/observability.md), for scripts");
+  }
+  app.add_option("--timeout", line.timeout_s, "Seconds to wait for the master [default: 10]")
+      ->check(CLI::PositiveNumber);
+  std::vector<std::string> rest(args.rbegin(), args.rend() - 1);  // CLI11 takes them reversed
+  try {
+    app.parse(rest);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return kExitSuccess;
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "ddprun %s: error: %s; see ddprun %s --help\n", args.front().c_str(),
+                 e.what(), args.front().c_str());
+    return kExitUsage;
+  }
+  absl::StatusOr<AdminCommand> command =
+      CommandFrom(stop ? AdminCommand::Kind::kStop : AdminCommand::Kind::kStatus, line, env);
+  if (!command.ok()) {
+    std::fprintf(stderr, "ddprun %s: error: %s\n", args.front().c_str(),
+                 std::string(command.status().message()).c_str());
+    return kExitUsage;
+  }
+  absl::StatusOr<NetworkPlugin> network = LoadNetworkPlugin();
+  absl::StatusOr<std::string> answer =
+      network.ok() ? network->admin(*command) : absl::StatusOr<std::string>(network.status());
+  if (!answer.ok()) {
+    std::fprintf(stderr, "ddprun %s: %s\n", args.front().c_str(),
+                 std::string(answer.status().message()).c_str());
+    return 1;
+  }
+  std::fputs(answer->c_str(), stdout);
+  return kExitSuccess;
+}
+
+}  // namespace ddprun

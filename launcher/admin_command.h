@@ -1,0 +1,19 @@
+#pragma once
+// `ddprun status` and `ddprun stop`: ask a running job's rendezvous master how the job is,
+// or end it, from anywhere that reaches the master (docs/observability.md).
+
+#include <string>
+#include <vector>
+
+#include "launcher/cli.h"
+
+namespace ddprun {
+
+/// `args[0]` is "status" or "stop". Prints the answer and returns the exit status: 0, 1 when
+/// the master refused or could not be reached (said on stderr), 2 for a bad command line.
+int RunAdminCommandLine(const std::vector<std::string>& args, const LaunchEnvironment& env);
+
+/// Whether `ddprun ARG ...` is one of them: the first argument, exactly.
+bool IsAdminCommand(const std::string& first_arg);
+
+}  // namespace ddprun

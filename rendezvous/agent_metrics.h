@@ -1,0 +1,45 @@
+#pragma once
+// What an agent shows on its --metrics-port: a snapshot its loop publishes whenever its
+// workers change, read by the metrics server's threads at each scrape (docs/observability.md).
+// Plain data: the agent binary stays free of prometheus-cpp (the plugin turns it into metrics).
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+
+#include "absl/synchronization/mutex.h"
+
+namespace ddprun {
+
+struct AgentMetricsSnapshot {
+  std::string run_id;
+  int64_t round = -1;     // the round its workers run in (or last ran in); -1 before any
+  int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT of that round
+  int local_world_size = 0;
+  // Its workers now: running, succeeded, failed, stopped.
+  std::map<std::string, int> workers;
+  int64_t worker_starts = 0;  // workers started, over every round
+  // Workers that ended, by cause (exit_code, signal, hang, stopped) and code (the exit code
+  // or signal name; "0" for success).
+  std::map<std::pair<std::string, std::string>, int64_t> worker_exits;
+};
+
+/// The agent's latest snapshot, shared between its loop and the metrics server.
+class AgentMetricsBoard {
+ public:
+  void Publish(AgentMetricsSnapshot snapshot) {
+    absl::MutexLock lock(&mu_);
+    snapshot_ = std::move(snapshot);
+  }
+  AgentMetricsSnapshot Read() const {
+    absl::MutexLock lock(&mu_);
+    return snapshot_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  AgentMetricsSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace ddprun

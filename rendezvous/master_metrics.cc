@@ -1,0 +1,229 @@
+#include "rendezvous/master_metrics.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/process_status.h"
+#include "prometheus/gauge.h"
+
+namespace ddprun {
+namespace {
+
+using prometheus::ClientMetric;
+using prometheus::MetricFamily;
+using prometheus::MetricType;
+
+// Rounds last from seconds (a crash loop) to weeks; rendezvous from milliseconds to the
+// join timeout.
+const prometheus::Histogram::BucketBoundaries& RoundBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      1, 10, 60, 300, 1800, 3600, 4 * 3600, 24 * 3600, 7 * 24 * 3600};
+  return *b;
+}
+const prometheus::Histogram::BucketBoundaries& RendezvousBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 600};
+  return *b;
+}
+// Store calls answer in microseconds; blocking reads wait for other ranks.
+const prometheus::Histogram::BucketBoundaries& StoreBuckets() {
+  static const auto* b = new prometheus::Histogram::BucketBoundaries{
+      0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 300};
+  return *b;
+}
+
+// A family of one type, whose series the caller adds.
+MetricFamily Family(const std::string& name, const std::string& help, MetricType type) {
+  MetricFamily family;
+  family.name = name;
+  family.help = help;
+  family.type = type;
+  return family;
+}
+
+void AddValue(MetricFamily& family, std::vector<ClientMetric::Label> labels, double value) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  if (family.type == MetricType::Counter) {
+    metric.counter.value = value;
+  } else {
+    metric.gauge.value = value;
+  }
+  family.metric.push_back(std::move(metric));
+}
+
+}  // namespace
+
+std::vector<MetricFamily> AgentMetricFamilies(const AgentMetricsSnapshot& agent) {
+  const ClientMetric::Label id{"run_id", agent.run_id};
+  MetricFamily workers = Family("ddprun_agent_workers",
+                                "This node's workers, by state "
+                                "(running, succeeded, failed, stopped)",
+                                MetricType::Gauge);
+  for (const auto& [state, n] : agent.workers) AddValue(workers, {id, {"state", state}}, n);
+  MetricFamily round = Family("ddprun_agent_round",
+                              "The round this node's workers run in (or "
+                              "last ran in); -1 before any",
+                              MetricType::Gauge);
+  AddValue(round, {id}, static_cast<double>(agent.round));
+  MetricFamily restart = Family("ddprun_agent_restart_count",
+                                "TORCHELASTIC_RESTART_COUNT of "
+                                "that round",
+                                MetricType::Gauge);
+  AddValue(restart, {id}, agent.restart_count);
+  MetricFamily starts = Family("ddprun_agent_worker_starts_total",
+                               "Workers this node started, "
+                               "over every round",
+                               MetricType::Counter);
+  AddValue(starts, {id}, static_cast<double>(agent.worker_starts));
+  MetricFamily exits = Family("ddprun_agent_worker_exits_total",
+                              "This node's workers that "
+                              "ended, by cause (exit_code, signal, hang, stopped) and code",
+                              MetricType::Counter);
+  for (const auto& [cause, n] : agent.worker_exits) {
+    AddValue(exits, {id, {"cause", cause.first}, {"code", cause.second}}, static_cast<double>(n));
+  }
+  return {std::move(workers), std::move(round), std::move(restart), std::move(starts),
+          std::move(exits)};
+}
+
+MasterMetrics::MasterMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      round_duration_(prometheus::BuildHistogram()
+                          .Name("ddprun_round_duration_seconds")
+                          .Help("How long each round of a run ran, from its start to its stop")
+                          .Register(*registry_)),
+      rendezvous_duration_(prometheus::BuildHistogram()
+                               .Name("ddprun_rendezvous_duration_seconds")
+                               .Help("How long each rendezvous took, from its start to its "
+                                     "round's start")
+                               .Register(*registry_)),
+      worker_failures_(prometheus::BuildCounter()
+                           .Name("ddprun_worker_failures_total")
+                           .Help("Failed workers the nodes reported, by cause (exit_code, "
+                                 "signal, hang) and code (the exit code or the signal's name)")
+                           .Register(*registry_)),
+      store_calls_(prometheus::BuildCounter()
+                       .Name("ddprun_store_operations_total")
+                       .Help("Store calls the master answered, by operation and result")
+                       .Register(*registry_)),
+      store_latency_(prometheus::BuildHistogram()
+                         .Name("ddprun_store_operation_duration_seconds")
+                         .Help("How long Store calls took to answer (blocking reads: until "
+                               "their keys were there)")
+                         .Register(*registry_)) {}
+
+MasterMetrics::RunSeries& MasterMetrics::Series(const std::string& run_id) {
+  RunSeries& series = runs_[run_id];
+  if (series.rounds == nullptr) {
+    series.rounds = &round_duration_.Add({{"run_id", run_id}}, RoundBuckets());
+    series.rendezvous = &rendezvous_duration_.Add({{"run_id", run_id}}, RendezvousBuckets());
+  }
+  return series;
+}
+
+void MasterMetrics::RoundBegan(const std::string& run_id, absl::Duration rendezvous) {
+  absl::MutexLock lock(&mu_);
+  Series(run_id).rendezvous->Observe(absl::ToDoubleSeconds(rendezvous));
+}
+
+void MasterMetrics::RoundEnded(const std::string& run_id, absl::Duration lasted) {
+  absl::MutexLock lock(&mu_);
+  Series(run_id).rounds->Observe(absl::ToDoubleSeconds(lasted));
+}
+
+void MasterMetrics::WorkerFailed(const std::string& run_id, int exit_code, bool hung) {
+  const std::string cause = hung ? "hang" : exit_code < 0 ? "signal" : "exit_code";
+  const std::string code = exit_code < 0 ? SignalName(-exit_code) : absl::StrCat(exit_code);
+  absl::MutexLock lock(&mu_);
+  RunSeries& series = Series(run_id);
+  prometheus::Counter& counter =
+      worker_failures_.Add({{"run_id", run_id}, {"cause", cause}, {"code", code}});
+  // Add returns the same series for the same labels; remembered once, to remove it later.
+  if (std::find(series.failures.begin(), series.failures.end(), &counter) ==
+      series.failures.end()) {
+    series.failures.push_back(&counter);
+  }
+  counter.Increment();
+}
+
+void MasterMetrics::StoreCall(const char* op, bool ok, absl::Duration latency) {
+  store_calls_.Add({{"op", op}, {"result", ok ? "ok" : "error"}}).Increment();
+  prometheus::Histogram* histogram = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    prometheus::Histogram*& h = store_latency_by_op_[op];
+    if (h == nullptr) h = &store_latency_.Add({{"op", op}}, StoreBuckets());
+    histogram = h;
+  }
+  histogram->Observe(absl::ToDoubleSeconds(latency));
+}
+
+void MasterMetrics::ForgetRun(const std::string& run_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = runs_.find(run_id);
+  if (it == runs_.end()) return;
+  round_duration_.Remove(it->second.rounds);
+  rendezvous_duration_.Remove(it->second.rendezvous);
+  for (prometheus::Counter* c : it->second.failures) worker_failures_.Remove(c);
+  runs_.erase(it);
+}
+
+std::vector<MetricFamily> MasterMetrics::Collect(const v1::StatusReply& status) const {
+  MetricFamily runs = Family("ddprun_runs", "Runs the master holds, by state", MetricType::Gauge);
+  MetricFamily round = Family("ddprun_round",
+                              "The run's current (or last) round; -1 before "
+                              "the first",
+                              MetricType::Gauge);
+  MetricFamily rounds =
+      Family("ddprun_rounds_total", "Rounds the run has started", MetricType::Counter);
+  MetricFamily world = Family("ddprun_world_size",
+                              "Workers in the running round (0 when none "
+                              "runs)",
+                              MetricType::Gauge);
+  MetricFamily nodes = Family("ddprun_nodes",
+                              "Nodes holding a session in the run, by state "
+                              "(running, finished, waiting, idle, excluded)",
+                              MetricType::Gauge);
+  MetricFamily excluded =
+      Family("ddprun_nodes_excluded", "Hosts the run keeps out now", MetricType::Gauge);
+  MetricFamily restarts = Family("ddprun_restarts_total",
+                                 "Restarts of the run's workers so far "
+                                 "(TORCHELASTIC_RESTART_COUNT)",
+                                 MetricType::Counter);
+  MetricFamily left =
+      Family("ddprun_restarts_left", "Restarts left of --max-restarts", MetricType::Gauge);
+  MetricFamily misses = Family("ddprun_keep_alive_misses_total",
+                               "Nodes dropped for sending no "
+                               "heartbeat for keep_alive_interval x keep_alive_max_attempt",
+                               MetricType::Counter);
+  std::map<std::string, int> runs_by_state;
+  for (const v1::RunStatus& run : status.runs()) {
+    ++runs_by_state[run.state()];
+    const ClientMetric::Label id{"run_id", run.run_id()};
+    AddValue(round, {id}, run.round());
+    AddValue(rounds, {id}, run.round() + 1);
+    AddValue(world, {id}, run.world_size());
+    std::map<std::string, int> by_state = {
+        {"running", 0}, {"finished", 0}, {"waiting", 0}, {"idle", 0}, {"excluded", 0}};
+    for (const v1::NodeStatus& node : run.nodes()) ++by_state[node.state()];
+    for (const auto& [state, n] : by_state) AddValue(nodes, {id, {"state", state}}, n);
+    int out_now = 0;
+    for (const v1::ExcludedNode& x : run.excluded()) out_now += x.out_now() ? 1 : 0;
+    AddValue(excluded, {id}, out_now);
+    AddValue(restarts, {id}, run.restarts_used());
+    AddValue(left, {id}, run.restarts_left());
+    AddValue(misses, {id}, run.keep_alive_misses());
+  }
+  for (const char* state : {"gathering", "running", "finishing", "ended"}) {
+    AddValue(runs, {{"state", state}}, runs_by_state[state]);
+  }
+  std::vector<MetricFamily> families = registry_->Collect();
+  for (MetricFamily* f :
+       {&runs, &round, &rounds, &world, &nodes, &excluded, &restarts, &left, &misses}) {
+    families.push_back(std::move(*f));
+  }
+  return families;
+}
+
+}  // namespace ddprun

@@ -1,0 +1,145 @@
+#include "rendezvous/metrics_http.h"
+
+#include <CivetServer.h>
+#include <google/protobuf/struct.pb.h>
+#include <google/protobuf/util/json_util.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "prometheus/text_serializer.h"
+#include "rendezvous/master_state.h"
+
+namespace ddprun {
+
+namespace {
+
+struct Response {
+  int status = 200;
+  std::string type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+// One URI: `respond` gives the status, the body and its type.
+class Handler : public CivetHandler {
+ public:
+  explicit Handler(std::function<Response(mg_connection*)> respond)
+      : respond_(std::move(respond)) {}
+
+  bool handleGet(CivetServer*, mg_connection* conn) override {
+    Send(conn, respond_(conn));
+    return true;
+  }
+  // Read-only. Every method is answered here: civetweb's fallback (it has no document root)
+  // must never run.
+  bool handlePost(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
+  bool handleHead(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
+  bool handlePut(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
+  bool handleDelete(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
+  bool handleOptions(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
+  bool handlePatch(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
+
+ private:
+  static bool NotAllowed(mg_connection* conn) {
+    Send(conn, Response{405, "text/plain; charset=utf-8", "this port only answers GET\n"});
+    return true;
+  }
+  static void Send(mg_connection* conn, const Response& response) {
+    mg_printf(conn,
+              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+              "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
+              response.status, mg_get_response_code_text(conn, response.status),
+              response.type.c_str(), response.body.size());
+    mg_write(conn, response.body.data(), response.body.size());
+  }
+
+  std::function<Response(mg_connection*)> respond_;
+};
+
+Response Metrics(const MetricsHttpOptions& options) {
+  std::vector<prometheus::MetricFamily> families;
+  if (options.master != nullptr) {
+    absl::StatusOr<v1::StatusReply> status = options.master->Status(std::string());
+    families = options.master->metrics().Collect(status.ok() ? *status : v1::StatusReply());
+  }
+  if (options.agent_metrics) {
+    for (prometheus::MetricFamily& f : options.agent_metrics()) families.push_back(std::move(f));
+  }
+  Response response;
+  response.type = "text/plain; version=0.0.4; charset=utf-8";
+  response.body = prometheus::TextSerializer().Serialize(families);
+  return response;
+}
+
+Response StatusJson(MasterState* master, mg_connection* conn) {
+  Response response;
+  response.type = "application/json";
+  std::string run_id;
+  CivetServer::getParam(conn, "run_id", run_id);
+  absl::StatusOr<v1::StatusReply> status = master->Status(run_id);
+  google::protobuf::util::JsonPrintOptions json;
+  json.preserve_proto_field_names = true;
+  json.always_print_primitive_fields = true;
+  if (!status.ok()) {
+    google::protobuf::Struct error;
+    (*error.mutable_fields())["error"].set_string_value(std::string(status.status().message()));
+    response.status = 404;
+    (void)google::protobuf::util::MessageToJsonString(error, &response.body, json);
+    return response;
+  }
+  (void)google::protobuf::util::MessageToJsonString(*status, &response.body, json);
+  return response;
+}
+
+}  // namespace
+
+MetricsHttp::~MetricsHttp() = default;
+
+absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptions options) {
+  std::unique_ptr<MetricsHttp> http(new MetricsHttp());
+  http->options_ = std::move(options);
+  const MetricsHttpOptions& o = http->options_;
+  const std::string address = absl::StrCat(
+      o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host, ":", o.port);
+  // Few threads: a scrape a second and a page or two. A client gets 10 s to send its request.
+  const std::vector<std::string> civet = {"listening_ports",    address, "num_threads", "4",
+                                          "request_timeout_ms", "10000"};
+  try {
+    http->server_ = std::make_unique<CivetServer>(civet);
+  } catch (const CivetException& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve metrics on ", address, ": ", e.what(),
+        " (is the port in use? choose another --metrics-port, or 0 for any free port)"));
+  }
+  const std::vector<int> ports = http->server_->getListeningPorts();
+  http->port_ = ports.empty() ? 0 : ports.front();
+  auto add = [&](const std::string& uri, std::function<Response(mg_connection*)> respond) {
+    http->handlers_.push_back(std::make_unique<Handler>(std::move(respond)));
+    http->server_->addHandler(uri, http->handlers_.back().get());
+  };
+  add("/metrics", [&o](mg_connection*) { return Metrics(o); });
+  if (o.master != nullptr) {
+    add("/api/v1/status", [&o](mg_connection* conn) { return StatusJson(o.master, conn); });
+  }
+  // Every other URI: civetweb's own answer (it has no document root here) must never run.
+  add("/", [&o](mg_connection* conn) {
+    Response response;
+    const mg_request_info* request = mg_get_request_info(conn);
+    if (o.master == nullptr) {
+      response.status = 404;
+      response.body =
+          "this agent serves /metrics only: the job's status page is on the metrics port of "
+          "the node that hosts the rendezvous master, or of ddprun-master\n";
+    } else if (std::strcmp(request->local_uri, "/") != 0) {
+      response.status = 404;
+      response.body = "not found: this port serves /, /metrics and /api/v1/status\n";
+    } else {
+      response.type = "text/html; charset=utf-8";
+      response.body = kStatusPageHtml;
+    }
+    return response;
+  });
+  return http;
+}
+
+}  // namespace ddprun

@@ -1,0 +1,50 @@
+#pragma once
+// MetricsHttp: the HTTP server of --metrics-port (docs/observability.md). It serves
+//   /metrics          Prometheus' text format: the master's metrics, the agent's, or both;
+//   /api/v1/status    the master's StatusReply as JSON (what `ddprun status --json` prints);
+//   /                 the live status page, which fetches /api/v1/status by itself.
+// Read-only: it changes nothing, and it asks for no token (docs/security.md).
+// civetweb's threads serve it; the master's state is read under the master's mutex.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "prometheus/metric_family.h"
+
+class CivetHandler;
+class CivetServer;
+
+namespace ddprun {
+
+class MasterState;
+
+struct MetricsHttpOptions {
+  std::string host = "0.0.0.0";
+  int port = 0;                   // 0: the kernel picks one
+  MasterState* master = nullptr;  // set: the master's metrics, status and page
+  // Set: the agent's own metrics, read at each scrape.
+  std::function<std::vector<prometheus::MetricFamily>()> agent_metrics;
+};
+
+class MetricsHttp {
+ public:
+  /// Listens and serves. The error names the address and says when it is in use.
+  static absl::StatusOr<std::unique_ptr<MetricsHttp>> Start(MetricsHttpOptions options);
+  ~MetricsHttp();
+  int port() const { return port_; }
+
+ private:
+  MetricsHttp() = default;
+  MetricsHttpOptions options_;
+  std::vector<std::unique_ptr<CivetHandler>> handlers_;
+  std::unique_ptr<CivetServer> server_;
+  int port_ = 0;
+};
+
+/// The status page (status_page.html, built in).
+extern const char kStatusPageHtml[];
+
+}  // namespace ddprun

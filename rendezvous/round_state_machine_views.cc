@@ -1,0 +1,50 @@
+// What the RoundStateMachine shows of itself: its rounds' record and its nodes, for the
+// status (`ddprun status`, the status page) and the master's metrics.
+
+#include <algorithm>
+
+#include "rendezvous/round_state_machine.h"
+
+namespace ddprun {
+
+void RoundStateMachine::EndRecord(const std::string& why, absl::Time now) {
+  if (history_.empty() || history_.back().round != round_ ||
+      history_.back().ended != absl::InfiniteFuture()) {
+    return;
+  }
+  RoundRecord& record = history_.back();
+  record.ended = now;
+  record.ended_by = why;
+  if (!failures_.empty()) {
+    record.root_cause = *std::min_element(
+        failures_.begin(), failures_.end(),
+        [](const ReportedFailure& a, const ReportedFailure& b) { return a.time < b.time; });
+  }
+}
+
+std::vector<NodeView> RoundStateMachine::Nodes() const {
+  std::vector<NodeView> views;
+  views.reserve(nodes_.size());
+  auto view_of = [](SessionId session, const Node& node) {
+    NodeView view;
+    view.session = session;
+    view.info = &node.info;
+    view.base_rank = node.base_rank;
+    view.last_seen = node.last_seen;
+    view.state = node.member
+                     ? (node.finished ? NodeView::State::kFinished : NodeView::State::kRunning)
+                 : node.joined ? NodeView::State::kWaiting
+                               : NodeView::State::kIdle;
+    return view;
+  };
+  for (size_t i = 0; i < members_.size(); ++i) {
+    views.push_back(view_of(members_[i], nodes_.at(members_[i])));
+    views.back().group_rank = static_cast<int>(i);
+  }
+  for (const auto& [session, node] : nodes_) {
+    if (!node.member) views.push_back(view_of(session, node));
+  }
+  return views;
+}
+
+}  // namespace ddprun

@@ -1,0 +1,31 @@
+#pragma once
+// What the master shows of a run: a status (admin.proto's RunStatus) built from its
+// RoundStateMachine, for `ddprun status`, the status page and the master's metrics. Pure.
+
+#include <string>
+
+#include "absl/time/time.h"
+#include "ddprun/v1/admin.pb.h"
+#include "rendezvous/round_state_machine.h"
+
+namespace ddprun {
+
+/// The clocks a status is read with: the state machine's (monotonic) time, and the wall
+/// time at the same instant, to show when things happened.
+struct StatusClock {
+  absl::Time monotonic;
+  absl::Time wall;
+  double WallSeconds(absl::Time monotonic_time) const;
+};
+
+v1::RunStatus RunStatusOf(const std::string& run_id, const RoundStateMachine& rounds,
+                          const StatusClock& clock);
+
+/// A worker's exit in words: "exit code 1", "SIGSEGV", "hung".
+std::string DescribeExit(int exit_code, bool hung);
+
+/// The status as a person reads it at a glance (`ddprun status`): one run, or a line per run.
+std::string FormatRunStatus(const v1::RunStatus& run);
+std::string FormatRunList(const v1::StatusReply& reply);
+
+}  // namespace ddprun

@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -118,6 +119,16 @@ class TcpStoreServer::Impl {
   std::string ArrivalAddress() const {
     absl::MutexLock lock(&mu_);
     return arrival_;
+  }
+  std::map<std::string, int64_t> OperationCounts() const {
+    std::map<std::string, int64_t> counts;
+    for (int v = 0; v <= static_cast<int>(tcpstore::Verb::kBarrier); ++v) {
+      const auto verb = static_cast<tcpstore::Verb>(v);
+      if (const int64_t n = service_.calls(verb); n > 0) {
+        counts[absl::AsciiStrToLower(tcpstore::VerbName(verb))] = n;
+      }
+    }
+    return counts;
   }
   std::thread thread;
 
@@ -367,5 +378,9 @@ std::string TcpStoreServer::ArrivalAddress() const { return impl_->ArrivalAddres
 void TcpStoreServer::BeginRound(int64_t round) { impl_->Post(Impl::Command::kBeginRound, round); }
 
 void TcpStoreServer::EndRound() { impl_->Post(Impl::Command::kEndRound); }
+
+std::map<std::string, int64_t> TcpStoreServer::OperationCounts() const {
+  return impl_->OperationCounts();
+}
 
 }  // namespace ddprun

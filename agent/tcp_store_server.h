@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -49,6 +50,9 @@ class TcpStoreServer {
   /// This agent's round `round` has begun (TcpStoreService::BeginRound). Thread-safe; returns
   /// once the server's thread has applied it.
   void BeginRound(int64_t round);
+  /// Requests served so far, by operation (torch's names, lower case: set, get, wait, ...);
+  /// those never asked for are left out. Thread-safe.
+  std::map<std::string, int64_t> OperationCounts() const;
   /// Its round is over: nothing more is answered, new connections wait for the next round,
   /// and the round's connections are closed when it begins. Returns once applied.
   void EndRound();

@@ -51,6 +51,7 @@ struct Options {
   int agents = 1000;
   int connections = 64;  // 0: one per agent
   int restarts = 3;
+  double hold_s = 0;  // after the restarts: heartbeats only, the master's CPU measured
   int local_world_size = 8;
   int master_pid = 0;  // 0: no /proc readings
   double timeout_s = 120;
@@ -152,6 +153,14 @@ class Loadgen {
       after = ReadProcess(options_.master_pid);
       restart_cpu_ms_.push_back(after.cpu_ms - before.cpu_ms);
     }
+    if (status.ok() && options_.hold_s > 0) {
+      // A steady job: every agent heartbeats, nothing else happens (bench/observability.py
+      // scrapes the master meanwhile, or not).
+      before = ReadProcess(options_.master_pid);
+      absl::SleepFor(absl::Seconds(options_.hold_s));
+      after = ReadProcess(options_.master_pid);
+      hold_cpu_pct_ = (after.cpu_ms - before.cpu_ms) / (options_.hold_s * 1000) * 100;
+    }
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
@@ -177,6 +186,7 @@ class Loadgen {
         ", \"master_cpu_us_per_agent_round\": ", absl::StrFormat("%.2f", round_cpu_ms_ * 1000 / n),
         ", \"master_cpu_us_per_agent_restart\": [", absl::StrJoin(restart_cpu, ", "), "]",
         ", \"master_peak_rss_mib\": ", absl::StrFormat("%.1f", master_peak_rss_mib_),
+        ", \"master_cpu_pct_held\": ", absl::StrFormat("%.2f", hold_cpu_pct_),
         ", \"loadgen_peak_rss_mib\": ", absl::StrFormat("%.1f", ReadProcess(getpid()).peak_rss_mib),
         "}");
   }
@@ -341,6 +351,7 @@ class Loadgen {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
   double connect_ms_ = 0, round_ms_ = 0, open_ms_ = 0, round_cpu_ms_ = 0, master_peak_rss_mib_ = 0;
+  double hold_cpu_pct_ = 0;  // the master's CPU while held, in percent of one core
   std::vector<double> restart_ms_, restart_cpu_ms_;
   // Last, so destroyed first: a stream's end still reaches OnEvent, which needs mu_.
   std::vector<SimulatedAgent> agents_;
@@ -366,6 +377,9 @@ int main(int argc, char** argv) {
   app.add_option("--run-id", options.run_id, "the run id to join");
   app.add_option("--master-pid", options.master_pid, "the master's pid, to read its RSS and CPU");
   app.add_option("--timeout", options.timeout_s, "seconds each phase may take");
+  app.add_option("--hold", options.hold_s,
+                 "seconds to hold the job after the restarts, heartbeats only, timing the "
+                 "master's CPU (master_cpu_pct_held)");
   CLI11_PARSE(app, argc, argv);
   ddprun::RouteGrpcLogsToSpdlog();
   ddprun::Loadgen loadgen(options);

@@ -111,6 +111,10 @@ int main(int argc, char** argv) {
                              rendezvous->worker_store());
   ddprun::AgentMetricsBoard metrics;
   if (config.metrics_port) {
+    if (std::optional<ddprun::WorkerStore> store = rendezvous->worker_store();
+        store && store->server) {
+      metrics.CountStoreWith([server = store->server] { return server->OperationCounts(); });
+    }
     if (absl::Status s = rendezvous->ServeMetrics(*config.metrics_port, &metrics); !s.ok()) {
       spdlog::error("--metrics-port: {}", s.message());
       rendezvous->Stop(false);

@@ -207,9 +207,9 @@ class NetworkRendezvous : public StartedRendezvous {
     connection_.reset();
     if (served_.master) {
       if (others_still_run) ServeWhileOthersRun(*served_.master, config_);
-      metrics_.reset();  // it reads the master's state
-      served_.master->Shutdown(config_.close_timeout);
     }
+    metrics_.reset();  // it reads the master's state and the store's counts
+    if (served_.master) served_.master->Shutdown(config_.close_timeout);
     served_.store.reset();  // after the master: it hands the master its connections
   }
 

@@ -4,6 +4,7 @@
 // Plain data: the agent binary stays free of prometheus-cpp (the plugin turns it into metrics).
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -23,6 +24,9 @@ struct AgentMetricsSnapshot {
   // Workers that ended, by cause (exit_code, signal, hang, stopped) and code (the exit code
   // or signal name; "0" for success).
   std::map<std::pair<std::string, std::string>, int64_t> worker_exits;
+  // Requests the workers' TCPStore this agent serves has answered, by operation (multi-node
+  // jobs; a one-node job's store is in its rank 0 worker).
+  std::map<std::string, int64_t> store_operations;
 };
 
 /// The agent's latest snapshot, shared between its loop and the metrics server.
@@ -32,12 +36,23 @@ class AgentMetricsBoard {
     absl::MutexLock lock(&mu_);
     snapshot_ = std::move(snapshot);
   }
+  /// Where Read takes the store's counts from, at each read (set before the first Read;
+  /// called from the reader's thread: it must be thread-safe).
+  void CountStoreWith(std::function<std::map<std::string, int64_t>()> counts) {
+    store_counts_ = std::move(counts);
+  }
   AgentMetricsSnapshot Read() const {
-    absl::MutexLock lock(&mu_);
-    return snapshot_;
+    AgentMetricsSnapshot snapshot;
+    {
+      absl::MutexLock lock(&mu_);
+      snapshot = snapshot_;
+    }
+    if (store_counts_) snapshot.store_operations = store_counts_();
+    return snapshot;
   }
 
  private:
+  std::function<std::map<std::string, int64_t>()> store_counts_;
   mutable absl::Mutex mu_;
   AgentMetricsSnapshot snapshot_ ABSL_GUARDED_BY(mu_);
 };

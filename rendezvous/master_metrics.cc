@@ -83,8 +83,15 @@ std::vector<MetricFamily> AgentMetricFamilies(const AgentMetricsSnapshot& agent)
   for (const auto& [cause, n] : agent.worker_exits) {
     AddValue(exits, {id, {"cause", cause.first}, {"code", cause.second}}, static_cast<double>(n));
   }
-  return {std::move(workers), std::move(round), std::move(restart), std::move(starts),
-          std::move(exits)};
+  MetricFamily store = Family("ddprun_agent_store_operations_total",
+                              "Requests the workers' "
+                              "TCPStore this agent serves has answered, by operation",
+                              MetricType::Counter);
+  for (const auto& [op, n] : agent.store_operations) {
+    AddValue(store, {id, {"op", op}}, static_cast<double>(n));
+  }
+  return {std::move(workers), std::move(round), std::move(restart),
+          std::move(starts),  std::move(exits), std::move(store)};
 }
 
 MasterMetrics::MasterMetrics()

@@ -21,52 +21,6 @@ constexpr Verb kValidatedCodes[] = {
     Verb::kMultiGet, Verb::kMultiSet, Verb::kCancelWait, Verb::kPing,   Verb::kQueuePush,
     Verb::kQueuePop, Verb::kQueueLen, Verb::kListKeys,   Verb::kBarrier};
 
-const char* VerbName(Verb verb) {
-  switch (verb) {
-    case Verb::kValidate:
-      return "VALIDATE";
-    case Verb::kSet:
-      return "SET";
-    case Verb::kCompareSet:
-      return "COMPARE_SET";
-    case Verb::kGet:
-      return "GET";
-    case Verb::kAdd:
-      return "ADD";
-    case Verb::kCheck:
-      return "CHECK";
-    case Verb::kWait:
-      return "WAIT";
-    case Verb::kNumKeys:
-      return "GETNUMKEYS";
-    case Verb::kWatchKey:
-      return "WATCH_KEY";
-    case Verb::kDelete:
-      return "DELETE_KEY";
-    case Verb::kAppend:
-      return "APPEND";
-    case Verb::kMultiGet:
-      return "MULTI_GET";
-    case Verb::kMultiSet:
-      return "MULTI_SET";
-    case Verb::kCancelWait:
-      return "CANCEL_WAIT";
-    case Verb::kPing:
-      return "PING";
-    case Verb::kQueuePush:
-      return "QUEUE_PUSH";
-    case Verb::kQueuePop:
-      return "QUEUE_POP";
-    case Verb::kQueueLen:
-      return "QUEUE_LEN";
-    case Verb::kListKeys:
-      return "LIST_KEYS";
-    case Verb::kBarrier:
-      return "BARRIER";
-  }
-  return "?";
-}
-
 // Reads fields from the front of a request. A field that is not all there yet stops the
 // reader with `needed` set; one over its limit stops it with `why`. Without `copy` it only
 // measures: a large request arriving in pieces is walked again as each piece comes, and is
@@ -195,6 +149,52 @@ bool ReadFields(Reader& in, Request& r) {
 }
 
 }  // namespace
+
+const char* VerbName(Verb verb) {
+  switch (verb) {
+    case Verb::kValidate:
+      return "VALIDATE";
+    case Verb::kSet:
+      return "SET";
+    case Verb::kCompareSet:
+      return "COMPARE_SET";
+    case Verb::kGet:
+      return "GET";
+    case Verb::kAdd:
+      return "ADD";
+    case Verb::kCheck:
+      return "CHECK";
+    case Verb::kWait:
+      return "WAIT";
+    case Verb::kNumKeys:
+      return "GETNUMKEYS";
+    case Verb::kWatchKey:
+      return "WATCH_KEY";
+    case Verb::kDelete:
+      return "DELETE_KEY";
+    case Verb::kAppend:
+      return "APPEND";
+    case Verb::kMultiGet:
+      return "MULTI_GET";
+    case Verb::kMultiSet:
+      return "MULTI_SET";
+    case Verb::kCancelWait:
+      return "CANCEL_WAIT";
+    case Verb::kPing:
+      return "PING";
+    case Verb::kQueuePush:
+      return "QUEUE_PUSH";
+    case Verb::kQueuePop:
+      return "QUEUE_POP";
+    case Verb::kQueueLen:
+      return "QUEUE_LEN";
+    case Verb::kListKeys:
+      return "LIST_KEYS";
+    case Verb::kBarrier:
+      return "BARRIER";
+  }
+  return "?";
+}
 
 Dialect DetectDialect(absl::string_view first) {
   if (first.empty()) return Dialect::kUnknown;

@@ -49,6 +49,9 @@ enum class Verb {
   kBarrier,
 };
 
+/// The verb as torch's TCPStore names it ("SET", "MULTI_GET", ...).
+const char* VerbName(Verb verb);
+
 /// VALIDATE's magic number, and the most a request may hold in all (PyTorch's libuv server
 /// has no bound on a whole request; this one does, so that no client can make it buffer
 /// without end). Keys, values and key counts have KvStore's limits, which are libuv's.

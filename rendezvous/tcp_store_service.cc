@@ -110,6 +110,7 @@ void TcpStoreService::Serve(ConnectionId id) {
 }
 
 bool TcpStoreService::Execute(ConnectionId id, Connection& c, Request& r) {
+  calls_[static_cast<size_t>(r.verb)].fetch_add(1, std::memory_order_relaxed);
   return (this->*HandlerOf(r.verb))(id, c, r);
 }
 

@@ -20,6 +20,8 @@
 // but closes them only at the next BeginRound: the workers on them are being stopped by
 // their own agents, and a reset would make them fail first, with the store as the cause.
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -63,6 +65,11 @@ class TcpStoreService {
   int64_t round() const { return round_; }
   int connections() const { return static_cast<int>(connections_.size()); }
   const KvStore& store() const { return store_; }
+  /// Requests of `verb` executed so far. Thread-safe: the metrics server reads them from its
+  /// own thread (the counts are atomic; nothing else here is).
+  int64_t calls(tcpstore::Verb verb) const {
+    return calls_[static_cast<size_t>(verb)].load(std::memory_order_relaxed);
+  }
 
  private:
   enum class Phase { kHeld, kServed, kRetired };
@@ -111,6 +118,7 @@ class TcpStoreService {
   bool serving_ = false;
   int64_t round_ = -1;
   std::vector<Output> output_;
+  std::array<std::atomic<int64_t>, static_cast<size_t>(tcpstore::Verb::kBarrier) + 1> calls_{};
 };
 
 }  // namespace ddprun

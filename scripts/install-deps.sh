@@ -19,6 +19,7 @@ test_pkgs=(
   python3 python3-torch procps iproute2 openssl clang-14 libclang-rt-14-dev clang-format-14
   slurm-wlm slurmctld slurmd slurm-client munge python3-yaml groff-base debootstrap
   elfutils  # eu-stack: native workers' stacks in the hang report (docs/hangs.md)
+  prometheus chromium chromium-driver python3-selenium  # observability tests (docs/observability.md)
 )
 
 bench_pkgs=(gnuplot-nox)

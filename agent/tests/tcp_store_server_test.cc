@@ -108,6 +108,10 @@ TEST(TcpStoreServerTest, ServesClientsOfBothDialectsOverIPv4AndIPv6) {
   EXPECT_EQ(now.Read(1), EncodeU8(0));
   now.Send(RequestBytes(Verb::kGet, Dialect::kValidated).Str("/addr"));
   EXPECT_EQ(now.Read(8 + 13), EncodeString("10.0.0.1:1234"));
+  // Every request answered is counted, by torch's name for it (the agent's metrics).
+  const std::map<std::string, int64_t> expected = {
+      {"validate", 1}, {"ping", 1}, {"wait", 1}, {"set", 1}, {"get", 1}};
+  EXPECT_EQ(server->OperationCounts(), expected);
 }
 
 TEST(TcpStoreServerTest, ConnectionsWaitForTheirRoundAndAreClosedWhenTheNextBegins) {

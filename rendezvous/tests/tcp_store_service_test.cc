@@ -60,6 +60,10 @@ TEST_F(TcpStoreServiceTest, ALegacyClientSetsWaitsAndGets) {
               std::string(RequestBytes(Verb::kGet, kOld).Str("/rank_0")));
   EXPECT_EQ(Got(1), EncodeU8(0) + EncodeString("host"));
   EXPECT_TRUE(closed_.empty());
+  // Counted for the agent's metrics (ddprun_agent_store_operations_total).
+  EXPECT_EQ(service_.calls(Verb::kAdd), 1);
+  EXPECT_EQ(service_.calls(Verb::kWait), 1);
+  EXPECT_EQ(service_.calls(Verb::kMultiGet), 0);
 }
 
 TEST_F(TcpStoreServiceTest, AValidatedClientIsPingedBackAndSharesTheStoreWithALegacyOne) {

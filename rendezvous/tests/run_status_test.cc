@@ -1,0 +1,151 @@
+// The status of a run (run_status.h) and the metrics read from it (master_metrics.h), from a
+// RoundStateMachine driven with a fake clock.
+
+#include "rendezvous/run_status.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "prometheus/text_serializer.h"
+#include "rendezvous/master_metrics.h"
+
+namespace ddprun {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class RunStatusTest : public ::testing::Test {
+ protected:
+  RunStatusTest() {
+    settings_.min_nodes = 2;
+    settings_.max_nodes = 2;
+    settings_.max_restarts = 3;
+    settings_.node_health.max_node_failures = 1;
+    settings_.node_health.node_cooldown = absl::Seconds(60);
+    rounds_ = std::make_unique<RoundStateMachine>(settings_, now_);
+  }
+  static NodeInfo Node(const std::string& host) {
+    NodeInfo n;
+    n.host = host;
+    n.addr = host;
+    n.pid = 7;
+    n.incarnation = "agent-" + host;
+    n.local_world_size = 2;
+    return n;
+  }
+  v1::RunStatus Status() { return RunStatusOf("job", *rounds_, {now_, wall_ + (now_ - start_)}); }
+
+  RendezvousSettings settings_;
+  const absl::Time start_ = absl::FromUnixSeconds(1000);
+  absl::Time now_ = start_;
+  const absl::Time wall_ = absl::FromUnixSeconds(1'800'000'000);
+  std::unique_ptr<RoundStateMachine> rounds_;
+};
+
+TEST_F(RunStatusTest, ARunningRoundShowsItsNodesInGroupRankOrder) {
+  ASSERT_TRUE(rounds_->Join(1, Node("b"), now_).ok());
+  ASSERT_TRUE(rounds_->Join(2, Node("a"), now_).ok());
+  now_ += absl::Seconds(2);
+  const v1::RunStatus s = Status();
+  EXPECT_EQ(s.state(), "running");
+  EXPECT_EQ(s.round(), 0);
+  EXPECT_EQ(s.world_size(), 4);
+  EXPECT_EQ(s.restarts_left(), 3);
+  ASSERT_EQ(s.nodes_size(), 2);
+  EXPECT_EQ(s.nodes(0).host(), "a");
+  EXPECT_EQ(s.nodes(1).first_rank(), 2);
+  EXPECT_EQ(s.nodes(1).state(), "running");
+  EXPECT_DOUBLE_EQ(s.nodes(1).last_heartbeat_s_ago(), 2);
+  ASSERT_EQ(s.rounds_size(), 1);
+  EXPECT_DOUBLE_EQ(s.rounds(0).began_unix_s(), 1'800'000'000);
+  EXPECT_EQ(s.rounds(0).ended_unix_s(), 0);
+  EXPECT_FALSE(s.has_last_failure());
+}
+
+TEST_F(RunStatusTest, AFailureIsTheLastFailureAndEndsItsRoundInTheRecord) {
+  ASSERT_TRUE(rounds_->Join(1, Node("a"), now_).ok());
+  ASSERT_TRUE(rounds_->Join(2, Node("b"), now_).ok());
+  now_ += absl::Seconds(10);
+  ReportedFailure f;
+  f.rank = 3;
+  f.exit_code = -11;
+  f.time = absl::FromUnixSeconds(1'800'000'010);
+  f.message = "Segmentation fault";
+  rounds_->ReportFailure(2, 0, {f}, now_);
+  ASSERT_TRUE(rounds_->Join(1, Node("a"), now_).ok());
+  const v1::RunStatus s = Status();
+  EXPECT_EQ(s.restarts_used(), 1);
+  EXPECT_EQ(s.last_failure().host(), "b");
+  EXPECT_EQ(s.last_failure().local_rank(), 1);
+  EXPECT_EQ(s.last_failure().exit(), "SIGSEGV");
+  ASSERT_EQ(s.rounds_size(), 1);
+  EXPECT_TRUE(s.rounds(0).failed());
+  EXPECT_DOUBLE_EQ(s.rounds(0).ended_unix_s() - s.rounds(0).began_unix_s(), 10);
+  // b caused one restart, the most allowed: it is kept out, and a waits alone.
+  ASSERT_EQ(s.excluded_size(), 1);
+  EXPECT_EQ(s.excluded(0).host(), "b");
+  EXPECT_TRUE(s.excluded(0).out_now());
+  EXPECT_DOUBLE_EQ(s.excluded(0).cooldown_left_s(), 60);
+  EXPECT_EQ(s.state(), "gathering");
+  EXPECT_EQ(s.world_size(), 0);
+
+  const std::string text = FormatRunStatus(s);
+  EXPECT_THAT(text, HasSubstr("run 'job': gathering, round 0, nodes 2, restarts 1 of 3 used"));
+  EXPECT_THAT(text, HasSubstr("last failure (round 0): rank 3 (local rank 1) on b, SIGSEGV"));
+  EXPECT_THAT(text, HasSubstr("  Segmentation fault\n"));
+  EXPECT_THAT(text, HasSubstr("kept out:\n  b (1m left): "));
+  EXPECT_THAT(text, HasSubstr("waiting"));
+}
+
+TEST_F(RunStatusTest, AStoppedRunSaysSoAndHowItEnded) {
+  ASSERT_TRUE(rounds_->Join(1, Node("a"), now_).ok());
+  ASSERT_TRUE(rounds_->Join(2, Node("b"), now_).ok());
+  rounds_->Stop("stopped by request from ipv4:127.0.0.1:5: maintenance", now_);
+  const std::vector<Outbound> out = rounds_->TakeOutbound();
+  ASSERT_FALSE(out.empty());
+  EXPECT_EQ(out.back().outcome, RunOutcome::kStopped);
+  const v1::RunStatus s = Status();
+  EXPECT_EQ(s.state(), "ended");
+  EXPECT_EQ(s.outcome(), "stopped");
+  EXPECT_THAT(s.rounds(0).ended_by(), HasSubstr("maintenance"));
+  rounds_->Stop("again", now_);  // nothing once ended
+  EXPECT_TRUE(rounds_->TakeOutbound().empty());
+}
+
+TEST_F(RunStatusTest, TheMetricsReadTheSameStatus) {
+  ASSERT_TRUE(rounds_->Join(1, Node("a"), now_).ok());
+  ASSERT_TRUE(rounds_->Join(2, Node("b"), now_).ok());
+  MasterMetrics metrics;
+  metrics.WorkerFailed("job", -9, false);
+  metrics.WorkerFailed("job", 1, false);
+  metrics.WorkerFailed("job", 1, false);
+  metrics.StoreCall("get", true, absl::Milliseconds(2));
+  v1::StatusReply reply;
+  *reply.add_runs() = Status();
+  const std::string text = prometheus::TextSerializer().Serialize(metrics.Collect(reply));
+  EXPECT_THAT(text, HasSubstr("ddprun_world_size{run_id=\"job\"} 4"));
+  EXPECT_THAT(text, HasSubstr("ddprun_runs{state=\"running\"} 1"));
+  EXPECT_THAT(text, HasSubstr("code=\"SIGKILL\""));
+  EXPECT_THAT(
+      text,
+      HasSubstr("ddprun_worker_failures_total{cause=\"exit_code\",code=\"1\",run_id=\"job\"} 2"));
+  EXPECT_THAT(text, HasSubstr("ddprun_store_operations_total{op=\"get\",result=\"ok\"} 1"));
+  metrics.ForgetRun("job");
+  EXPECT_THAT(prometheus::TextSerializer().Serialize(metrics.Collect(v1::StatusReply())),
+              Not(HasSubstr("run_id=\"job\"")));
+}
+
+TEST(AgentMetricsTest, WorkersByStateAndExitsByCause) {
+  AgentMetricsSnapshot agent;
+  agent.run_id = "job";
+  agent.workers = {{"running", 3}, {"failed", 1}};
+  agent.worker_exits[{"signal", "SIGSEGV"}] = 2;
+  const std::string text = prometheus::TextSerializer().Serialize(AgentMetricFamilies(agent));
+  EXPECT_THAT(text, HasSubstr("ddprun_agent_workers{run_id=\"job\",state=\"running\"} 3"));
+  EXPECT_THAT(text, HasSubstr("ddprun_agent_worker_exits_total{run_id=\"job\",cause=\"signal\","
+                              "code=\"SIGSEGV\"} 2"));
+}
+
+}  // namespace
+}  // namespace ddprun

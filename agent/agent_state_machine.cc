@@ -319,7 +319,8 @@ void AgentStateMachine::ExitAtRunEnd() {
       others_still_run_ = true;
       return Exit(kExitSuccess);
     case RunOutcome::kStopped:
-      Log(LogLevel::kWarning, absl::StrCat("stopped by request: ", end_detail_, "; exiting 0"));
+      // "stopped by request from <client>[: <reason>]", as the master says it.
+      Log(LogLevel::kWarning, absl::StrCat(end_detail_, "; exiting 0"));
       return Exit(kExitSuccess);
     case RunOutcome::kTimedOut:
       Log(LogLevel::kError, end_detail_);

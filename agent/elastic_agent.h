@@ -60,7 +60,10 @@ class ElasticAgent {
   /// Runs the job to its end and returns the exit status for the ddprun process.
   int Run();
   /// Publishes what its workers do to `board` from now on (--metrics-port).
-  void PublishMetricsTo(AgentMetricsBoard* board) { metrics_board_ = board; }
+  void PublishMetricsTo(AgentMetricsBoard* board) {
+    metrics_board_ = board;
+    PublishMetrics();  // its run id and no worker, until the first round
+  }
   /// This node left the run while others still ran (the exit barrier timed out).
   bool others_still_run() const { return rules_.others_still_run(); }
 
@@ -92,7 +95,7 @@ class ElasticAgent {
   void RecordRunEnd(bool run_ended);
   void KeepOutcomes();
   // Metrics (elastic_agent_metrics.cc).
-  void CountWorkerExits();
+  void CountWorkerExits(bool failed);
   void PublishMetrics();
   void StartAttempt(const Assignment& assignment);
   AttemptResult CloseAttempt();

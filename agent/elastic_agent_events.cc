@@ -108,7 +108,7 @@ void ElasticAgent::KeepOutcomes() {
       last_raw_errors_[failure.rank] = PythonJsonObject({{"message", failure.error_message}});
     }
   }
-  CountWorkerExits();
+  CountWorkerExits(workers_->HasFailures());
 }
 
 }  // namespace ddprun

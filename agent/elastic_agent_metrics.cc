@@ -3,23 +3,29 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "agent/elastic_agent.h"
 #include "common/process_status.h"
 
 namespace ddprun {
 
-void ElasticAgent::CountWorkerExits() {
+// `failed`: this attempt had failures (last_failures_ are then its own, not an earlier one's).
+void ElasticAgent::CountWorkerExits(bool failed) {
   for (const WorkerSupervisor::Outcome& worker : last_outcomes_) {
     std::pair<std::string, std::string> cause;
-    const bool hung =
-        std::any_of(last_failures_.begin(), last_failures_.end(),
-                    [&](const WorkerFailure& f) { return f.hung && f.rank == worker.rank; });
+    auto hang =
+        std::find_if(last_failures_.begin(), last_failures_.end(),
+                     [&](const WorkerFailure& f) { return f.hung && f.rank == worker.rank; });
+    const bool hung = failed && hang != last_failures_.end();
     if (worker.state == WorkerSupervisor::WorkerState::kRunning) continue;
-    if (worker.state == WorkerSupervisor::WorkerState::kStopped) {
+    if (worker.state == WorkerSupervisor::WorkerState::kSucceeded) {
+      cause = {"exit_code", "0"};
+    } else if (worker.state == WorkerSupervisor::WorkerState::kStopped) {
       cause = {"stopped", ""};
     } else if (hung) {
-      cause = {"hang", ""};
+      cause = {hang->timer ? "timer" : "hang", ""};
     } else if (WIFSIGNALED(worker.wait_status)) {
       cause = {"signal", SignalName(WTERMSIG(worker.wait_status))};
     } else {

@@ -74,6 +74,7 @@ std::vector<ReportedFailure> ElasticAgent::ForMaster(
     r.message =
         f.error_message.empty() && !f.stderr_tail.empty() ? f.stderr_tail.back() : f.error_message;
     r.hung = f.hung;
+    r.timer = f.timer;
     // The master refuses a failure message over 64 KiB (CheckLimits); an error file can
     // hold any amount. The whole message stays in this node's own summary.
     constexpr size_t kMaxReported = 16 * 1024;

@@ -27,6 +27,7 @@ struct WorkerFailure {
   std::vector<std::string> stderr_tail;
   std::string stderr_source;  // where the tail came from (a log file, or "stderr")
   bool hung = false;          // stopped by the agent as hung (error_message says why)
+  bool timer = false;         // hung: a FileTimer expired (else: no heartbeat)
 };
 
 /// torchrun's exit code field: the code, or -N for signal N.

@@ -372,6 +372,7 @@ WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
   }
   if (worker.hung && failure.error_message.empty()) failure.error_message = worker.hang_cause;
   failure.hung = worker.hung;
+  failure.timer = worker.timer;
   if (!worker.start_error.empty()) {
     failure.stderr_tail = {worker.start_error};
     failure.stderr_source = "ddprun";

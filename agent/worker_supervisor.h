@@ -131,6 +131,7 @@ class WorkerSupervisor {
     // Taken for hung (see HangWatch): why, for the failure summary, and how to stop it once
     // its stack is recorded. A hung worker's end is a failure, unless the node is unhealthy.
     bool hung = false;
+    bool timer = false;  // hung: a FileTimer expired
     std::string hang_cause;
     int hang_signal = SIGKILL;
     pid_t hang_target = 0;  // a FileTimer's process; 0: the worker's group

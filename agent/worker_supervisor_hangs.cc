@@ -49,6 +49,7 @@ void WorkerSupervisor::OnHang(const Hang& hang) {
   Worker& worker = *workers_[hang.local_rank];
   if (worker.state != WorkerState::kRunning || worker.hung || stopping_) return;
   worker.hung = true;
+  worker.timer = hang.kind == Hang::Kind::kTimer;
   worker.hang_cause = HangCause(worker, hang);
   if (hang.kind == Hang::Kind::kTimer) {
     worker.hang_signal = hang.signal;

@@ -90,7 +90,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       }
       case 5:
-        rounds.Leave(session, "unhealthy", now);
+        if (in.Below(16) == 0) {
+          rounds.Stop("stopped by request", now);  // `ddprun stop`, rarely: it ends the run
+        } else {
+          rounds.Leave(session, "unhealthy", now);
+        }
         break;
       case 1:
         rounds.Heartbeat(session, now);
@@ -123,6 +127,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     Require(static_cast<int>(rounds.members().size()) <= settings.max_nodes);
     Require(rounds.restarts_spent() <= settings.max_restarts);
+    // The record of rounds (the status): rounds in order, each ended but the last, which
+    // runs exactly while a round runs; the status shows the members in group-rank order.
+    const auto& history = rounds.history();
+    const bool runs = rounds.phase() == ddprun::RoundStateMachine::Phase::kRunning ||
+                      rounds.phase() == ddprun::RoundStateMachine::Phase::kFinishing;
+    for (size_t i = 0; i < history.size(); ++i) {
+      Require(i == 0 || history[i].round > history[i - 1].round);
+      Require(history[i].ended >= history[i].began);
+      Require(history[i].ended != absl::InfiniteFuture() || (i + 1 == history.size() && runs));
+    }
+    Require(!runs || (!history.empty() && history.back().round == rounds.round() &&
+                      history.back().ended == absl::InfiniteFuture()));
+    const std::vector<ddprun::NodeView> nodes = rounds.Nodes();
+    for (size_t i = 0; i < rounds.members().size(); ++i) {
+      Require(nodes.at(i).session == rounds.members()[i] &&
+              nodes[i].group_rank == static_cast<int>(i));
+    }
   }
   return 0;
 }

@@ -27,6 +27,12 @@ constexpr char kFooter[] = R"(Positional:
                              (--no-python), then its arguments, passed through verbatim;
                              ${local_rank} in them becomes each worker's local rank.
 
+Commands (docs/observability.md):
+  ddprun status --rdzv-endpoint=HOST:PORT [--rdzv-id=ID] [--json]
+                 a running job's round, nodes, restarts and last failure
+  ddprun stop --rdzv-endpoint=HOST:PORT --rdzv-id=ID [--reason=TEXT]
+                 end a job: every agent stops its workers and exits 0
+
 Environment:
   PET_<OPTION>   default for each option above, e.g. PET_NPROC_PER_NODE=4
   PYTHON_EXEC    interpreter for Python workers [default: python3 from PATH]
@@ -40,7 +46,7 @@ Signals:
            attempt's log folder; the job runs on (docs/hangs.md)
 
 Exit status:
-  0        every worker succeeded
+  0        every worker succeeded, or `ddprun stop` ended the job
   N        the root-cause worker's exit code (128+S if it died of signal S)
   128+S    ddprun received signal S and stopped the workers
   2        bad command line or environment: nothing was started
@@ -50,7 +56,8 @@ Exit status:
            docs/node-health.md)
   70       ddprun could not set the job up (event loop, signals, log folder, port)
   75       the rendezvous failed: timed out, refused this node (token, run id,
-           settings), or the master was unreachable within join_timeout
+           settings), or the master was unreachable within join_timeout; or
+           --metrics-port is in use
 )";
 
 // "--nproc-per-node" -> "--nproc-per-node,--nproc_per_node", with the short name first.

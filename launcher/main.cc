@@ -58,6 +58,22 @@ bool ConfigureLogging(std::string& error) {
   return true;
 }
 
+// --metrics-port: the agent publishes to `board`, which the port serves (with the master's
+// metrics and status page when this node hosts the master). False: said in the log.
+bool ServeMetrics(int port, ddprun::StartedRendezvous& rendezvous, ddprun::ElasticAgent& agent,
+                  ddprun::AgentMetricsBoard& board) {
+  if (std::optional<ddprun::WorkerStore> store = rendezvous.worker_store();
+      store && store->server) {
+    board.CountStoreWith([server = store->server] { return server->OperationCounts(); });
+  }
+  if (absl::Status s = rendezvous.ServeMetrics(port, &board); !s.ok()) {
+    spdlog::error("--metrics-port: {}", s.message());
+    return false;
+  }
+  agent.PublishMetricsTo(&board);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,24 +119,16 @@ int main(int argc, char** argv) {
     return ddprun::kExitInternal;
   }
   const ddprun::AgentConfig& config = cli->config;
+  ddprun::AgentMetricsBoard metrics;  // before the rendezvous, whose metrics server reads it
   int failed = 0;
   std::unique_ptr<ddprun::StartedRendezvous> rendezvous =
       ddprun::FindRendezvousBackend(config.rdzv_backend)->start(config, failed);
   if (rendezvous == nullptr) return failed;
   ddprun::ElasticAgent agent(config, std::move(env.vars), rendezvous->connection(), *guard,
                              rendezvous->worker_store());
-  ddprun::AgentMetricsBoard metrics;
-  if (config.metrics_port) {
-    if (std::optional<ddprun::WorkerStore> store = rendezvous->worker_store();
-        store && store->server) {
-      metrics.CountStoreWith([server = store->server] { return server->OperationCounts(); });
-    }
-    if (absl::Status s = rendezvous->ServeMetrics(*config.metrics_port, &metrics); !s.ok()) {
-      spdlog::error("--metrics-port: {}", s.message());
-      rendezvous->Stop(false);
-      return ddprun::kExitCannotServe;
-    }
-    agent.PublishMetricsTo(&metrics);
+  if (config.metrics_port && !ServeMetrics(*config.metrics_port, *rendezvous, agent, metrics)) {
+    rendezvous->Stop(false);
+    return ddprun::kExitCannotServe;
   }
   const int status = agent.Run();
   rendezvous->Stop(agent.others_still_run());

@@ -51,7 +51,7 @@ std::vector<OptionSpec> WithObservabilityOptions(std::vector<OptionSpec> table) 
                    "Serve Prometheus metrics on this port over HTTP (/metrics), on every "
                    "address; the node that hosts the rendezvous master also serves the job's "
                    "status (/api/v1/status) and a live status page (/). 0: any free port "
-                   "(ddprun only) [default: off]",
+                   "(ddprun only)",
                    "",
                    {},
                    MetricsPort});

@@ -135,8 +135,10 @@ absl::Status ServeMetricsWith(const NetworkPlugin& network, int port, HostedMast
   absl::StatusOr<std::unique_ptr<MetricsEndpoint>> served = network.serve_metrics(options);
   if (!served.ok()) return served.status();
   endpoint = std::move(*served);
-  spdlog::info("metrics on http://{}:{}/metrics{}", HostName(), endpoint->port(),
-               master != nullptr ? ", the job's status page on /" : "");
+  // A port the kernel picked must be seen at the default log level: nothing else says it.
+  spdlog::log(port == 0 ? spdlog::level::warn : spdlog::level::info,
+              "metrics on http://{}:{}/metrics{}", HostName(), endpoint->port(),
+              master != nullptr ? ", the job's status page on /" : "");
   return absl::OkStatus();
 }
 
@@ -227,7 +229,7 @@ class LocalStart : public StartedRendezvous {
   explicit LocalStart(const AgentConfig& config) : local_(RendezvousSettingsFrom(config)) {}
   RendezvousConnection& connection() override { return local_; }
   std::optional<WorkerStore> worker_store() const override { return std::nullopt; }
-  void Stop(bool) override {}
+  void Stop(bool) override { metrics_.reset(); }  // it reads the agent's board
   // The agent's metrics only: a one-node job has no master to show (docs/observability.md).
   // The plugin is loaded for it then, and only then.
   absl::Status ServeMetrics(int port, const AgentMetricsBoard* agent) override {

@@ -37,7 +37,11 @@ absl::Status CallFailed(const AdminCommand& command, const grpc::Status& status)
 absl::StatusOr<std::string> RunAdminCommand(const AdminCommand& command) {
   NetworkRendezvousOptions channel_options;
   channel_options.tls = command.tls;
-  auto channel = grpc::CreateChannel(command.endpoint, AgentCredentials(channel_options));
+  grpc::ChannelArguments args;
+  // Every run of a master with 10,000-node runs is more than gRPC's default 4 MiB.
+  args.SetMaxReceiveMessageSize(256 * 1024 * 1024);
+  auto channel =
+      grpc::CreateCustomChannel(command.endpoint, AgentCredentials(channel_options), args);
   auto stub = pb::Admin::NewStub(channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + command.timeout));

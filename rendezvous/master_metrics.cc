@@ -78,7 +78,7 @@ std::vector<MetricFamily> AgentMetricFamilies(const AgentMetricsSnapshot& agent)
   AddValue(starts, {id}, static_cast<double>(agent.worker_starts));
   MetricFamily exits = Family("ddprun_agent_worker_exits_total",
                               "This node's workers that "
-                              "ended, by cause (exit_code, signal, hang, stopped) and code",
+                              "ended, by cause (exit_code, signal, hang, timer, stopped) and code",
                               MetricType::Counter);
   for (const auto& [cause, n] : agent.worker_exits) {
     AddValue(exits, {id, {"cause", cause.first}, {"code", cause.second}}, static_cast<double>(n));
@@ -105,11 +105,6 @@ MasterMetrics::MasterMetrics()
                                .Help("How long each rendezvous took, from its start to its "
                                      "round's start")
                                .Register(*registry_)),
-      worker_failures_(prometheus::BuildCounter()
-                           .Name("ddprun_worker_failures_total")
-                           .Help("Failed workers the nodes reported, by cause (exit_code, "
-                                 "signal, hang) and code (the exit code or the signal's name)")
-                           .Register(*registry_)),
       store_calls_(prometheus::BuildCounter()
                        .Name("ddprun_store_operations_total")
                        .Help("Store calls the master answered, by operation and result")
@@ -139,21 +134,6 @@ void MasterMetrics::RoundEnded(const std::string& run_id, absl::Duration lasted)
   Series(run_id).rounds->Observe(absl::ToDoubleSeconds(lasted));
 }
 
-void MasterMetrics::WorkerFailed(const std::string& run_id, int exit_code, bool hung) {
-  const std::string cause = hung ? "hang" : exit_code < 0 ? "signal" : "exit_code";
-  const std::string code = exit_code < 0 ? SignalName(-exit_code) : absl::StrCat(exit_code);
-  absl::MutexLock lock(&mu_);
-  RunSeries& series = Series(run_id);
-  prometheus::Counter& counter =
-      worker_failures_.Add({{"run_id", run_id}, {"cause", cause}, {"code", code}});
-  // Add returns the same series for the same labels; remembered once, to remove it later.
-  if (std::find(series.failures.begin(), series.failures.end(), &counter) ==
-      series.failures.end()) {
-    series.failures.push_back(&counter);
-  }
-  counter.Increment();
-}
-
 void MasterMetrics::StoreCall(const char* op, bool ok, absl::Duration latency) {
   store_calls_.Add({{"op", op}, {"result", ok ? "ok" : "error"}}).Increment();
   prometheus::Histogram* histogram = nullptr;
@@ -172,7 +152,6 @@ void MasterMetrics::ForgetRun(const std::string& run_id) {
   if (it == runs_.end()) return;
   round_duration_.Remove(it->second.rounds);
   rendezvous_duration_.Remove(it->second.rendezvous);
-  for (prometheus::Counter* c : it->second.failures) worker_failures_.Remove(c);
   runs_.erase(it);
 }
 
@@ -200,6 +179,15 @@ std::vector<MetricFamily> MasterMetrics::Collect(const v1::StatusReply& status) 
                                  MetricType::Counter);
   MetricFamily left =
       Family("ddprun_restarts_left", "Restarts left of --max-restarts", MetricType::Gauge);
+  MetricFamily failures = Family("ddprun_worker_failures_total",
+                                 "Failed workers the nodes reported for their own ranks, by "
+                                 "cause (exit_code, signal, hang: no heartbeat, timer: a "
+                                 "FileTimer expired) and code (the exit code or signal name)",
+                                 MetricType::Counter);
+  MetricFamily sessions = Family("ddprun_sessions",
+                                 "Agents' sessions (gRPC streams) the master "
+                                 "holds in the run",
+                                 MetricType::Gauge);
   MetricFamily misses = Family("ddprun_keep_alive_misses_total",
                                "Nodes dropped for sending no "
                                "heartbeat for keep_alive_interval x keep_alive_max_attempt",
@@ -211,23 +199,24 @@ std::vector<MetricFamily> MasterMetrics::Collect(const v1::StatusReply& status) 
     AddValue(round, {id}, run.round());
     AddValue(rounds, {id}, run.round() + 1);
     AddValue(world, {id}, run.world_size());
-    std::map<std::string, int> by_state = {
-        {"running", 0}, {"finished", 0}, {"waiting", 0}, {"idle", 0}, {"excluded", 0}};
-    for (const v1::NodeStatus& node : run.nodes()) ++by_state[node.state()];
+    const std::map<std::string, int32_t> by_state(run.node_states().begin(),
+                                                  run.node_states().end());
     for (const auto& [state, n] : by_state) AddValue(nodes, {id, {"state", state}}, n);
-    int out_now = 0;
-    for (const v1::ExcludedNode& x : run.excluded()) out_now += x.out_now() ? 1 : 0;
-    AddValue(excluded, {id}, out_now);
+    AddValue(excluded, {id}, run.excluded_now());
+    for (const v1::FailureCount& f : run.worker_failures()) {
+      AddValue(failures, {id, {"cause", f.cause()}, {"code", f.code()}}, f.count());
+    }
     AddValue(restarts, {id}, run.restarts_used());
     AddValue(left, {id}, run.restarts_left());
     AddValue(misses, {id}, run.keep_alive_misses());
+    AddValue(sessions, {id}, run.sessions());
   }
   for (const char* state : {"gathering", "running", "finishing", "ended"}) {
     AddValue(runs, {{"state", state}}, runs_by_state[state]);
   }
   std::vector<MetricFamily> families = registry_->Collect();
-  for (MetricFamily* f :
-       {&runs, &round, &rounds, &world, &nodes, &excluded, &restarts, &left, &misses}) {
+  for (MetricFamily* f : {&runs, &round, &rounds, &world, &nodes, &excluded, &restarts, &left,
+                          &failures, &sessions, &misses}) {
     families.push_back(std::move(*f));
   }
   return families;

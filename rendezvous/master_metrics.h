@@ -32,8 +32,6 @@ class MasterMetrics {
   void RoundBegan(const std::string& run_id, absl::Duration rendezvous);
   /// A round of `run_id` ended after `lasted`.
   void RoundEnded(const std::string& run_id, absl::Duration lasted);
-  /// A node reported a failed worker (torchrun's exit code: -N for signal N).
-  void WorkerFailed(const std::string& run_id, int exit_code, bool hung);
   /// One Store call (`op`: set, get, add, ...), and how long it took to answer.
   void StoreCall(const char* op, bool ok, absl::Duration latency);
   /// The run is forgotten: its series go.
@@ -46,14 +44,12 @@ class MasterMetrics {
   struct RunSeries {
     prometheus::Histogram* rounds = nullptr;
     prometheus::Histogram* rendezvous = nullptr;
-    std::vector<prometheus::Counter*> failures;
   };
   RunSeries& Series(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Histogram>& round_duration_;
   prometheus::Family<prometheus::Histogram>& rendezvous_duration_;
-  prometheus::Family<prometheus::Counter>& worker_failures_;
   prometheus::Family<prometheus::Counter>& store_calls_;
   prometheus::Family<prometheus::Histogram>& store_latency_;
   absl::Mutex mu_;  // guards the maps, not the metrics (atomic)

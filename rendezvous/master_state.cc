@@ -37,9 +37,6 @@ absl::Status MasterState::OnAgentMessage(SessionReactor* reactor, const pb::Agen
       if (report.succeeded()) {
         run.rounds->ReportSuccess(reactor->id(), report.round(), now);
       } else {
-        for (const pb::WorkerFailure& f : report.failures()) {
-          metrics_.WorkerFailed(run.id, f.exit_code(), f.hung());
-        }
         run.rounds->ReportFailure(reactor->id(), report.round(), FromWire(report.failures()), now);
       }
     } else if (message.has_stacks()) {

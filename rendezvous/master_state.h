@@ -73,8 +73,9 @@ class MasterState {
   }
 
   // --- Admin (master_state_admin.cc; called from gRPC and HTTP threads) ---
-  /// Every run's status, or `run_id`'s (NotFound when the master does not hold it).
-  absl::StatusOr<v1::StatusReply> Status(const std::string& run_id);
+  /// Every run's status, or `run_id`'s (NotFound when the master does not hold it); without
+  /// `lists`, only its counts (RunStatusOf).
+  absl::StatusOr<v1::StatusReply> Status(const std::string& run_id, bool lists = true);
   /// Status, for a caller that shows `token`: refused unless it is the master's.
   absl::StatusOr<v1::StatusReply> Status(absl::string_view token, const std::string& run_id);
   /// Ends `run_id` on an operator's request (`ddprun stop`, from `peer`): every agent stops
@@ -192,7 +193,8 @@ class MasterState {
   // Feeds the rounds that began or ended since the last call to the metrics.
   void ObserveRounds(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The status of the runs `run_id` names (every run when empty).
-  v1::StatusReply StatusLocked(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::StatusReply StatusLocked(const std::string& run_id, bool lists)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Erases a run (it ended, or was forgotten), and its metrics.
   std::map<std::string, Run>::iterator EraseRun(std::map<std::string, Run>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

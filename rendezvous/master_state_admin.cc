@@ -12,21 +12,23 @@
 
 namespace ddprun {
 
-v1::StatusReply MasterState::StatusLocked(const std::string& run_id) {
+v1::StatusReply MasterState::StatusLocked(const std::string& run_id, bool lists) {
   const StatusClock clock{MonotonicNow(), absl::Now()};
   v1::StatusReply reply;
   reply.set_schema_version(v1::STATUS_SCHEMA_1);
   reply.set_time_unix_s(absl::ToDoubleSeconds(clock.wall - absl::UnixEpoch()));
   for (const auto& [id, run] : runs_) {
     if (!run.rounds || (!run_id.empty() && id != run_id)) continue;
-    *reply.add_runs() = RunStatusOf(id, *run.rounds, clock);
+    v1::RunStatus* status = reply.add_runs();
+    *status = RunStatusOf(id, *run.rounds, clock, lists);
+    status->set_sessions(static_cast<int32_t>(run.sessions.size()));
   }
   return reply;
 }
 
-absl::StatusOr<v1::StatusReply> MasterState::Status(const std::string& run_id) {
+absl::StatusOr<v1::StatusReply> MasterState::Status(const std::string& run_id, bool lists) {
   absl::MutexLock lock(&mu_);
-  v1::StatusReply reply = StatusLocked(run_id);
+  v1::StatusReply reply = StatusLocked(run_id, lists);
   if (!run_id.empty() && reply.runs().empty()) {
     return absl::NotFoundError(absl::StrCat(
         "this master holds no run '", run_id,
@@ -38,7 +40,7 @@ absl::StatusOr<v1::StatusReply> MasterState::Status(const std::string& run_id) {
 
 absl::StatusOr<v1::StatusReply> MasterState::Status(absl::string_view token,
                                                     const std::string& run_id) {
-  DDPRUN_RETURN_IF_ERROR(CheckToken(options_.token, token, "admin token",
+  DDPRUN_RETURN_IF_ERROR(CheckToken(options_.token, token, "job token",
                                     "give the job's token: DDPRUN_RDZV_TOKEN or --rdzv-conf "
                                     "token_file=PATH"));
   if (!run_id.empty()) DDPRUN_RETURN_IF_ERROR(CheckRunId(run_id, "--rdzv-id"));
@@ -48,7 +50,7 @@ absl::StatusOr<v1::StatusReply> MasterState::Status(absl::string_view token,
 absl::StatusOr<std::string> MasterState::StopRun(absl::string_view token, const std::string& run_id,
                                                  const std::string& reason,
                                                  const std::string& peer) {
-  DDPRUN_RETURN_IF_ERROR(CheckToken(options_.token, token, "admin token",
+  DDPRUN_RETURN_IF_ERROR(CheckToken(options_.token, token, "job token",
                                     "give the job's token: DDPRUN_RDZV_TOKEN or --rdzv-conf "
                                     "token_file=PATH"));
   DDPRUN_RETURN_IF_ERROR(CheckRunId(run_id, "--rdzv-id"));

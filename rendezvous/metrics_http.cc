@@ -4,7 +4,14 @@
 #include <google/protobuf/struct.pb.h>
 #include <google/protobuf/util/json_util.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "prometheus/text_serializer.h"
@@ -59,7 +66,7 @@ class Handler : public CivetHandler {
 Response Metrics(const MetricsHttpOptions& options) {
   std::vector<prometheus::MetricFamily> families;
   if (options.master != nullptr) {
-    absl::StatusOr<v1::StatusReply> status = options.master->Status(std::string());
+    absl::StatusOr<v1::StatusReply> status = options.master->Status("", /*lists=*/false);
     families = options.master->metrics().Collect(status.ok() ? *status : v1::StatusReply());
   }
   if (options.agent_metrics) {
@@ -93,7 +100,36 @@ Response StatusJson(MasterState* master, mg_connection* conn) {
 
 }  // namespace
 
-MetricsHttp::~MetricsHttp() = default;
+// civetweb's stop waits for its accept thread, which looks at its stop flag only between
+// polls of up to 2 s: an agent would take that long to exit. Connections to the port wake
+// the poll; they are made until the server has stopped.
+MetricsHttp::~MetricsHttp() {
+  if (server_ == nullptr) return;
+  std::atomic<bool> stopped{false};
+  const bool any = options_.host == "0.0.0.0" || options_.host == "::" || options_.host.empty();
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(any ? "127.0.0.1" : options_.host.c_str(), std::to_string(port_).c_str(),
+                    &hints, &found) != 0) {
+    found = nullptr;  // no waking: the stop takes its 2 s
+  }
+  std::thread waker([&stopped, found] {
+    while (found != nullptr && !stopped.load()) {
+      const int fd = ::socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd >= 0) {
+        (void)::connect(fd, found->ai_addr, found->ai_addrlen);
+        ::close(fd);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  server_.reset();
+  stopped = true;
+  waker.join();
+  if (found != nullptr) ::freeaddrinfo(found);
+}
 
 absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptions options) {
   std::unique_ptr<MetricsHttp> http(new MetricsHttp());
@@ -101,9 +137,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptio
   const MetricsHttpOptions& o = http->options_;
   const std::string address = absl::StrCat(
       o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host, ":", o.port);
-  // Few threads: a scrape a second and a page or two. A client gets 10 s to send its request.
+  // Few threads: a scrape a second and a page or two. A client gets 3 s to send its request
+  // (an idle one holds a thread that long; Prometheus' scrape timeout is 10 s).
   const std::vector<std::string> civet = {"listening_ports",    address, "num_threads", "4",
-                                          "request_timeout_ms", "10000"};
+                                          "request_timeout_ms", "3000"};
   try {
     http->server_ = std::make_unique<CivetServer>(civet);
   } catch (const CivetException& e) {

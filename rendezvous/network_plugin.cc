@@ -68,7 +68,7 @@ absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const MasterOptions& op
 }  // namespace
 }  // namespace ddprun
 
-extern "C" void ddprun_network_plugin_v1(ddprun::NetworkPlugin* plugin) {
+extern "C" void ddprun_network_plugin_v2(ddprun::NetworkPlugin* plugin) {
   ddprun::RouteGrpcLogsToSpdlog();
   ddprun::DisableMutexDeadlockDetection();  // the agent's own code holds no absl::Mutex
   plugin->connect = &ddprun::Connect;

@@ -87,5 +87,5 @@ absl::StatusOr<NetworkPlugin> LoadNetworkPlugin();
 
 extern "C" {
 /// Defined in the plugin: fills `plugin` with its entry points.
-void ddprun_network_plugin_v1(ddprun::NetworkPlugin* plugin);
+void ddprun_network_plugin_v2(ddprun::NetworkPlugin* plugin);
 }

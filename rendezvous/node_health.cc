@@ -120,6 +120,14 @@ std::optional<NodeExclusion> NodeHealth::KeepOut(const std::string& host, absl::
   return Excluded(host, now);
 }
 
+NodeExclusion NodeHealth::Counts(const std::string& host) const {
+  auto it = hosts_.find(host);
+  if (it != hosts_.end()) return it->second.record;
+  NodeExclusion none;
+  none.host = host;
+  return none;
+}
+
 std::vector<NodeExclusion> NodeHealth::Record() const {
   std::vector<NodeExclusion> out;
   for (const auto& [host, ledger] : hosts_) {

@@ -54,6 +54,8 @@ class NodeHealth {
   std::optional<NodeExclusion> Excluded(const std::string& host, absl::Time now) const;
   /// Excluded(), for a node that asks to join: a listed one is recorded for the summaries.
   std::optional<NodeExclusion> KeepOut(const std::string& host, absl::Time now);
+  /// What `host` did in this run (failures, flaps, failed checks), excluded or not.
+  NodeExclusion Counts(const std::string& host) const;
   /// Every node excluded or kept out so far, in natural host order, for the summaries.
   std::vector<NodeExclusion> Record() const;
   /// `until` as a cooldown left at `now` (InfiniteDuration: for the rest of the run).

@@ -26,6 +26,16 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
       same != by_incarnation_.end() && same->second != session) {
     RemoveNode(same->second, "it reconnected on a new session", /*evict=*/true, now);
   }
+  if (phase_ == Phase::kEnded && outcome_ == RunOutcome::kStopped) {
+    // An operator stopped the job: an agent that comes late (or back) stops too, and exits 0.
+    Outbound out;
+    out.session = session;
+    out.kind = Outbound::Kind::kEnd;
+    out.outcome = outcome_;
+    out.detail = end_detail_;
+    outbound_.push_back(std::move(out));
+    return absl::OkStatus();
+  }
   if (phase_ == Phase::kEnded) {
     return absl::FailedPreconditionError(
         absl::StrCat("this run has already ended (", end_detail_,
@@ -109,6 +119,8 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
   for (ReportedFailure& f : failures) {
     f.host = node.info.host;
     f.local_rank = f.rank - node.base_rank;
+    const bool known = f.exit_code >= -64 && f.exit_code <= 255;
+    ++failure_counts_[{FailureCause(f), known ? f.exit_code : kOtherExitCode}];
   }
   Heartbeat(session, now);
   const ReportedFailure first = *std::min_element(

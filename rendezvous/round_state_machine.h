@@ -76,7 +76,14 @@ struct ReportedFailure {
   absl::Time time;
   std::string message;  // error-file message or the stderr tail, already formatted
   bool hung = false;    // stopped by the agent as hung: every node records its stacks
+  bool timer = false;   // hung because a FileTimer expired (else: no heartbeat)
 };
+
+/// Why a worker failed, in a word: "timer" (a FileTimer expired), "hang" (its heartbeat
+/// stopped), "signal" or "exit_code".
+inline const char* FailureCause(const ReportedFailure& f) {
+  return f.hung ? (f.timer ? "timer" : "hang") : f.exit_code < 0 ? "signal" : "exit_code";
+}
 
 struct Assignment {
   int64_t round = 0;
@@ -197,6 +204,13 @@ class RoundStateMachine {
   const std::string& end_detail() const { return end_detail_; }
   /// Nodes dropped for sending no heartbeat in time, so far.
   int keep_alive_misses() const { return keep_alive_misses_; }
+  /// The failed workers members reported for their own ranks, so far, by cause (exit code,
+  /// signal, hang, timer: DescribeCause) and code; codes outside -64..255 count as
+  /// kOtherExitCode.
+  static constexpr int kOtherExitCode = 256;
+  const std::map<std::pair<std::string, int>, int>& failure_counts() const {
+    return failure_counts_;
+  }
 
  private:
   // The flags of a node are changed only through the Set* helpers below, which keep the
@@ -263,6 +277,7 @@ class RoundStateMachine {
   RunOutcome outcome_ = RunOutcome::kSucceeded;  // once it has
   std::deque<RoundRecord> history_;
   int keep_alive_misses_ = 0;
+  std::map<std::pair<std::string, int>, int> failure_counts_;
   std::vector<std::string> departed_;  // hosts of members lost since the last round closed
   std::vector<Outbound> outbound_;
 };

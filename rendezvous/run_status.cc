@@ -59,49 +59,75 @@ void FillFailure(const RoundRecord& record, v1::FailureStatus& out) {
   out.set_rank(f.rank);
   out.set_local_rank(f.local_rank);
   out.set_exit_code(f.exit_code);
-  out.set_exit(DescribeExit(f.exit_code, f.hung));
+  out.set_exit(DescribeExit(f.exit_code, f.hung, f.timer));
+  out.set_timer(f.timer);
   out.set_pid(f.pid);
   out.set_time_unix_s(absl::ToDoubleSeconds(f.time - absl::UnixEpoch()));
   out.set_message(f.message);
   out.set_hung(f.hung);
 }
 
-void FillNodes(const RoundStateMachine& rounds, const StatusClock& clock, v1::RunStatus& out) {
+// The nodes (their list only with `lists`) and their counts by state.
+void FillNodes(const RoundStateMachine& rounds, const StatusClock& clock, bool lists,
+               v1::RunStatus& out) {
   const NodeHealth& health = rounds.health();
-  std::map<std::string, NodeExclusion> record;
-  for (NodeExclusion& e : health.Record()) record[e.host] = std::move(e);
+  auto& states = *out.mutable_node_states();
+  for (const char* state : {"running", "finished", "waiting", "idle", "excluded"})
+    states[state] = 0;
   for (const NodeView& view : rounds.Nodes()) {
+    const bool excluded = health.Excluded(view.info->host, clock.monotonic).has_value();
+    const char* state = excluded && view.state != NodeView::State::kRunning
+                            ? "excluded"
+                            : NodeStateName(view.state);
+    ++states[state];
+    if (!lists) continue;
     v1::NodeStatus* node = out.add_nodes();
     node->set_host(view.info->host);
     node->set_addr(view.info->addr);
     node->set_pid(view.info->pid);
     node->set_agent_id(view.info->incarnation);
-    const bool excluded = health.Excluded(view.info->host, clock.monotonic).has_value();
-    node->set_state(excluded && view.state != NodeView::State::kRunning
-                        ? "excluded"
-                        : NodeStateName(view.state));
+    node->set_state(state);
     node->set_group_rank(view.group_rank);
     node->set_first_rank(view.group_rank >= 0 ? view.base_rank : 0);
     node->set_local_world_size(view.info->local_world_size);
     node->set_last_heartbeat_s_ago(absl::ToDoubleSeconds(clock.monotonic - view.last_seen));
-    if (auto it = record.find(view.info->host); it != record.end()) {
-      node->set_restarts_caused(it->second.failures);
-      node->set_flaps(it->second.flaps);
-    }
+    const NodeExclusion counts = health.Counts(view.info->host);
+    node->set_restarts_caused(counts.failures);
+    node->set_flaps(counts.flaps);
   }
-  for (const auto& [host, e] : record) {
+}
+
+// Every host kept out so far (the list only with `lists`), and how many are out now.
+void FillExcluded(const NodeHealth& health, const StatusClock& clock, bool lists,
+                  v1::RunStatus& out) {
+  for (const NodeExclusion& e : health.Record()) {
+    const bool out_now = health.Excluded(e.host, clock.monotonic).has_value();
+    out.set_excluded_now(out.excluded_now() + (out_now ? 1 : 0));
+    if (!lists) continue;
     v1::ExcludedNode* x = out.add_excluded();
-    x->set_host(host);
+    x->set_host(e.host);
     x->set_reason(e.reason);
     x->set_failures(e.failures);
     x->set_flaps(e.flaps);
     x->set_failed_checks(e.failed_checks);
     x->set_times_excluded(e.times_excluded);
-    x->set_out_now(health.Excluded(host, clock.monotonic).has_value());
+    x->set_out_now(out_now);
     x->set_rest_of_job(e.until == absl::InfiniteFuture());
-    if (x->out_now() && !x->rest_of_job()) {
+    if (out_now && !x->rest_of_job()) {
       x->set_cooldown_left_s(absl::ToDoubleSeconds(e.until - clock.monotonic));
     }
+  }
+}
+
+void FillFailureCounts(const RoundStateMachine& rounds, v1::RunStatus& out) {
+  for (const auto& [key, n] : rounds.failure_counts()) {
+    const auto& [cause, code] = key;
+    v1::FailureCount* count = out.add_worker_failures();
+    count->set_cause(cause);
+    count->set_code(code == RoundStateMachine::kOtherExitCode ? "other"
+                    : code < 0                                ? SignalName(-code)
+                                                              : absl::StrCat(code));
+    count->set_count(n);
   }
 }
 
@@ -111,14 +137,14 @@ double StatusClock::WallSeconds(absl::Time monotonic_time) const {
   return absl::ToDoubleSeconds(wall - (monotonic - monotonic_time) - absl::UnixEpoch());
 }
 
-std::string DescribeExit(int exit_code, bool hung) {
-  if (hung) return "hung";
+std::string DescribeExit(int exit_code, bool hung, bool timer) {
+  if (hung) return timer ? "FileTimer expired" : "hung";
   if (exit_code < 0) return SignalName(-exit_code);
   return absl::StrCat("exit code ", exit_code);
 }
 
 v1::RunStatus RunStatusOf(const std::string& run_id, const RoundStateMachine& rounds,
-                          const StatusClock& clock) {
+                          const StatusClock& clock, bool lists) {
   v1::RunStatus out;
   out.set_run_id(run_id);
   const RendezvousSettings& settings = rounds.settings();
@@ -134,8 +160,17 @@ v1::RunStatus RunStatusOf(const std::string& run_id, const RoundStateMachine& ro
   out.set_max_restarts(settings.max_restarts);
   out.set_restarts_left(std::max(0, settings.max_restarts - rounds.restarts_spent()));
   out.set_keep_alive_misses(rounds.keep_alive_misses());
-  FillNodes(rounds, clock, out);
-  for (const RoundRecord& record : rounds.history()) {
+  FillNodes(rounds, clock, lists, out);
+  FillExcluded(rounds.health(), clock, lists, out);
+  FillFailureCounts(rounds, out);
+  const std::deque<RoundRecord>& history = rounds.history();
+  for (auto it = history.rbegin(); it != history.rend(); ++it) {
+    if (it->root_cause) {
+      FillFailure(*it, *out.mutable_last_failure());
+      break;
+    }
+  }
+  for (const RoundRecord& record : lists ? history : std::deque<RoundRecord>()) {
     v1::RoundStatus* round = out.add_rounds();
     round->set_round(static_cast<int32_t>(record.round));
     round->set_restart_count(record.restart_count);
@@ -148,7 +183,6 @@ v1::RunStatus RunStatusOf(const std::string& run_id, const RoundStateMachine& ro
     round->set_rendezvous_s(absl::ToDoubleSeconds(record.began - record.gathering_began));
     round->set_ended_by(record.ended_by);
     round->set_failed(record.root_cause.has_value());
-    if (record.root_cause) FillFailure(record, *out.mutable_last_failure());
   }
   const bool runs = rounds.phase() == RoundStateMachine::Phase::kRunning ||
                     rounds.phase() == RoundStateMachine::Phase::kFinishing;

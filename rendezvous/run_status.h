@@ -18,11 +18,14 @@ struct StatusClock {
   double WallSeconds(absl::Time monotonic_time) const;
 };
 
+/// Without `lists`, the counts only (node_states, excluded_now, worker_failures) and the
+/// last failure, not the nodes, the hosts kept out and the rounds: what the metrics read at
+/// each scrape, without the cost of a line per node.
 v1::RunStatus RunStatusOf(const std::string& run_id, const RoundStateMachine& rounds,
-                          const StatusClock& clock);
+                          const StatusClock& clock, bool lists = true);
 
-/// A worker's exit in words: "exit code 1", "SIGSEGV", "hung".
-std::string DescribeExit(int exit_code, bool hung);
+/// A worker's exit in words: "exit code 1", "SIGSEGV", "hung", "FileTimer expired".
+std::string DescribeExit(int exit_code, bool hung, bool timer);
 
 /// The status as a person reads it at a glance (`ddprun status`): one run, or a line per run.
 std::string FormatRunStatus(const v1::RunStatus& run);

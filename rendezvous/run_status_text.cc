@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "common/printable.h"
 #include "rendezvous/run_status.h"
 
 namespace ddprun {
@@ -59,7 +60,7 @@ std::string Headline(const v1::RunStatus& run) {
   if (run.max_nodes() != run.min_nodes()) absl::StrAppend(&line, "..", run.max_nodes());
   absl::StrAppend(&line, ", restarts ", run.restarts_used(), " of ", run.max_restarts(), " used (",
                   run.restarts_left(), " left)\n");
-  if (!run.detail().empty()) absl::StrAppend(&line, "  ", run.detail(), "\n");
+  if (!run.detail().empty()) absl::StrAppend(&line, "  ", Printable(run.detail()), "\n");
   return line;
 }
 
@@ -68,7 +69,8 @@ std::string Nodes(const v1::RunStatus& run) {
   std::vector<Row> rows = {{"NODE", "AGENT", "PID", "GROUP RANK", "RANKS", "STATE",
                             "LAST HEARTBEAT", "RESTARTS CAUSED"}};
   for (const v1::NodeStatus& node : run.nodes()) {
-    rows.push_back({node.host(), node.agent_id().substr(0, 8), absl::StrCat(node.pid()),
+    rows.push_back({Printable(node.host()), Printable(node.agent_id().substr(0, 8)),
+                    absl::StrCat(node.pid()),
                     node.group_rank() >= 0 ? absl::StrCat(node.group_rank()) : "-", Ranks(node),
                     node.state(), absl::StrCat(Seconds(node.last_heartbeat_s_ago()), " ago"),
                     absl::StrCat(node.restarts_caused())});
@@ -79,11 +81,12 @@ std::string Nodes(const v1::RunStatus& run) {
 std::string LastFailure(const v1::RunStatus& run) {
   if (!run.has_last_failure()) return "";
   const v1::FailureStatus& f = run.last_failure();
-  std::string out = absl::StrCat("\nlast failure (round ", f.round(), "): rank ", f.rank(),
-                                 " (local rank ", f.local_rank(), ") on ", f.host(), ", ", f.exit(),
-                                 ", pid ", f.pid(), ", at ", WallTime(f.time_unix_s()), "\n");
+  std::string out =
+      absl::StrCat("\nlast failure (round ", f.round(), "): rank ", f.rank(), " (local rank ",
+                   f.local_rank(), ") on ", Printable(f.host()), ", ", f.exit(), ", pid ", f.pid(),
+                   ", at ", WallTime(f.time_unix_s()), "\n");
   for (absl::string_view line : absl::StrSplit(f.message(), '\n', absl::SkipEmpty())) {
-    absl::StrAppend(&out, "  ", line, "\n");
+    absl::StrAppend(&out, "  ", Printable(line), "\n");
   }
   return out;
 }
@@ -96,7 +99,8 @@ std::string Excluded(const v1::RunStatus& run) {
                               : x.rest_of_job()
                                   ? "for the rest of the job"
                                   : absl::StrCat(Seconds(x.cooldown_left_s()), " left");
-    absl::StrAppend(&out, "  ", x.host(), " (", until, "): ", x.reason(), "\n");
+    absl::StrAppend(&out, "  ", Printable(x.host()), " (", until, "): ", Printable(x.reason()),
+                    "\n");
   }
   return out;
 }
@@ -113,7 +117,7 @@ std::string Rounds(const v1::RunStatus& run) {
                     absl::StrCat(r.nodes()), absl::StrCat(r.world_size()),
                     WallTime(r.began_unix_s()), Seconds(r.rendezvous_s()),
                     r.ended_unix_s() > 0 ? Seconds(r.ended_unix_s() - r.began_unix_s()) : "runs",
-                    r.ended_by()});
+                    Printable(r.ended_by())});
   }
   return absl::StrCat("\nrounds:\n", Table(rows, "  "));
 }
@@ -135,9 +139,9 @@ std::string FormatRunList(const v1::StatusReply& reply) {
                     run.round() >= 0 ? absl::StrCat(run.round()) : "-",
                     absl::StrCat(members, "/", run.nodes_size()), absl::StrCat(run.world_size()),
                     absl::StrCat(run.restarts_used(), "/", run.max_restarts()),
-                    run.has_last_failure()
-                        ? absl::StrCat("rank ", f.rank(), " on ", f.host(), ": ", f.exit())
-                        : "-"});
+                    run.has_last_failure() ? absl::StrCat("rank ", f.rank(), " on ",
+                                                          Printable(f.host()), ": ", f.exit())
+                                           : "-"});
   }
   return Table(rows, "");
 }

@@ -180,6 +180,7 @@ std::vector<ReportedFailure> FromWire(
     r.time = absl::FromUnixMicros(f.time_unix_us());
     r.message = f.message();
     r.hung = f.hung();
+    r.timer = f.hung() && f.timer();
     out.push_back(std::move(r));
   }
   return out;
@@ -195,6 +196,7 @@ v1::WorkerFailure ToWire(const ReportedFailure& f) {
   out.set_time_unix_us(absl::ToUnixMicros(f.time));
   out.set_message(f.message);
   out.set_hung(f.hung);
+  out.set_timer(f.timer);
   return out;
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "rendezvous/round_state_machine.h"
@@ -45,6 +46,8 @@ const char* OutcomeName(RunOutcome o) {
       return "timed-out";
     case RunOutcome::kReleased:
       return "released";
+    case RunOutcome::kStopped:
+      return "stopped";
   }
   return "?";
 }
@@ -93,8 +96,8 @@ class Scenario : public testing::ScenarioMachine {
   }
 
   // join S HOST [rank=HINT] [nproc=N] | heartbeat S | disconnect S | fail S round=R rank=K
-  // | succeed S round=R | tick DURATION (time passes, nobody beats) | pass DURATION (time
-  // passes second by second, every session that joined beating)
+  // | succeed S round=R | stop REASON... (`ddprun stop`) | tick DURATION (time passes, nobody
+  // beats) | pass DURATION (time passes second by second, every session that joined beating)
   std::vector<std::string> Apply(const std::string& line) override {
     const std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
     const std::string& verb = words[0];
@@ -134,6 +137,8 @@ class Scenario : public testing::ScenarioMachine {
       f.exit_code = 1;
       f.time = now_;
       sm_->ReportFailure(session, testing::ScenarioInt(args, "round", 0), {f}, now_);
+    } else if (verb == "stop") {
+      sm_->Stop(absl::StrJoin(words.begin() + 1, words.end(), " "), now_);
     } else if (verb == "succeed") {
       sm_->ReportSuccess(session, testing::ScenarioInt(args, "round", 0), now_);
     } else if (verb == "tick") {
@@ -163,7 +168,7 @@ class Scenario : public testing::ScenarioMachine {
 };
 
 TEST(RoundScenarios, EveryScriptGivesItsMessages) {
-  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "rendezvous/tests/testdata", 6,
+  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "rendezvous/tests/testdata", 7,
                               [] { return std::make_unique<Scenario>(); });
 }
 

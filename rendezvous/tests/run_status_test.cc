@@ -87,6 +87,10 @@ TEST_F(RunStatusTest, AFailureIsTheLastFailureAndEndsItsRoundInTheRecord) {
   EXPECT_EQ(s.excluded(0).host(), "b");
   EXPECT_TRUE(s.excluded(0).out_now());
   EXPECT_DOUBLE_EQ(s.excluded(0).cooldown_left_s(), 60);
+  for (const v1::NodeStatus& node : s.nodes()) {
+    EXPECT_EQ(node.restarts_caused(), node.host() == "b" ? 1 : 0) << node.host();
+    EXPECT_EQ(node.state(), node.host() == "b" ? "excluded" : "waiting") << node.host();
+  }
   EXPECT_EQ(s.state(), "gathering");
   EXPECT_EQ(s.world_size(), 0);
 
@@ -111,29 +115,72 @@ TEST_F(RunStatusTest, AStoppedRunSaysSoAndHowItEnded) {
   EXPECT_THAT(s.rounds(0).ended_by(), HasSubstr("maintenance"));
   rounds_->Stop("again", now_);  // nothing once ended
   EXPECT_TRUE(rounds_->TakeOutbound().empty());
+  // An agent that comes late is told the same, and exits 0 too.
+  ASSERT_TRUE(rounds_->Join(3, Node("c"), now_).ok());
+  const std::vector<Outbound> late = rounds_->TakeOutbound();
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_EQ(late[0].session, 3u);
+  EXPECT_EQ(late[0].kind, Outbound::Kind::kEnd);
+  EXPECT_EQ(late[0].outcome, RunOutcome::kStopped);
 }
 
 TEST_F(RunStatusTest, TheMetricsReadTheSameStatus) {
   ASSERT_TRUE(rounds_->Join(1, Node("a"), now_).ok());
   ASSERT_TRUE(rounds_->Join(2, Node("b"), now_).ok());
+  ReportedFailure killed, foreign, odd;
+  killed.rank = 2;
+  killed.exit_code = -9;
+  foreign.rank = 0;  // not b's rank: not counted
+  foreign.exit_code = 1;
+  odd.rank = 3;
+  odd.exit_code = 100000;  // a code no process has: one "other" series, not one per value
+  rounds_->ReportFailure(2, 0, {killed, foreign, odd}, now_);
   MasterMetrics metrics;
-  metrics.WorkerFailed("job", -9, false);
-  metrics.WorkerFailed("job", 1, false);
-  metrics.WorkerFailed("job", 1, false);
   metrics.StoreCall("get", true, absl::Milliseconds(2));
   v1::StatusReply reply;
-  *reply.add_runs() = Status();
+  // What a scrape reads: the counts, without a line per node.
+  *reply.add_runs() = RunStatusOf("job", *rounds_, {now_, wall_}, /*lists=*/false);
+  EXPECT_EQ(reply.runs(0).nodes_size(), 0);
+  EXPECT_EQ(reply.runs(0).node_states().at("waiting"), 0);
+  // Stopped, not rejoined yet; b caused the failure, the most --max-node-failures allows.
+  EXPECT_EQ(reply.runs(0).node_states().at("idle"), 1);
+  EXPECT_EQ(reply.runs(0).node_states().at("excluded"), 1);
+  EXPECT_EQ(reply.runs(0).last_failure().rank(), 2);
   const std::string text = prometheus::TextSerializer().Serialize(metrics.Collect(reply));
-  EXPECT_THAT(text, HasSubstr("ddprun_world_size{run_id=\"job\"} 4"));
-  EXPECT_THAT(text, HasSubstr("ddprun_runs{state=\"running\"} 1"));
-  EXPECT_THAT(text, HasSubstr("code=\"SIGKILL\""));
-  EXPECT_THAT(
-      text,
-      HasSubstr("ddprun_worker_failures_total{cause=\"exit_code\",code=\"1\",run_id=\"job\"} 2"));
+  EXPECT_THAT(text, HasSubstr("ddprun_restarts_total{run_id=\"job\"} 1"));
+  EXPECT_THAT(text, HasSubstr("ddprun_runs{state=\"gathering\"} 1"));
+  EXPECT_THAT(text, HasSubstr("ddprun_nodes{run_id=\"job\",state=\"idle\"} 1"));
+  EXPECT_THAT(text, HasSubstr("ddprun_nodes_excluded{run_id=\"job\"} 1"));
+  EXPECT_THAT(text, HasSubstr("ddprun_worker_failures_total{run_id=\"job\",cause=\"signal\","
+                              "code=\"SIGKILL\"} 1"));
+  EXPECT_THAT(text, HasSubstr("ddprun_worker_failures_total{run_id=\"job\",cause=\"exit_code\","
+                              "code=\"other\"} 1"));
+  EXPECT_THAT(text, Not(HasSubstr("code=\"1\"")));
   EXPECT_THAT(text, HasSubstr("ddprun_store_operations_total{op=\"get\",result=\"ok\"} 1"));
   metrics.ForgetRun("job");
   EXPECT_THAT(prometheus::TextSerializer().Serialize(metrics.Collect(v1::StatusReply())),
               Not(HasSubstr("run_id=\"job\"")));
+}
+
+TEST_F(RunStatusTest, AHangAndAnExpiredFileTimerAreCausesOfTheirOwn) {
+  ASSERT_TRUE(rounds_->Join(1, Node("a"), now_).ok());
+  ASSERT_TRUE(rounds_->Join(2, Node("b"), now_).ok());
+  ReportedFailure timer, silent;
+  timer.rank = 0;
+  timer.exit_code = -6;
+  timer.hung = timer.timer = true;
+  timer.time = absl::FromUnixSeconds(1'800'000'001);
+  silent.rank = 1;
+  silent.exit_code = -6;
+  silent.hung = true;
+  silent.time = absl::FromUnixSeconds(1'800'000'002);
+  rounds_->ReportFailure(1, 0, {timer, silent}, now_);
+  const v1::RunStatus s = Status();
+  EXPECT_EQ(s.last_failure().exit(), "FileTimer expired");
+  EXPECT_TRUE(s.last_failure().timer());
+  std::map<std::string, int> causes;
+  for (const v1::FailureCount& f : s.worker_failures()) causes[f.cause()] += f.count();
+  EXPECT_EQ(causes, (std::map<std::string, int>{{"hang", 1}, {"timer", 1}}));
 }
 
 TEST(AgentMetricsTest, WorkersByStateAndExitsByCause) {

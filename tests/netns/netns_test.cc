@@ -582,5 +582,52 @@ TEST_F(NetnsTest, AnExcludedHostThatHostsTheMasterServesItUntilTheOthersFinish) 
   ExpectHostsEmpty(3);
 }
 
+// An operator on a third host, where the nodes' names do not resolve, asks the master how
+// the job is (its table, and the status page's JSON over HTTP), then stops it: every host
+// exits 0, nothing is left.
+TEST_F(NetnsTest, AnOperatorOnAnotherHostSeesTheJobAndStopsIt) {
+  MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  const std::map<std::string, std::optional<std::string>> token = {
+      {"DDPRUN_RDZV_TOKEN", "job-secret"}};
+  auto a = Agent(1, "2", {"count-starts", dir_.path()}, {"--metrics-port=9400"}, 1, "job", token);
+  auto b = Agent(2, "2", {"count-starts", dir_.path()}, {}, 1, "job", token);
+  ASSERT_TRUE(WaitUntil([&] { return AllLogged(dir_, 0, 4, "started", 1); }, absl::Seconds(30)));
+  const std::string endpoint =
+      absl::StrCat("--rdzv-endpoint=", NetnsCluster::Address(1), ":", kPort);
+  ProcessResult status = cluster_->Start(3, {kDdprun, "status", endpoint, "--rdzv-id=job"}, token)
+                             ->Wait(absl::Seconds(30));
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_THAT(status.out, HasSubstr("run 'job': running, round 0, world size 4"));
+  EXPECT_THAT(status.out, HasSubstr("node1 "));
+  EXPECT_THAT(status.out, HasSubstr("node2 "));
+  // The page's JSON, from the operator's host, as a browser there would fetch it.
+  ProcessResult page =
+      cluster_
+          ->Start(3, {"/usr/bin/python3", "-c",
+                      absl::StrCat("import urllib.request; print(urllib.request.urlopen('http://",
+                                   NetnsCluster::Address(1),
+                                   ":9400/api/v1/status', timeout=10).read().decode())")})
+          ->Wait(absl::Seconds(30));
+  ASSERT_EQ(page.exit_code, 0) << page.err;
+  EXPECT_THAT(page.out, HasSubstr("\"host\":\"node2\""));
+  const absl::Time asked = absl::Now();
+  ProcessResult stop =
+      cluster_
+          ->Start(3, {kDdprun, "stop", endpoint, "--rdzv-id=job", "--reason=node maintenance"},
+                  token)
+          ->Wait(absl::Seconds(30));
+  ASSERT_EQ(stop.exit_code, 0) << stop.err;
+  Measure("ddprun stop", "answered after", absl::Now() - asked);
+  for (auto* agent : {&a, &b}) {
+    ProcessResult r = (*agent)->Wait(absl::Seconds(30));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(": node maintenance; exiting 0"));
+  }
+  Measure("ddprun stop", "every agent exited 0 within", absl::Now() - asked);
+  EXPECT_TRUE(AllLogged(dir_, 0, 4, "stopped", 1));
+  ExpectHostsEmpty(3);
+}
+
 }  // namespace
 }  // namespace ddprun::testing

@@ -6,7 +6,7 @@ one restart, then --hold seconds of heartbeats only, timing the master's CPU. Do
 nobody scraping, and with a scrape of /metrics and a fetch of /api/v1/status every second
 (Prometheus and one open status page). Prints one JSON line per case.
 
-    bench/observability.py [--build build] [--agents 1000] [--hold 30]
+    bench/observability.py [--build build] [--agents 1000] [--hold 30] [--paths /metrics,...]
 """
 import argparse
 import json
@@ -26,9 +26,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def scrape(port, stop, counts):
+def scrape(port, paths, stop, counts):
     while not stop.wait(1.0):
-        for path in ("/metrics", "/api/v1/status"):
+        for path in paths:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
                 counts[path] = counts.get(path, 0) + 1
                 counts[path + " bytes"] = len(r.read())
@@ -44,8 +44,11 @@ def run(args, scraped):
         for line in master.stderr:
             if "status page on" in line:
                 break
+        # Its log goes on (a line per refused session, ...): read it, or it blocks writing.
+        threading.Thread(target=master.stderr.read, daemon=True).start()
         stop, counts = threading.Event(), {}
-        scraper = threading.Thread(target=scrape, args=(metrics_port, stop, counts))
+        scraper = threading.Thread(target=scrape,
+                                   args=(metrics_port, args.paths.split(","), stop, counts))
         if scraped:
             scraper.start()
         out = subprocess.run(
@@ -75,6 +78,8 @@ def main():
     parser.add_argument("--build", default="build")
     parser.add_argument("--agents", type=int, default=1000)
     parser.add_argument("--hold", type=float, default=30)
+    parser.add_argument("--paths", default="/metrics,/api/v1/status",
+                        help="what is fetched every second, comma-separated")
     args = parser.parse_args()
     for scraped in (False, True):
         print(json.dumps(run(args, scraped)), flush=True)

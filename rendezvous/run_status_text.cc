@@ -42,6 +42,7 @@ std::string WallTime(double unix_s) {
 }
 
 std::string Seconds(double s) {
+  if (s < 0.001) return "0ms";  // absl says "0"
   return absl::FormatDuration(absl::Milliseconds(static_cast<int64_t>(s * 1000)));
 }
 

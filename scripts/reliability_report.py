@@ -41,7 +41,7 @@ SCENARIOS = [
     ("NetnsTest.ALateJoinerGrowsTheJobWithoutSpendingARestart", "a third host joins a running 2:3 job",
      "every worker restarts once with WORLD_SIZE 6, no restart spent",
      [("late joiner: all 3 hosts running after", "recovery")]),
-    ("NetnsTest.AFlappingHostComesBackEachTime", "a host's link goes down and up 3 times",
+    ("NetnsTest.AFlappingHostComesBackEachTime", "a host's link goes down and up 3 times (`--max-node-flaps=4`)",
      "each time it stops its workers and rejoins; no restart spent; exit 0", []),
     ("NetnsTest.AHostThatKeepsFailingIsExcludedAndTheJobFinishesWithoutIt",
      "host 3's workers fail whenever they run there (`--nnodes=2:3 --max-restarts=5 "

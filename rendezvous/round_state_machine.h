@@ -196,6 +196,8 @@ class RoundStateMachine {
   bool IsWaiting(SessionId session) const;
   /// Every node that holds a session, members first in group-rank order.
   std::vector<NodeView> Nodes() const;
+  /// Why the nodes that joined wait for a round, in words; empty when none waits.
+  std::string WhyWaiting(absl::Time now) const;
   /// The last kHistoryRounds rounds, oldest first; the last one may still run.
   static constexpr size_t kHistoryRounds = 100;
   const std::deque<RoundRecord>& history() const { return history_; }

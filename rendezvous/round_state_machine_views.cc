@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
@@ -45,6 +46,36 @@ std::vector<NodeView> RoundStateMachine::Nodes() const {
     if (!node.member) views.push_back(view_of(session, node));
   }
   return views;
+}
+
+std::string RoundStateMachine::WhyWaiting(absl::Time now) const {
+  if (joined_count_ == 0 || phase_ == Phase::kEnded) return "";
+  const std::string nnodes =
+      absl::StrCat("--nnodes=", settings_.min_nodes, ":", settings_.max_nodes);
+  switch (phase_) {
+    case Phase::kGathering:
+      if (joined_count_ < settings_.min_nodes) {
+        return absl::StrCat("a round needs ", settings_.min_nodes, " nodes (", nnodes, "); ",
+                            joined_count_, " joined");
+      }
+      return absl::StrCat(
+          "the round starts when the last call ends",
+          last_call_deadline_
+              ? absl::StrCat(" in ", absl::FormatDuration(absl::Floor(
+                                         std::max(absl::ZeroDuration(), *last_call_deadline_ - now),
+                                         absl::Milliseconds(1))))
+              : "",
+          " (last_call_timeout), when ", settings_.max_nodes,
+          " nodes have joined, or when every node of the last round is back");
+    case Phase::kRunning:
+      return absl::StrCat("the job runs at its ", nnodes,
+                          " maximum: a node that joins waits for one to leave");
+    case Phase::kFinishing:
+      return "the job is finishing: a node's workers have succeeded, so no round starts";
+    case Phase::kEnded:
+      break;
+  }
+  return "";
 }
 
 }  // namespace ddprun

@@ -76,7 +76,9 @@ std::string Nodes(const v1::RunStatus& run) {
                     node.state(), absl::StrCat(Seconds(node.last_heartbeat_s_ago()), " ago"),
                     absl::StrCat(node.restarts_caused())});
   }
-  return absl::StrCat("\n", Table(rows, ""));
+  std::string out = absl::StrCat("\n", Table(rows, ""));
+  if (!run.waiting().empty()) absl::StrAppend(&out, "waiting: ", run.waiting(), "\n");
+  return out;
 }
 
 std::string LastFailure(const v1::RunStatus& run) {

@@ -99,7 +99,21 @@ TEST_F(RunStatusTest, AFailureIsTheLastFailureAndEndsItsRoundInTheRecord) {
   EXPECT_THAT(text, HasSubstr("last failure (round 0): rank 3 (local rank 1) on b, SIGSEGV"));
   EXPECT_THAT(text, HasSubstr("  Segmentation fault\n"));
   EXPECT_THAT(text, HasSubstr("kept out:\n  b (1m left): "));
-  EXPECT_THAT(text, HasSubstr("waiting"));
+  EXPECT_EQ(s.waiting(), "a round needs 2 nodes (--nnodes=2:2); 1 joined");
+  EXPECT_THAT(text, HasSubstr("\nwaiting: a round needs 2 nodes (--nnodes=2:2); 1 joined\n"));
+}
+
+TEST_F(RunStatusTest, ANodeBeyondTheMaximumWaitsAndTheStatusSaysWhy) {
+  ASSERT_TRUE(rounds_->Join(1, Node("a"), now_).ok());
+  EXPECT_EQ(Status().waiting(), "a round needs 2 nodes (--nnodes=2:2); 1 joined");
+  ASSERT_TRUE(rounds_->Join(2, Node("b"), now_).ok());
+  EXPECT_EQ(Status().waiting(), "");  // both in the round
+  ASSERT_TRUE(rounds_->Join(3, Node("c"), now_).ok());
+  const v1::RunStatus s = Status();
+  EXPECT_EQ(s.nodes(2).state(), "waiting");
+  EXPECT_EQ(s.waiting(),
+            "the job runs at its --nnodes=2:2 maximum: a node that joins waits "
+            "for one to leave");
 }
 
 TEST_F(RunStatusTest, AStoppedRunSaysSoAndHowItEnded) {

@@ -123,7 +123,9 @@ TEST(Observability, AFailureShowsInTheStatusAndTheMetrics) {
   EXPECT_THAT(one.out, HasSubstr("round 1, world size 4, nodes 2, restarts 1 of 3 used (2 left)"));
   EXPECT_THAT(one.out, HasSubstr("last failure (round 0): rank 1 (local rank 1) on"));
   EXPECT_THAT(one.out, HasSubstr(", exit code 1, pid "));
-  EXPECT_THAT(one.out, HasSubstr("rank 1 on "));  // the round's end, in the rounds table
+  EXPECT_THAT(one.out, HasSubstr("\n  test_worker: rank 1 fails on purpose (crash-until 2, "
+                                 "restart 0)\n"));  // the stderr tail
+  EXPECT_THAT(one.out, HasSubstr("rank 1 on "));    // the round's end, in the rounds table
   const std::string metrics = job.Metrics();
   EXPECT_THAT(metrics, HasSubstr("ddprun_restarts_total{run_id=\"job\"} 1"));
   EXPECT_THAT(metrics, HasSubstr("ddprun_restarts_left{run_id=\"job\"} 2"));

@@ -61,8 +61,11 @@ def main():
         if marked != ["1"]:
             raise SystemExit(f"the grid marks ranks {marked} as failed, not rank 1")
         rounds = driver.find_elements(By.CSS_SELECTOR, "#rounds tbody tr")
+        failure = text(driver, "failure")
+        if "fails on purpose" not in failure:
+            raise SystemExit(f"the failure report lacks the worker's stderr: {failure!r}")
         print(f"shown {shown - crashed:.3f} s after the crash; {len(rounds)} rounds listed; "
-              f"failure: {text(driver, 'failure').splitlines()[0]}")
+              f"failure: {failure.splitlines()[0]}")
         for entry in driver.get_log("browser"):
             if entry.get("level") == "SEVERE":
                 raise SystemExit(f"the page logged an error: {entry}")

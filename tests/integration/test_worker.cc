@@ -148,6 +148,8 @@ int main(int argc, char** argv) {
       const std::string go = dir + "/go." + count;
       while (access(go.c_str(), F_OK) != 0) usleep(2000);
     }
+    std::fprintf(stderr, "test_worker: rank 1 fails on purpose (crash-until %s, restart %s)\n",
+                 argv[2], count.c_str());
     return 1;
   }
   if (mode == "heartbeat-hang" && argc == 3) {

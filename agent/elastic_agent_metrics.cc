@@ -10,6 +10,23 @@
 #include "common/process_status.h"
 
 namespace ddprun {
+namespace {
+
+const char* StateName(WorkerSupervisor::WorkerState state) {
+  switch (state) {
+    case WorkerSupervisor::WorkerState::kRunning:
+      return "running";
+    case WorkerSupervisor::WorkerState::kSucceeded:
+      return "succeeded";
+    case WorkerSupervisor::WorkerState::kFailed:
+      return "failed";
+    case WorkerSupervisor::WorkerState::kStopped:
+      return "stopped";
+  }
+  return "unknown";
+}
+
+}  // namespace
 
 // `failed`: this attempt had failures (last_failures_ are then its own, not an earlier one's).
 void ElasticAgent::CountWorkerExits(bool failed) {
@@ -46,20 +63,7 @@ void ElasticAgent::PublishMetrics() {
   snapshot.local_world_size = config_.nproc_per_node;
   snapshot.workers = {{"running", 0}, {"succeeded", 0}, {"failed", 0}, {"stopped", 0}};
   for (const WorkerSupervisor::Outcome& worker : workers_ ? workers_->Outcomes() : last_outcomes_) {
-    switch (worker.state) {
-      case WorkerSupervisor::WorkerState::kRunning:
-        ++snapshot.workers["running"];
-        break;
-      case WorkerSupervisor::WorkerState::kSucceeded:
-        ++snapshot.workers["succeeded"];
-        break;
-      case WorkerSupervisor::WorkerState::kFailed:
-        ++snapshot.workers["failed"];
-        break;
-      case WorkerSupervisor::WorkerState::kStopped:
-        ++snapshot.workers["stopped"];
-        break;
-    }
+    ++snapshot.workers[StateName(worker.state)];
   }
   snapshot.worker_starts = worker_starts_;
   snapshot.worker_exits = worker_exits_;

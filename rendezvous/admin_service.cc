@@ -17,7 +17,7 @@ class AdminService final : public pb::Admin::CallbackService {
                                    pb::StatusReply* reply) override {
     absl::StatusOr<pb::StatusReply> status = master_->Status(request->token(), request->run_id());
     if (status.ok()) *reply = std::move(*status);
-    return Reply(context, status.status());
+    return FinishUnary(context, status.status());
   }
 
   grpc::ServerUnaryReactor* Stop(grpc::CallbackServerContext* context,
@@ -25,17 +25,10 @@ class AdminService final : public pb::Admin::CallbackService {
     absl::StatusOr<std::string> detail =
         master_->StopRun(request->token(), request->run_id(), request->reason(), context->peer());
     if (detail.ok()) reply->set_detail(*detail);
-    return Reply(context, detail.status());
+    return FinishUnary(context, detail.status());
   }
 
  private:
-  static grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context,
-                                         const absl::Status& status) {
-    auto* reactor = context->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(status));
-    return reactor;
-  }
-
   MasterState* master_;
 };
 

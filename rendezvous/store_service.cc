@@ -233,9 +233,7 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const StoreCall& call,
                                   const absl::Status& status) {
     master_->metrics().StoreCall(call.op, status.ok(), MonotonicNow() - call.start);
-    auto* reactor = context->DefaultReactor();
-    reactor->Finish(ToGrpcStatus(status));
-    return reactor;
+    return FinishUnary(context, status);
   }
 
   MasterState* master_;

@@ -2,6 +2,7 @@
 // Conversions between the protocol's messages (proto/ddprun/v1) and the master's and
 // agent's own types, and between absl::Status and grpc::Status. Pure.
 
+#include <grpcpp/grpcpp.h>
 #include <grpcpp/support/status.h>
 
 #include <vector>
@@ -62,6 +63,9 @@ absl::Status SameRunSettings(const RendezvousSettings& run, const RendezvousSett
 absl::Status CheckLimits(const v1::AgentMessage& message);
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
+/// Ends a unary callback call with `status` (its response filled already when OK).
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
 }  // namespace ddprun

@@ -65,6 +65,12 @@ TEST(DocgenTest, BashCompletesOptionsValuesAndTheScriptsFiles) {
   EXPECT_EQ(Complete("ddprun --master-port "), "\n");  // a number: nothing to offer
   // From the training script on, the words are the script's: no ddprun options.
   EXPECT_THAT(Complete("ddprun --nnodes 2 train.py --n"), Not(HasSubstr("--nnodes")));
+  // The commands, and their own options.
+  EXPECT_THAT(Complete("ddprun st"), HasSubstr("status\nstop\n"));
+  EXPECT_THAT(Complete("ddprun status --"), HasSubstr("--json\n"));
+  EXPECT_THAT(Complete("ddprun stop --r"),
+              HasSubstr("--rdzv-endpoint\n--rdzv-id\n--rdzv-conf\n--reason\n"));
+  EXPECT_THAT(Complete("ddprun stop --"), Not(HasSubstr("--nproc-per-node")));
 }
 
 }  // namespace

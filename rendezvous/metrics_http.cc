@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -34,7 +35,10 @@ class Handler : public CivetHandler {
       : respond_(std::move(respond)) {}
 
   bool handleGet(CivetServer*, mg_connection* conn) override {
-    Send(conn, respond_(conn));
+    // civetweb's threads have small stacks, fixed when it was built (pthread_attr_setstacksize),
+    // that a status of many nodes (or a sanitizer's larger frames) overflows: the answer is
+    // made on a thread of the usual size. A scrape a second makes that one thread a second.
+    Send(conn, std::async(std::launch::async, respond_, conn).get());
     return true;
   }
   // Read-only. Every method is answered here: civetweb's fallback (it has no document root)
@@ -51,13 +55,14 @@ class Handler : public CivetHandler {
     Send(conn, Response{405, "text/plain; charset=utf-8", "this port only answers GET\n"});
     return true;
   }
+  // One write of the whole answer. Not mg_printf: its 8 KiB buffer on civetweb's small stack
+  // overflows it under a sanitizer.
   static void Send(mg_connection* conn, const Response& response) {
-    mg_printf(conn,
-              "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-              "Cache-Control: no-store\r\nConnection: close\r\n\r\n",
-              response.status, mg_get_response_code_text(conn, response.status),
-              response.type.c_str(), response.body.size());
-    mg_write(conn, response.body.data(), response.body.size());
+    const std::string answer = absl::StrCat(
+        "HTTP/1.1 ", response.status, " ", mg_get_response_code_text(conn, response.status),
+        "\r\nContent-Type: ", response.type, "\r\nContent-Length: ", response.body.size(),
+        "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n", response.body);
+    mg_write(conn, answer.data(), answer.size());
   }
 
   std::function<Response(mg_connection*)> respond_;

@@ -394,6 +394,8 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
     return rules_.Fatal(kExitInternal);
   }
   RecordWorkerStarts();
+  worker_starts_ += static_cast<int64_t>(workers_->size());
+  PublishMetrics();
   spdlog::info("attempt {}: started {} workers (restart {}, MASTER_ADDR={} MASTER_PORT={})",
                assignment.round, workers_->size(), assignment.restart_count, assignment.master_addr,
                assignment.master_port);
@@ -420,6 +422,7 @@ AttemptResult ElasticAgent::CloseAttempt() {
   }
   ReportStacks(workers_->TakeStacks());
   KeepOutcomes();
+  CountWorkerExits(/*failed=*/result.root_cause.has_value());
   workers_.reset();
   return result;
 }

@@ -51,8 +51,6 @@ WorkerFacts ElasticAgent::FactsOf(const WorkerSupervisor::Outcome& worker) const
 }
 
 void ElasticAgent::RecordWorkerStarts() {
-  if (workers_) worker_starts_ += static_cast<int64_t>(workers_->Outcomes().size());
-  PublishMetrics();
   if (!event_log_.enabled() || !workers_) return;
   const EventContext context = EventFacts();
   for (const WorkerSupervisor::Outcome& worker : workers_->Outcomes()) {
@@ -108,7 +106,6 @@ void ElasticAgent::KeepOutcomes() {
       last_raw_errors_[failure.rank] = PythonJsonObject({{"message", failure.error_message}});
     }
   }
-  CountWorkerExits(workers_->HasFailures());
 }
 
 }  // namespace ddprun

@@ -60,7 +60,6 @@ void ElasticAgent::PublishMetrics() {
     snapshot.round = round->round;
     snapshot.restart_count = round->restart_count;
   }
-  snapshot.local_world_size = config_.nproc_per_node;
   snapshot.workers = {{"running", 0}, {"succeeded", 0}, {"failed", 0}, {"stopped", 0}};
   for (const WorkerSupervisor::Outcome& worker : workers_ ? workers_->Outcomes() : last_outcomes_) {
     ++snapshot.workers[StateName(worker.state)];

@@ -65,8 +65,7 @@ std::pair<std::string, int> EndOf(int fd, bool peer) {
 std::string PeerOf(int fd) {
   const auto [addr, port] = EndOf(fd, /*peer=*/true);
   if (addr.empty()) return "?";
-  return addr.find(':') != std::string::npos ? absl::StrCat("[", addr, "]:", port)
-                                             : absl::StrCat(addr, ":", port);
+  return HostPort(addr, port);
 }
 
 }  // namespace

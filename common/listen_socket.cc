@@ -59,10 +59,14 @@ absl::StatusOr<std::vector<UniqueFd>> ListenEverywhere(int port) {
 
 }  // namespace
 
+std::string HostPort(const std::string& host, int port) {
+  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port)
+                                             : absl::StrCat(host, ":", port);
+}
+
 absl::StatusOr<std::vector<UniqueFd>> ListenTcp(const std::string& host, int port) {
   if (host.empty() || host == "::" || host == "0.0.0.0") return ListenEverywhere(port);
-  const std::string where = absl::StrCat(
-      host.find(':') != std::string::npos ? absl::StrCat("[", host, "]") : host, ":", port);
+  const std::string where = HostPort(host, port);
   addrinfo hints{};
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;

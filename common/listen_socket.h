@@ -11,6 +11,10 @@
 
 namespace ddprun {
 
+/// "host:port", an IPv6 address in brackets ("[::1]:29400"): how addresses are written to
+/// connect to, listen on, and show.
+std::string HostPort(const std::string& host, int port);
+
 /// Non-blocking sockets listening at `host`:`port`. `host` empty, "::" or "0.0.0.0": every
 /// address (one dual-stack socket, else IPv4); else every address `host` resolves to, all
 /// on the same port (port 0: the one the kernel picked for the first). A port in use is

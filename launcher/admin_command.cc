@@ -3,9 +3,9 @@
 #include <stdio.h>
 
 #include "CLI/CLI.hpp"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/exit_codes.h"
+#include "common/listen_socket.h"
 #include "common/status_macros.h"
 #include "launcher/cli_rules.h"
 #include "launcher/cli_values.h"
@@ -29,9 +29,7 @@ absl::StatusOr<AdminCommand> CommandFrom(AdminCommand::Kind kind, const AdminLin
   AdminCommand command;
   command.kind = kind;
   DDPRUN_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(line.endpoint, 29400));
-  command.endpoint = absl::StrCat(
-      endpoint.host.find(':') != std::string::npos ? "[" + endpoint.host + "]" : endpoint.host, ":",
-      endpoint.port);
+  command.endpoint = HostPort(endpoint.host, endpoint.port);
   command.run_id = line.run_id;
   command.json = line.json;
   command.reason = line.reason;
@@ -39,10 +37,8 @@ absl::StatusOr<AdminCommand> CommandFrom(AdminCommand::Kind kind, const AdminLin
   AgentConfig config;
   DDPRUN_ASSIGN_OR_RETURN(config.rdzv_conf, ParseRdzvConf(line.rdzv_conf));
   DDPRUN_RETURN_IF_ERROR(ReadRdzvConfFiles(config));
+  TakeTokenFromEnvironment(env, config);
   command.token = config.token;
-  if (command.token.empty() && env.vars.count("DDPRUN_RDZV_TOKEN") > 0) {
-    command.token = std::string(absl::StripAsciiWhitespace(env.Get("DDPRUN_RDZV_TOKEN")));
-  }
   command.tls = config.tls;
   return command;
 }
@@ -71,7 +67,7 @@ int RunAdminCommandLine(const std::vector<std::string>& args, const LaunchEnviro
                  "token_file=PATH, tls_cert=, tls_key=, tls_ca= as the agents take them (the "
                  "token also from DDPRUN_RDZV_TOKEN)");
   if (stop) {
-    app.add_option("--reason", line.reason, "Why, for every agent's log");
+    app.add_option("--reason", line.reason, "Why, for every agent's log (at most 1024 bytes)");
   } else {
     app.add_flag("--json", line.json,
                  "Print the status as JSON (schema: docs/observability.md), for scripts");

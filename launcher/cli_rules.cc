@@ -69,6 +69,12 @@ absl::Status ReadRdzvConfFiles(AgentConfig& config) {
   return absl::OkStatus();
 }
 
+void TakeTokenFromEnvironment(const LaunchEnvironment& env, AgentConfig& config) {
+  if (config.token.empty() && env.vars.count("DDPRUN_RDZV_TOKEN") > 0) {
+    config.token = std::string(absl::StripAsciiWhitespace(env.Get("DDPRUN_RDZV_TOKEN")));
+  }
+}
+
 void ApplyEnvironmentDefaults(const OptionValues& values, const LaunchEnvironment& env,
                               AgentConfig& config) {
   // In a Slurm job every node sees the same SLURM_JOB_ID, and a requeued job keeps it: the
@@ -76,9 +82,7 @@ void ApplyEnvironmentDefaults(const OptionValues& values, const LaunchEnvironmen
   if (!values.was_given("--rdzv-id") && !env.Get("SLURM_JOB_ID").empty()) {
     config.run_id = env.Get("SLURM_JOB_ID");
   }
-  if (config.token.empty() && env.vars.count("DDPRUN_RDZV_TOKEN") > 0) {
-    config.token = std::string(absl::StripAsciiWhitespace(env.Get("DDPRUN_RDZV_TOKEN")));
-  }
+  TakeTokenFromEnvironment(env, config);
   if (!config.log_dir.empty() && config.log_dir.front() != '/' && !env.cwd.empty()) {
     // Workers get TORCHELASTIC_ERROR_FILE under it: it must stay valid if they chdir.
     config.log_dir = absl::StrCat(env.cwd, "/", config.log_dir);

@@ -17,6 +17,10 @@ namespace ddprun {
 /// (tls_cert, tls_key, tls_ca: all three or none).
 absl::Status ReadRdzvConfFiles(AgentConfig& config);
 
+/// The join token from DDPRUN_RDZV_TOKEN, unless a token file gave one (agents, and
+/// `ddprun status`/`stop`).
+void TakeTokenFromEnvironment(const LaunchEnvironment& env, AgentConfig& config);
+
 /// Defaults taken from the environment: the run id from SLURM_JOB_ID (unless --rdzv-id or
 /// PET_RDZV_ID), the join token from DDPRUN_RDZV_TOKEN (unless a token file), a relative
 /// --log-dir made absolute against the working folder.

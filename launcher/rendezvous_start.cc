@@ -167,9 +167,7 @@ void ServeWhileOthersRun(const HostedMaster& master, const AgentConfig& config) 
 
 NetworkRendezvousOptions RendezvousOptions(const AgentConfig& config) {
   NetworkRendezvousOptions options;
-  const bool v6 = config.endpoint_host.find(':') != std::string::npos;
-  options.endpoint = v6 ? "[" + config.endpoint_host + "]:" + std::to_string(config.endpoint_port)
-                        : config.endpoint_host + ":" + std::to_string(config.endpoint_port);
+  options.endpoint = HostPort(config.endpoint_host, config.endpoint_port);
   options.run_id = config.run_id;
   options.token = config.token;
   options.settings = RendezvousSettingsFrom(config);

@@ -1,6 +1,5 @@
 #include "rendezvous/admin_client.h"
 
-#include <google/protobuf/util/json_util.h>
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
@@ -61,15 +60,7 @@ absl::StatusOr<std::string> RunAdminCommand(const AdminCommand& command) {
   pb::StatusReply reply;
   const grpc::Status status = stub->Status(&context, request, &reply);
   if (!status.ok()) return CallFailed(command, status);
-  if (command.json) {
-    google::protobuf::util::JsonPrintOptions json;
-    json.preserve_proto_field_names = true;
-    json.always_print_primitive_fields = true;
-    json.add_whitespace = true;
-    std::string text;
-    (void)google::protobuf::util::MessageToJsonString(reply, &text, json);
-    return text;
-  }
+  if (command.json) return StatusJson(reply, /*indent=*/true);
   if (!command.run_id.empty() && reply.runs_size() == 1) return FormatRunStatus(reply.runs(0));
   return FormatRunList(reply);
 }

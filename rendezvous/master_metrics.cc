@@ -1,11 +1,5 @@
 #include "rendezvous/master_metrics.h"
 
-#include <algorithm>
-
-#include "absl/strings/str_cat.h"
-#include "common/process_status.h"
-#include "prometheus/gauge.h"
-
 namespace ddprun {
 namespace {
 
@@ -52,41 +46,69 @@ void AddValue(MetricFamily& family, std::vector<ClientMetric::Label> labels, dou
   family.metric.push_back(std::move(metric));
 }
 
+// A metric with one series per run: its family, and its value in the run's status.
+struct PerRun {
+  MetricFamily family;
+  double (*value)(const v1::RunStatus&);
+};
+
+std::vector<PerRun> PerRunMetrics() {
+  return {{Family("ddprun_round", "The run's current (or last) round; -1 before the first",
+                  MetricType::Gauge),
+           [](const v1::RunStatus& r) -> double { return r.round(); }},
+          {Family("ddprun_rounds_total", "Rounds the run has started", MetricType::Counter),
+           [](const v1::RunStatus& r) -> double { return r.round() + 1; }},
+          {Family("ddprun_world_size", "Workers in the running round (0 when none runs)",
+                  MetricType::Gauge),
+           [](const v1::RunStatus& r) -> double { return r.world_size(); }},
+          {Family("ddprun_nodes_excluded", "Hosts the run keeps out now", MetricType::Gauge),
+           [](const v1::RunStatus& r) -> double { return r.excluded_now(); }},
+          {Family("ddprun_restarts_total",
+                  "Restarts of the run's workers so far (TORCHELASTIC_RESTART_COUNT)",
+                  MetricType::Counter),
+           [](const v1::RunStatus& r) -> double { return r.restarts_used(); }},
+          {Family("ddprun_restarts_left", "Restarts left of --max-restarts", MetricType::Gauge),
+           [](const v1::RunStatus& r) -> double { return r.restarts_left(); }},
+          {Family("ddprun_sessions", "Agents' sessions (gRPC streams) the master holds in the run",
+                  MetricType::Gauge),
+           [](const v1::RunStatus& r) -> double { return r.sessions(); }},
+          {Family("ddprun_keep_alive_misses_total",
+                  "Nodes dropped for sending no heartbeat for keep_alive_interval x "
+                  "keep_alive_max_attempt",
+                  MetricType::Counter),
+           [](const v1::RunStatus& r) -> double { return r.keep_alive_misses(); }}};
+}
+
 }  // namespace
 
 std::vector<MetricFamily> AgentMetricFamilies(const AgentMetricsSnapshot& agent) {
   const ClientMetric::Label id{"run_id", agent.run_id};
-  MetricFamily workers = Family("ddprun_agent_workers",
-                                "This node's workers, by state "
-                                "(running, succeeded, failed, stopped)",
-                                MetricType::Gauge);
+  MetricFamily workers = Family(
+      "ddprun_agent_workers", "This node's workers, by state (running, succeeded, failed, stopped)",
+      MetricType::Gauge);
   for (const auto& [state, n] : agent.workers) AddValue(workers, {id, {"state", state}}, n);
-  MetricFamily round = Family("ddprun_agent_round",
-                              "The round this node's workers run in (or "
-                              "last ran in); -1 before any",
-                              MetricType::Gauge);
+  MetricFamily round = Family(
+      "ddprun_agent_round", "The round this node's workers run in (or last ran in); -1 before any",
+      MetricType::Gauge);
   AddValue(round, {id}, static_cast<double>(agent.round));
   MetricFamily restart = Family("ddprun_agent_restart_count",
-                                "TORCHELASTIC_RESTART_COUNT of "
-                                "that round",
-                                MetricType::Gauge);
+                                "TORCHELASTIC_RESTART_COUNT of that round", MetricType::Gauge);
   AddValue(restart, {id}, agent.restart_count);
   MetricFamily starts = Family("ddprun_agent_worker_starts_total",
-                               "Workers this node started, "
-                               "over every round",
-                               MetricType::Counter);
+                               "Workers this node started, over every round", MetricType::Counter);
   AddValue(starts, {id}, static_cast<double>(agent.worker_starts));
-  MetricFamily exits = Family("ddprun_agent_worker_exits_total",
-                              "This node's workers that "
-                              "ended, by cause (exit_code, signal, hang, timer, stopped) and code",
-                              MetricType::Counter);
+  MetricFamily exits =
+      Family("ddprun_agent_worker_exits_total",
+             "This node's workers that ended, by cause (exit_code, signal, hang, timer, "
+             "stopped) and code",
+             MetricType::Counter);
   for (const auto& [cause, n] : agent.worker_exits) {
     AddValue(exits, {id, {"cause", cause.first}, {"code", cause.second}}, static_cast<double>(n));
   }
-  MetricFamily store = Family("ddprun_agent_store_operations_total",
-                              "Requests the workers' "
-                              "TCPStore this agent serves has answered, by operation",
-                              MetricType::Counter);
+  MetricFamily store =
+      Family("ddprun_agent_store_operations_total",
+             "Requests the workers' TCPStore this agent serves has answered, by operation",
+             MetricType::Counter);
   for (const auto& [op, n] : agent.store_operations) {
     AddValue(store, {id, {"op", op}}, static_cast<double>(n));
   }
@@ -104,16 +126,26 @@ MasterMetrics::MasterMetrics()
                                .Name("ddprun_rendezvous_duration_seconds")
                                .Help("How long each rendezvous took, from its start to its "
                                      "round's start")
-                               .Register(*registry_)),
-      store_calls_(prometheus::BuildCounter()
-                       .Name("ddprun_store_operations_total")
-                       .Help("Store calls the master answered, by operation and result")
-                       .Register(*registry_)),
-      store_latency_(prometheus::BuildHistogram()
-                         .Name("ddprun_store_operation_duration_seconds")
-                         .Help("How long Store calls took to answer (blocking reads: until "
-                               "their keys were there)")
-                         .Register(*registry_)) {}
+                               .Register(*registry_)) {
+  auto& calls = prometheus::BuildCounter()
+                    .Name("ddprun_store_operations_total")
+                    .Help("Store calls the master answered, by operation and result")
+                    .Register(*registry_);
+  auto& latency = prometheus::BuildHistogram()
+                      .Name("ddprun_store_operation_duration_seconds")
+                      .Help(
+                          "How long Store calls took to answer (blocking reads: until "
+                          "their keys were there)")
+                      .Register(*registry_);
+  static constexpr std::array<const char*, kStoreOps> kNames = {
+      "set",   "get",    "add",      "compare_set", "wait",
+      "check", "delete", "num_keys", "multi_get",   "multi_set"};
+  for (int i = 0; i < kStoreOps; ++i) {
+    store_[i].ok = &calls.Add({{"op", kNames[i]}, {"result", "ok"}});
+    store_[i].error = &calls.Add({{"op", kNames[i]}, {"result", "error"}});
+    store_[i].latency = &latency.Add({{"op", kNames[i]}}, StoreBuckets());
+  }
+}
 
 MasterMetrics::RunSeries& MasterMetrics::Series(const std::string& run_id) {
   RunSeries& series = runs_[run_id];
@@ -134,16 +166,10 @@ void MasterMetrics::RoundEnded(const std::string& run_id, absl::Duration lasted)
   Series(run_id).rounds->Observe(absl::ToDoubleSeconds(lasted));
 }
 
-void MasterMetrics::StoreCall(const char* op, bool ok, absl::Duration latency) {
-  store_calls_.Add({{"op", op}, {"result", ok ? "ok" : "error"}}).Increment();
-  prometheus::Histogram* histogram = nullptr;
-  {
-    absl::MutexLock lock(&mu_);
-    prometheus::Histogram*& h = store_latency_by_op_[op];
-    if (h == nullptr) h = &store_latency_.Add({{"op", op}}, StoreBuckets());
-    histogram = h;
-  }
-  histogram->Observe(absl::ToDoubleSeconds(latency));
+void MasterMetrics::StoreCall(StoreOp op, bool ok, absl::Duration latency) {
+  const StoreSeries& series = store_[static_cast<int>(op)];
+  (ok ? series.ok : series.error)->Increment();
+  series.latency->Observe(absl::ToDoubleSeconds(latency));
 }
 
 void MasterMetrics::ForgetRun(const std::string& run_id) {
@@ -156,69 +182,36 @@ void MasterMetrics::ForgetRun(const std::string& run_id) {
 }
 
 std::vector<MetricFamily> MasterMetrics::Collect(const v1::StatusReply& status) const {
+  std::vector<PerRun> per_run = PerRunMetrics();
   MetricFamily runs = Family("ddprun_runs", "Runs the master holds, by state", MetricType::Gauge);
-  MetricFamily round = Family("ddprun_round",
-                              "The run's current (or last) round; -1 before "
-                              "the first",
-                              MetricType::Gauge);
-  MetricFamily rounds =
-      Family("ddprun_rounds_total", "Rounds the run has started", MetricType::Counter);
-  MetricFamily world = Family("ddprun_world_size",
-                              "Workers in the running round (0 when none "
-                              "runs)",
-                              MetricType::Gauge);
   MetricFamily nodes = Family("ddprun_nodes",
-                              "Nodes holding a session in the run, by state "
-                              "(running, finished, waiting, idle, excluded)",
+                              "Nodes holding a session in the run, by state (running, "
+                              "finished, waiting, idle, excluded)",
                               MetricType::Gauge);
-  MetricFamily excluded =
-      Family("ddprun_nodes_excluded", "Hosts the run keeps out now", MetricType::Gauge);
-  MetricFamily restarts = Family("ddprun_restarts_total",
-                                 "Restarts of the run's workers so far "
-                                 "(TORCHELASTIC_RESTART_COUNT)",
-                                 MetricType::Counter);
-  MetricFamily left =
-      Family("ddprun_restarts_left", "Restarts left of --max-restarts", MetricType::Gauge);
   MetricFamily failures = Family("ddprun_worker_failures_total",
                                  "Failed workers the nodes reported for their own ranks, by "
                                  "cause (exit_code, signal, hang: no heartbeat, timer: a "
                                  "FileTimer expired) and code (the exit code or signal name)",
                                  MetricType::Counter);
-  MetricFamily sessions = Family("ddprun_sessions",
-                                 "Agents' sessions (gRPC streams) the master "
-                                 "holds in the run",
-                                 MetricType::Gauge);
-  MetricFamily misses = Family("ddprun_keep_alive_misses_total",
-                               "Nodes dropped for sending no "
-                               "heartbeat for keep_alive_interval x keep_alive_max_attempt",
-                               MetricType::Counter);
-  std::map<std::string, int> runs_by_state;
+  std::map<std::string, int> runs_by_state = {
+      {"gathering", 0}, {"running", 0}, {"finishing", 0}, {"ended", 0}};
   for (const v1::RunStatus& run : status.runs()) {
     ++runs_by_state[run.state()];
     const ClientMetric::Label id{"run_id", run.run_id()};
-    AddValue(round, {id}, run.round());
-    AddValue(rounds, {id}, run.round() + 1);
-    AddValue(world, {id}, run.world_size());
+    for (PerRun& metric : per_run) AddValue(metric.family, {id}, metric.value(run));
     const std::map<std::string, int32_t> by_state(run.node_states().begin(),
                                                   run.node_states().end());
     for (const auto& [state, n] : by_state) AddValue(nodes, {id, {"state", state}}, n);
-    AddValue(excluded, {id}, run.excluded_now());
     for (const v1::FailureCount& f : run.worker_failures()) {
       AddValue(failures, {id, {"cause", f.cause()}, {"code", f.code()}}, f.count());
     }
-    AddValue(restarts, {id}, run.restarts_used());
-    AddValue(left, {id}, run.restarts_left());
-    AddValue(misses, {id}, run.keep_alive_misses());
-    AddValue(sessions, {id}, run.sessions());
   }
-  for (const char* state : {"gathering", "running", "finishing", "ended"}) {
-    AddValue(runs, {{"state", state}}, runs_by_state[state]);
-  }
+  for (const auto& [state, n] : runs_by_state) AddValue(runs, {{"state", state}}, n);
   std::vector<MetricFamily> families = registry_->Collect();
-  for (MetricFamily* f : {&runs, &round, &rounds, &world, &nodes, &excluded, &restarts, &left,
-                          &failures, &sessions, &misses}) {
-    families.push_back(std::move(*f));
-  }
+  families.push_back(std::move(runs));
+  for (PerRun& metric : per_run) families.push_back(std::move(metric.family));
+  families.push_back(std::move(nodes));
+  families.push_back(std::move(failures));
   return families;
 }
 

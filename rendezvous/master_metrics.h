@@ -4,6 +4,7 @@
 // histograms are atomic); the run's state (round, nodes, restarts) is read at scrape time
 // from the same status `ddprun status` shows, so it can never disagree with it.
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,6 +25,22 @@ namespace ddprun {
 /// An agent's metrics, from what it published.
 std::vector<prometheus::MetricFamily> AgentMetricFamilies(const AgentMetricsSnapshot& agent);
 
+/// The Store service's calls, each with its own series, made once: counting a call takes
+/// no lock and looks up no label.
+enum class StoreOp {
+  kSet,
+  kGet,
+  kAdd,
+  kCompareSet,
+  kWait,
+  kCheck,
+  kDelete,
+  kNumKeys,
+  kMultiGet,
+  kMultiSet
+};
+inline constexpr int kStoreOps = static_cast<int>(StoreOp::kMultiSet) + 1;
+
 class MasterMetrics {
  public:
   MasterMetrics();
@@ -32,8 +49,8 @@ class MasterMetrics {
   void RoundBegan(const std::string& run_id, absl::Duration rendezvous);
   /// A round of `run_id` ended after `lasted`.
   void RoundEnded(const std::string& run_id, absl::Duration lasted);
-  /// One Store call (`op`: set, get, add, ...), and how long it took to answer.
-  void StoreCall(const char* op, bool ok, absl::Duration latency);
+  /// One Store call, and how long it took to answer. Thread-safe, lock-free.
+  void StoreCall(StoreOp op, bool ok, absl::Duration latency);
   /// The run is forgotten: its series go.
   void ForgetRun(const std::string& run_id);
 
@@ -50,11 +67,14 @@ class MasterMetrics {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Histogram>& round_duration_;
   prometheus::Family<prometheus::Histogram>& rendezvous_duration_;
-  prometheus::Family<prometheus::Counter>& store_calls_;
-  prometheus::Family<prometheus::Histogram>& store_latency_;
-  absl::Mutex mu_;  // guards the maps, not the metrics (atomic)
+  struct StoreSeries {
+    prometheus::Counter* ok = nullptr;
+    prometheus::Counter* error = nullptr;
+    prometheus::Histogram* latency = nullptr;
+  };
+  std::array<StoreSeries, kStoreOps> store_;  // made in the constructor, then only read
+  absl::Mutex mu_;                            // guards the map, not the metrics (atomic)
   std::map<std::string, RunSeries> runs_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, prometheus::Histogram*> store_latency_by_op_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace ddprun

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "common/listen_socket.h"
 #include "rendezvous/admin_service.h"
 #include "rendezvous/master_listener.h"
 #include "rendezvous/master_state.h"
@@ -42,9 +43,7 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOp
   }
   impl->services.push_back(MakeStoreService(impl.get()));
   grpc::ServerBuilder builder;
-  const std::string address = absl::StrCat(
-      options.host.find(':') != std::string::npos ? "[" + options.host + "]" : options.host, ":",
-      options.port);
+  const std::string address = HostPort(options.host, options.port);
   std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
   if (options.tls.enabled()) {
     grpc::SslServerCredentialsOptions ssl(

@@ -38,11 +38,22 @@ absl::StatusOr<v1::StatusReply> MasterState::Status(const std::string& run_id, b
   return reply;
 }
 
+namespace {
+
+// What `ddprun status` and `ddprun stop` may ask, whoever asks: the job's token, and a reason
+// short enough to go into every agent's log.
+constexpr size_t kMaxStopReason = 1024;
+
+absl::Status CheckAdminToken(absl::string_view expected, absl::string_view token) {
+  return CheckToken(expected, token, "job token",
+                    "give the job's token: DDPRUN_RDZV_TOKEN or --rdzv-conf token_file=PATH");
+}
+
+}  // namespace
+
 absl::StatusOr<v1::StatusReply> MasterState::Status(absl::string_view token,
                                                     const std::string& run_id) {
-  DDPRUN_RETURN_IF_ERROR(CheckToken(options_.token, token, "job token",
-                                    "give the job's token: DDPRUN_RDZV_TOKEN or --rdzv-conf "
-                                    "token_file=PATH"));
+  DDPRUN_RETURN_IF_ERROR(CheckAdminToken(options_.token, token));
   if (!run_id.empty()) DDPRUN_RETURN_IF_ERROR(CheckRunId(run_id, "--rdzv-id"));
   return Status(run_id);
 }
@@ -50,10 +61,12 @@ absl::StatusOr<v1::StatusReply> MasterState::Status(absl::string_view token,
 absl::StatusOr<std::string> MasterState::StopRun(absl::string_view token, const std::string& run_id,
                                                  const std::string& reason,
                                                  const std::string& peer) {
-  DDPRUN_RETURN_IF_ERROR(CheckToken(options_.token, token, "job token",
-                                    "give the job's token: DDPRUN_RDZV_TOKEN or --rdzv-conf "
-                                    "token_file=PATH"));
+  DDPRUN_RETURN_IF_ERROR(CheckAdminToken(options_.token, token));
   DDPRUN_RETURN_IF_ERROR(CheckRunId(run_id, "--rdzv-id"));
+  if (reason.size() > kMaxStopReason) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--reason is ", reason.size(), " bytes; at most ", kMaxStopReason));
+  }
   absl::ReleasableMutexLock lock(&mu_);
   auto it = runs_.find(run_id);
   if (it == runs_.end() || !it->second.rounds) {

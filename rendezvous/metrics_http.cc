@@ -2,7 +2,6 @@
 
 #include <CivetServer.h>
 #include <google/protobuf/struct.pb.h>
-#include <google/protobuf/util/json_util.h>
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -15,8 +14,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/listen_socket.h"
 #include "prometheus/text_serializer.h"
 #include "rendezvous/master_state.h"
+#include "rendezvous/run_status.h"
 
 namespace ddprun {
 
@@ -83,23 +84,20 @@ Response Metrics(const MetricsHttpOptions& options) {
   return response;
 }
 
-Response StatusJson(MasterState* master, mg_connection* conn) {
+Response StatusAnswer(MasterState* master, mg_connection* conn) {
   Response response;
   response.type = "application/json";
   std::string run_id;
   CivetServer::getParam(conn, "run_id", run_id);
   absl::StatusOr<v1::StatusReply> status = master->Status(run_id);
-  google::protobuf::util::JsonPrintOptions json;
-  json.preserve_proto_field_names = true;
-  json.always_print_primitive_fields = true;
   if (!status.ok()) {
     google::protobuf::Struct error;
     (*error.mutable_fields())["error"].set_string_value(std::string(status.status().message()));
     response.status = 404;
-    (void)google::protobuf::util::MessageToJsonString(error, &response.body, json);
+    response.body = StatusJson(error, /*indent=*/false);
     return response;
   }
-  (void)google::protobuf::util::MessageToJsonString(*status, &response.body, json);
+  response.body = StatusJson(*status, /*indent=*/false);
   return response;
 }
 
@@ -140,8 +138,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptio
   std::unique_ptr<MetricsHttp> http(new MetricsHttp());
   http->options_ = std::move(options);
   const MetricsHttpOptions& o = http->options_;
-  const std::string address = absl::StrCat(
-      o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host, ":", o.port);
+  const std::string address = HostPort(o.host, o.port);
   // Few threads: a scrape a second and a page or two. A client gets 3 s to send its request
   // (an idle one holds a thread that long; Prometheus' scrape timeout is 10 s).
   const std::vector<std::string> civet = {"listening_ports",    address, "num_threads", "4",
@@ -161,7 +158,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptio
   };
   add("/metrics", [&o](mg_connection*) { return Metrics(o); });
   if (o.master != nullptr) {
-    add("/api/v1/status", [&o](mg_connection* conn) { return StatusJson(o.master, conn); });
+    add("/api/v1/status", [&o](mg_connection* conn) { return StatusAnswer(o.master, conn); });
   }
   // Every other URI: civetweb's own answer (it has no document root here) must never run.
   add("/", [&o](mg_connection* conn) {

@@ -26,21 +26,7 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
       same != by_incarnation_.end() && same->second != session) {
     RemoveNode(same->second, "it reconnected on a new session", /*evict=*/true, now);
   }
-  if (phase_ == Phase::kEnded && outcome_ == RunOutcome::kStopped) {
-    // An operator stopped the job: an agent that comes late (or back) stops too, and exits 0.
-    Outbound out;
-    out.session = session;
-    out.kind = Outbound::Kind::kEnd;
-    out.outcome = outcome_;
-    out.detail = end_detail_;
-    outbound_.push_back(std::move(out));
-    return absl::OkStatus();
-  }
-  if (phase_ == Phase::kEnded) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("this run has already ended (", end_detail_,
-                     "); start the job again with a new --rdzv-id"));
-  }
+  if (phase_ == Phase::kEnded) return JoinEndedRun(session);
   if (phase_ == Phase::kGathering) {
     // A restarted master learns from the agents where the run was, so that rounds and
     // TORCHELASTIC_RESTART_COUNT go on and the restart budget is not handed out afresh.
@@ -195,6 +181,22 @@ void RoundStateMachine::ReportSuccess(SessionId session, int64_t round, absl::Ti
   if (finished_members_ == static_cast<int>(members_.size())) {
     EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
   }
+}
+
+absl::Status RoundStateMachine::JoinEndedRun(SessionId session) {
+  if (outcome_ != RunOutcome::kStopped) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("this run has already ended (", end_detail_,
+                     "); start the job again with a new --rdzv-id"));
+  }
+  // An operator stopped the job: an agent that comes late (or back) stops too, and exits 0.
+  Outbound out;
+  out.session = session;
+  out.kind = Outbound::Kind::kEnd;
+  out.outcome = outcome_;
+  out.detail = end_detail_;
+  outbound_.push_back(std::move(out));
+  return absl::OkStatus();
 }
 
 void RoundStateMachine::Stop(const std::string& detail, absl::Time now) {

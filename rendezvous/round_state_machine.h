@@ -229,6 +229,9 @@ class RoundStateMachine {
   };
 
   void BeginGathering(absl::Time now);
+  // A join after the run has ended: refused, unless an operator stopped it (then the agent
+  // is told so, and exits 0 as the others did).
+  absl::Status JoinEndedRun(SessionId session);
   void MaybeCloseRound(absl::Time now);
   void CloseRound(absl::Time now);
   // The running round's record ends: `why`, with this round's root cause if workers failed.

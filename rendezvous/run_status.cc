@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include <google/protobuf/util/json_util.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/process_status.h"
 
@@ -50,6 +52,13 @@ const char* NodeStateName(NodeView::State state) {
       return "idle";
   }
   return "unknown";
+}
+
+// A worker's exit in words: "exit code 1", "SIGSEGV", "hung", "FileTimer expired".
+std::string DescribeExit(int exit_code, bool hung, bool timer) {
+  if (hung) return timer ? "FileTimer expired" : "hung";
+  if (exit_code < 0) return SignalName(-exit_code);
+  return absl::StrCat("exit code ", exit_code);
 }
 
 void FillFailure(const RoundRecord& record, v1::FailureStatus& out) {
@@ -131,16 +140,39 @@ void FillFailureCounts(const RoundStateMachine& rounds, v1::RunStatus& out) {
   }
 }
 
+// The rounds' record, oldest first.
+void FillRounds(const std::deque<RoundRecord>& history, const StatusClock& clock,
+                v1::RunStatus& out) {
+  for (const RoundRecord& record : history) {
+    v1::RoundStatus* round = out.add_rounds();
+    round->set_round(static_cast<int32_t>(record.round));
+    round->set_restart_count(record.restart_count);
+    round->set_nodes(record.nodes);
+    round->set_world_size(record.world_size);
+    round->set_began_unix_s(clock.WallSeconds(record.began));
+    if (record.ended != absl::InfiniteFuture()) {
+      round->set_ended_unix_s(clock.WallSeconds(record.ended));
+    }
+    round->set_rendezvous_s(absl::ToDoubleSeconds(record.began - record.gathering_began));
+    round->set_ended_by(record.ended_by);
+    round->set_failed(record.root_cause.has_value());
+  }
+}
+
 }  // namespace
+
+std::string StatusJson(const google::protobuf::Message& message, bool indent) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.preserve_proto_field_names = true;
+  options.always_print_primitive_fields = true;
+  options.add_whitespace = indent;
+  std::string json;
+  (void)google::protobuf::util::MessageToJsonString(message, &json, options);
+  return json;
+}
 
 double StatusClock::WallSeconds(absl::Time monotonic_time) const {
   return absl::ToDoubleSeconds(wall - (monotonic - monotonic_time) - absl::UnixEpoch());
-}
-
-std::string DescribeExit(int exit_code, bool hung, bool timer) {
-  if (hung) return timer ? "FileTimer expired" : "hung";
-  if (exit_code < 0) return SignalName(-exit_code);
-  return absl::StrCat("exit code ", exit_code);
 }
 
 v1::RunStatus RunStatusOf(const std::string& run_id, const RoundStateMachine& rounds,
@@ -171,23 +203,10 @@ v1::RunStatus RunStatusOf(const std::string& run_id, const RoundStateMachine& ro
       break;
     }
   }
-  for (const RoundRecord& record : lists ? history : std::deque<RoundRecord>()) {
-    v1::RoundStatus* round = out.add_rounds();
-    round->set_round(static_cast<int32_t>(record.round));
-    round->set_restart_count(record.restart_count);
-    round->set_nodes(record.nodes);
-    round->set_world_size(record.world_size);
-    round->set_began_unix_s(clock.WallSeconds(record.began));
-    if (record.ended != absl::InfiniteFuture()) {
-      round->set_ended_unix_s(clock.WallSeconds(record.ended));
-    }
-    round->set_rendezvous_s(absl::ToDoubleSeconds(record.began - record.gathering_began));
-    round->set_ended_by(record.ended_by);
-    round->set_failed(record.root_cause.has_value());
-  }
+  if (lists) FillRounds(history, clock, out);
   const bool runs = rounds.phase() == RoundStateMachine::Phase::kRunning ||
                     rounds.phase() == RoundStateMachine::Phase::kFinishing;
-  if (runs && !rounds.history().empty()) out.set_world_size(rounds.history().back().world_size);
+  if (runs && !history.empty()) out.set_world_size(history.back().world_size);
   return out;
 }
 

@@ -6,6 +6,7 @@
 
 #include "absl/time/time.h"
 #include "ddprun/v1/admin.pb.h"
+#include "google/protobuf/message.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
@@ -24,8 +25,9 @@ struct StatusClock {
 v1::RunStatus RunStatusOf(const std::string& run_id, const RoundStateMachine& rounds,
                           const StatusClock& clock, bool lists = true);
 
-/// A worker's exit in words: "exit code 1", "SIGSEGV", "hung", "FileTimer expired".
-std::string DescribeExit(int exit_code, bool hung, bool timer);
+/// `message` (a StatusReply, or an error Struct) in the status schema's JSON: protobuf's JSON
+/// mapping with admin.proto's field names and every scalar present; `indent` for a person.
+std::string StatusJson(const google::protobuf::Message& message, bool indent);
 
 /// The status as a person reads it at a glance (`ddprun status`): one run, or a line per run.
 std::string FormatRunStatus(const v1::RunStatus& run);

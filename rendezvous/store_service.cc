@@ -98,7 +98,7 @@ class ReadReactor : public grpc::ServerUnaryReactor {
 
 // One Store call, for the metrics: its operation and when it came.
 struct StoreCall {
-  const char* op;
+  StoreOp op;
   absl::Time start;
 };
 
@@ -108,7 +108,7 @@ class StoreService : public pb::Store::CallbackService {
 
   grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* context, const pb::SetRequest* request,
                                 pb::SetResponse*) override {
-    const StoreCall call{"set", MonotonicNow()};
+    const StoreCall call{StoreOp::kSet, MonotonicNow()};
     return Reply(context, call,
                  master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
                    return store.Set(request->key(), request->value());
@@ -117,7 +117,7 @@ class StoreService : public pb::Store::CallbackService {
 
   grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context, const pb::GetRequest* request,
                                 pb::GetResponse* response) override {
-    const StoreCall call{"get", MonotonicNow()};
+    const StoreCall call{StoreOp::kGet, MonotonicNow()};
     return BlockingRead(context, call, request->run_id(), {request->key()}, request->timeout_ms(),
                         [response](std::vector<std::string>& values) {
                           response->set_value(std::move(values.front()));
@@ -126,7 +126,7 @@ class StoreService : public pb::Store::CallbackService {
 
   grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context, const pb::AddRequest* request,
                                 pb::AddResponse* response) override {
-    const StoreCall call{"add", MonotonicNow()};
+    const StoreCall call{StoreOp::kAdd, MonotonicNow()};
     absl::StatusOr<int64_t> value = master_->WithStore(
         TokenOf(context), request->run_id(),
         [&](KvStore& store) { return store.Add(request->key(), request->delta()); });
@@ -137,7 +137,7 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* CompareSet(grpc::CallbackServerContext* context,
                                        const pb::CompareSetRequest* request,
                                        pb::CompareSetResponse* response) override {
-    const StoreCall call{"compare_set", MonotonicNow()};
+    const StoreCall call{StoreOp::kCompareSet, MonotonicNow()};
     absl::StatusOr<std::string> value =
         master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
           return store.CompareSet(request->key(), request->expected(), request->desired());
@@ -148,7 +148,7 @@ class StoreService : public pb::Store::CallbackService {
 
   grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext* context,
                                  const pb::WaitRequest* request, pb::WaitResponse*) override {
-    const StoreCall call{"wait", MonotonicNow()};
+    const StoreCall call{StoreOp::kWait, MonotonicNow()};
     return BlockingRead(context, call, request->run_id(),
                         {request->keys().begin(), request->keys().end()}, request->timeout_ms(),
                         nullptr);
@@ -157,7 +157,7 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* Check(grpc::CallbackServerContext* context,
                                   const pb::CheckRequest* request,
                                   pb::CheckResponse* response) override {
-    const StoreCall call{"check", MonotonicNow()};
+    const StoreCall call{StoreOp::kCheck, MonotonicNow()};
     absl::StatusOr<bool> all =
         master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
           return store.Check({request->keys().begin(), request->keys().end()});
@@ -169,7 +169,7 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
                                    const pb::DeleteRequest* request,
                                    pb::DeleteResponse* response) override {
-    const StoreCall call{"delete", MonotonicNow()};
+    const StoreCall call{StoreOp::kDelete, MonotonicNow()};
     absl::StatusOr<bool> deleted =
         master_->WithStore(TokenOf(context), request->run_id(),
                            [&](KvStore& store) { return store.Delete(request->key()); });
@@ -180,7 +180,7 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* NumKeys(grpc::CallbackServerContext* context,
                                     const pb::NumKeysRequest* request,
                                     pb::NumKeysResponse* response) override {
-    const StoreCall call{"num_keys", MonotonicNow()};
+    const StoreCall call{StoreOp::kNumKeys, MonotonicNow()};
     absl::StatusOr<int64_t> count = master_->WithStore(
         TokenOf(context), request->run_id(),
         [](KvStore& store) -> absl::StatusOr<int64_t> { return store.NumKeys(); });
@@ -191,7 +191,7 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* MultiGet(grpc::CallbackServerContext* context,
                                      const pb::MultiGetRequest* request,
                                      pb::MultiGetResponse* response) override {
-    const StoreCall call{"multi_get", MonotonicNow()};
+    const StoreCall call{StoreOp::kMultiGet, MonotonicNow()};
     return BlockingRead(context, call, request->run_id(),
                         {request->keys().begin(), request->keys().end()}, request->timeout_ms(),
                         [response](std::vector<std::string>& values) {
@@ -202,7 +202,7 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* MultiSet(grpc::CallbackServerContext* context,
                                      const pb::MultiSetRequest* request,
                                      pb::MultiSetResponse*) override {
-    const StoreCall call{"multi_set", MonotonicNow()};
+    const StoreCall call{StoreOp::kMultiSet, MonotonicNow()};
     return Reply(context, call,
                  master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
                    return store.MultiSet({request->keys().begin(), request->keys().end()},

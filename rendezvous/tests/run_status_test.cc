@@ -150,7 +150,7 @@ TEST_F(RunStatusTest, TheMetricsReadTheSameStatus) {
   odd.exit_code = 100000;  // a code no process has: one "other" series, not one per value
   rounds_->ReportFailure(2, 0, {killed, foreign, odd}, now_);
   MasterMetrics metrics;
-  metrics.StoreCall("get", true, absl::Milliseconds(2));
+  metrics.StoreCall(StoreOp::kGet, true, absl::Milliseconds(2));
   v1::StatusReply reply;
   // What a scrape reads: the counts, without a line per node.
   *reply.add_runs() = RunStatusOf("job", *rounds_, {now_, wall_}, /*lists=*/false);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "tests/integration/two_agent_job.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 #include "tests/support/http_get.h"
@@ -18,37 +19,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-struct Job {
-  int port = FreeLoopbackPort();          // the rendezvous master's
-  int metrics_port = FreeLoopbackPort();  // the hosting agent's --metrics-port
-  std::unique_ptr<ChildProcess> host, other;
-
-  std::vector<std::string> Agent(bool hosts, const std::vector<std::string>& worker_args) const {
-    std::vector<std::string> options = {
-        "--nnodes=2",          "--nproc-per-node=2",
-        "--rdzv-backend=c10d", absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
-        "--rdzv-id=job",       "--max-restarts=3"};
-    if (hosts) {
-      options.push_back(absl::StrCat("--metrics-port=", metrics_port));
-    } else {
-      options.push_back("--rdzv-conf=is_host=0");
-    }
-    return DdprunWithTestWorker(options, worker_args);
-  }
-  void Start(const std::vector<std::string>& worker_args,
-             const std::map<std::string, std::optional<std::string>>& env = {}) {
-    host = ChildProcess::Start(Agent(true, worker_args), env);
-    other = ChildProcess::Start(Agent(false, worker_args), env);
-  }
-  ProcessResult Admin(std::vector<std::string> args,
-                      const std::map<std::string, std::optional<std::string>>& env = {}) const {
-    args.insert(args.begin(), kDdprun);
-    args.push_back(absl::StrCat("--rdzv-endpoint=127.0.0.1:", port));
-    return RunProcess(args, env, absl::Seconds(30));
-  }
-  std::string Metrics() const { return HttpGet(metrics_port, "/metrics").body; }
-};
-
 bool AllReady(const TempDir& dir, int ranks) {
   for (int rank = 0; rank < ranks; ++rank) {
     if (!FileExists(dir / absl::StrCat("ready.", rank))) return false;
@@ -58,7 +28,7 @@ bool AllReady(const TempDir& dir, int ranks) {
 
 TEST(Observability, StatusShowsTheJobAndStopEndsItCleanly) {
   TempDir dir;
-  Job job;
+  TwoAgentJob job;
   job.Start({"wait-signal", dir.path()});
   ASSERT_TRUE(WaitUntil([&] { return AllReady(dir, 4); }, absl::Seconds(30)))
       << job.host->ErrSoFar() << job.other->ErrSoFar();
@@ -113,7 +83,7 @@ TEST(Observability, AFailureShowsInTheStatusAndTheMetrics) {
   TempDir dir;
   WriteFile(dir / "pause.0", "");
   WriteFile(dir / "pause.1", "");
-  Job job;
+  TwoAgentJob job;
   job.Start({"crash-until", "2", dir.path()});
   ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "at.0"); }, absl::Seconds(30)));
   WriteFile(dir / "go.0", "");  // rank 1 exits 1: round 1 begins
@@ -149,7 +119,7 @@ TEST(Observability, AFailureShowsInTheStatusAndTheMetrics) {
 
 TEST(Observability, StatusAndStopNeedTheJobsToken) {
   TempDir dir;
-  Job job;
+  TwoAgentJob job;
   job.Start({"wait-signal", dir.path()}, {{"DDPRUN_RDZV_TOKEN", "s3cret"}});
   ASSERT_TRUE(WaitUntil([&] { return AllReady(dir, 4); }, absl::Seconds(30)));
   const std::map<std::string, std::optional<std::string>> no_token = {
@@ -160,6 +130,11 @@ TEST(Observability, StatusAndStopNeedTheJobsToken) {
   EXPECT_THAT(status.err, HasSubstr("DDPRUN_RDZV_TOKEN"));
   ProcessResult refused = job.Admin({"stop", "--rdzv-id=job"}, no_token);
   EXPECT_EQ(refused.exit_code, 1);
+  ProcessResult long_reason =
+      job.Admin({"stop", "--rdzv-id=job", "--reason=" + std::string(2000, 'x')},
+                {{"DDPRUN_RDZV_TOKEN", "s3cret"}});
+  EXPECT_EQ(long_reason.exit_code, 1);
+  EXPECT_THAT(long_reason.err, HasSubstr("--reason is 2000 bytes; at most 1024"));
   ProcessResult wrong = job.Admin({"stop", "--rdzv-id=job"}, {{"DDPRUN_RDZV_TOKEN", "guess"}});
   EXPECT_EQ(wrong.exit_code, 1);
   ProcessResult listed = job.Admin({"status"}, {{"DDPRUN_RDZV_TOKEN", "s3cret"}});

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "tests/integration/two_agent_job.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 #include "tests/support/http_get.h"
@@ -18,27 +19,13 @@ namespace {
 using ::testing::HasSubstr;
 
 // Two agents in crash-until 2 mode, paused at restarts 0 and 1 until the test says go.
-struct PausedJob {
+struct PausedJob : TwoAgentJob {
   TempDir dir;
-  int port = FreeLoopbackPort();
-  int metrics_port = FreeLoopbackPort();
-  std::unique_ptr<ChildProcess> host, other;
 
   PausedJob() {
     WriteFile(dir / "pause.0", "");
     WriteFile(dir / "pause.1", "");
-    for (bool hosts : {true, false}) {
-      std::vector<std::string> options = {
-          "--nnodes=2",
-          "--nproc-per-node=2",
-          "--rdzv-backend=c10d",
-          absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
-          "--rdzv-id=job",
-          "--max-restarts=3",
-          hosts ? absl::StrCat("--metrics-port=", metrics_port) : "--rdzv-conf=is_host=0"};
-      (hosts ? host : other) =
-          ChildProcess::Start(DdprunWithTestWorker(options, {"crash-until", "2", dir.path()}));
-    }
+    Start({"crash-until", "2", dir.path()});
   }
   // Lets every paused restart go on, and checks that the job then succeeds.
   void Finish() {

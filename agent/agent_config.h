@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "agent/cpu_binding.h"
 #include "agent/event_log.h"
 #include "agent/health_check.h"
 #include "rendezvous/node_health.h"
@@ -73,12 +74,27 @@ struct AgentConfig {
   std::vector<std::string> worker_argv;
   /// The name the failure summary uses ("train.py FAILED").
   std::string entrypoint_name;
+  // --virtual-local-rank: every worker gets LOCAL_RANK=0 and sees only its own accelerator:
+  // `device_variable` (CUDA_VISIBLE_DEVICES, ...) set to its entry of `device_values`, which
+  // the launcher fills in from the node's accelerators (one per local rank).
+  bool virtual_local_rank = false;
+  std::string device_variable;
+  std::vector<std::string> device_values;
+  // --numa-binding / --cpu-affinity: as asked, and each local rank's binding as the launcher
+  // planned it on this machine (empty: unbound).
+  CpuBindingSettings cpu_binding;
+  std::vector<WorkerBinding> worker_bindings;
 
   // Output.
   std::string log_dir;  // empty: a private temporary folder, removed when nothing in it is kept
   StdSpec redirects;    // already includes the tee bits, as torchrun does
   StdSpec tee;
   std::optional<std::set<int>> local_ranks_filter;  // unset: every rank reaches the console
+  // --log-line-prefix-template (TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE); empty: "[<role><lr>]:".
+  std::string log_line_prefix_template;
+  // --duplicate-stdout-filters / --duplicate-stderr-filters: tee'd lines holding any of these
+  // are also written to the attempt's filtered_stdout.log / filtered_stderr.log.
+  std::vector<std::string> duplicate_stdout_filters, duplicate_stderr_filters;
 
   // Shutdown.
   std::vector<int> signals_to_handle;  // signal numbers, in the order given

@@ -6,7 +6,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <set>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -17,15 +19,33 @@
 namespace ddprun {
 namespace {
 
-int CountWithLibcuda() {
+// One visible device's PCI address as the probe child sends it: fixed size, so the parent
+// reads whole records.
+struct BusIdRecord {
+  char text[32];
+};
+constexpr int kMaxProbedGpus = 64;
+
+// The count, and each device's PCI bus id when `bus_ids` is not null.
+int CountWithLibcuda(BusIdRecord* bus_ids) {
   void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return -1;
   using InitFn = int (*)(unsigned int);
   using CountFn = int (*)(int*);
+  using GetFn = int (*)(int*, int);
+  using BusIdFn = int (*)(char*, int, int);
   auto init = reinterpret_cast<InitFn>(::dlsym(lib, "cuInit"));
   auto count = reinterpret_cast<CountFn>(::dlsym(lib, "cuDeviceGetCount"));
+  auto get = reinterpret_cast<GetFn>(::dlsym(lib, "cuDeviceGet"));
+  auto bus_id = reinterpret_cast<BusIdFn>(::dlsym(lib, "cuDeviceGetPCIBusId"));
   int n = 0;
   if (init == nullptr || count == nullptr || init(0) != 0 || count(&n) != 0) return 0;
+  for (int i = 0; i < n && i < kMaxProbedGpus && get != nullptr && bus_id != nullptr; ++i) {
+    int device = 0;
+    if (get(&device, i) != 0 || bus_id(bus_ids[i].text, sizeof(bus_ids[i].text) - 1, device) != 0) {
+      bus_ids[i].text[0] = '\0';
+    }
+  }
   return n;
 }
 
@@ -41,6 +61,19 @@ int CountWithNvml() {
   const char* visible = ::getenv("CUDA_VISIBLE_DEVICES");
   return ApplyCudaVisibleDevices(visible ? std::optional<std::string>(visible) : std::nullopt,
                                  static_cast<int>(n));
+}
+
+// Reads exactly `size` bytes, unless the writer goes first.
+bool ReadFully(int fd, void* data, size_t size) {
+  char* at = static_cast<char*>(data);
+  while (size > 0) {
+    const ssize_t got = ::read(fd, at, size);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    at += got;
+    size -= static_cast<size_t>(got);
+  }
+  return true;
 }
 
 }  // namespace
@@ -72,30 +105,51 @@ int ApplyCudaVisibleDevices(const std::optional<std::string>& visible, int physi
   return std::min(numeric ? static_cast<int>(indices.size()) : uuids, physical_count);
 }
 
-absl::StatusOr<int> CountVisibleGpus() {
+std::string NormalizePciAddress(const std::string& bus_id) {
+  unsigned domain = 0, bus = 0, device = 0, function = 0;
+  if (std::sscanf(bus_id.c_str(), "%x:%x:%x.%x", &domain, &bus, &device, &function) != 4) {
+    return "";
+  }
+  char out[32];
+  std::snprintf(out, sizeof(out), "%04x:%02x:%02x.%x", domain, bus, device, function);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> ProbeNvidiaGpus() {
   absl::StatusOr<Pipe> pipe = MakePipe(/*nonblocking_read=*/false);
   if (!pipe.ok()) return pipe.status();
   const pid_t pid = ::fork();
   if (pid < 0) return ErrnoStatus(errno, "fork (GPU probe)");
   if (pid == 0) {
-    int n = CountWithLibcuda();
-    if (n < 0) n = CountWithNvml();
+    static BusIdRecord bus_ids[kMaxProbedGpus] = {};
+    int n = CountWithLibcuda(bus_ids);
+    if (n < 0) n = CountWithNvml();  // the count only: the records stay empty
     if (n < 0) n = 0;
     (void)!::write(pipe->write_end.get(), &n, sizeof(n));
+    (void)!::write(pipe->write_end.get(), bus_ids, sizeof(bus_ids));  // < 64 KiB: no wait
     ::_exit(0);
   }
   pipe->write_end.Reset();
   int count = 0;
-  ssize_t got;
-  do {
-    got = ::read(pipe->read_end.get(), &count, sizeof(count));
-  } while (got < 0 && errno == EINTR);
+  std::vector<BusIdRecord> records(kMaxProbedGpus);
+  const bool answered =
+      ReadFully(pipe->read_end.get(), &count, sizeof(count)) &&
+      ReadFully(pipe->read_end.get(), records.data(), records.size() * sizeof(BusIdRecord));
   int status = 0;
   ::waitpid(pid, &status, 0);
-  if (got != static_cast<ssize_t>(sizeof(count))) {
+  if (!answered) {
     return absl::InternalError("the GPU probe process died before answering (driver crash?)");
   }
-  return count;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < count; ++i) {
+    if (i >= kMaxProbedGpus) {
+      addresses.push_back("");  // counted, not located
+      continue;
+    }
+    records[i].text[sizeof(records[i].text) - 1] = '\0';
+    addresses.push_back(NormalizePciAddress(records[i].text));
+  }
+  return addresses;
 }
 
 }  // namespace ddprun

@@ -143,8 +143,8 @@ int RunHealthCheckProcess(const std::vector<std::string>& args) {
           kHealthSkippedPrefix);
     }
     if (facts.expected_gpus > 0 && (!nvml || facts.visible_gpus < facts.expected_gpus)) {
-      absl::StatusOr<int> visible = CountVisibleGpus();
-      facts.visible_gpus = visible.ok() ? *visible : 0;
+      absl::StatusOr<std::vector<std::string>> visible = ProbeNvidiaGpus();
+      facts.visible_gpus = visible.ok() ? static_cast<int>(visible->size()) : 0;
     }
     struct statvfs fs;
     if (facts.min_free_disk_bytes > 0 && ::statvfs(facts.disk_path.c_str(), &fs) == 0) {

@@ -1,7 +1,7 @@
 #include "agent/log_layout.h"
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 
 namespace ddprun {
 
@@ -23,12 +23,52 @@ WorkerLogPaths WorkerLogPathsFor(const std::string& log_dir, const std::string& 
   return paths;
 }
 
-std::string LinePrefix(const std::string& prefix_template, const std::string& role_name, int rank,
-                       int local_rank) {
-  if (prefix_template.empty()) return absl::StrCat("[", role_name, local_rank, "]:");
-  return absl::StrReplaceAll(prefix_template, {{"${role_name}", role_name},
-                                               {"${rank}", absl::StrCat(rank)},
-                                               {"${local_rank}", absl::StrCat(local_rank)}});
+std::string LinePrefix(const std::string& prefix_template, const LineSource& source) {
+  if (prefix_template.empty()) return absl::StrCat("[", source.role_name, source.local_rank, "]:");
+  return SafeSubstitute(prefix_template, {{"role_name", source.role_name},
+                                          {"rank", absl::StrCat(source.rank)},
+                                          {"local_rank", absl::StrCat(source.local_rank)},
+                                          {"hostname", source.hostname}});
+}
+
+namespace {
+
+// Python's identifier pattern for templates: [_a-z][_a-z0-9]*, any case, ASCII only.
+bool IdentifierStart(char c) { return c == '_' || absl::ascii_isalpha(c); }
+bool IdentifierPart(char c) { return c == '_' || absl::ascii_isalnum(c); }
+
+}  // namespace
+
+std::string SafeSubstitute(const std::string& text,
+                           const std::map<std::string, std::string>& values) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] != '$' || i + 1 == text.size()) {
+      out += text[i++];
+      continue;
+    }
+    if (text[i + 1] == '$') {  // "$$": one "$"
+      out += '$';
+      i += 2;
+      continue;
+    }
+    const bool braced = text[i + 1] == '{';
+    const size_t start = i + (braced ? 2 : 1);
+    size_t end = start;
+    if (end < text.size() && IdentifierStart(text[end])) {
+      while (end < text.size() && IdentifierPart(text[end])) ++end;
+    }
+    const bool closed = !braced || (end < text.size() && text[end] == '}');
+    auto value = values.find(text.substr(start, end - start));
+    if (end == start || !closed || value == values.end()) {
+      out += text[i++];  // not a placeholder, or one without a value: kept as written
+      continue;
+    }
+    out += value->second;
+    i = end + (braced ? 1 : 0);
+  }
+  return out;
 }
 
 }  // namespace ddprun

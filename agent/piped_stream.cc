@@ -75,9 +75,11 @@ void PipedStream::EmitLine(std::string_view line) {
   console_buffer_.append(prefix_);
   console_buffer_.append(line);
   console_buffer_.push_back('\n');
+  if (duplicate_ != nullptr) duplicate_->Offer(prefix_, line);
 }
 
 void PipedStream::FlushConsole() {
+  if (duplicate_ != nullptr) duplicate_->Flush();
   if (console_buffer_.empty()) return;
   // One write per batch of whole lines: other workers' lines can only fall between lines.
   (void)WriteAll(console_fd_, console_buffer_);

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "agent/duplicate_filter.h"
 #include "agent/line_assembler.h"
 #include "common/unique_fd.h"
 
@@ -11,13 +12,16 @@ namespace ddprun {
 
 class PipedStream {
  public:
-  /// `console_fd` < 0: not shown on the console. `tail` may be null.
-  PipedStream(UniqueFd read_end, UniqueFd file, int console_fd, std::string prefix, LineTail* tail)
+  /// `console_fd` < 0: not shown on the console. `tail` and `duplicate` may be null; the
+  /// prefixed lines shown on the console are also offered to `duplicate`.
+  PipedStream(UniqueFd read_end, UniqueFd file, int console_fd, std::string prefix, LineTail* tail,
+              DuplicateFilter* duplicate = nullptr)
       : read_end_(std::move(read_end)),
         file_(std::move(file)),
         console_fd_(console_fd),
         prefix_(std::move(prefix)),
-        tail_(tail) {}
+        tail_(tail),
+        duplicate_(console_fd >= 0 && !prefix_.empty() ? duplicate : nullptr) {}
 
   int fd() const { return read_end_.get(); }
   bool open() const { return read_end_.valid(); }
@@ -42,6 +46,7 @@ class PipedStream {
   int console_fd_;
   std::string prefix_;
   LineTail* tail_;
+  DuplicateFilter* duplicate_;
   std::string* capture_ = nullptr;
   LineAssembler assembler_;
   std::string console_buffer_;

@@ -15,7 +15,8 @@ bool WillDefaultOmpThreads(const EnvMap& base, int local_world_size) {
 
 EnvMap BuildWorkerEnv(const EnvMap& base, const WorkerPlacement& p) {
   EnvMap env = base;
-  env[worker_env::kLocalRank] = std::to_string(p.local_rank);
+  env[worker_env::kLocalRank] = std::to_string(p.virtual_local_rank ? 0 : p.local_rank);
+  if (p.virtual_local_rank) env[p.device_variable] = p.device_value;
   env[worker_env::kRank] = std::to_string(p.rank);
   env[worker_env::kGroupRank] = std::to_string(p.group_rank);
   // ddprun runs one role per job, so role ranks and sizes equal the global ones.

@@ -39,6 +39,11 @@ struct WorkerPlacement {
   // _CA); empty: plaintext.
   std::string tls_cert, tls_key, tls_ca;
   std::string signals_to_handle;  // "SIGTERM,SIGINT,..." as torchrun exports it
+  // --virtual-local-rank: LOCAL_RANK is 0, and `device_variable` (CUDA_VISIBLE_DEVICES, ...)
+  // holds `device_value`, this worker's own accelerator.
+  bool virtual_local_rank = false;
+  std::string device_variable;
+  std::string device_value;
 };
 
 /// `base` (the agent's environment) overlaid with the variables of `placement`.

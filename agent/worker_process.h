@@ -6,12 +6,23 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 
 namespace ddprun {
+
+/// --numa-binding / --cpu-affinity for one worker, as the kernel takes it: made in the agent,
+/// applied in the child between clone and exec (no numactl process in between).
+struct ProcessBinding {
+  std::vector<unsigned long> cpu_mask;   // a cpu_set_t for sched_setaffinity; empty: unbound
+  std::vector<unsigned long> node_mask;  // set_mempolicy(MPOL_PREFERRED, ...); empty: unset
+};
+
+/// The masks of `cpus` and `preferred_node` (-1: none).
+ProcessBinding MakeProcessBinding(const std::set<int>& cpus, int preferred_node);
 
 struct SpawnSpec {
   std::vector<std::string> argv;  // argv[0] is looked up in PATH when it has no '/'
@@ -25,6 +36,11 @@ struct SpawnSpec {
   int inherit_fd = -1;
   /// An attempt's cgroup.procs, open for writing: the child joins that cgroup first; -1: none.
   int cgroup_procs_fd = -1;
+  /// CPUs and preferred memory node; null: the agent's. A failed sched_setaffinity fails the
+  /// start; a refused set_mempolicy (a container without CAP_SYS_NICE) is only reported, in
+  /// `*mempolicy_errno`.
+  const ProcessBinding* binding = nullptr;
+  int* mempolicy_errno = nullptr;
 };
 
 /// Starts the process and returns its pid, which is also its process group id. Returns an

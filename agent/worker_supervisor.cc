@@ -1,11 +1,15 @@
 #include "agent/worker_supervisor.h"
 
 #include <signal.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <tuple>
+
 #include "absl/strings/str_cat.h"
 #include "agent/error_file.h"
+#include "agent/host_info.h"
 #include "agent/log_format.h"
 #include "agent/worker_process.h"
 #include "common/process_status.h"
@@ -24,9 +28,29 @@ bool FilesEnabled(const std::string& log_root) {
 
 WorkerSupervisor::WorkerSupervisor(const AgentConfig& config, const EnvMap& base_env,
                                    EventLoop& loop, OrphanGuard& guard, std::string host)
-    : config_(config), base_env_(base_env), loop_(loop), guard_(guard), host_(std::move(host)) {
-  auto it = base_env_.find("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE");
-  if (it != base_env_.end()) prefix_template_ = it->second;
+    : config_(config),
+      base_env_(base_env),
+      loop_(loop),
+      guard_(guard),
+      host_(std::move(host)),
+      hostname_(HostName()) {
+  for (const WorkerBinding& binding : config_.worker_bindings) {
+    bindings_.push_back(MakeProcessBinding(binding.cpus, binding.preferred_node));
+  }
+}
+
+// A container without CAP_SYS_NICE may refuse set_mempolicy (Docker's default seccomp
+// profile does): the CPUs are bound, and memory follows the kernel's default, which is the
+// node of the CPU that first touches it.
+void WorkerSupervisor::ReportMempolicyRefused(int error) {
+  static bool said = false;  // once per agent
+  if (said) return;
+  said = true;
+  spdlog::warn(
+      "--numa-binding: the kernel refused set_mempolicy ({}): workers run on their bound "
+      "CPUs, but their memory is not steered to the accelerator's NUMA node (a container "
+      "needs CAP_SYS_NICE or a seccomp profile that allows set_mempolicy)",
+      ::strerror(error));
 }
 
 WorkerSupervisor::~WorkerSupervisor() {
@@ -93,6 +117,7 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
     }
     workers_.push_back(std::move(worker));
   }
+  if (absl::Status s = OpenFilteredLogs(plan); !s.ok()) return s;  // in the folders just made
   for (auto& worker : workers_) {
     if (absl::Status s = StartWorker(*worker, plan); !s.ok()) {
       // The reason is kept for the summary; the agent stops the rest as for any failure.
@@ -106,6 +131,22 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
       CloseStream(worker->out);
       CloseStream(worker->err);
     }
+  }
+  return absl::OkStatus();
+}
+
+// --duplicate-*-filters: the attempt's filtered_stdout.log and filtered_stderr.log.
+absl::Status WorkerSupervisor::OpenFilteredLogs(const AttemptPlan& plan) {
+  filtered_out_.reset();
+  filtered_err_.reset();
+  for (auto [filters, name, sink] :
+       {std::tuple{&config_.duplicate_stdout_filters, "filtered_stdout.log", &filtered_out_},
+        std::tuple{&config_.duplicate_stderr_filters, "filtered_stderr.log", &filtered_err_}}) {
+    if (filters->empty() || !files_enabled_) continue;
+    absl::StatusOr<UniqueFd> file = OpenLogFile(
+        absl::StrCat(AttemptLogDir(plan.log_root, config_.run_id, plan.log_attempt), "/", name));
+    if (!file.ok()) return file.status();
+    *sink = std::make_unique<DuplicateFilter>(*filters, std::move(*file));
   }
   return absl::OkStatus();
 }
@@ -130,8 +171,14 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
   spec.env = FlattenEnv(BuildWorkerEnv(base_env_, placement));
   spec.guard_fd = guard_.registration_fd();
   if (cgroup_) spec.cgroup_procs_fd = cgroup_->procs_fd();
+  int mempolicy_errno = 0;
+  if (!bindings_.empty()) {
+    spec.binding = &bindings_.at(worker.local_rank);
+    spec.mempolicy_errno = &mempolicy_errno;
+  }
   absl::StatusOr<pid_t> pid = SpawnWorkerProcess(spec);
   if (!pid.ok()) return pid.status();
+  if (mempolicy_errno != 0) ReportMempolicyRefused(mempolicy_errno);
   worker.pid = *pid;
   hangs_->WorkerStarted(worker.local_rank, worker.pid);
   spdlog::debug("started local_rank={} rank={} pid={}", worker.local_rank, worker.rank, worker.pid);
@@ -163,6 +210,11 @@ WorkerPlacement WorkerSupervisor::PlacementOf(const Worker& worker, const Attemp
   placement.tls_cert = config_.tls.cert_path;
   placement.tls_key = config_.tls.key_path;
   placement.tls_ca = config_.tls.ca_path;
+  if (config_.virtual_local_rank) {
+    placement.virtual_local_rank = true;
+    placement.device_variable = config_.device_variable;
+    placement.device_value = config_.device_values.at(worker.local_rank);
+  }
   for (int sig : config_.signals_to_handle) {
     if (!placement.signals_to_handle.empty()) placement.signals_to_handle += ",";
     placement.signals_to_handle += SignalName(sig);
@@ -215,11 +267,12 @@ absl::Status WorkerSupervisor::SetUpStream(Worker& worker, int which, const std:
     if (!opened.ok()) return opened.status();
     file = std::move(*opened);
   }
-  const std::string prefix =
-      teed ? LinePrefix(prefix_template_, config_.role, worker.rank, lr) : std::string();
-  auto stream = std::make_unique<PipedStream>(std::move(pipe->read_end), std::move(file),
-                                              shown ? console_fd : -1, prefix,
-                                              is_stderr ? &worker.stderr_tail : nullptr);
+  const std::string prefix = teed ? LinePrefix(config_.log_line_prefix_template,
+                                               {config_.role, worker.rank, lr, hostname_})
+                                  : std::string();
+  auto stream = std::make_unique<PipedStream>(
+      std::move(pipe->read_end), std::move(file), shown ? console_fd : -1, prefix,
+      is_stderr ? &worker.stderr_tail : nullptr, (is_stderr ? filtered_err_ : filtered_out_).get());
   PipedStream* raw = stream.get();
   if (absl::Status s = loop_.WatchReadable(raw->fd(), [raw](uint32_t) { raw->Pump(); }); !s.ok()) {
     return s;

@@ -29,6 +29,7 @@
 #include "agent/piped_stream.h"
 #include "agent/stack_collection.h"
 #include "agent/worker_env.h"
+#include "agent/worker_process.h"
 #include "rendezvous/round_state_machine.h"
 #include "rendezvous/stack_report.h"
 
@@ -145,6 +146,8 @@ class WorkerSupervisor {
   void GatherInCgroup(int attempt);
   // A worker's log file, below the run's folder (see AttemptPlan::log_run_dir).
   absl::StatusOr<UniqueFd> OpenLogFile(const std::string& path) const;
+  absl::Status OpenFilteredLogs(const AttemptPlan& plan);
+  static void ReportMempolicyRefused(int error);
   absl::Status SetUpStream(Worker& worker, int which, const std::string& file_path, int& child_fd,
                            std::vector<UniqueFd>& child_ends);
   WorkerFailure DescribeFailure(const Worker& worker) const;
@@ -166,7 +169,11 @@ class WorkerSupervisor {
   EventLoop& loop_;
   OrphanGuard& guard_;
   std::string host_;
-  std::string prefix_template_;
+  const std::string hostname_;            // ${hostname} in --log-line-prefix-template
+  std::vector<ProcessBinding> bindings_;  // per local rank; empty: workers are not bound
+  // --duplicate-*-filters: this attempt's filtered_stdout.log and filtered_stderr.log; null:
+  // no filters (or no log files).
+  std::unique_ptr<DuplicateFilter> filtered_out_, filtered_err_;
   bool files_enabled_ = false;
   std::string log_run_path_;  // see AttemptPlan
   std::shared_ptr<const UniqueFd> log_run_dir_;

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "CLI/CLI.hpp"
@@ -9,10 +10,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "agent/worker_env.h"
 #include "common/status_macros.h"
 #include "launcher/cli_rules.h"
+#include "launcher/completion.h"
 #include "launcher/options.h"
 #include "launcher/options_health.h"
 
@@ -84,7 +87,12 @@ std::string HelpText(const OptionSpec& spec) {
 struct RawValues {
   std::map<std::string, std::string> text;
   std::map<std::string, bool> flags;
+  std::string print_completion;  // --print-completion's shell; empty: not asked
 };
+
+constexpr char kPrintCompletionHelp[] =
+    "Print the completion script for this shell and exit (e.g. ddprun --print-completion zsh "
+    "> ~/.zsh/completions/_ddprun)";
 
 class UsageFormatter : public CLI::Formatter {
  public:
@@ -102,6 +110,8 @@ void DeclareApp(CLI::App& app, RawValues& raw) {
   app.set_version_flag("--version", VersionText(), "Print ddprun's version and exit");
   app.footer(kFooter);
   app.get_formatter()->column_width(34);
+  app.add_option("--print-completion,--print_completion", raw.print_completion,
+                 kPrintCompletionHelp);
   for (const OptionSpec& spec : Options()) {
     CLI::Option* option =
         spec.flag ? app.add_flag(Spellings(spec), raw.flags[spec.name], HelpText(spec))
@@ -239,6 +249,12 @@ std::vector<OptionDoc> DescribeOptions() {
   std::vector<OptionDoc> docs = {
       {{"-h", "--help"}, "", "Print this help message and exit", "Options", false, {}},
       {{"--version"}, "", "Print ddprun's version and exit", "Options", false, {}},
+      {{"--print-completion", "--print_completion"},
+       "",
+       kPrintCompletionHelp,
+       "Options",
+       true,
+       CompletionShells()},
   };
   for (const OptionSpec& spec : Options()) {
     OptionDoc doc;
@@ -250,6 +266,17 @@ std::vector<OptionDoc> DescribeOptions() {
     doc.completion = spec.completion;
     docs.push_back(std::move(doc));
   }
+  // Each section together, in the order --help shows them (a section's first option).
+  std::vector<std::string> groups;
+  for (const OptionDoc& doc : docs) {
+    if (std::find(groups.begin(), groups.end(), doc.group) == groups.end()) {
+      groups.push_back(doc.group);
+    }
+  }
+  std::stable_sort(docs.begin(), docs.end(), [&groups](const OptionDoc& a, const OptionDoc& b) {
+    return std::find(groups.begin(), groups.end(), a.group) <
+           std::find(groups.begin(), groups.end(), b.group);
+  });
   return docs;
 }
 
@@ -281,6 +308,19 @@ absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args
     return outcome;
   } catch (const CLI::ParseError& e) {
     return absl::InvalidArgumentError(DescribeParseError(e));
+  }
+  if (app.get_option("--print-completion")->count() > 0) {
+    // Like --help: answered before the training script is asked for.
+    UnmarkEmptyValue(raw.print_completion);
+    std::optional<std::string> script = CompletionScript(raw.print_completion);
+    if (!script) {
+      return absl::InvalidArgumentError(absl::StrCat("--print-completion='", raw.print_completion,
+                                                     "' is not valid: expected ",
+                                                     absl::StrJoin(CompletionShells(), ", ")));
+    }
+    outcome.action = CliOutcome::Action::kPrint;
+    outcome.text = *script;
+    return outcome;
   }
   DDPRUN_ASSIGN_OR_RETURN(OptionValues values, ReadOptionValues(app, raw, env));
   DDPRUN_ASSIGN_OR_RETURN(std::vector<std::string> positional, Positional(app));

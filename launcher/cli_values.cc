@@ -84,6 +84,19 @@ absl::StatusOr<Endpoint> ParseEndpoint(const std::string& value, int default_por
 
 absl::StatusOr<int> ParseNprocPerNode(const std::string& value, const DeviceCounts& devices) {
   if (value == "cpu") return std::max(devices.cpu_count, 1);
+  if (value == "xpu") {
+    absl::StatusOr<int> xpus =
+        devices.count_xpus ? devices.count_xpus() : absl::UnavailableError("no Intel probe");
+    if (!xpus.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--nproc-per-node=xpu: cannot count Intel GPUs: ", xpus.status().message()));
+    }
+    if (*xpus > 0) return *xpus;
+    return absl::FailedPreconditionError(
+        "--nproc-per-node=xpu: no Intel GPU is visible on this node (no i915 or xe card in "
+        "/sys/class/drm, or ZE_AFFINITY_MASK hides them all); give a number, or 'gpu' or "
+        "'auto'");
+  }
   if (value == "gpu" || value == "auto") {
     absl::StatusOr<int> gpus = devices.count_gpus();
     if (!gpus.ok()) {
@@ -93,12 +106,13 @@ absl::StatusOr<int> ParseNprocPerNode(const std::string& value, const DeviceCoun
     if (*gpus > 0) return *gpus;
     if (value == "auto") return std::max(devices.cpu_count, 1);
     return absl::FailedPreconditionError(
-        "--nproc-per-node=gpu: no GPU is visible on this node (no NVIDIA driver, or "
-        "CUDA_VISIBLE_DEVICES hides them all); give a number, or 'cpu' or 'auto'");
+        "--nproc-per-node=gpu: no GPU is visible on this node (no NVIDIA driver and no AMD or "
+        "Intel GPU in /sys, or CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or ZE_AFFINITY_MASK "
+        "hides them all); give a number, or 'cpu' or 'auto'");
   }
   int n = 0;
   if (!ParseStrictInt(value, n) || n < 1) {
-    return Invalid("--nproc-per-node", value, "a positive integer, 'cpu', 'gpu' or 'auto'");
+    return Invalid("--nproc-per-node", value, "a positive integer, 'cpu', 'gpu', 'xpu' or 'auto'");
   }
   // A bound well above any machine's cores: 100,000 workers on one node is a typo.
   if (n > kMaxNprocPerNode) {

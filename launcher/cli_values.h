@@ -33,12 +33,15 @@ absl::StatusOr<Endpoint> ParseEndpoint(const std::string& value, int default_por
 
 /// Where --nproc-per-node's gpu/auto/cpu values come from; injected so tests need no GPU.
 struct DeviceCounts {
+  // The node's accelerators, whichever vendor's (agent/accelerators.h): 'gpu' and 'auto'.
   std::function<absl::StatusOr<int>()> count_gpus;
+  // Its Intel GPUs only: 'xpu', as torchrun's torch.xpu.device_count(); null: none.
+  std::function<absl::StatusOr<int>()> count_xpus;
   int cpu_count = 1;
 };
 
-/// --nproc-per-node: a positive integer, "cpu", "gpu" (error when none is visible) or
-/// "auto" (GPUs if any, else CPUs).
+/// --nproc-per-node: a positive integer, "cpu", "gpu" (error when none is visible), "xpu"
+/// (Intel GPUs only) or "auto" (GPUs if any, else CPUs).
 /// The most workers one node may run (--nproc-per-node).
 inline constexpr int kMaxNprocPerNode = 4096;
 

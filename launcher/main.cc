@@ -7,13 +7,14 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "agent/accelerators.h"
 #include "agent/elastic_agent.h"
-#include "agent/gpu_probe.h"
 #include "agent/health_check_process.h"
 #include "agent/log_format.h"
 #include "agent/orphan_guard.h"
@@ -21,6 +22,7 @@
 #include "launcher/admin_command.h"
 #include "launcher/backends.h"
 #include "launcher/cli.h"
+#include "launcher/placement.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -74,6 +76,33 @@ bool ServeMetrics(int port, ddprun::StartedRendezvous& rendezvous, ddprun::Elast
   return true;
 }
 
+// The agent reads its signals from a signalfd: they must be blocked in every thread, so
+// before gRPC or anything else starts one (a SIGCHLD taken by another thread is lost).
+void BlockHandledSignals(const ddprun::AgentConfig& config) {
+  sigset_t handled;
+  sigemptyset(&handled);
+  sigaddset(&handled, SIGCHLD);
+  for (int sig : config.signals_to_handle) sigaddset(&handled, sig);
+  ::pthread_sigmask(SIG_BLOCK, &handled, nullptr);
+}
+
+using Accelerators = std::function<absl::StatusOr<ddprun::AcceleratorList>()>;
+
+// --nproc-per-node's gpu, xpu and auto, counted from `accelerators` when asked.
+ddprun::DeviceCounts CountDevicesWith(const Accelerators& accelerators) {
+  auto count = [accelerators](bool intel_only) -> absl::StatusOr<int> {
+    absl::StatusOr<ddprun::AcceleratorList> list = accelerators();
+    if (!list.ok()) return list.status();
+    if (intel_only && list->vendor != ddprun::AcceleratorVendor::kIntel) return 0;
+    return static_cast<int>(list->devices.size());
+  };
+  ddprun::DeviceCounts devices;
+  devices.count_gpus = [count] { return count(false); };
+  devices.count_xpus = [count] { return count(true); };
+  devices.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  return devices;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,11 +116,15 @@ int main(int argc, char** argv) {
     return ddprun::RunAdminCommandLine(std::vector<std::string>(argv + 1, argv + argc),
                                        ddprun::LaunchEnvironment::OfThisProcess());
   }
-  ddprun::DeviceCounts devices;
-  devices.count_gpus = ddprun::CountVisibleGpus;
-  devices.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   // Read once: the command line's rules and the workers' base environment.
   ddprun::LaunchEnvironment env = ddprun::LaunchEnvironment::OfThisProcess();
+  // The node's accelerators, found once and only when an option needs them.
+  std::optional<absl::StatusOr<ddprun::AcceleratorList>> found;
+  const Accelerators accelerators = [&]() -> absl::StatusOr<ddprun::AcceleratorList> {
+    if (!found) found = ddprun::FindAccelerators(env.vars);
+    return *found;
+  };
+  const ddprun::DeviceCounts devices = CountDevicesWith(accelerators);
   absl::StatusOr<ddprun::CliOutcome> cli =
       ddprun::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), devices, env);
   if (!cli.ok()) return UsageError(std::string(cli.status().message()));
@@ -102,14 +135,11 @@ int main(int argc, char** argv) {
   std::string log_error;
   if (!ConfigureLogging(log_error)) return UsageError(log_error);
   for (const std::string& notice : cli->notices) spdlog::warn("{}", notice);
+  if (absl::Status s = ddprun::PlaceWorkers(accelerators, env.vars, cli->config); !s.ok()) {
+    return UsageError(std::string(s.message()));
+  }
 
-  // The agent reads its signals from a signalfd: they must be blocked in every thread, so
-  // before gRPC or anything else starts one (a SIGCHLD taken by another thread is lost).
-  sigset_t handled;
-  sigemptyset(&handled);
-  sigaddset(&handled, SIGCHLD);
-  for (int sig : cli->config.signals_to_handle) sigaddset(&handled, sig);
-  ::pthread_sigmask(SIG_BLOCK, &handled, nullptr);
+  BlockHandledSignals(cli->config);
 
   // Orphaned grandchildren of workers come back to the agent to be reaped, not to init.
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);

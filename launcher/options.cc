@@ -12,10 +12,8 @@
 namespace ddprun {
 namespace {
 
-constexpr char kWorkerGroup[] = "Worker/resource definitions";
 constexpr char kRdzvGroup[] = "Rendezvous";
 constexpr char kLaunchGroup[] = "User-code launch";
-constexpr char kLogGroup[] = "Logs";
 constexpr char kShutdownGroup[] = "Shutdown and signals";
 constexpr char kStaticGroup[] = "Node rank, master address and port";
 
@@ -210,10 +208,10 @@ std::vector<OptionSpec> MakeOptions() {
        false,
        "1",
        kWorkerGroup,
-       "Workers per node: a number (at most 4096), 'gpu' (one per visible GPU), 'cpu' (one "
-       "per CPU) or 'auto' (GPUs if any, else CPUs)",
+       "Workers per node: a number (at most 4096), 'gpu' (one per visible NVIDIA, AMD or "
+       "Intel GPU), 'xpu' (Intel GPUs), 'cpu' (one per CPU) or 'auto' (GPUs if any, else CPUs)",
        "",
-       {"gpu", "cpu", "auto"},
+       {"gpu", "cpu", "auto", "xpu"},
        NprocPerNode},
       {"--max-restarts",
        "",
@@ -484,8 +482,8 @@ std::vector<OptionSpec> MakeOptions() {
 }  // namespace
 
 const std::vector<OptionSpec>& Options() {
-  static const auto* options =
-      new std::vector<OptionSpec>(WithObservabilityOptions(WithNodeHealthOptions(MakeOptions())));
+  static const auto* options = new std::vector<OptionSpec>(WithObservabilityOptions(
+      WithNodeHealthOptions(WithPlacementOptions(WithLogOptions(MakeOptions())))));
   return *options;
 }
 

@@ -43,8 +43,16 @@ struct OptionSpec {
 /// Every option in --help's order, which is also the order of parsing.
 const std::vector<OptionSpec>& Options();
 
-/// The table's later sections, each in a file of its own, appended to `table`: "Node health"
-/// (options_health.cc) and "Observability" (options_observability.cc).
+/// --help sections that more than one file adds options to.
+inline constexpr char kWorkerGroup[] = "Worker/resource definitions";
+inline constexpr char kLogGroup[] = "Logs";
+
+/// The table's later parts, each in a file of its own, appended to `table`: more "Logs"
+/// options (options_logs.cc), "CPU and memory binding" and --virtual-local-rank
+/// (options_placement.cc), "Node health" (options_health.cc) and "Observability"
+/// (options_observability.cc). --help shows each option in its section.
+std::vector<OptionSpec> WithLogOptions(std::vector<OptionSpec> table);
+std::vector<OptionSpec> WithPlacementOptions(std::vector<OptionSpec> table);
 std::vector<OptionSpec> WithNodeHealthOptions(std::vector<OptionSpec> table);
 std::vector<OptionSpec> WithObservabilityOptions(std::vector<OptionSpec> table);
 

@@ -11,6 +11,7 @@ set -euo pipefail
 build_pkgs=(
   build-essential cmake ninja-build pkg-config git
   prometheus-cpp-dev libcivetweb-dev  # metrics and the status page (docs/observability.md)
+  libhwloc-dev  # --numa-binding: the machine's topology (docs/numa.md)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev
   patchelf  # scripts/gpu-bundle.sh
@@ -18,6 +19,7 @@ build_pkgs=(
 test_pkgs=(
   python3 python3-torch procps iproute2 openssl clang-14 libclang-rt-14-dev clang-format-14
   slurm-wlm slurmctld slurmd slurm-client munge python3-yaml groff-base debootstrap
+  zsh tcsh  # the shell completions' tests (ddprun --print-completion)
   elfutils  # eu-stack: native workers' stacks in the hang report (docs/hangs.md)
   prometheus chromium chromium-driver python3-selenium  # observability tests (docs/observability.md)
 )

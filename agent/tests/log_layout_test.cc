@@ -27,14 +27,13 @@ TEST(LogLayoutTest, AttemptsDoNotShareFolders) {
 }
 
 TEST(LinePrefixTest, DefaultIsRoleAndLocalRank) {
-  EXPECT_EQ(LinePrefix("", "default", 4, 0), "[default0]:");
-  EXPECT_EQ(LinePrefix("", "trainer", 9, 3), "[trainer3]:");
+  EXPECT_EQ(LinePrefix("", {"trainer", 9, 3, "h"}), "[trainer3]:");
 }
 
 TEST(LinePrefixTest, TemplateFillsEveryField) {
-  EXPECT_EQ(LinePrefix("${role_name}-${rank}-${local_rank}| ", "default", 5, 1), "default-5-1| ");
-  EXPECT_EQ(LinePrefix("[${rank}] [${rank}] ", "r", 12, 0), "[12] [12] ");
-  EXPECT_EQ(LinePrefix("plain> ", "r", 1, 1), "plain> ");
+  EXPECT_EQ(LinePrefix("${role_name}-${rank}-${local_rank}| ", {"default", 5, 1, "h"}),
+            "default-5-1| ");
+  EXPECT_EQ(LinePrefix("plain> ", {"r", 1, 1, "h"}), "plain> ");
 }
 
 }  // namespace

@@ -9,7 +9,9 @@
 
 #include "absl/strings/str_replace.h"
 #include "launcher/cli.h"
+#include "launcher/completion.h"
 #include "tests/support/child_process.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun {
 namespace {
@@ -17,6 +19,8 @@ namespace {
 using ::ddprun::testing::ProcessResult;
 using ::ddprun::testing::ReadFile;
 using ::ddprun::testing::RunProcess;
+using ::ddprun::testing::TempDir;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -71,6 +75,43 @@ TEST(DocgenTest, BashCompletesOptionsValuesAndTheScriptsFiles) {
   EXPECT_THAT(Complete("ddprun stop --r"),
               HasSubstr("--rdzv-endpoint\n--rdzv-id\n--rdzv-conf\n--reason\n"));
   EXPECT_THAT(Complete("ddprun stop --"), Not(HasSubstr("--nproc-per-node")));
+}
+
+TEST(DocgenTest, PrintCompletionPrintsTheInstalledScripts) {
+  EXPECT_EQ(*CompletionScript("bash"), ReadFile(BASH_COMPLETION));
+  EXPECT_EQ(*CompletionScript("zsh"), ReadFile(ZSH_COMPLETION));
+  EXPECT_FALSE(CompletionScript("fish").has_value());
+}
+
+// What zsh shows on Tab after `words`, from an interactive zsh with the installed _ddprun.
+std::string ZshComplete(const std::string& words) {
+  const std::string dir =
+      std::string(ZSH_COMPLETION).substr(0, std::string(ZSH_COMPLETION).rfind('/'));
+  ProcessResult r = RunProcess(
+      {"/usr/bin/zsh", "-f", std::string(DDPRUN_SOURCE_DIR) + "/tests/integration/zsh_complete.zsh",
+       words, dir});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  return r.out;
+}
+
+TEST(DocgenTest, ZshCompletesOptionsAndTheirValues) {
+  EXPECT_THAT(ZshComplete("ddprun --rdzv-backend "), AllOf(HasSubstr("c10d"), HasSubstr("static")));
+  EXPECT_THAT(ZshComplete("ddprun --numa-binding="),
+              AllOf(HasSubstr("core-complex"), HasSubstr("exclusive")));
+  EXPECT_THAT(ZshComplete("ddprun --nproc"), HasSubstr("--nproc-per-node"));
+  EXPECT_THAT(ZshComplete("ddprun --log-line"), HasSubstr("--log-line-prefix-template"));
+  EXPECT_THAT(ZshComplete("ddprun stop --r"), HasSubstr("--reason"));
+}
+
+TEST(DocgenTest, TcshAcceptsItsCompletion) {
+  TempDir dir;
+  const std::string script = dir.Write("ddprun.tcsh", *CompletionScript("tcsh"));
+  ProcessResult r =
+      RunProcess({"/usr/bin/tcsh", "-f", "-c", "source " + script + "; complete ddprun"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_THAT(r.out, HasSubstr("n/--numa-binding/(node socket exclusive core-complex)/"));
+  EXPECT_THAT(r.out, HasSubstr("nproc-per-node"));
 }
 
 }  // namespace

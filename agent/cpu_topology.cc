@@ -1,0 +1,149 @@
+#include "agent/cpu_topology.h"
+
+#include <hwloc.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace ddprun {
+namespace {
+
+struct TopologyDeleter {
+  void operator()(hwloc_topology* topology) const { hwloc_topology_destroy(topology); }
+};
+using Topology = std::unique_ptr<hwloc_topology, TopologyDeleter>;
+
+absl::StatusOr<Topology> Load(const std::string& xml_path) {
+  hwloc_topology_t raw = nullptr;
+  if (hwloc_topology_init(&raw) != 0) return absl::InternalError("hwloc_topology_init failed");
+  Topology topology(raw);
+  // PCI devices, to find the NUMA node an accelerator hangs off; bridges are not needed.
+  hwloc_topology_set_type_filter(raw, HWLOC_OBJ_PCI_DEVICE, HWLOC_TYPE_FILTER_KEEP_ALL);
+  if (!xml_path.empty() && hwloc_topology_set_xml(raw, xml_path.c_str()) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("hwloc cannot read the topology XML ", xml_path));
+  }
+  if (hwloc_topology_load(raw) != 0) {
+    return absl::InternalError(
+        absl::StrCat("hwloc cannot read this machine's topology",
+                     xml_path.empty() ? "" : absl::StrCat(" from ", xml_path)));
+  }
+  return topology;
+}
+
+// The lowest PU under `obj`'s cpuset: the key torch groups CPUs by.
+int FirstPu(hwloc_obj_t obj) { return obj == nullptr ? -1 : hwloc_bitmap_first(obj->cpuset); }
+
+int NumaOf(hwloc_topology_t topology, unsigned pu) {
+  for (hwloc_obj_t node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, nullptr);
+       node != nullptr; node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, node)) {
+    if (hwloc_bitmap_isset(node->cpuset, pu)) return static_cast<int>(node->os_index);
+  }
+  return -1;
+}
+
+CpuTopology::Cpu CpuOf(hwloc_topology_t topology, hwloc_obj_t pu) {
+  CpuTopology::Cpu cpu;
+  cpu.id = static_cast<int>(pu->os_index);
+  cpu.numa = NumaOf(topology, pu->os_index);
+  hwloc_obj_t package = hwloc_get_ancestor_obj_by_type(topology, HWLOC_OBJ_PACKAGE, pu);
+  cpu.package = package == nullptr ? 0 : static_cast<int>(package->logical_index);
+  hwloc_obj_t core = hwloc_get_ancestor_obj_by_type(topology, HWLOC_OBJ_CORE, pu);
+  cpu.core = core == nullptr ? cpu.id : FirstPu(core);
+  // The highest-level cache shared by a group of cores: an AMD core complex shares its L3.
+  hwloc_obj_t cache = hwloc_get_ancestor_obj_by_type(topology, HWLOC_OBJ_L3CACHE, pu);
+  if (cache == nullptr) cache = hwloc_get_ancestor_obj_by_type(topology, HWLOC_OBJ_L2CACHE, pu);
+  cpu.cache = FirstPu(cache);
+  return cpu;
+}
+
+}  // namespace
+
+absl::StatusOr<CpuTopology> LoadCpuTopology(const std::string& xml_path) {
+  absl::StatusOr<Topology> loaded = Load(xml_path);
+  if (!loaded.ok()) return loaded.status();
+  hwloc_topology_t topology = loaded->get();
+  CpuTopology out;
+  for (hwloc_obj_t pu = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_PU, nullptr); pu != nullptr;
+       pu = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_PU, pu)) {
+    out.cpus.push_back(CpuOf(topology, pu));
+  }
+  for (hwloc_obj_t node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, nullptr);
+       node != nullptr; node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, node)) {
+    out.numa_nodes.insert(static_cast<int>(node->os_index));
+  }
+  for (hwloc_obj_t dev = hwloc_get_next_pcidev(topology, nullptr); dev != nullptr;
+       dev = hwloc_get_next_pcidev(topology, dev)) {
+    const auto& pci = dev->attr->pcidev;
+    char address[32];
+    std::snprintf(address, sizeof(address), "%04x:%02x:%02x.%x", pci.domain, pci.bus, pci.dev,
+                  pci.func);
+    hwloc_obj_t parent = hwloc_get_non_io_ancestor_obj(topology, dev);
+    const bool one_node = parent != nullptr && hwloc_bitmap_weight(parent->nodeset) == 1;
+    out.pci_numa[address] = one_node ? hwloc_bitmap_first(parent->nodeset) : -1;
+  }
+  std::sort(out.cpus.begin(), out.cpus.end(),
+            [](const CpuTopology::Cpu& a, const CpuTopology::Cpu& b) { return a.id < b.id; });
+  return out;
+}
+
+absl::StatusOr<std::set<int>> AllowedCpus() {
+  cpu_set_t* mask = CPU_ALLOC(kMaxCpus);
+  const size_t size = CPU_ALLOC_SIZE(kMaxCpus);
+  std::set<int> cpus;
+  if (::sched_getaffinity(0, size, mask) != 0) {
+    CPU_FREE(mask);
+    return absl::InternalError("sched_getaffinity failed");
+  }
+  for (int cpu = 0; cpu < kMaxCpus; ++cpu) {
+    if (CPU_ISSET_S(cpu, size, mask)) cpus.insert(cpu);
+  }
+  CPU_FREE(mask);
+  return cpus;
+}
+
+absl::StatusOr<std::set<int>> ParseCpuList(const std::string& text) {
+  std::set<int> cpus;
+  const auto bad = [&text] {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a CPU list: expected numbers and ranges such as 0-3,8,10-11"));
+  };
+  if (text.empty()) return bad();
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    std::pair<absl::string_view, absl::string_view> range = absl::StrSplit(item, '-');
+    int first = 0, last = 0;
+    if (!absl::SimpleAtoi(range.first, &first) || first < 0) return bad();
+    last = first;
+    if (item.find('-') != absl::string_view::npos &&
+        (!absl::SimpleAtoi(range.second, &last) || last < first)) {
+      return bad();
+    }
+    if (last >= kMaxCpus) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("CPU ", last, " in '", text, "' is beyond the ", kMaxCpus, " supported"));
+    }
+    for (int cpu = first; cpu <= last; ++cpu) cpus.insert(cpu);
+  }
+  return cpus;
+}
+
+std::string FormatCpuList(const std::set<int>& cpus) {
+  std::vector<std::string> ranges;
+  for (auto it = cpus.begin(); it != cpus.end();) {
+    const int first = *it;
+    int last = first;
+    for (++it; it != cpus.end() && *it == last + 1; ++it) last = *it;
+    ranges.push_back(first == last ? absl::StrCat(first) : absl::StrCat(first, "-", last));
+  }
+  return absl::StrJoin(ranges, ",");
+}
+
+}  // namespace ddprun

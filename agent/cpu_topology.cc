@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
 #include "absl/strings/numbers.h"
@@ -25,11 +26,13 @@ absl::StatusOr<Topology> Load(const std::string& xml_path) {
   hwloc_topology_t raw = nullptr;
   if (hwloc_topology_init(&raw) != 0) return absl::InternalError("hwloc_topology_init failed");
   Topology topology(raw);
-  // PCI devices, to find the NUMA node an accelerator hangs off; bridges are not needed.
-  hwloc_topology_set_type_filter(raw, HWLOC_OBJ_PCI_DEVICE, HWLOC_TYPE_FILTER_KEEP_ALL);
-  if (!xml_path.empty() && hwloc_topology_set_xml(raw, xml_path.c_str()) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("hwloc cannot read the topology XML ", xml_path));
+  if (!xml_path.empty()) {
+    // An export's PCI devices say where its accelerators are (this machine's: sysfs).
+    hwloc_topology_set_type_filter(raw, HWLOC_OBJ_PCI_DEVICE, HWLOC_TYPE_FILTER_KEEP_ALL);
+    if (hwloc_topology_set_xml(raw, xml_path.c_str()) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("hwloc cannot read the topology XML ", xml_path));
+    }
   }
   if (hwloc_topology_load(raw) != 0) {
     return absl::InternalError(
@@ -93,6 +96,19 @@ absl::StatusOr<CpuTopology> LoadCpuTopology(const std::string& xml_path) {
   std::sort(out.cpus.begin(), out.cpus.end(),
             [](const CpuTopology::Cpu& a, const CpuTopology::Cpu& b) { return a.id < b.id; });
   return out;
+}
+
+std::map<std::string, int> ReadPciNumaNodes(const std::string& sys_root,
+                                            const std::vector<std::string>& addresses) {
+  std::map<std::string, int> nodes;
+  for (const std::string& address : addresses) {
+    if (address.empty()) continue;
+    std::ifstream file(absl::StrCat(sys_root, "/bus/pci/devices/", address, "/numa_node"));
+    int node = -1;
+    if (!(file >> node)) node = -1;
+    nodes[address] = node;
+  }
+  return nodes;
 }
 
 absl::StatusOr<std::set<int>> AllowedCpus() {

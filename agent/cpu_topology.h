@@ -28,8 +28,15 @@ struct CpuTopology {
   std::map<std::string, int> pci_numa;
 };
 
-/// The running machine's topology; `xml_path` non-empty: an hwloc XML export instead.
+/// The running machine's topology, without its PCI devices (hwloc's PCI scan would triple
+/// the time a launch takes; ReadPciNumaNodes gives the few that matter). `xml_path`
+/// non-empty: an hwloc XML export instead, with the PCI devices it holds.
 absl::StatusOr<CpuTopology> LoadCpuTopology(const std::string& xml_path = "");
+
+/// The NUMA node of each PCI device in `addresses`, from <sys_root>/bus/pci/devices/<address>/
+/// numa_node as torch reads it; -1 when unknown (the file says -1, or is missing).
+std::map<std::string, int> ReadPciNumaNodes(const std::string& sys_root,
+                                            const std::vector<std::string>& addresses);
 
 /// The most CPUs a binding can name: a mask of this many bits is handed to sched_setaffinity.
 inline constexpr int kMaxCpus = 8192;

@@ -27,6 +27,7 @@ absl::Status PlaceCpus(const AcceleratorList& accelerators, AgentConfig& config)
   DDPRUN_ASSIGN_OR_RETURN(std::set<int> allowed, AllowedCpus());
   std::vector<std::string> addresses;
   for (const Accelerator& device : accelerators.devices) addresses.push_back(device.pci_address);
+  topology.pci_numa = ReadPciNumaNodes("/sys", addresses);
   DDPRUN_ASSIGN_OR_RETURN(
       config.worker_bindings,
       PlanCpuBindings(config.cpu_binding, topology, allowed, addresses, config.nproc_per_node));

@@ -72,6 +72,29 @@ TEST(CpuTopology, ReadsGpusAttachedToACacheRatherThanANode) {
   EXPECT_EQ(tioga.pci_numa.at("0000:d1:00.0"), 0);
 }
 
+TEST(CpuTopology, ReadsAcceleratorsNodesFromSysfsAsTorchDoes) {
+  // MI210 server capture (testdata/sysfs/SOURCES.md): GPUs on both sockets' nodes.
+  const std::string root =
+      std::string(DDPRUN_SOURCE_DIR) + "/agent/tests/testdata/sysfs/amd-mi210-xgmi";
+  const std::map<std::string, int> nodes =
+      ReadPciNumaNodes(root, {"0000:63:00.0", "0000:e3:00.0", "0000:99:00.0", ""});
+  EXPECT_EQ(nodes.at("0000:63:00.0"), 0);
+  EXPECT_EQ(nodes.at("0000:e3:00.0"), 1);
+  EXPECT_EQ(nodes.at("0000:99:00.0"), -1);  // no such device: unknown
+  EXPECT_EQ(nodes.count(""), 0u);
+}
+
+TEST(CpuTopology, ThisMachinesTopologyHasItsAllowedCpus) {
+  absl::StatusOr<CpuTopology> topology = LoadCpuTopology();
+  ASSERT_TRUE(topology.ok()) << topology.status();
+  std::set<int> ids;
+  for (const CpuTopology::Cpu& cpu : topology->cpus) ids.insert(cpu.id);
+  const absl::StatusOr<std::set<int>> allowed = AllowedCpus();
+  ASSERT_TRUE(allowed.ok());
+  for (int cpu : *allowed) EXPECT_EQ(ids.count(cpu), 1u) << cpu;
+  EXPECT_FALSE(topology->numa_nodes.empty());
+}
+
 TEST(CpuTopology, AnUnreadableXmlNamesTheFile) {
   absl::StatusOr<CpuTopology> topology = LoadCpuTopology("/nonexistent/machine.xml");
   ASSERT_FALSE(topology.ok());

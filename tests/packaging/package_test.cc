@@ -85,9 +85,11 @@ TEST_F(PackageTest, RuntimeAndDevPackagesSplitTheFilesAndStateTheirDependencies)
   EXPECT_TRUE(FileExists(root_ + "/usr/lib/pkgconfig/ddp-worker.pc"));
   EXPECT_TRUE(FileExists(root_ + "/usr/share/man/man1/ddprun.1"));
   EXPECT_TRUE(FileExists(root_ + "/usr/share/bash-completion/completions/ddprun"));
+  EXPECT_TRUE(FileExists(root_ + "/usr/share/zsh/vendor-completions/_ddprun"));
   const std::string runtime_files = RunProcess({"/usr/bin/dpkg-deb", "-c", runtime_}).out;
   EXPECT_THAT(runtime_files, Not(HasSubstr("include/")));
   EXPECT_THAT(Field(runtime_, "Depends"), HasSubstr("libgrpc++"));
+  EXPECT_THAT(Field(runtime_, "Depends"), HasSubstr("libhwloc15"));  // --numa-binding
   EXPECT_THAT(Field(dev_, "Depends"), HasSubstr("ddprun (= " + kVersion + ")"));
   EXPECT_EQ(Field(dev_, "Package"), "ddprun-dev\n");
 }

@@ -1,5 +1,7 @@
 #include "agent/accelerators.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -34,7 +36,7 @@ absl::StatusOr<AcceleratorList> FindAccelerators(const SysfsEnv& env) {
   AcceleratorList amd = FindAmdGpus("/sys", env);
   if (!amd.devices.empty()) return amd;
   AcceleratorList intel = FindIntelGpus("/sys", env);
-  if (!intel.devices.empty()) return intel;
+  if (!intel.devices.empty() && !intel.integrated) return intel;
   return AcceleratorList{};
 }
 
@@ -47,10 +49,12 @@ absl::StatusOr<std::vector<std::string>> VirtualDeviceValues(const AcceleratorLi
       accelerators.vendor == AcceleratorVendor::kNone) {
     // torchrun's rule: the entry of the inherited list at the local rank, else the index.
     if (inherited == env.end()) {
-      for (int i = 0; i < nproc; ++i) values.push_back(absl::StrCat(i));
-      return values;
+      const bool counted = accelerators.vendor == AcceleratorVendor::kNvidia;
+      const int devices = counted ? static_cast<int>(accelerators.devices.size()) : nproc;
+      for (int i = 0; i < std::min(nproc, devices); ++i) values.push_back(absl::StrCat(i));
+    } else {
+      values = CudaListEntries(inherited->second);
     }
-    values = CudaListEntries(inherited->second);
   } else {
     for (const Accelerator& device : accelerators.devices) values.push_back(device.select_value);
   }

@@ -30,6 +30,9 @@ struct AcceleratorList {
   // (NVIDIA, and none found), HIP_VISIBLE_DEVICES (AMD), ZE_AFFINITY_MASK (Intel).
   std::string visibility_variable = "CUDA_VISIBLE_DEVICES";
   std::vector<Accelerator> devices;  // visible ones, in the runtime's order (device i = index i)
+  // The devices are a laptop's or desktop's integrated GPU (Intel's 00:02.0): torch.xpu's,
+  // but not what 'gpu' or 'auto' should start one worker for.
+  bool integrated = false;
 };
 
 using SysfsEnv = std::map<std::string, std::string>;
@@ -48,13 +51,16 @@ AcceleratorList FindAmdGpus(const std::string& sys_root, const SysfsEnv& env);
 AcceleratorList FindIntelGpus(const std::string& sys_root, const SysfsEnv& env);
 
 /// Every accelerator of this machine that a worker would see: NVIDIA's (gpu_probe.h) if any,
-/// else AMD's, else Intel's; an empty list (vendor kNone) when there is none.
+/// else AMD's, else Intel's discrete ones; an empty list (vendor kNone) when there is none.
+/// An integrated Intel GPU alone is not counted here (see FindIntelGpus for 'xpu'): the
+/// machine is then taken for a CPU machine, as torchrun with a CUDA build takes it.
 absl::StatusOr<AcceleratorList> FindAccelerators(const SysfsEnv& env);
 
 /// --virtual-local-rank: what `accelerators.visibility_variable` holds for each of `nproc`
 /// local ranks. NVIDIA (and no accelerator at all), as torchrun: the entry of the inherited
 /// CUDA_VISIBLE_DEVICES at the local rank, or the local rank when it is unset. AMD and Intel:
-/// the device's select_value. Fewer devices than local ranks: an error that says so.
+/// the device's select_value. Fewer devices than local ranks (NVIDIA: than the entries of
+/// the list, or than the GPUs found): an error that says so.
 absl::StatusOr<std::vector<std::string>> VirtualDeviceValues(const AcceleratorList& accelerators,
                                                              const SysfsEnv& env, int nproc);
 

@@ -30,6 +30,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "common/small_file.h"
 
 namespace ddprun {
 namespace {
@@ -39,20 +40,12 @@ bool PathExists(const std::string& path, bool as_directory = false) {
   return stat(path.c_str(), &st) == 0 && (!as_directory || S_ISDIR(st.st_mode));
 }
 
-// The whole of a small file; nullopt when it cannot be opened or read (a sysfs attribute of a
-// device the container's device cgroup hides answers EPERM to read()).
-std::optional<std::string> ReadSmallFile(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string text;
-  char buffer[4096];
-  ssize_t n = 0;
-  while ((n = read(fd, buffer, sizeof(buffer))) > 0 || (n < 0 && errno == EINTR)) {
-    if (n > 0) text.append(buffer, static_cast<size_t>(n));
-  }
-  close(fd);
-  if (n < 0) return std::nullopt;
-  return text;
+// A sysfs attribute; nullopt when it cannot be opened or read (an attribute of a device the
+// container's device cgroup hides answers EPERM to read()).
+std::optional<std::string> ReadAttribute(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  if (!text.ok()) return std::nullopt;
+  return *std::move(text);
 }
 
 std::vector<std::string> ListDirectory(const std::string& path) {
@@ -133,7 +126,7 @@ uint64_t PropertyOrZero(const KfdProperties& properties, absl::string_view key) 
 bool IsKfdGpu(const std::string& node_dir, const KfdProperties& properties) {
   const std::string gpu_id_path = node_dir + "/gpu_id";
   if (PathExists(gpu_id_path)) {
-    const std::optional<std::string> text = ReadSmallFile(gpu_id_path);
+    const std::optional<std::string> text = ReadAttribute(gpu_id_path);
     uint64_t gpu_id = 0;
     if (!text || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &gpu_id) || gpu_id == 0) {
       return false;
@@ -171,7 +164,7 @@ std::vector<KfdGpu> ReadKfdGpus(const std::string& sys_root) {
   std::vector<KfdGpu> gpus;
   for (uint64_t id : node_ids) {
     const std::string node_dir = absl::StrCat(nodes_dir, "/", id);
-    const std::optional<std::string> text = ReadSmallFile(node_dir + "/properties");
+    const std::optional<std::string> text = ReadAttribute(node_dir + "/properties");
     if (!text) continue;
     const KfdProperties properties = ParseKfdProperties(*text);
     if (!IsKfdGpu(node_dir, properties)) continue;
@@ -295,13 +288,13 @@ std::string UeventPciIdPart(absl::string_view uevent, int part) {
 }
 
 bool IsIntelVendor(const std::string& device_dir, absl::string_view uevent) {
-  const std::optional<std::string> vendor = ReadSmallFile(device_dir + "/vendor");
+  const std::optional<std::string> vendor = ReadAttribute(device_dir + "/vendor");
   if (vendor) return absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(*vendor), "0x8086");
   return absl::EqualsIgnoreCase(UeventPciIdPart(uevent, 0), "8086");
 }
 
 uint32_t IntelDeviceId(const std::string& device_dir, absl::string_view uevent) {
-  const std::optional<std::string> text = ReadSmallFile(device_dir + "/device");
+  const std::optional<std::string> text = ReadAttribute(device_dir + "/device");
   uint32_t id = 0;
   if (text && absl::SimpleHexAtoi(absl::StripAsciiWhitespace(*text), &id)) return id;
   return absl::SimpleHexAtoi(UeventPciIdPart(uevent, 1), &id) ? id : 0;
@@ -326,7 +319,7 @@ uint32_t CountTiles(const std::string& card_dir, bool xe, uint32_t device_id) {
 // An Intel card that NEO drives (DRM driver i915 or xe); nullopt for any other card.
 std::optional<IntelCard> ReadIntelCard(const std::string& card_dir) {
   const std::string device_dir = card_dir + "/device";
-  const std::string uevent = ReadSmallFile(device_dir + "/uevent").value_or("");
+  const std::string uevent = ReadAttribute(device_dir + "/uevent").value_or("");
   if (!IsIntelVendor(device_dir, uevent)) return std::nullopt;
   const std::string driver =
       LinkTargetName(device_dir + "/driver").value_or(UeventValue(uevent, "DRIVER"));
@@ -493,6 +486,7 @@ AcceleratorList FindIntelGpus(const std::string& sys_root, const SysfsEnv& env) 
   for (const LevelZeroDevice& device : devices) {
     if (device.integrated != any_discrete) list.devices.push_back(device.accelerator);
   }
+  list.integrated = !list.devices.empty() && !any_discrete;
   return list;
 }
 

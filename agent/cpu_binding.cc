@@ -84,7 +84,8 @@ class NumaPlanner {
                        "--numa-binding"));
     }
     WorkerBinding binding;
-    binding.preferred_node = place.node;
+    // A node without memory (a CPU-only NUMA node) cannot be preferred: the kernel refuses.
+    binding.preferred_node = topology_.memoryless_nodes.count(place.node) > 0 ? -1 : place.node;
     binding.reason = place.reason;
     switch (settings_.numa) {
       case NumaBinding::kNode:
@@ -207,13 +208,13 @@ absl::StatusOr<std::vector<WorkerBinding>> PlanLists(const CpuBindingSettings& s
 absl::StatusOr<std::vector<WorkerBinding>> PlanCpuBindings(
     const CpuBindingSettings& settings, const CpuTopology& topology, const std::set<int>& allowed,
     const std::vector<std::string>& accelerators, int nproc) {
+  if (!settings.lists.empty()) return PlanLists(settings, topology, allowed);
   const std::vector<Cpu> usable = AllowedOf(topology, allowed);
   if (usable.empty()) {
     return absl::FailedPreconditionError(
         absl::StrCat("CPU binding: none of the CPUs ddprun may use (", FormatCpuList(allowed),
                      ") is in the machine's topology"));
   }
-  if (!settings.lists.empty()) return PlanLists(settings, topology, allowed);
   if (settings.auto_split) return PlanAutoSplit(usable, nproc);
   NumaPlanner planner(settings, topology, allowed, accelerators, nproc);
   std::vector<WorkerBinding> out;

@@ -38,7 +38,8 @@ struct WorkerBinding {
   std::string reason;       // for the log: "GPU 0000:07:00.0 on NUMA node 0"
 };
 
-/// The binding of each of `nproc` local ranks. `accelerators`: the PCI address of each
+/// The binding of each of `nproc` local ranks. --cpu-affinity lists need no topology (an
+/// empty one: their memory is left to the kernel). `accelerators`: the PCI address of each
 /// visible accelerator, in the order the runtime numbers them (local rank i uses device i);
 /// with fewer than `nproc` (none: a CPU job), the ranks without one follow the local rank
 /// over the NUMA nodes that have allowed CPUs. Every plan lies inside `allowed`.

@@ -1,18 +1,24 @@
 #include "agent/cpu_topology.h"
 
+#include <errno.h>
 #include <hwloc.h>
 #include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/unique_fd.h"
 
 namespace ddprun {
 namespace {
@@ -68,9 +74,21 @@ CpuTopology::Cpu CpuOf(hwloc_topology_t topology, hwloc_obj_t pu) {
   return cpu;
 }
 
-}  // namespace
+void ReadNodes(hwloc_topology_t topology, CpuTopology& out) {
+  bool any_memory = false;
+  for (hwloc_obj_t node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, nullptr);
+       node != nullptr; node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, node)) {
+    out.numa_nodes.insert(static_cast<int>(node->os_index));
+    if (node->attr->numanode.local_memory == 0) {
+      out.memoryless_nodes.insert(static_cast<int>(node->os_index));
+    } else {
+      any_memory = true;
+    }
+  }
+  if (!any_memory) out.memoryless_nodes.clear();  // sizes not known (a VM): assume memory
+}
 
-absl::StatusOr<CpuTopology> LoadCpuTopology(const std::string& xml_path) {
+absl::StatusOr<CpuTopology> ReadTopology(const std::string& xml_path) {
   absl::StatusOr<Topology> loaded = Load(xml_path);
   if (!loaded.ok()) return loaded.status();
   hwloc_topology_t topology = loaded->get();
@@ -79,10 +97,7 @@ absl::StatusOr<CpuTopology> LoadCpuTopology(const std::string& xml_path) {
        pu = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_PU, pu)) {
     out.cpus.push_back(CpuOf(topology, pu));
   }
-  for (hwloc_obj_t node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, nullptr);
-       node != nullptr; node = hwloc_get_next_obj_by_type(topology, HWLOC_OBJ_NUMANODE, node)) {
-    out.numa_nodes.insert(static_cast<int>(node->os_index));
-  }
+  ReadNodes(topology, out);
   for (hwloc_obj_t dev = hwloc_get_next_pcidev(topology, nullptr); dev != nullptr;
        dev = hwloc_get_next_pcidev(topology, dev)) {
     const auto& pci = dev->attr->pcidev;
@@ -96,6 +111,80 @@ absl::StatusOr<CpuTopology> LoadCpuTopology(const std::string& xml_path) {
   std::sort(out.cpus.begin(), out.cpus.end(),
             [](const CpuTopology::Cpu& a, const CpuTopology::Cpu& b) { return a.id < b.id; });
   return out;
+}
+
+// One line per CPU ("cpu ID NUMA PACKAGE CORE CACHE") and per node ("node ID MEMORYLESS"):
+// the child's answer.
+std::string SerializeTopology(const CpuTopology& topology) {
+  std::string text;
+  for (const CpuTopology::Cpu& c : topology.cpus) {
+    absl::StrAppend(&text, "cpu ", c.id, " ", c.numa, " ", c.package, " ", c.core, " ", c.cache,
+                    "\n");
+  }
+  for (int node : topology.numa_nodes) {
+    absl::StrAppend(&text, "node ", node, " ", topology.memoryless_nodes.count(node), "\n");
+  }
+  return text;
+}
+
+absl::StatusOr<CpuTopology> ParseTopology(const std::string& text) {
+  if (absl::StartsWith(text, "error ")) return absl::InternalError(text.substr(6));
+  CpuTopology topology;
+  std::istringstream lines(text);
+  std::string kind;
+  while (lines >> kind) {
+    if (kind == "cpu") {
+      CpuTopology::Cpu c;
+      lines >> c.id >> c.numa >> c.package >> c.core >> c.cache;
+      topology.cpus.push_back(c);
+    } else {
+      int node = 0, memoryless = 0;
+      lines >> node >> memoryless;
+      topology.numa_nodes.insert(node);
+      if (memoryless != 0) topology.memoryless_nodes.insert(node);
+    }
+  }
+  if (topology.cpus.empty()) {
+    return absl::InternalError("hwloc cannot read this machine's topology (its reader died)");
+  }
+  return topology;
+}
+
+// The running machine's topology, read by hwloc in a child process: hwloc loads its plug-ins
+// (OpenCL, Level Zero, GL: vendor libraries) at start, and none of them may stay in the agent.
+// The child ignores the variables that make hwloc read another machine.
+absl::StatusOr<CpuTopology> ReadThisMachineInAChild() {
+  absl::StatusOr<Pipe> pipe = MakePipe(/*nonblocking_read=*/false);
+  if (!pipe.ok()) return pipe.status();
+  const pid_t pid = ::fork();
+  if (pid < 0) return ErrnoStatus(errno, "fork (CPU topology)");
+  if (pid == 0) {
+    for (const char* name :
+         {"HWLOC_XMLFILE", "HWLOC_FSROOT", "HWLOC_SYNTHETIC", "HWLOC_CPUID_PATH"}) {
+      ::unsetenv(name);
+    }
+    absl::StatusOr<CpuTopology> topology = ReadTopology("");
+    (void)WriteAll(pipe->write_end.get(),
+                   topology.ok() ? SerializeTopology(*topology)
+                                 : "error " + std::string(topology.status().message()));
+    ::_exit(0);
+  }
+  pipe->write_end.Reset();
+  std::string text;
+  char buf[65536];
+  for (ssize_t got; (got = ::read(pipe->read_end.get(), buf, sizeof(buf))) != 0;) {
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) break;
+    text.append(buf, static_cast<size_t>(got));
+  }
+  ::waitpid(pid, nullptr, 0);
+  return ParseTopology(text);
+}
+
+}  // namespace
+
+absl::StatusOr<CpuTopology> LoadCpuTopology(const std::string& xml_path) {
+  return xml_path.empty() ? ReadThisMachineInAChild() : ReadTopology(xml_path);
 }
 
 std::map<std::string, int> ReadPciNumaNodes(const std::string& sys_root,
@@ -116,8 +205,9 @@ absl::StatusOr<std::set<int>> AllowedCpus() {
   const size_t size = CPU_ALLOC_SIZE(kMaxCpus);
   std::set<int> cpus;
   if (::sched_getaffinity(0, size, mask) != 0) {
+    const int error = errno;
     CPU_FREE(mask);
-    return absl::InternalError("sched_getaffinity failed");
+    return ErrnoStatus(error, "sched_getaffinity (the CPUs ddprun may use)");
   }
   for (int cpu = 0; cpu < kMaxCpus; ++cpu) {
     if (CPU_ISSET_S(cpu, size, mask)) cpus.insert(cpu);

@@ -21,8 +21,9 @@ struct CpuTopology {
     int core = 0;     // the lowest CPU id of its physical core: hyperthreads share it
     int cache = -1;   // the lowest CPU id under its highest-level cache (L3, else L2); -1: none
   };
-  std::vector<Cpu> cpus;     // by id
-  std::set<int> numa_nodes;  // every NUMA node, with CPUs or not
+  std::vector<Cpu> cpus;           // by id
+  std::set<int> numa_nodes;        // every NUMA node, with CPUs or not
+  std::set<int> memoryless_nodes;  // nodes hwloc says have no memory (when others have some)
   // PCI address ("0000:07:00.0", lower-case) -> NUMA node its bridge is attached to; -1 when
   // the device is local to several nodes or to none (a VM's numa_node -1).
   std::map<std::string, int> pci_numa;

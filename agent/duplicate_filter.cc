@@ -1,7 +1,5 @@
 #include "agent/duplicate_filter.h"
 
-#include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
 #include "agent/log_format.h"
 #include "spdlog/spdlog.h"
 
@@ -32,13 +30,19 @@ void DuplicateFilter::Flush() {
 }
 
 std::vector<std::string> ParseDuplicateFilters(const std::string& value) {
-  if (value.empty()) return {};
-  // A character no argument can hold stands for ",," while the list is split.
-  constexpr char kComma[] = "\x01";
   std::vector<std::string> filters;
-  for (absl::string_view item : absl::StrSplit(absl::StrReplaceAll(value, {{",,", kComma}}), ',')) {
-    // An empty filter would match every line (torchrun's "a," does): it is left out.
-    if (!item.empty()) filters.push_back(absl::StrReplaceAll(item, {{kComma, ","}}));
+  std::string filter;
+  for (size_t i = 0; i <= value.size(); ++i) {
+    if (i < value.size() && value[i] == ',' && i + 1 < value.size() && value[i + 1] == ',') {
+      filter += ',';  // ",," is a comma inside a filter, as torchrun reads it
+      ++i;
+    } else if (i == value.size() || value[i] == ',') {
+      // An empty filter would match every line (torchrun's "a," does): it is left out.
+      if (!filter.empty()) filters.push_back(filter);
+      filter.clear();
+    } else {
+      filter += value[i];
+    }
   }
   return filters;
 }

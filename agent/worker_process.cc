@@ -29,29 +29,37 @@ std::vector<char*> CStrings(const std::vector<std::string>& strings) {
   return out;
 }
 
+constexpr char kExecCall[] = "execve";
+constexpr char kBindCall[] = "sched_setaffinity";
+
 struct ChildArgs {
   const SpawnSpec* spec;
   char** argv;
   char** envp;
   pid_t agent_pid;
   int exec_errno;           // written by the child when exec fails; read once the parent resumes
-  const char* failed_call;  // what failed with exec_errno: "sched_setaffinity" or exec
+  const char* failed_call;  // what failed with exec_errno: kBindCall or kExecCall
   int mempolicy_errno;      // set_mempolicy's error; 0: applied or not asked for
+  // The ProcessBinding as plain words, taken out of its vectors by the parent: the child
+  // touches no container.
+  const unsigned long* cpu_mask;
+  size_t cpu_mask_bytes;  // 0: not bound
+  const unsigned long* node_mask;
+  unsigned long max_node;  // set_mempolicy's maxnode: the mask's bits + 1 (the kernel reads one
+                           // bit fewer than it is told); 0: no policy
 };
 
 // Binds the child (see ProcessBinding). Async-signal-safe: two system calls.
-__attribute__((no_sanitize("address", "undefined"))) bool BindChild(const ProcessBinding& binding,
-                                                                    ChildArgs& args) {
-  if (!binding.cpu_mask.empty() &&
-      ::sched_setaffinity(0, binding.cpu_mask.size() * sizeof(unsigned long),
-                          reinterpret_cast<const cpu_set_t*>(binding.cpu_mask.data())) != 0) {
+__attribute__((no_sanitize("address", "undefined"))) bool BindChild(ChildArgs& args) {
+  if (args.cpu_mask_bytes > 0 &&
+      ::sched_setaffinity(0, args.cpu_mask_bytes,
+                          reinterpret_cast<const cpu_set_t*>(args.cpu_mask)) != 0) {
     args.exec_errno = errno;
-    args.failed_call = "sched_setaffinity";
+    args.failed_call = kBindCall;
     return false;
   }
-  if (!binding.node_mask.empty() &&
-      ::syscall(SYS_set_mempolicy, MPOL_PREFERRED, binding.node_mask.data(),
-                binding.node_mask.size() * sizeof(unsigned long) * 8 + 1) != 0) {
+  if (args.max_node > 0 &&
+      ::syscall(SYS_set_mempolicy, MPOL_PREFERRED, args.node_mask, args.max_node) != 0) {
     args.mempolicy_errno = errno;
   }
   return true;
@@ -62,8 +70,9 @@ constexpr int kSignalsToReset[] = {SIGPIPE, SIGINT,  SIGQUIT, SIGTERM,
 
 // Runs in the child before exec. The child shares the agent's memory (CLONE_VM) while the
 // agent is suspended (CLONE_VFORK), as posix_spawn does: only async-signal-safe calls, and
-// nothing written but `exec_errno`. Not instrumented: a sanitizer's shadow memory is shared
-// too, and the child's stack bookkeeping there would corrupt the agent's.
+// nothing written but `exec_errno`, `failed_call` and `mempolicy_errno`. Not instrumented: a
+// sanitizer's shadow memory is shared too, and the child's stack bookkeeping there would corrupt
+// the agent's.
 __attribute__((no_sanitize("address", "undefined"))) int ExecChild(void* raw) {
   auto* args = static_cast<ChildArgs*>(raw);
   const SpawnSpec& spec = *args->spec;
@@ -93,7 +102,7 @@ __attribute__((no_sanitize("address", "undefined"))) int ExecChild(void* raw) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != args->agent_pid) ::_exit(127);
   RestoreOpenFileLimit();  // raised for the master this agent may host, not for workers
-  if (spec.binding != nullptr && !BindChild(*spec.binding, *args)) ::_exit(127);
+  if (!BindChild(*args)) ::_exit(127);
   if (spec.inherit_fd >= 0) ::fcntl(spec.inherit_fd, F_SETFD, 0);  // the child's copy only
   if ((spec.stdout_fd < 0 || ::dup2(spec.stdout_fd, STDOUT_FILENO) >= 0) &&
       (spec.stderr_fd < 0 || ::dup2(spec.stderr_fd, STDERR_FILENO) >= 0)) {
@@ -110,7 +119,16 @@ absl::StatusOr<pid_t> SpawnWorkerProcess(const SpawnSpec& spec) {
   if (spec.argv.empty()) return absl::InvalidArgumentError("empty worker command");
   std::vector<char*> argv = CStrings(spec.argv);
   std::vector<char*> envp = CStrings(spec.env);
-  ChildArgs args{&spec, argv.data(), envp.data(), ::getpid(), 0, "execute", 0};
+  ChildArgs args{&spec, argv.data(), envp.data(), ::getpid(), 0, kExecCall,
+                 0,     nullptr,     0,           nullptr,    0};
+  if (spec.binding != nullptr) {
+    args.cpu_mask = spec.binding->cpu_mask.data();
+    args.cpu_mask_bytes = spec.binding->cpu_mask.size() * sizeof(unsigned long);
+    args.node_mask = spec.binding->node_mask.data();
+    args.max_node = spec.binding->node_mask.empty()
+                        ? 0
+                        : spec.binding->node_mask.size() * sizeof(unsigned long) * 8 + 1;
+  }
   // vfork semantics: no copy of the agent's page tables and no copy-on-write faults
   // afterwards, which makes a spawn several times cheaper than fork on virtual machines.
   constexpr size_t kChildStack = 64 * 1024;
@@ -125,8 +143,13 @@ absl::StatusOr<pid_t> SpawnWorkerProcess(const SpawnSpec& spec) {
     if (spec.guard_fd >= 0) {  // the child registered its group; it is gone
       (void)WriteAll(spec.guard_fd, absl::StrCat("-", pid, "\n"));
     }
-    return ErrnoStatus(args.exec_errno,
-                       absl::StrCat("cannot ", args.failed_call, " '", spec.argv[0], "'"));
+    if (args.failed_call == kBindCall) {
+      return ErrnoStatus(args.exec_errno,
+                         absl::StrCat("cannot bind '", spec.argv[0],
+                                      "' to the CPUs planned at start (sched_setaffinity; were "
+                                      "ddprun's allowed CPUs narrowed since?)"));
+    }
+    return ErrnoStatus(args.exec_errno, absl::StrCat("cannot execute '", spec.argv[0], "'"));
   }
   return pid;  // the child called setsid() before exec, so its group id is its pid
 }

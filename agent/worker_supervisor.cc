@@ -1,5 +1,6 @@
 #include "agent/worker_supervisor.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -46,11 +47,17 @@ void WorkerSupervisor::ReportMempolicyRefused(int error) {
   static bool said = false;  // once per agent
   if (said) return;
   said = true;
+  const char* why =
+      error == EPERM    ? "a container needs CAP_SYS_NICE, or a seccomp profile that allows "
+                          "set_mempolicy"
+      : error == EINVAL ? "the node is outside the memory this job may use (cpuset.mems) or "
+                          "has none"
+      : error == ENOSYS ? "this kernel has no NUMA support"
+                        : "see set_mempolicy(2)";
   spdlog::warn(
       "--numa-binding: the kernel refused set_mempolicy ({}): workers run on their bound "
-      "CPUs, but their memory is not steered to the accelerator's NUMA node (a container "
-      "needs CAP_SYS_NICE or a seccomp profile that allows set_mempolicy)",
-      ::strerror(error));
+      "CPUs, but their memory is not steered to the accelerator's NUMA node; {}",
+      ::strerror(error), why);
 }
 
 WorkerSupervisor::~WorkerSupervisor() {

@@ -7,7 +7,8 @@ moment of the machine touches all of them alike.
 
   none          no binding
   cpu-affinity  --cpu-affinity with one CPU list per local rank: no topology is read
-  numa-node     --numa-binding=node: hwloc reads the topology, the accelerators are probed
+  numa-node     --numa-binding=node: hwloc reads the topology (in a child process), the
+                accelerators are probed
   numa-excl     --numa-binding=exclusive
 
   bench/binding.py --ddprun build/launcher/ddprun --worker build/bench/bench_worker --runs 40

@@ -111,7 +111,8 @@ void DeclareApp(CLI::App& app, RawValues& raw) {
   app.footer(kFooter);
   app.get_formatter()->column_width(34);
   app.add_option("--print-completion,--print_completion", raw.print_completion,
-                 kPrintCompletionHelp);
+                 kPrintCompletionHelp)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   for (const OptionSpec& spec : Options()) {
     CLI::Option* option =
         spec.flag ? app.add_flag(Spellings(spec), raw.flags[spec.name], HelpText(spec))
@@ -121,6 +122,10 @@ void DeclareApp(CLI::App& app, RawValues& raw) {
         ->group(spec.group);
   }
 }
+
+// CLI11 reads "--opt=" as "--opt" and then takes the next argument as the value; argparse
+// (torchrun) gives the empty string. Such tokens are marked before parsing and unmarked after.
+constexpr char kEmptyValueMark[] = "\x1f";
 
 // A flag's PET_ value, read as CLI11 reads flags: words, or a number (positive: on).
 absl::StatusOr<bool> FlagFromEnvironment(const std::string& variable, const std::string& value) {
@@ -155,14 +160,16 @@ absl::StatusOr<OptionValues> ReadOptionValues(const CLI::App& app, RawValues& ra
     } else if (!spec.flag) {
       value = spec.default_value;
     }
+    // torchrun's `args.x or os.getenv(...)`: an empty value of an option that is unset by
+    // default (--log-line-prefix-template=) also falls back to torchrun's variable.
+    if ((value.empty() || value == kEmptyValueMark) && spec.default_value.empty() &&
+        !spec.torch_env.empty() && !env.Get(spec.torch_env).empty()) {
+      value = env.Get(spec.torch_env);
+    }
     values.text[spec.name] = value;
   }
   return values;
 }
-
-// CLI11 reads "--opt=" as "--opt" and then takes the next argument as the value; argparse
-// (torchrun) gives the empty string. Such tokens are marked before parsing and unmarked after.
-constexpr char kEmptyValueMark[] = "\x1f";
 
 std::vector<std::string> MarkEmptyValues(const std::vector<std::string>& args) {
   std::vector<std::string> out = args;

@@ -88,17 +88,19 @@ void BlockHandledSignals(const ddprun::AgentConfig& config) {
 
 using Accelerators = std::function<absl::StatusOr<ddprun::AcceleratorList>()>;
 
-// --nproc-per-node's gpu, xpu and auto, counted from `accelerators` when asked.
-ddprun::DeviceCounts CountDevicesWith(const Accelerators& accelerators) {
-  auto count = [accelerators](bool intel_only) -> absl::StatusOr<int> {
+// --nproc-per-node's gpu and auto, counted from `accelerators` when asked; xpu, Intel's
+// GPUs whatever else the node has (torch.xpu.device_count()).
+ddprun::DeviceCounts CountDevicesWith(const Accelerators& accelerators,
+                                      const ddprun::SysfsEnv& env) {
+  ddprun::DeviceCounts devices;
+  devices.count_gpus = [accelerators]() -> absl::StatusOr<int> {
     absl::StatusOr<ddprun::AcceleratorList> list = accelerators();
     if (!list.ok()) return list.status();
-    if (intel_only && list->vendor != ddprun::AcceleratorVendor::kIntel) return 0;
     return static_cast<int>(list->devices.size());
   };
-  ddprun::DeviceCounts devices;
-  devices.count_gpus = [count] { return count(false); };
-  devices.count_xpus = [count] { return count(true); };
+  devices.count_xpus = [&env]() -> absl::StatusOr<int> {
+    return static_cast<int>(ddprun::FindIntelGpus("/sys", env).devices.size());
+  };
   devices.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   return devices;
 }
@@ -124,7 +126,7 @@ int main(int argc, char** argv) {
     if (!found) found = ddprun::FindAccelerators(env.vars);
     return *found;
   };
-  const ddprun::DeviceCounts devices = CountDevicesWith(accelerators);
+  const ddprun::DeviceCounts devices = CountDevicesWith(accelerators, env.vars);
   absl::StatusOr<ddprun::CliOutcome> cli =
       ddprun::ParseCommandLine(std::vector<std::string>(argv + 1, argv + argc), devices, env);
   if (!cli.ok()) return UsageError(std::string(cli.status().message()));

@@ -23,8 +23,11 @@ absl::Status PlaceDevices(const AcceleratorList& accelerators, const SysfsEnv& e
 }
 
 absl::Status PlaceCpus(const AcceleratorList& accelerators, AgentConfig& config) {
-  DDPRUN_ASSIGN_OR_RETURN(CpuTopology topology, LoadCpuTopology());
   DDPRUN_ASSIGN_OR_RETURN(std::set<int> allowed, AllowedCpus());
+  CpuTopology topology;  // lists as given need none: they bind CPUs only
+  if (config.cpu_binding.lists.empty()) {
+    DDPRUN_ASSIGN_OR_RETURN(topology, LoadCpuTopology());
+  }
   std::vector<std::string> addresses;
   for (const Accelerator& device : accelerators.devices) addresses.push_back(device.pci_address);
   topology.pci_numa = ReadPciNumaNodes("/sys", addresses);
@@ -50,7 +53,13 @@ absl::Status PlaceWorkers(const std::function<absl::StatusOr<AcceleratorList>()>
   if (!config.virtual_local_rank && !config.cpu_binding.enabled()) return absl::OkStatus();
   AcceleratorList devices;
   if (config.virtual_local_rank || numa) {
-    DDPRUN_ASSIGN_OR_RETURN(devices, accelerators());
+    absl::StatusOr<AcceleratorList> found = accelerators();
+    if (!found.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(numa ? "--numa-binding" : "--virtual-local-rank",
+                       ": cannot list this node's accelerators: ", found.status().message()));
+    }
+    devices = *std::move(found);
   }
   if (config.virtual_local_rank) DDPRUN_RETURN_IF_ERROR(PlaceDevices(devices, env, config));
   if (config.cpu_binding.enabled()) DDPRUN_RETURN_IF_ERROR(PlaceCpus(devices, config));

@@ -1,5 +1,7 @@
 #include "agent/accelerators.h"
 
+#include "agent/gpu_probe.h"
+
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -13,6 +15,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 // A sysfs tree under agent/tests/testdata/sysfs (SOURCES.md says where each one comes from).
@@ -234,6 +237,7 @@ TEST(IntelGpus, IntegratedGpuOfAProcfsCaptureIsFoundThroughItsUevent) {
   EXPECT_EQ(list.visibility_variable, "ZE_AFFINITY_MASK");
   EXPECT_THAT(Addresses(list), ElementsAre("0000:00:02.0"));
   EXPECT_THAT(SelectValues(list), ElementsAre("0"));
+  EXPECT_TRUE(list.integrated);  // xpu counts it; gpu and auto do not (FindAccelerators)
 }
 
 TEST(IntelGpus, DiscreteGpusHideTheIntegratedOne) {
@@ -242,6 +246,7 @@ TEST(IntelGpus, DiscreteGpusHideTheIntegratedOne) {
   const AcceleratorList list = FindIntelGpus(Tree("intel-arc-with-igpu"), {});
   EXPECT_THAT(Addresses(list), ElementsAre("0000:03:00.0"));
   EXPECT_THAT(SelectValues(list), ElementsAre("1"));
+  EXPECT_FALSE(list.integrated);
 }
 
 TEST(IntelGpus, IntegratedGpuCountsWhenTheMaskHidesEveryDiscreteOne) {
@@ -349,6 +354,60 @@ TEST(IntelGpus, ReadsVendorDriverAndAddressThroughSysfsSymlinks) {
   const AcceleratorList list = FindIntelGpus(sys.path(), {});
   EXPECT_THAT(Addresses(list), ElementsAre("0000:3a:00.0", "0000:3a:00.0"));
   EXPECT_THAT(SelectValues(list), ElementsAre("0", "1"));
+}
+
+}  // namespace
+}  // namespace ddprun
+
+namespace ddprun {
+namespace {
+
+AcceleratorList Nvidia(int gpus) {
+  AcceleratorList list;
+  list.vendor = AcceleratorVendor::kNvidia;
+  for (int i = 0; i < gpus; ++i) list.devices.push_back({"", std::to_string(i)});
+  return list;
+}
+
+TEST(VirtualDevices, NvidiaTakesTheInheritedListsEntriesAsTorchrunDoes) {
+  EXPECT_THAT(*VirtualDeviceValues(Nvidia(2), {{"CUDA_VISIBLE_DEVICES", "GPU-aa, 5"}}, 2),
+              ElementsAre("GPU-aa", "5"));
+  EXPECT_THAT(*VirtualDeviceValues(Nvidia(8), {}, 3), ElementsAre("0", "1", "2"));
+}
+
+TEST(VirtualDevices, FewerDevicesThanLocalRanksIsAnError) {
+  absl::StatusOr<std::vector<std::string>> values =
+      VirtualDeviceValues(Nvidia(2), {{"CUDA_VISIBLE_DEVICES", "0,1"}}, 3);
+  ASSERT_FALSE(values.ok());
+  EXPECT_EQ(values.status().message(),
+            "--virtual-local-rank: 2 devices are visible (CUDA_VISIBLE_DEVICES='0,1') for 3 "
+            "local ranks; make one visible per local rank, or lower --nproc-per-node");
+  // No list: the GPUs the probe found.
+  values = VirtualDeviceValues(Nvidia(1), {}, 2);
+  ASSERT_FALSE(values.ok());
+  EXPECT_THAT(std::string(values.status().message()), HasSubstr("1 devices are visible (found"));
+  // An empty list shows no device at all.
+  EXPECT_FALSE(VirtualDeviceValues(Nvidia(2), {{"CUDA_VISIBLE_DEVICES", ""}}, 2).ok());
+}
+
+TEST(VirtualDevices, WithoutAcceleratorsTheLocalRankIsTheDeviceAsInTorchrun) {
+  EXPECT_THAT(*VirtualDeviceValues(AcceleratorList{}, {}, 2), ElementsAre("0", "1"));
+}
+
+TEST(VirtualDevices, AmdAndIntelTakeEachDevicesOwnSelector) {
+  const AcceleratorList amd =
+      FindAmdGpus(Tree("amd-mi210-xgmi"),
+                  {{"ROCR_VISIBLE_DEVICES", "4,5,6,7"}, {"HIP_VISIBLE_DEVICES", "3,1"}});
+  EXPECT_EQ(amd.visibility_variable, "HIP_VISIBLE_DEVICES");
+  EXPECT_THAT(*VirtualDeviceValues(amd, {}, 2), ElementsAre("3", "1"));
+  EXPECT_FALSE(VirtualDeviceValues(amd, {}, 3).ok());
+}
+
+TEST(NormalizePciAddress, GivesSysfsSpelling) {
+  EXPECT_EQ(NormalizePciAddress("00000000:3B:00.0"), "0000:3b:00.0");
+  EXPECT_EQ(NormalizePciAddress("0001:C1:1f.7"), "0001:c1:1f.7");
+  EXPECT_EQ(NormalizePciAddress("not an address"), "");
+  EXPECT_EQ(NormalizePciAddress(""), "");
 }
 
 }  // namespace

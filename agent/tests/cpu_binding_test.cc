@@ -242,6 +242,11 @@ TEST(CpuAffinity, ListsMustLieInsideTheAllowedCpus) {
   plan = PlanCpuBindings(settings, g4dn, Every(g4dn), {}, 2);
   ASSERT_TRUE(plan.ok());
   EXPECT_EQ((*plan)[1].preferred_node, 1);
+  // As the launcher plans them: without reading the topology, CPUs only.
+  plan = PlanCpuBindings(settings, CpuTopology{}, {0, 1, 24, 25}, {}, 2);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_EQ((*plan)[1].cpus, (std::set<int>{24, 25}));
+  EXPECT_EQ((*plan)[1].preferred_node, -1);
 }
 
 TEST(CpuList, ParsesAndFormatsTheKernelsFormat) {

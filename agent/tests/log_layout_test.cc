@@ -36,5 +36,22 @@ TEST(LinePrefixTest, TemplateFillsEveryField) {
   EXPECT_EQ(LinePrefix("plain> ", {"r", 1, 1, "h"}), "plain> ");
 }
 
+TEST(LinePrefix, TemplatesFillTorchsFourFieldsBracedOrNot) {
+  const LineSource source{"trainer", 12, 3, "gpu-node-7"};
+  EXPECT_EQ(LinePrefix("[${hostname}:${rank}]: ", source), "[gpu-node-7:12]: ");
+  EXPECT_EQ(LinePrefix("$role_name/$local_rank|", source), "trainer/3|");
+  EXPECT_EQ(LinePrefix("${rank}${rank} ", source), "1212 ");
+}
+
+TEST(SafeSubstitute, BehavesAsPythonsStringTemplate) {
+  const std::map<std::string, std::string> values = {{"rank", "5"}};
+  EXPECT_EQ(SafeSubstitute("$rank ${rank}", values), "5 5");
+  EXPECT_EQ(SafeSubstitute("$$rank costs $5", values), "$rank costs $5");
+  EXPECT_EQ(SafeSubstitute("$ranks ${RANK} ${nope} ${rank", values),
+            "$ranks ${RANK} ${nope} ${rank");
+  EXPECT_EQ(SafeSubstitute("end$", values), "end$");
+  EXPECT_EQ(SafeSubstitute("${rank}x$rank.y", values), "5x5.y");
+}
+
 }  // namespace
 }  // namespace ddprun

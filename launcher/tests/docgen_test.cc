@@ -77,9 +77,17 @@ TEST(DocgenTest, BashCompletesOptionsValuesAndTheScriptsFiles) {
   EXPECT_THAT(Complete("ddprun stop --"), Not(HasSubstr("--nproc-per-node")));
 }
 
-TEST(DocgenTest, PrintCompletionPrintsTheInstalledScripts) {
-  EXPECT_EQ(*CompletionScript("bash"), ReadFile(BASH_COMPLETION));
-  EXPECT_EQ(*CompletionScript("zsh"), ReadFile(ZSH_COMPLETION));
+TEST(DocgenTest, PrintCompletionPrintsAWorkingBashCompletion) {
+  // What `ddprun --print-completion bash` prints, sourced as a user would.
+  TempDir dir;
+  const std::string script = dir.Write("ddprun.bash", *CompletionScript("bash"));
+  ProcessResult r =
+      RunProcess({"/bin/bash", "-c",
+                  "source \"$0\"; COMP_WORDS=(ddprun --numa-binding ''); COMP_CWORD=2; _ddprun; "
+                  "printf '%s\\n' \"${COMPREPLY[@]}\"",
+                  script});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "node\nsocket\nexclusive\ncore-complex\n");
   EXPECT_FALSE(CompletionScript("fish").has_value());
 }
 

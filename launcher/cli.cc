@@ -42,7 +42,9 @@ Environment:
   SLURM_JOB_ID   the run id when neither --rdzv-id nor PET_RDZV_ID is given
   LOGLEVEL       ddprun's own messages: DEBUG, INFO, WARNING (default), ERROR, CRITICAL
   TORCHELASTIC_ENABLE_FILE_TIMER=1  serve torch's FileTimer watchdog (docs/hangs.md)
-  TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE  tee prefix, with ${role_name} ${rank} ${local_rank}
+  CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, ZE_AFFINITY_MASK
+                 the accelerators gpu/xpu/auto, --virtual-local-rank and --numa-binding
+                 count (docs/gpu.md)
 
 Signals:
   SIGUSR2  (unless in --signals-to-handle) every worker's stack, written to the
@@ -91,8 +93,8 @@ struct RawValues {
 };
 
 constexpr char kPrintCompletionHelp[] =
-    "Print the completion script for this shell and exit (e.g. ddprun --print-completion zsh "
-    "> ~/.zsh/completions/_ddprun)";
+    "Print the completion script for bash, zsh or tcsh and exit (e.g. ddprun "
+    "--print-completion zsh > ~/.zsh/completions/_ddprun)";
 
 class UsageFormatter : public CLI::Formatter {
  public:
@@ -112,7 +114,8 @@ void DeclareApp(CLI::App& app, RawValues& raw) {
   app.get_formatter()->column_width(34);
   app.add_option("--print-completion,--print_completion", raw.print_completion,
                  kPrintCompletionHelp)
-      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
+      ->type_name("SHELL");
   for (const OptionSpec& spec : Options()) {
     CLI::Option* option =
         spec.flag ? app.add_flag(Spellings(spec), raw.flags[spec.name], HelpText(spec))

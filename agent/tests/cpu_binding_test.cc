@@ -133,6 +133,23 @@ TEST(NumaBinding, ExclusiveGivesTheFirstRanksTheCoresLeftOver) {
                                       "15-19,63-67 @0", "20-23,68-71 @0"}));
 }
 
+TEST(NumaBinding, ADgxA100ClassBoxGivesEachA100ItsShareOfItsSocket) {
+  // AWS p4d.24xlarge: 8 A100 SXM4 behind NVSwitches, 4 per socket, one NUMA node per socket.
+  const CpuTopology p4d = Load("aws-p4d.xml");
+  const std::vector<std::string> gpus = {"0000:10:1c.0", "0000:10:1d.0", "0000:20:1c.0",
+                                         "0000:20:1d.0", "0000:90:1c.0", "0000:90:1d.0",
+                                         "0000:a0:1c.0", "0000:a0:1d.0"};
+  EXPECT_EQ(Plan(NumaBinding::kExclusive, p4d, gpus, 8),
+            (std::vector<std::string>{"0-5,48-53 @0", "6-11,54-59 @0", "12-17,60-65 @0",
+                                      "18-23,66-71 @0", "24-29,72-77 @1", "30-35,78-83 @1",
+                                      "36-41,84-89 @1", "42-47,90-95 @1"}));
+  for (NumaBinding mode : {NumaBinding::kNode, NumaBinding::kSocket, NumaBinding::kCoreComplex}) {
+    const std::vector<std::string> plan = Plan(mode, p4d, gpus, 8);
+    EXPECT_EQ(plan[0], "0-23,48-71 @0") << NumaBindingName(mode);
+    EXPECT_EQ(plan[7], "24-47,72-95 @1") << NumaBindingName(mode);
+  }
+}
+
 TEST(NumaBinding, CoreComplexGivesEachGpuOneL3OfItsNode) {
   EXPECT_EQ(Plan(NumaBinding::kCoreComplex, Load("epyc-corona-p2.xml"), kCoronaP2Gpus, 8),
             (std::vector<std::string>{"0-2,48-50 @0", "3-5,51-53 @0", "6-8,54-56 @0",

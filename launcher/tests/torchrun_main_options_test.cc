@@ -1,8 +1,10 @@
 // Every option of torchrun's current command line, as PyTorch main declares it in
 // torch/distributed/run.py (read at cyyever/pytorch@00d947a63c3f6a7da87dc14149ce46123f737d81,
 // a fork that tracks main; PyTorch PRs #191265 and #191289 of July 2026 are the newest options
-// in it), must be an option of ddprun, and the migration table in docs/user-guide.md must
-// say what ddprun does with it. When torchrun adds an option, add it here.
+// in it; Debian sid's python3-torch 2.14.1 declares the same list), must be an option of
+// ddprun, and the migration table in docs/user-guide.md must say what ddprun does with it.
+// When torchrun adds an option, add it here (tests/compat/torchrun_main_compat_test.cc
+// also asks a real torchrun's parser, where one is installed).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -17,9 +17,8 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 
-from procs import launcher_parser, parse_launcher_args, read_ns
+from procs import launcher_parser, parse_launcher_args, read_ns, time_launch
 from report import print_table, summarize, write_json
 
 
@@ -37,15 +36,9 @@ def variants(nproc):
 def run_launch(options, nproc):
     work = tempfile.mkdtemp(prefix="ddprun-bench-")
     try:
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        t0 = time.time_ns()
-        proc = subprocess.run([ARGS.ddprun, "--standalone", f"--nproc-per-node={nproc}", *options,
-                               "--no-python", ARGS.worker, work, "exit"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        if proc.returncode != 0:
-            raise RuntimeError(f"ddprun {options} exited {proc.returncode}: {proc.stderr[-500:]}")
-        starts = [read_ns(f"{work}/start.{r}.0") for r in range(nproc)]
-        return (max(starts) - t0) / 1e6
+        command = [ARGS.ddprun, "--standalone", f"--nproc-per-node={nproc}", *options,
+                   "--no-python", ARGS.worker, work, "exit"]
+        return time_launch(command, nproc, work)[0]
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

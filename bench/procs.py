@@ -24,6 +24,19 @@ def read_ns(path):
         return int(f.read())
 
 
+def time_launch(command, nproc, work):
+    """Runs `command` (a launcher whose bench_worker writes `work`/start.<rank>.0), with
+    OMP_NUM_THREADS=1; returns (ms from start to the last worker running, ms of the whole job)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    t0 = time.time_ns()
+    proc = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    t_end = time.time_ns()
+    if proc.returncode != 0:
+        raise RuntimeError(f"{command[0]} exited {proc.returncode}: {proc.stderr[-500:]}")
+    starts = [read_ns(f"{work}/start.{r}.0") for r in range(nproc)]
+    return (max(starts) - t0) / 1e6, (t_end - t0) / 1e6
+
+
 def wait_for(paths, timeout):
     deadline = time.monotonic() + timeout
     while not all(os.path.exists(p) for p in paths):

@@ -22,8 +22,8 @@ import tempfile
 import time
 
 from procs import (
-    launcher_parser, parse_launcher_args, proc_status, read_ns, torch_available, torchrun_cmd,
-    wait_for)
+    launcher_parser, parse_launcher_args, proc_status, read_ns, time_launch, torch_available,
+    torchrun_cmd, wait_for)
 from report import print_table, summarize, write_json
 
 
@@ -39,15 +39,7 @@ def launcher_cmd(name, nproc, worker, work_dir, mode, max_restarts=0):
 def run_launch(name, nproc):
     work = tempfile.mkdtemp(prefix="ddprun-bench-")
     try:
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        t0 = time.time_ns()
-        proc = subprocess.run(launcher_cmd(name, nproc, ARGS.worker, work, "exit"), env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        t_end = time.time_ns()
-        if proc.returncode != 0:
-            raise RuntimeError(f"{name} exited {proc.returncode}")
-        starts = [read_ns(f"{work}/start.{r}.0") for r in range(nproc)]
-        return (max(starts) - t0) / 1e6, (t_end - t0) / 1e6
+        return time_launch(launcher_cmd(name, nproc, ARGS.worker, work, "exit"), nproc, work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

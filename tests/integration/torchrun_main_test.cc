@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/cpu_topology.h"
+#include "agent/host_info.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 
@@ -20,12 +21,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string ThisHostName() {
-  char name[256] = {};
-  ::gethostname(name, sizeof(name) - 1);
-  return name;
-}
 
 TEST(VirtualLocalRank, EachWorkerSeesOnlyItsOwnDeviceAsLocalRankZero) {
   TempDir dir;
@@ -71,8 +66,8 @@ TEST(LogLinePrefixTemplate, FillsTheHostNameAndTheUnbracedFields) {
                                 "--log-line-prefix-template=[${hostname}|$rank|${local_rank}] ",
                                 "--no-python", "/bin/sh", "-c", "echo hello"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("[" + ThisHostName() + "|0|0] hello\n"));
-  EXPECT_THAT(r.out, HasSubstr("[" + ThisHostName() + "|1|1] hello\n"));
+  EXPECT_THAT(r.out, HasSubstr("[" + HostName() + "|0|0] hello\n"));
+  EXPECT_THAT(r.out, HasSubstr("[" + HostName() + "|1|1] hello\n"));
 }
 
 TEST(LogLinePrefixTemplate, TorchrunsVariableIsTheFallback) {

@@ -5,6 +5,7 @@ plots (RESULTS/restart.png, RESULTS/scale.png). scripts/bench.sh builds and call
   single_node.py  launch (2 and 8 workers), whole job, restart, peak RSS; torchrun beside it
   multi_node.py   2 and 4 agents on loopback: launch, restart, agent loss; torchrun beside it
   hangs.py        FileTimer expiry, uninterruptible sleep, the whole-job hang report (2, 4 agents)
+  binding.py      launch and restart with --cpu-affinity and --numa-binding against none
   footprint.py    agents idling with their workers for 60 s: RSS, threads, CPU
   scale.py        one master and 100 .. 20,000 simulated agents; the bare gRPC floor
   store.py        Store ops/s and latency with 1, 16 and 256 clients; the bare gRPC floor
@@ -47,6 +48,7 @@ def main():
         ("hangs", [f"--ddprun={build}/launcher/ddprun",
                    f"--test-worker={build}/tests/integration/test_worker",
                    "--runs", "2" if quick else "5"]),
+        ("binding", [*launcher, "--runs", "5" if quick else "40"]),
     ]
     failed = []
     for name, extra in steps:

@@ -107,6 +107,25 @@ TEST(BenchTools, ScaleStoreAndFootprintScriptsRunEndToEnd) {
   EXPECT_THAT(footprint.out, HasSubstr("ddprun c10d client"));
 }
 
+TEST(BenchTools, TheLaunchScriptsRunEndToEnd) {
+  TempDir dir;
+  ProcessResult binding = RunProcess(
+      {"/usr/bin/python3", kSource + "/bench/binding.py", "--ddprun=" + kBuild + "/launcher/ddprun",
+       "--worker=" + kBuild + "/bench/bench_worker", "--runs=1", "--json",
+       dir.path() + "/binding.json"},
+      {}, absl::Seconds(120));
+  ASSERT_EQ(binding.exit_code, 0) << binding.out << binding.err;
+  EXPECT_THAT(binding.out, HasSubstr("numa-excl: launch p90"));
+  EXPECT_TRUE(FileExists(dir.path() + "/binding.json"));
+  ProcessResult single =
+      RunProcess({"/usr/bin/python3", kSource + "/bench/single_node.py",
+                  "--ddprun=" + kBuild + "/launcher/ddprun",
+                  "--worker=" + kBuild + "/bench/bench_worker", "--no-torchrun", "--runs=1"},
+                 {}, absl::Seconds(120));
+  ASSERT_EQ(single.exit_code, 0) << single.out << single.err;
+  EXPECT_THAT(single.out, HasSubstr("launch_ms_nproc8"));
+}
+
 TEST(BenchTools, TheHangsScriptRunsEndToEnd) {
   TempDir dir;
   ProcessResult hangs = RunProcess(

@@ -22,7 +22,7 @@ std::vector<std::string> CudaListEntries(const std::string& list) {
 
 }  // namespace
 
-absl::StatusOr<AcceleratorList> FindAccelerators(const SysfsEnv& env) {
+absl::StatusOr<AcceleratorList> FindAccelerators(const EnvMap& env) {
   absl::StatusOr<std::vector<std::string>> nvidia = ProbeNvidiaGpus();
   if (!nvidia.ok()) return nvidia.status();
   if (!nvidia->empty()) {
@@ -41,7 +41,7 @@ absl::StatusOr<AcceleratorList> FindAccelerators(const SysfsEnv& env) {
 }
 
 absl::StatusOr<std::vector<std::string>> VirtualDeviceValues(const AcceleratorList& accelerators,
-                                                             const SysfsEnv& env, int nproc) {
+                                                             const EnvMap& env, int nproc) {
   const std::string& variable = accelerators.visibility_variable;
   std::vector<std::string> values;
   auto inherited = env.find(variable);

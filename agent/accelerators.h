@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "agent/worker_env.h"
 
 namespace ddprun {
 
@@ -35,26 +36,24 @@ struct AcceleratorList {
   bool integrated = false;
 };
 
-using SysfsEnv = std::map<std::string, std::string>;
-
 /// AMD GPUs as HIP numbers them: the GPU nodes of <sys_root>/class/kfd/kfd/topology/nodes
 /// (numeric order), filtered by ROCR_VISIBLE_DEVICES (ROCr's rules), then by
 /// HIP_VISIBLE_DEVICES, or CUDA_VISIBLE_DEVICES when that is unset or empty (HIP's rules).
 /// No KFD topology: an empty list. `env` holds the agent's environment.
-AcceleratorList FindAmdGpus(const std::string& sys_root, const SysfsEnv& env);
+AcceleratorList FindAmdGpus(const std::string& sys_root, const EnvMap& env);
 
 /// Intel GPUs as Level Zero and torch.xpu number them: <sys_root>/class/drm/card<N> whose PCI
 /// vendor is 0x8086 and driver i915 or xe, discrete ones only when there is one (else the
 /// integrated ones), one device per tile in FLAT hierarchy (ZE_FLAT_DEVICE_HIERARCHY; Data
 /// Center GPU Max defaults to FLAT, everything else to COMPOSITE), filtered by
 /// ZE_AFFINITY_MASK. No such card: an empty list.
-AcceleratorList FindIntelGpus(const std::string& sys_root, const SysfsEnv& env);
+AcceleratorList FindIntelGpus(const std::string& sys_root, const EnvMap& env);
 
 /// Every accelerator of this machine that a worker would see: NVIDIA's (gpu_probe.h) if any,
 /// else AMD's, else Intel's discrete ones; an empty list (vendor kNone) when there is none.
 /// An integrated Intel GPU alone is not counted here (see FindIntelGpus for 'xpu'): the
 /// machine is then taken for a CPU machine, as torchrun with a CUDA build takes it.
-absl::StatusOr<AcceleratorList> FindAccelerators(const SysfsEnv& env);
+absl::StatusOr<AcceleratorList> FindAccelerators(const EnvMap& env);
 
 /// --virtual-local-rank: what `accelerators.visibility_variable` holds for each of `nproc`
 /// local ranks. NVIDIA (and no accelerator at all), as torchrun: the entry of the inherited
@@ -62,6 +61,6 @@ absl::StatusOr<AcceleratorList> FindAccelerators(const SysfsEnv& env);
 /// the device's select_value. Fewer devices than local ranks (NVIDIA: than the entries of
 /// the list, or than the GPUs found): an error that says so.
 absl::StatusOr<std::vector<std::string>> VirtualDeviceValues(const AcceleratorList& accelerators,
-                                                             const SysfsEnv& env, int nproc);
+                                                             const EnvMap& env, int nproc);
 
 }  // namespace ddprun

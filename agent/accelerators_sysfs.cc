@@ -76,7 +76,7 @@ bool IsNumbered(absl::string_view name, absl::string_view prefix) {
   return std::all_of(name.begin(), name.end(), [](char c) { return absl::ascii_isdigit(c); });
 }
 
-std::string EnvValue(const SysfsEnv& env, const std::string& name) {
+std::string EnvValue(const EnvMap& env, const std::string& name) {
   const auto it = env.find(name);
   return it == env.end() ? "" : it->second;
 }
@@ -209,7 +209,7 @@ std::optional<size_t> RocrTokenIndex(const std::string& token, const std::vector
 // ROCr's RvdFilter: the KFD GPU indices ROCR_VISIBLE_DEVICES surfaces, in its order. Set but
 // empty surfaces none; tokens past the GPU count are ignored; a bad, out-of-range or repeated
 // token ends the list, keeping what came before it.
-std::vector<size_t> RocrSurfacedGpus(const std::vector<KfdGpu>& gpus, const SysfsEnv& env) {
+std::vector<size_t> RocrSurfacedGpus(const std::vector<KfdGpu>& gpus, const EnvMap& env) {
   const auto value = env.find("ROCR_VISIBLE_DEVICES");
   if (value == env.end()) return AllIndices(gpus.size());
   std::vector<size_t> surfaced;
@@ -242,7 +242,7 @@ std::optional<size_t> HipTokenIndex(std::string token, const std::vector<std::st
 // HIP's Device::init, on the GPUs ROCr surfaced (`uuids` in that order): the positions that
 // HIP_VISIBLE_DEVICES (or CUDA_VISIBLE_DEVICES when that is empty) selects. Empty selects
 // all, unlike ROCR_VISIBLE_DEVICES; an invalid token ends the list; a repeated one is skipped.
-std::vector<size_t> HipSelectedGpus(const std::vector<std::string>& uuids, const SysfsEnv& env) {
+std::vector<size_t> HipSelectedGpus(const std::vector<std::string>& uuids, const EnvMap& env) {
   std::string ordinals = EnvValue(env, "HIP_VISIBLE_DEVICES");
   if (ordinals.empty()) ordinals = EnvValue(env, "CUDA_VISIBLE_DEVICES");
   if (ordinals.empty()) return AllIndices(uuids.size());
@@ -350,7 +350,7 @@ std::vector<IntelCard> ReadIntelCards(const std::string& sys_root) {
 
 // NEO's setDeviceHierarchyMode: FLAT and COMBINED make each tile a device. Unset, NEO takes
 // the default of its first root device's GPU family, FLAT only on Data Center GPU Max.
-bool TilesAreDevices(const std::vector<IntelCard>& cards, const SysfsEnv& env) {
+bool TilesAreDevices(const std::vector<IntelCard>& cards, const EnvMap& env) {
   const std::string mode = EnvValue(env, "ZE_FLAT_DEVICE_HIERARCHY");
   if (mode == "COMPOSITE") return false;
   if (mode == "FLAT" || mode == "COMBINED") return true;
@@ -404,7 +404,7 @@ void EnableAffinityEntry(const std::string& entry, bool tiles_are_devices,
 
 // Which FLAT tiles ZE_AFFINITY_MASK leaves on; all of them when it is unset, "" or "default".
 std::vector<bool> AffinityMaskTiles(const std::vector<Tile>& tiles, size_t card_count,
-                                    bool tiles_are_devices, const SysfsEnv& env) {
+                                    bool tiles_are_devices, const EnvMap& env) {
   const std::string mask = EnvValue(env, "ZE_AFFINITY_MASK");
   if (mask.empty() || mask == "default") return std::vector<bool>(tiles.size(), true);
   std::vector<bool> enabled(tiles.size(), false);
@@ -451,7 +451,7 @@ std::vector<LevelZeroDevice> LevelZeroDevices(const std::vector<IntelCard>& card
 
 }  // namespace
 
-AcceleratorList FindAmdGpus(const std::string& sys_root, const SysfsEnv& env) {
+AcceleratorList FindAmdGpus(const std::string& sys_root, const EnvMap& env) {
   const std::vector<KfdGpu> gpus = ReadKfdGpus(sys_root);
   if (gpus.empty()) return AcceleratorList{};
   AcceleratorList list;
@@ -468,7 +468,7 @@ AcceleratorList FindAmdGpus(const std::string& sys_root, const SysfsEnv& env) {
   return list;
 }
 
-AcceleratorList FindIntelGpus(const std::string& sys_root, const SysfsEnv& env) {
+AcceleratorList FindIntelGpus(const std::string& sys_root, const EnvMap& env) {
   const std::vector<IntelCard> cards = ReadIntelCards(sys_root);
   if (cards.empty()) return AcceleratorList{};
   AcceleratorList list;

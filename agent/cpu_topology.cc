@@ -3,21 +3,22 @@
 #include <errno.h>
 #include <hwloc.h>
 #include <sched.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/child_answer.h"
+#include "common/small_file.h"
 #include "common/unique_fd.h"
 
 namespace ddprun {
@@ -145,7 +146,7 @@ absl::StatusOr<CpuTopology> ParseTopology(const std::string& text) {
     }
   }
   if (topology.cpus.empty()) {
-    return absl::InternalError("hwloc cannot read this machine's topology (its reader died)");
+    return absl::InternalError("hwloc found no CPU on this machine");
   }
   return topology;
 }
@@ -154,31 +155,19 @@ absl::StatusOr<CpuTopology> ParseTopology(const std::string& text) {
 // (OpenCL, Level Zero, GL: vendor libraries) at start, and none of them may stay in the agent.
 // The child ignores the variables that make hwloc read another machine.
 absl::StatusOr<CpuTopology> ReadThisMachineInAChild() {
-  absl::StatusOr<Pipe> pipe = MakePipe(/*nonblocking_read=*/false);
-  if (!pipe.ok()) return pipe.status();
-  const pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus(errno, "fork (CPU topology)");
-  if (pid == 0) {
-    for (const char* name :
-         {"HWLOC_XMLFILE", "HWLOC_FSROOT", "HWLOC_SYNTHETIC", "HWLOC_CPUID_PATH"}) {
-      ::unsetenv(name);
-    }
-    absl::StatusOr<CpuTopology> topology = ReadTopology("");
-    (void)WriteAll(pipe->write_end.get(),
-                   topology.ok() ? SerializeTopology(*topology)
-                                 : "error " + std::string(topology.status().message()));
-    ::_exit(0);
-  }
-  pipe->write_end.Reset();
-  std::string text;
-  char buf[65536];
-  for (ssize_t got; (got = ::read(pipe->read_end.get(), buf, sizeof(buf))) != 0;) {
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) break;
-    text.append(buf, static_cast<size_t>(got));
-  }
-  ::waitpid(pid, nullptr, 0);
-  return ParseTopology(text);
+  absl::StatusOr<std::string> answer = AnswerFromChild(
+      [] {
+        for (const char* name :
+             {"HWLOC_XMLFILE", "HWLOC_FSROOT", "HWLOC_SYNTHETIC", "HWLOC_CPUID_PATH"}) {
+          ::unsetenv(name);
+        }
+        absl::StatusOr<CpuTopology> topology = ReadTopology("");
+        return topology.ok() ? SerializeTopology(*topology)
+                             : "error " + std::string(topology.status().message());
+      },
+      "CPU topology");
+  if (!answer.ok()) return answer.status();
+  return ParseTopology(*answer);
 }
 
 }  // namespace
@@ -192,9 +181,10 @@ std::map<std::string, int> ReadPciNumaNodes(const std::string& sys_root,
   std::map<std::string, int> nodes;
   for (const std::string& address : addresses) {
     if (address.empty()) continue;
-    std::ifstream file(absl::StrCat(sys_root, "/bus/pci/devices/", address, "/numa_node"));
+    absl::StatusOr<std::string> text =
+        ReadSmallFile(absl::StrCat(sys_root, "/bus/pci/devices/", address, "/numa_node"));
     int node = -1;
-    if (!(file >> node)) node = -1;
+    if (!text.ok() || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &node)) node = -1;
     nodes[address] = node;
   }
   return nodes;

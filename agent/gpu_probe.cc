@@ -1,11 +1,9 @@
 #include "agent/gpu_probe.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <stdlib.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 #include <vector>
@@ -13,21 +11,15 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "common/unique_fd.h"
+#include "common/child_answer.h"
 
 namespace ddprun {
 namespace {
 
-// One visible device's PCI address as the probe child sends it: fixed size, so the parent
-// reads whole records.
-struct BusIdRecord {
-  char text[32];
-};
-constexpr int kMaxProbedGpus = 64;
-
-// The count, and each device's PCI bus id when `bus_ids` is not null.
-int CountWithLibcuda(BusIdRecord* bus_ids) {
+// The count, and each device's PCI bus id in `bus_ids` ("" when libcuda cannot say).
+int CountWithLibcuda(std::vector<std::string>& bus_ids) {
   void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) return -1;
   using InitFn = int (*)(unsigned int);
@@ -40,11 +32,12 @@ int CountWithLibcuda(BusIdRecord* bus_ids) {
   auto bus_id = reinterpret_cast<BusIdFn>(::dlsym(lib, "cuDeviceGetPCIBusId"));
   int n = 0;
   if (init == nullptr || count == nullptr || init(0) != 0 || count(&n) != 0) return 0;
-  for (int i = 0; i < n && i < kMaxProbedGpus && get != nullptr && bus_id != nullptr; ++i) {
+  for (int i = 0; i < n; ++i) {
+    char text[32] = {};
     int device = 0;
-    if (get(&device, i) != 0 || bus_id(bus_ids[i].text, sizeof(bus_ids[i].text) - 1, device) != 0) {
-      bus_ids[i].text[0] = '\0';
-    }
+    const bool known = get != nullptr && bus_id != nullptr && get(&device, i) == 0 &&
+                       bus_id(text, sizeof(text) - 1, device) == 0;
+    bus_ids.push_back(known ? text : "");
   }
   return n;
 }
@@ -61,19 +54,6 @@ int CountWithNvml() {
   const char* visible = ::getenv("CUDA_VISIBLE_DEVICES");
   return ApplyCudaVisibleDevices(visible ? std::optional<std::string>(visible) : std::nullopt,
                                  static_cast<int>(n));
-}
-
-// Reads exactly `size` bytes, unless the writer goes first.
-bool ReadFully(int fd, void* data, size_t size) {
-  char* at = static_cast<char*>(data);
-  while (size > 0) {
-    const ssize_t got = ::read(fd, at, size);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    at += got;
-    size -= static_cast<size_t>(got);
-  }
-  return true;
 }
 
 }  // namespace
@@ -116,39 +96,23 @@ std::string NormalizePciAddress(const std::string& bus_id) {
 }
 
 absl::StatusOr<std::vector<std::string>> ProbeNvidiaGpus() {
-  absl::StatusOr<Pipe> pipe = MakePipe(/*nonblocking_read=*/false);
-  if (!pipe.ok()) return pipe.status();
-  const pid_t pid = ::fork();
-  if (pid < 0) return ErrnoStatus(errno, "fork (GPU probe)");
-  if (pid == 0) {
-    static BusIdRecord bus_ids[kMaxProbedGpus] = {};
-    int n = CountWithLibcuda(bus_ids);
-    if (n < 0) n = CountWithNvml();  // the count only: the records stay empty
-    if (n < 0) n = 0;
-    (void)!::write(pipe->write_end.get(), &n, sizeof(n));
-    (void)!::write(pipe->write_end.get(), bus_ids, sizeof(bus_ids));  // < 64 KiB: no wait
-    ::_exit(0);
-  }
-  pipe->write_end.Reset();
-  int count = 0;
-  std::vector<BusIdRecord> records(kMaxProbedGpus);
-  const bool answered =
-      ReadFully(pipe->read_end.get(), &count, sizeof(count)) &&
-      ReadFully(pipe->read_end.get(), records.data(), records.size() * sizeof(BusIdRecord));
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  if (!answered) {
-    return absl::InternalError("the GPU probe process died before answering (driver crash?)");
-  }
+  // The child answers one line per GPU: its PCI bus id as libcuda gives it, or nothing.
+  absl::StatusOr<std::string> answer = AnswerFromChild(
+      [] {
+        std::vector<std::string> bus_ids;
+        const int n = CountWithLibcuda(bus_ids);
+        if (n < 0) bus_ids.assign(std::max(CountWithNvml(), 0), "");  // NVML: the count only
+        std::string lines;
+        for (const std::string& bus_id : bus_ids) absl::StrAppend(&lines, bus_id, "\n");
+        return lines;
+      },
+      "GPU probe");
+  if (!answer.ok()) return answer.status();
   std::vector<std::string> addresses;
-  for (int i = 0; i < count; ++i) {
-    if (i >= kMaxProbedGpus) {
-      addresses.push_back("");  // counted, not located
-      continue;
-    }
-    records[i].text[sizeof(records[i].text) - 1] = '\0';
-    addresses.push_back(NormalizePciAddress(records[i].text));
+  for (absl::string_view line : absl::StrSplit(*answer, '\n')) {
+    addresses.push_back(NormalizePciAddress(std::string(line)));
   }
+  addresses.pop_back();  // after the last newline
   return addresses;
 }
 

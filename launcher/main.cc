@@ -90,8 +90,7 @@ using Accelerators = std::function<absl::StatusOr<ddprun::AcceleratorList>()>;
 
 // --nproc-per-node's gpu and auto, counted from `accelerators` when asked; xpu, Intel's
 // GPUs whatever else the node has (torch.xpu.device_count()).
-ddprun::DeviceCounts CountDevicesWith(const Accelerators& accelerators,
-                                      const ddprun::SysfsEnv& env) {
+ddprun::DeviceCounts CountDevicesWith(const Accelerators& accelerators, const ddprun::EnvMap& env) {
   ddprun::DeviceCounts devices;
   devices.count_gpus = [accelerators]() -> absl::StatusOr<int> {
     absl::StatusOr<ddprun::AcceleratorList> list = accelerators();

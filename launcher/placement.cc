@@ -10,7 +10,7 @@
 namespace ddprun {
 namespace {
 
-absl::Status PlaceDevices(const AcceleratorList& accelerators, const SysfsEnv& env,
+absl::Status PlaceDevices(const AcceleratorList& accelerators, const EnvMap& env,
                           AgentConfig& config) {
   DDPRUN_ASSIGN_OR_RETURN(config.device_values,
                           VirtualDeviceValues(accelerators, env, config.nproc_per_node));
@@ -48,7 +48,7 @@ absl::Status PlaceCpus(const AcceleratorList& accelerators, AgentConfig& config)
 }  // namespace
 
 absl::Status PlaceWorkers(const std::function<absl::StatusOr<AcceleratorList>()>& accelerators,
-                          const SysfsEnv& env, AgentConfig& config) {
+                          const EnvMap& env, AgentConfig& config) {
   const bool numa = config.cpu_binding.numa != NumaBinding::kNone;
   if (!config.virtual_local_rank && !config.cpu_binding.enabled()) return absl::OkStatus();
   AcceleratorList devices;

@@ -15,6 +15,6 @@ namespace ddprun {
 /// config.worker_bindings (--numa-binding, --cpu-affinity), each logged at INFO.
 /// `accelerators` is called only when one of them needs the node's devices.
 absl::Status PlaceWorkers(const std::function<absl::StatusOr<AcceleratorList>()>& accelerators,
-                          const SysfsEnv& env, AgentConfig& config);
+                          const EnvMap& env, AgentConfig& config);
 
 }  // namespace ddprun

@@ -42,7 +42,7 @@ const std::vector<std::string> kMi210 = {"0000:63:00.0", "0000:43:00.0", "0000:0
                                          "0000:26:00.0", "0000:e3:00.0", "0000:c3:00.0",
                                          "0000:83:00.0", "0000:a3:00.0"};
 
-std::vector<std::string> Mi210Addresses(const SysfsEnv& env) {
+std::vector<std::string> Mi210Addresses(const EnvMap& env) {
   return Addresses(FindAmdGpus(Tree("amd-mi210-xgmi"), env));
 }
 
@@ -286,7 +286,7 @@ TEST(IntelGpus, I915GtsAreTilesOnlyOnDataCenterGpuMax) {
 }
 
 std::vector<std::string> MaskedMax1550(const std::string& mask, const std::string& hierarchy) {
-  SysfsEnv env = {{"ZE_AFFINITY_MASK", mask}};
+  EnvMap env = {{"ZE_AFFINITY_MASK", mask}};
   if (!hierarchy.empty()) env["ZE_FLAT_DEVICE_HIERARCHY"] = hierarchy;
   return SelectValues(FindIntelGpus(Tree("intel-max1550-xe"), env));
 }

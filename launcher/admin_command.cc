@@ -43,20 +43,9 @@ absl::StatusOr<AdminCommand> CommandFrom(AdminCommand::Kind kind, const AdminLin
   return command;
 }
 
-}  // namespace
-
-bool IsAdminCommand(const std::string& first_arg) {
-  return first_arg == "status" || first_arg == "stop";
-}
-
-int RunAdminCommandLine(const std::vector<std::string>& args, const LaunchEnvironment& env) {
-  const bool stop = args.front() == "stop";
-  CLI::App app(stop ? "ddprun stop: end a running job cleanly, from anywhere that reaches its "
-                      "rendezvous master. Every agent stops its workers (SIGTERM, then SIGKILL "
-                      "after the grace period) and exits 0."
-                    : "ddprun status: how a running job is, from its rendezvous master.",
-               stop ? "ddprun stop" : "ddprun status");
-  AdminLine line;
+// `ddprun status` / `ddprun stop`'s options, declared once: parsed by RunAdminCommandLine,
+// listed for the shell completions by DescribeAdminOptions.
+void DeclareAdminCommand(CLI::App& app, bool stop, AdminLine& line) {
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", line.endpoint,
                  "The job's rendezvous master, HOST[:PORT] (as the agents were given it)")
       ->required();
@@ -74,6 +63,38 @@ int RunAdminCommandLine(const std::vector<std::string>& args, const LaunchEnviro
   }
   app.add_option("--timeout", line.timeout_s, "Seconds to wait for the master [default: 10]")
       ->check(CLI::PositiveNumber);
+}
+
+}  // namespace
+
+std::vector<OptionDoc> DescribeAdminOptions(const std::string& command) {
+  CLI::App app;
+  AdminLine line;
+  DeclareAdminCommand(app, command == "stop", line);
+  std::vector<OptionDoc> docs;
+  for (const CLI::Option* option : app.get_options()) {
+    OptionDoc doc;
+    doc.names = {"--" + option->get_lnames().front()};
+    doc.help = option->get_description();
+    doc.takes_value = option->get_expected_min() > 0;
+    docs.push_back(std::move(doc));
+  }
+  return docs;
+}
+
+bool IsAdminCommand(const std::string& first_arg) {
+  return first_arg == "status" || first_arg == "stop";
+}
+
+int RunAdminCommandLine(const std::vector<std::string>& args, const LaunchEnvironment& env) {
+  const bool stop = args.front() == "stop";
+  CLI::App app(stop ? "ddprun stop: end a running job cleanly, from anywhere that reaches its "
+                      "rendezvous master. Every agent stops its workers (SIGTERM, then SIGKILL "
+                      "after the grace period) and exits 0."
+                    : "ddprun status: how a running job is, from its rendezvous master.",
+               stop ? "ddprun stop" : "ddprun status");
+  AdminLine line;
+  DeclareAdminCommand(app, stop, line);
   std::vector<std::string> rest(args.rbegin(), args.rend() - 1);  // CLI11 takes them reversed
   try {
     app.parse(rest);

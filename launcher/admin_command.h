@@ -13,6 +13,10 @@ namespace ddprun {
 /// the master refused or could not be reached (said on stderr), 2 for a bad command line.
 int RunAdminCommandLine(const std::vector<std::string>& args, const LaunchEnvironment& env);
 
+/// The options of `ddprun <command>` ("status" or "stop"), each by its dashed long name, in
+/// the order --help shows them: for the shell completions.
+std::vector<OptionDoc> DescribeAdminOptions(const std::string& command);
+
 /// Whether `ddprun ARG ...` is one of them: the first argument, exactly.
 bool IsAdminCommand(const std::string& first_arg);
 

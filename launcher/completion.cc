@@ -3,14 +3,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "launcher/admin_command.h"
 #include "launcher/cli.h"
 
 namespace ddprun {
 namespace {
 
-// What the commands `ddprun status` and `ddprun stop` take (launcher/admin_command.cc).
-const std::vector<std::string> kAdminOptions = {"--rdzv-endpoint", "--rdzv-id", "--rdzv-conf",
-                                                "--timeout", "--help"};
+// The long names of `ddprun <command>`'s options, space-separated, for bash.
+std::string AdminOptionNames(const std::string& command) {
+  std::vector<std::string> names;
+  for (const OptionDoc& option : DescribeAdminOptions(command)) names.push_back(option.names[0]);
+  return absl::StrJoin(names, " ");
+}
 
 // Completes option names, the values of the options that take a fixed set, folders for
 // --log-dir, and files from the training script on. The names come from DescribeOptions;
@@ -54,13 +58,15 @@ std::string BashCompletion() {
       " \"\n"
       "  local i word\n"
       "  # ddprun status / ddprun stop: their own options.\n"
-      "  if ((COMP_CWORD > 1)) && [[ \"${COMP_WORDS[1]}\" == status || \"${COMP_WORDS[1]}\" == "
-      "stop ]]; "
-      "then\n"
+      "  if ((COMP_CWORD > 1)) && [[ \"${COMP_WORDS[1]}\" == status ]]; then\n"
       "    COMPREPLY=($(compgen -W \"",
-      absl::StrJoin(kAdminOptions, " "),
-      " "
-      "$([[ ${COMP_WORDS[1]} == stop ]] && echo --reason || echo --json)\" -- \"$cur\")); return\n"
+      AdminOptionNames("status"),
+      "\" -- \"$cur\")); return\n"
+      "  fi\n"
+      "  if ((COMP_CWORD > 1)) && [[ \"${COMP_WORDS[1]}\" == stop ]]; then\n"
+      "    COMPREPLY=($(compgen -W \"",
+      AdminOptionNames("stop"),
+      "\" -- \"$cur\")); return\n"
       "  fi\n"
       "  if ((COMP_CWORD == 1)) && [[ \"$cur\" != -* ]]; then\n"
       "    COMPREPLY=($(compgen -W \"status stop\" -- \"$cur\") $(compgen -f -- \"$cur\")); "
@@ -123,11 +129,12 @@ std::string ZshSpecs() {
   return specs;
 }
 
-// `ddprun status` / `ddprun stop`: their options, each taking a value but --help.
-std::string ZshAdminSpecs() {
+// `ddprun <command>`'s _arguments specs, as ZshSpecs makes ddprun's.
+std::string ZshAdminSpecs(const std::string& command) {
   std::string specs;
-  for (const std::string& name : kAdminOptions) {
-    absl::StrAppend(&specs, " '", name, name == "--help" ? "[help]'" : "=[value]:value: '");
+  for (const OptionDoc& option : DescribeAdminOptions(command)) {
+    absl::StrAppend(&specs, " '", option.names[0], option.takes_value ? "=" : "", "[",
+                    ZshHelp(option), "]", option.takes_value ? ":value: " : "", "'");
   }
   return specs;
 }
@@ -141,13 +148,15 @@ std::string ZshCompletion() {
       "}\n"
       "_ddprun() {\n"
       "  if (( CURRENT > 2 )) && [[ ${words[2]} == (status|stop) ]]; then\n"
-      "    local -a extra\n"
-      "    if [[ ${words[2]} == stop ]]; then extra=('--reason=[why]:text: ');\n"
-      "    else extra=('--json[the status as JSON]'); fi\n"
+      "    local command=${words[2]}\n"
       "    shift words; (( CURRENT-- ))  # the command is the word _arguments completes for\n"
-      "    _arguments",
-      ZshAdminSpecs(),
-      " $extra\n"
+      "    if [[ $command == stop ]]; then _arguments",
+      ZshAdminSpecs("stop"),
+      "\n"
+      "    else _arguments",
+      ZshAdminSpecs("status"),
+      "\n"
+      "    fi\n"
       "    return\n"
       "  fi\n"
       "  # -A: no ddprun options after the training script; the rest is the script's.\n"

@@ -109,6 +109,7 @@ TEST(DocgenTest, ZshCompletesOptionsAndTheirValues) {
   EXPECT_THAT(ZshComplete("ddprun --nproc"), HasSubstr("--nproc-per-node"));
   EXPECT_THAT(ZshComplete("ddprun --log-line"), HasSubstr("--log-line-prefix-template"));
   EXPECT_THAT(ZshComplete("ddprun stop --r"), HasSubstr("--reason"));
+  EXPECT_THAT(ZshComplete("ddprun status --j"), HasSubstr("--json"));
 }
 
 TEST(DocgenTest, TcshAcceptsItsCompletion) {

@@ -15,10 +15,9 @@ moment of the machine touches all of them alike.
 """
 import os
 import shutil
-import subprocess
 import tempfile
 
-from procs import launcher_parser, parse_launcher_args, read_ns, time_launch
+from procs import launcher_parser, parse_launcher_args, time_launch, time_restart
 from report import print_table, summarize, write_json
 
 
@@ -47,15 +46,9 @@ def run_restart(options, nproc):
     """Rank 1 crashes on the first attempt: from its exit to the last replacement running."""
     work = tempfile.mkdtemp(prefix="ddprun-bench-")
     try:
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        proc = subprocess.run([ARGS.ddprun, "--standalone", f"--nproc-per-node={nproc}",
-                               "--max-restarts=1", *options, "--no-python", ARGS.worker, work,
-                               "crash-once"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120)
-        if proc.returncode != 0:
-            raise RuntimeError(f"ddprun {options} exited {proc.returncode}: {proc.stderr[-500:]}")
-        crash = read_ns(f"{work}/crash")
-        return (max(read_ns(f"{work}/start.{r}.1") for r in range(nproc)) - crash) / 1e6
+        command = [ARGS.ddprun, "--standalone", f"--nproc-per-node={nproc}", "--max-restarts=1",
+                   *options, "--no-python", ARGS.worker, work, "crash-once"]
+        return time_restart(command, nproc, work, f"ddprun {options}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

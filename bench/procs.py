@@ -37,6 +37,18 @@ def time_launch(command, nproc, work):
     return (max(starts) - t0) / 1e6, (t_end - t0) / 1e6
 
 
+def time_restart(command, nproc, work, name):
+    """Runs `command` (a launcher with --max-restarts=1 whose bench_worker's rank 1 crashes
+    once, in crash-once mode); returns ms from the crash to the last replacement running."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          timeout=120)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{name} exited {proc.returncode}: {proc.stderr[-500:]}")
+    crash = read_ns(f"{work}/crash")
+    return (max(read_ns(f"{work}/start.{r}.1") for r in range(nproc)) - crash) / 1e6
+
+
 def wait_for(paths, timeout):
     deadline = time.monotonic() + timeout
     while not all(os.path.exists(p) for p in paths):

@@ -22,8 +22,8 @@ import tempfile
 import time
 
 from procs import (
-    launcher_parser, parse_launcher_args, proc_status, read_ns, time_launch, torch_available,
-    torchrun_cmd, wait_for)
+    launcher_parser, parse_launcher_args, proc_status, time_launch, time_restart,
+    torch_available, torchrun_cmd, wait_for)
 from report import print_table, summarize, write_json
 
 
@@ -47,15 +47,8 @@ def run_launch(name, nproc):
 def run_restart(name, nproc):
     work = tempfile.mkdtemp(prefix="ddprun-bench-")
     try:
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        proc = subprocess.run(launcher_cmd(name, nproc, ARGS.worker, work, "crash-once", 1),
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=120)
-        if proc.returncode != 0:
-            raise RuntimeError(f"{name} exited {proc.returncode}")
-        crash = read_ns(f"{work}/crash")
-        restarted = [read_ns(f"{work}/start.{r}.1") for r in range(nproc)]
-        return (max(restarted) - crash) / 1e6
+        return time_restart(launcher_cmd(name, nproc, ARGS.worker, work, "crash-once", 1), nproc,
+                            work, name)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

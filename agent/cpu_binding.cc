@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 
@@ -10,7 +11,7 @@ namespace {
 
 using Cpu = CpuTopology::Cpu;
 
-// The allowed CPUs, each with what the rules group it by.
+// The CPUs of `topology` that are in `allowed`, each with what the rules group it by.
 std::vector<Cpu> AllowedOf(const CpuTopology& topology, const std::set<int>& allowed) {
   std::vector<Cpu> out;
   for (const Cpu& cpu : topology.cpus) {
@@ -28,7 +29,7 @@ std::set<int> IdsOf(const std::vector<Cpu>& cpus) {
 // The allowed CPUs grouped by `key` (a core, a cache), each group in the order of its key.
 template <typename Key>
 std::vector<std::vector<Cpu>> GroupBy(const std::vector<Cpu>& cpus, Key key) {
-  std::map<std::pair<int, int>, std::vector<Cpu>> groups;
+  std::map<std::invoke_result_t<Key, const Cpu&>, std::vector<Cpu>> groups;
   for (const Cpu& cpu : cpus) groups[key(cpu)].push_back(cpu);
   std::vector<std::vector<Cpu>> out;
   for (auto& [k, group] : groups) out.push_back(std::move(group));
@@ -64,13 +65,20 @@ class NumaPlanner {
  public:
   NumaPlanner(const CpuBindingSettings& settings, const CpuTopology& topology,
               const std::set<int>& allowed, const std::vector<std::string>& accelerators, int nproc)
-      : settings_(settings), topology_(topology), accelerators_(accelerators), nproc_(nproc) {
-    allowed_ = AllowedOf(topology, allowed);
-    for (const Cpu& cpu : allowed_) nodes_with_cpus_.insert(cpu.numa);
+      : settings_(settings), topology_(topology), allowed_(AllowedOf(topology, allowed)) {
+    std::set<int> nodes_with_cpus;
+    for (const Cpu& cpu : allowed_) nodes_with_cpus.insert(cpu.numa);
+    const std::vector<int> nodes(nodes_with_cpus.begin(), nodes_with_cpus.end());
+    // Every visible accelerator has a place, used by the job or not (torch counts them all
+    // in exclusive mode); without one, a local rank has the place of its turn.
+    const size_t total = std::max(static_cast<size_t>(nproc), accelerators.size());
+    for (size_t i = 0; i < total; ++i) {
+      places_.push_back(PlaceOf(i < accelerators.size() ? accelerators[i] : "", i, nodes));
+    }
   }
 
   absl::StatusOr<WorkerBinding> Plan(int local_rank) const {
-    const DevicePlace place = PlaceOf(local_rank);
+    const DevicePlace& place = places_[local_rank];
     std::vector<Cpu> on_node;
     for (const Cpu& cpu : allowed_) {
       if (cpu.numa == place.node) on_node.push_back(cpu);
@@ -87,66 +95,72 @@ class NumaPlanner {
     // A node without memory (a CPU-only NUMA node) cannot be preferred: the kernel refuses.
     binding.preferred_node = topology_.memoryless_nodes.count(place.node) > 0 ? -1 : place.node;
     binding.reason = place.reason;
-    switch (settings_.numa) {
-      case NumaBinding::kNode:
-        binding.cpus = IdsOf(on_node);
-        break;
-      case NumaBinding::kSocket:
-        for (const Cpu& cpu : allowed_) {
-          if (cpu.package == on_node.front().package) binding.cpus.insert(cpu.id);
-        }
-        break;
-      case NumaBinding::kExclusive:
-      case NumaBinding::kCoreComplex: {
-        auto [rel, count] = SharersOf(local_rank, place.node);
-        if (settings_.numa == NumaBinding::kCoreComplex) {
-          // Larger complexes first, as torch; more sharers than complexes: they wrap around.
-          auto groups = GroupBy(on_node, [](const Cpu& c) { return std::pair(c.cache, 0); });
-          std::stable_sort(groups.begin(), groups.end(),
-                           [](const auto& a, const auto& b) { return a.size() > b.size(); });
-          binding.cpus = IdsOf(groups[rel % groups.size()]);
-          break;
-        }
-        const auto cores = GroupBy(on_node, [](const Cpu& c) { return std::pair(c.core, 0); });
-        if (static_cast<int>(cores.size()) < count) {
-          return absl::FailedPreconditionError(absl::StrCat(
-              "--numa-binding=exclusive: NUMA node ", place.node, " has ", cores.size(),
-              " allowed physical cores for ", count,
-              " accelerators or local ranks; use --numa-binding=node or core-complex"));
-        }
-        binding.cpus = IdsOf(Share(cores, rel, count));
-        break;
-      }
-      case NumaBinding::kNone:
-        break;
-    }
+    absl::StatusOr<std::set<int>> cpus = CpusOf(local_rank, on_node);
+    if (!cpus.ok()) return cpus.status();
+    binding.cpus = *std::move(cpus);
     return binding;
   }
 
  private:
-  DevicePlace PlaceOf(int index) const {
-    if (index < static_cast<int>(accelerators_.size())) {
-      const std::string& pci = accelerators_[index];
-      auto it = topology_.pci_numa.find(pci);
-      if (it != topology_.pci_numa.end() && it->second >= 0) {
-        return {it->second, absl::StrCat("accelerator ", pci, " is on NUMA node ", it->second)};
-      }
-      // A device whose node the firmware does not say (numa_node -1): spread, as below.
+  // The accelerator at `pci`'s node; a device whose node the firmware does not say
+  // (numa_node -1), or none, takes the `index`-th of `nodes` in turn.
+  DevicePlace PlaceOf(const std::string& pci, size_t index, const std::vector<int>& nodes) const {
+    auto it = topology_.pci_numa.find(pci);
+    if (!pci.empty() && it != topology_.pci_numa.end() && it->second >= 0) {
+      return {it->second, absl::StrCat("accelerator ", pci, " is on NUMA node ", it->second)};
     }
-    std::vector<int> nodes(nodes_with_cpus_.begin(), nodes_with_cpus_.end());
     const int node = nodes[index % nodes.size()];
     return {node, absl::StrCat("NUMA node ", node, ": no accelerator locality known, so the ",
                                nodes.size(), " nodes are taken in turn by local rank")};
   }
 
-  // This rank's place among the accelerators (or, without one, the ranks) on `node`, and
-  // how many there are: torch counts every visible accelerator, used by the job or not.
-  std::pair<int, int> SharersOf(int local_rank, int node) const {
-    const int total = std::max(nproc_, static_cast<int>(accelerators_.size()));
+  // The mode's CPUs for `local_rank`, whose node's allowed CPUs are `on_node`.
+  absl::StatusOr<std::set<int>> CpusOf(int local_rank, const std::vector<Cpu>& on_node) const {
+    switch (settings_.numa) {
+      case NumaBinding::kNode:
+        return IdsOf(on_node);
+      case NumaBinding::kSocket: {
+        std::set<int> cpus;
+        for (const Cpu& cpu : allowed_) {
+          if (cpu.package == on_node.front().package) cpus.insert(cpu.id);
+        }
+        return cpus;
+      }
+      case NumaBinding::kExclusive:
+        return ExclusiveCpus(local_rank, on_node);
+      case NumaBinding::kCoreComplex: {
+        // Larger complexes first, as torch; more sharers than complexes: they wrap around.
+        auto groups = GroupBy(on_node, [](const Cpu& c) { return c.cache; });
+        std::stable_sort(groups.begin(), groups.end(),
+                         [](const auto& a, const auto& b) { return a.size() > b.size(); });
+        return IdsOf(groups[SharersOf(local_rank).first % groups.size()]);
+      }
+      case NumaBinding::kNone:
+        break;
+    }
+    return std::set<int>();
+  }
+
+  absl::StatusOr<std::set<int>> ExclusiveCpus(int local_rank,
+                                              const std::vector<Cpu>& on_node) const {
+    const auto [rel, count] = SharersOf(local_rank);
+    const auto cores = GroupBy(on_node, [](const Cpu& c) { return c.core; });
+    if (static_cast<int>(cores.size()) < count) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--numa-binding=exclusive: NUMA node ", places_[local_rank].node, " has ",
+                       cores.size(), " allowed physical cores for ", count,
+                       " accelerators or local ranks; use --numa-binding=node or core-complex"));
+    }
+    return IdsOf(Share(cores, rel, count));
+  }
+
+  // This rank's place among those on its node (accelerators, or ranks without one), and
+  // how many there are.
+  std::pair<int, int> SharersOf(int local_rank) const {
     int rel = 0, count = 0;
-    for (int i = 0; i < total; ++i) {
-      if (PlaceOf(i).node != node) continue;
-      if (i < local_rank) ++rel;
+    for (size_t i = 0; i < places_.size(); ++i) {
+      if (places_[i].node != places_[local_rank].node) continue;
+      if (static_cast<int>(i) < local_rank) ++rel;
       ++count;
     }
     return {rel, count};
@@ -154,10 +168,8 @@ class NumaPlanner {
 
   const CpuBindingSettings& settings_;
   const CpuTopology& topology_;
-  const std::vector<std::string>& accelerators_;
-  const int nproc_;
-  std::vector<Cpu> allowed_;
-  std::set<int> nodes_with_cpus_;
+  const std::vector<Cpu> allowed_;
+  std::vector<DevicePlace> places_;  // of every accelerator, or local rank without one
 };
 
 // --cpu-affinity=auto: the allowed physical cores, in NUMA node order, split evenly.
@@ -194,11 +206,8 @@ absl::StatusOr<std::vector<WorkerBinding>> PlanLists(const CpuBindingSettings& s
                        " are not allowed for ddprun (its affinity is ", FormatCpuList(allowed),
                        "); list CPUs inside it"));
     }
-    std::vector<Cpu> cpus;
-    for (const Cpu& cpu : topology.cpus) {
-      if (settings.lists[lr].count(cpu.id) > 0) cpus.push_back(cpu);
-    }
-    out.push_back({settings.lists[lr], SingleNode(cpus), "--cpu-affinity list"});
+    out.push_back({settings.lists[lr], SingleNode(AllowedOf(topology, settings.lists[lr])),
+                   "--cpu-affinity list"});
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "agent/cpu_binding.h"
 #include "agent/event_log.h"
+#include "agent/failure_summary.h"
 #include "agent/health_check.h"
 #include "rendezvous/node_health.h"
 #include "rendezvous/tls_config.h"
@@ -74,6 +75,8 @@ struct AgentConfig {
   std::vector<std::string> worker_argv;
   /// The name the failure summary uses ("train.py FAILED").
   std::string entrypoint_name;
+  /// Python workers: the interpreter that runs them, named in the failure summary.
+  WorkerInterpreter interpreter;
   // --virtual-local-rank: every worker gets LOCAL_RANK=0 and sees only its own accelerator:
   // `device_variable` (CUDA_VISIBLE_DEVICES, ...) set to its entry of `device_values`, which
   // the launcher fills in from the node's accelerators (one per local rank).
@@ -103,6 +106,10 @@ struct AgentConfig {
   // --worker-heartbeat-timeout: a worker that has not written to its DDPRUN_HEARTBEAT_FD for
   // this long is taken for hung and killed, which fails the attempt. Zero: off.
   absl::Duration worker_heartbeat_timeout = absl::ZeroDuration();
+  // --worker-heartbeat-startup-timeout: until its first heartbeat, a worker gets this long
+  // from its start instead (imports hold the GIL: a Python thread cannot beat meanwhile).
+  // Zero: no bound before the first heartbeat.
+  absl::Duration worker_heartbeat_startup_timeout = absl::Seconds(600);
   // TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: a worker with a task in uninterruptible sleep
   // this long makes the node unhealthy: its part of the job stops, no restart spent. Zero: off.
   absl::Duration uninterruptible_timeout = absl::ZeroDuration();

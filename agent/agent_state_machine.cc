@@ -54,8 +54,11 @@ void AgentStateMachine::SendJoin(const std::string& failed_check, absl::Time now
   // The master applies join_timeout too, and says who is missing; this deadline catches a
   // master that cannot be reached at all, so it comes a little later.
   join_deadline_.reset();
+  progress_deadline_.reset();
+  joined_at_ = now;
   if (settings_.join_deadline != absl::InfiniteDuration()) {
     join_deadline_ = now + settings_.join_deadline;
+    progress_deadline_ = now + settings_.progress_first;
   }
   AgentAction join;
   join.kind = AgentAction::Kind::kJoin;
@@ -67,6 +70,7 @@ void AgentStateMachine::SendJoin(const std::string& failed_check, absl::Time now
 void AgentStateMachine::Assigned(const Assignment& assignment) {
   if (phase_ != Phase::kJoining) return;
   join_deadline_.reset();
+  progress_deadline_.reset();
   phase_ = Phase::kRunning;
   assignment_ = assignment;
   stopping_ = false;
@@ -117,6 +121,20 @@ void AgentStateMachine::Refused(const std::string& detail, absl::Time now) {
   StopThen(AfterStop::kLeave, now);
 }
 
+void AgentStateMachine::Progress(const std::string& text, bool master_answered, absl::Time now) {
+  if (phase_ != Phase::kJoining || text.empty()) return;
+  std::string line = absl::StrCat(
+      "waiting for a round for ",
+      absl::FormatDuration(absl::Floor(now - joined_at_, absl::Seconds(1))), ": ", text);
+  // The master says when the run ends; when it does not answer, this node's own bound is news.
+  if (!master_answered && join_deadline_) {
+    absl::StrAppend(&line, "; this node gives up in ",
+                    absl::FormatDuration(absl::Floor(*join_deadline_ - now, absl::Seconds(1))),
+                    " (join_timeout + keep_alive_interval)");
+  }
+  Log(LogLevel::kWarning, std::move(line));
+}
+
 void AgentStateMachine::Excluded(const std::string& detail, absl::Duration cooldown,
                                  absl::Time now) {
   if (done()) return;
@@ -136,6 +154,7 @@ void AgentStateMachine::CoolDown(absl::Time now) {
   }
   phase_ = Phase::kCoolingDown;
   join_deadline_.reset();
+  progress_deadline_.reset();
   cooldown_deadline_ = now + cooldown_;
   Log(LogLevel::kWarning,
       absl::StrCat("this node asks to join again in ", absl::FormatDuration(cooldown_),
@@ -245,6 +264,13 @@ void AgentStateMachine::Tick(absl::Time now) {
       return Exit(kExitRendezvous);
     }
   }
+  if (progress_deadline_ && now >= *progress_deadline_) {
+    progress_deadline_.reset();
+    if (phase_ == Phase::kJoining) {
+      Emit(AgentAction::Kind::kCheckProgress);
+      progress_deadline_ = now + settings_.progress_every;
+    }
+  }
   if (cooldown_deadline_ && now >= *cooldown_deadline_) {
     cooldown_deadline_.reset();
     if (phase_ == Phase::kCoolingDown) JoinNextRound(now);
@@ -263,8 +289,8 @@ std::vector<AgentAction> AgentStateMachine::TakeActions() {
 
 absl::Time AgentStateMachine::NextDeadline() const {
   absl::Time next = absl::InfiniteFuture();
-  for (const auto& deadline :
-       {grace_deadline_, kill_deadline_, join_deadline_, heartbeat_deadline_, cooldown_deadline_}) {
+  for (const auto& deadline : {grace_deadline_, kill_deadline_, join_deadline_, progress_deadline_,
+                               heartbeat_deadline_, cooldown_deadline_}) {
     if (deadline) next = std::min(next, *deadline);
   }
   return next;
@@ -331,7 +357,9 @@ void AgentStateMachine::ExitAtRunEnd() {
 }
 
 // The exit status of a failed job is its root cause's: this node's, unless the master knows
-// of an earlier one elsewhere.
+// of one elsewhere. When the master's root cause is one of this node's ranks, this node's own
+// choice stands: it also saw the ranks that failed while the attempt was being stopped (the
+// one that raised, when its peer's "connection closed" reached the master first).
 void AgentStateMachine::ExitAfterFailedRun() {
   int code = 1;
   if (last_root_cause_) {
@@ -340,14 +368,15 @@ void AgentStateMachine::ExitAfterFailedRun() {
   }
   if (!end_root_cause_.empty()) {
     const ReportedFailure& root = end_root_cause_.front();
-    const bool here =
-        root.host == settings_.host && last_root_cause_ && last_root_cause_->rank == root.rank;
-    if (!here) {
+    const bool ours = root.host == settings_.host && last_root_cause_ && assignment_ &&
+                      root.rank >= assignment_->base_rank &&
+                      root.rank < assignment_->base_rank + settings_.nproc_per_node;
+    if (!ours) {
       Log(LogLevel::kError,
           absl::StrCat("root cause across the job: rank ", root.rank, " on ", root.host,
                        " failed with exitcode ", root.exit_code, ": ", root.message));
+      code = ShellCodeFromTorch(root.exit_code);
     }
-    code = ShellCodeFromTorch(root.exit_code);
   }
   Log(LogLevel::kError, absl::StrCat("job failed (", end_detail_, "); exiting with status ", code));
   Exit(code);
@@ -358,6 +387,7 @@ void AgentStateMachine::Exit(int exit_code) {
   grace_deadline_.reset();
   kill_deadline_.reset();
   join_deadline_.reset();
+  progress_deadline_.reset();
   heartbeat_deadline_.reset();
   cooldown_deadline_.reset();
   AgentAction exit;

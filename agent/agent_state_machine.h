@@ -35,6 +35,10 @@ struct AgentSettings {
   absl::Duration heartbeat_interval = absl::InfiniteDuration();
   // How long a join may wait for a round before this node gives up; InfiniteDuration: forever.
   absl::Duration join_deadline = absl::InfiniteDuration();
+  // While it waits for a round (a join_deadline is set), the node says how the wait goes:
+  // first this long after its join, then at every `progress_every` (kCheckProgress).
+  absl::Duration progress_first = absl::Seconds(5);
+  absl::Duration progress_every = absl::Seconds(30);
   // For the message when the join deadline passes.
   absl::Duration join_timeout = absl::Seconds(600);
   std::string master_endpoint;
@@ -82,6 +86,7 @@ struct AgentAction {
     kReportFailure,        // this attempt's failures to the rendezvous, for `round`
     kReportSuccess,        // every worker of `round` exited 0
     kHeartbeat,            // proof of life to the master
+    kCheckProgress,        // waiting for a round: find out how it goes; answer Progress
     kEndStoreRound,        // the round is over everywhere: the workers' store closes connections
     kCloseAttempt,         // all workers exited: drain output, kill strays; answer AttemptClosed
     kWriteStopSummary,     // the job was stopped by `signal`: say so on stderr
@@ -122,6 +127,9 @@ class AgentStateMachine {
   void MasterLost(const std::string& detail, absl::Time now);
   /// The rendezvous refused this node; trying again will not change that.
   void Refused(const std::string& detail, absl::Time now);
+  /// The shell ran kCheckProgress: `text` says how the wait for a round goes, from the
+  /// master (`master_answered`) or from what answers at its address when it does not.
+  void Progress(const std::string& text, bool master_answered, absl::Time now);
   /// The rendezvous keeps this node out for `cooldown` (InfiniteDuration: for the rest of
   /// the job): stop, then wait and join again, or leave (exit 69).
   void Excluded(const std::string& detail, absl::Duration cooldown, absl::Time now);
@@ -189,6 +197,8 @@ class AgentStateMachine {
   std::optional<absl::Time> grace_deadline_;      // SIGKILL what still runs
   std::optional<absl::Time> kill_deadline_;       // what SIGKILL did not end is abandoned
   std::optional<absl::Time> join_deadline_;       // give up waiting for a round
+  std::optional<absl::Time> progress_deadline_;   // say how the wait for a round goes
+  absl::Time joined_at_;                          // when this node last asked for a round
   std::optional<absl::Time> heartbeat_deadline_;  // tell the master this node lives
   std::optional<absl::Time> cooldown_deadline_;   // join again after an exclusion
   absl::Duration cooldown_ = absl::ZeroDuration();

@@ -214,6 +214,9 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
     case RendezvousEvent::Kind::kRefused:
       rules_.Refused(std::string(event.status.message()), now);
       break;
+    case RendezvousEvent::Kind::kProgress:
+      rules_.Progress(event.detail, event.status.ok(), now);
+      break;
   }
   RunActions();
   ReportWorkers();
@@ -301,6 +304,8 @@ void ElasticAgent::RunAction(const AgentAction& action) {
       return rendezvous_.ReportSuccess(action.round);
     case Kind::kHeartbeat:
       return rendezvous_.Heartbeat();
+    case Kind::kCheckProgress:
+      return rendezvous_.CheckProgress();
     case Kind::kEndStoreRound:
       return EndStoreRound();
     case Kind::kCloseAttempt:
@@ -415,7 +420,8 @@ AttemptResult ElasticAgent::CloseAttempt() {
   if (workers_->HasFailures()) {
     last_failures_ = workers_->CollectFailures();
     const WorkerFailure& root = last_failures_[RootCauseIndex(last_failures_)];
-    spdlog::warn("attempt {} failed: rank {} (local_rank {}, pid {}) ended with {}",
+    // INFO: the rendezvous's line (a restart, or the end of the job) is the one warning.
+    spdlog::info("attempt {} failed: rank {} (local_rank {}, pid {}) ended with {}",
                  rules_.assignment()->round, root.rank, root.local_rank, root.pid,
                  DescribeWaitStatus(root.wait_status));
     result.root_cause = AttemptResult::RootCause{root.rank, ShellExitCode(root.wait_status)};

@@ -11,9 +11,12 @@
 namespace ddprun {
 
 void ElasticAgent::WriteFailureSummary() {
-  (void)WriteAll(STDERR_FILENO,
-                 FormatFailureSummary(config_.entrypoint_name, last_failures_,
-                                      absl::LocalTimeZone(), Meeting(), hang_report_path_));
+  SummaryContext context;
+  context.entrypoint = config_.entrypoint_name;
+  context.meeting = Meeting();
+  context.hang_report_path = hang_report_path_;
+  context.interpreter = config_.interpreter;
+  (void)WriteAll(STDERR_FILENO, FormatFailureSummary(last_failures_, context));
 }
 
 void ElasticAgent::WriteStopSummary(int signal) {
@@ -54,9 +57,11 @@ std::string ElasticAgent::GlooInterface(const std::string& master_addr) {
   return name;
 }
 
+// Only where it can matter: a job of several nodes, whose workers must reach it across the
+// network. A one-node job's workers meet on this host.
 MeetingPoint ElasticAgent::Meeting() const {
   const std::optional<Assignment>& assignment = rules_.assignment();
-  if (!assignment) return {};
+  if (!assignment || assignment->group_world_size <= 1) return {};
   return MeetingPoint{assignment->master_addr, assignment->master_port};
 }
 
@@ -75,6 +80,7 @@ std::vector<ReportedFailure> ElasticAgent::ForMaster(
         f.error_message.empty() && !f.stderr_tail.empty() ? f.stderr_tail.back() : f.error_message;
     r.hung = f.hung;
     r.timer = f.timer;
+    r.peer_lost = FailedForALostPeer(f);
     // The master refuses a failure message over 64 KiB (CheckLimits); an error file can
     // hold any amount. The whole message stays in this node's own summary.
     constexpr size_t kMaxReported = 16 * 1024;

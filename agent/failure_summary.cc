@@ -2,6 +2,10 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/process_status.h"
@@ -20,6 +24,42 @@ void AppendIndented(std::string& out, const std::string& label, const std::strin
     absl::StrAppend(&out, first ? label : indent, line, "\n");
     first = false;
   }
+}
+
+// Everything the worker left about why it ended: its error file's text and its stderr tail.
+std::vector<absl::string_view> WhatItSaid(const WorkerFailure& f) {
+  std::vector<absl::string_view> lines = {f.error_message, f.traceback};
+  lines.insert(lines.end(), f.stderr_tail.begin(), f.stderr_tail.end());
+  return lines;
+}
+
+bool SaysAny(const WorkerFailure& f, std::initializer_list<absl::string_view> needles) {
+  for (absl::string_view line : WhatItSaid(f)) {
+    const std::string lower = absl::AsciiStrToLower(line);
+    for (absl::string_view needle : needles) {
+      if (absl::StrContains(lower, absl::AsciiStrToLower(needle))) return true;
+    }
+  }
+  return false;
+}
+
+// The module a worker's ModuleNotFoundError names ("torch"), or "".
+std::string MissingModule(const WorkerFailure& f) {
+  constexpr absl::string_view kMarker = "No module named '";
+  for (absl::string_view line : WhatItSaid(f)) {
+    const size_t at = line.find(kMarker);
+    if (at == absl::string_view::npos) continue;
+    absl::string_view name = line.substr(at + kMarker.size());
+    return std::string(name.substr(0, name.find('\'')));
+  }
+  return "";
+}
+
+// The meeting point matters when the root cause may be about reaching it: a hang, or a
+// worker that says it could not connect or timed out (init_process_group, the store).
+bool MeetingMatters(const WorkerFailure& root) {
+  return root.hung || SaysAny(root, {"connect", "timed out", "timeout", "TCPStore", "rendezvous",
+                                     "DistNetworkError", "DistStoreError", "init_process_group"});
 }
 
 void AppendFailure(std::string& out, size_t index, const WorkerFailure& f, absl::TimeZone zone) {
@@ -42,6 +82,9 @@ void AppendFailure(std::string& out, size_t index, const WorkerFailure& f, absl:
   } else {
     absl::StrAppend(&out, "  traceback : none written (use torch's @record on main for one)\n");
   }
+  if (FailedForALostPeer(f)) {
+    absl::StrAppend(&out, "  cause     : a peer went away (a consequence of another failure)\n");
+  }
   if (f.error_file.empty() || f.error_file_unreadable) {
     if (f.stderr_tail.empty()) {
       absl::StrAppend(&out, "  stderr    : <empty> (", f.stderr_source, ")\n");
@@ -51,6 +94,21 @@ void AppendFailure(std::string& out, size_t index, const WorkerFailure& f, absl:
       for (const std::string& line : f.stderr_tail) absl::StrAppend(&out, "    ", line, "\n");
     }
   }
+}
+
+// A worker that died of a missing module ran an interpreter without it: say which, and how
+// to choose another. Every summary of Python workers names the interpreter.
+void AppendInterpreter(std::string& out, const WorkerInterpreter& python,
+                       const WorkerFailure& root) {
+  if (python.path.empty()) return;
+  absl::StrAppend(&out, std::string(kWidth, '-'), "\nPython: ", python.path, " (", python.chosen,
+                  ")\n");
+  const std::string module = MissingModule(root);
+  if (module.empty()) return;
+  absl::StrAppend(&out, "  rank ", root.rank, " ran ", python.path, ", which has no module '",
+                  module,
+                  "': set PYTHON_EXEC to the Python that has it (e.g. PYTHON_EXEC=/usr/bin/python3 "
+                  "ddprun ...), or activate its environment before ddprun\n");
 }
 
 void AppendMeetingPoint(std::string& out, const MeetingPoint& meeting) {
@@ -73,33 +131,61 @@ int ShellExitCode(int wait_status) {
   return WEXITSTATUS(wait_status);
 }
 
+bool FailedForALostPeer(const WorkerFailure& failure) {
+  return !failure.hung &&
+         SaysAny(failure, {"Connection closed by peer", "Connection reset by peer", "Broken pipe",
+                           "remote process exited or there was a network error", "ncclRemoteError",
+                           "NCCL communicator was aborted"});
+}
+
+bool RaisedAnException(const WorkerFailure& failure) {
+  const std::vector<std::string>& tail = failure.stderr_tail;
+  auto last = std::find_if(tail.rbegin(), tail.rend(),
+                           [](const std::string& line) { return !line.empty(); });
+  if (last == tail.rend() || last->front() == ' ') return false;
+  const bool traceback = std::any_of(tail.begin(), tail.end(), [](const std::string& line) {
+    return absl::StartsWith(line, "Traceback (most recent call last):");
+  });
+  return traceback && !absl::StartsWith(*last, "KeyboardInterrupt") &&
+         !absl::StartsWith(*last, "SystemExit");
+}
+
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures) {
+  std::vector<bool> peer_lost;
+  for (const WorkerFailure& f : failures) peer_lost.push_back(FailedForALostPeer(f));
   size_t root = 0;
   for (size_t i = 1; i < failures.size(); ++i) {
-    if (failures[i].time < failures[root].time) root = i;
+    const bool before =
+        peer_lost[i] != peer_lost[root] ? !peer_lost[i] : failures[i].time < failures[root].time;
+    if (before) root = i;
   }
   return root;
 }
 
-std::string FormatFailureSummary(const std::string& entrypoint,
-                                 const std::vector<WorkerFailure>& failures, absl::TimeZone zone,
-                                 const MeetingPoint& meeting, const std::string& hang_report_path) {
+std::string FormatFailureSummary(const std::vector<WorkerFailure>& failures,
+                                 const SummaryContext& context) {
   const std::string heavy(kWidth, '=');
   const std::string light(kWidth, '-');
   const size_t root = RootCauseIndex(failures);
   std::string out;
-  absl::StrAppend(&out, heavy, "\n", entrypoint, " FAILED\n", light, "\nFailures:\n");
+  absl::StrAppend(&out, heavy, "\n", context.entrypoint, " FAILED\n", light, "\nFailures:\n");
   size_t listed = 0;
   for (size_t i = 0; i < failures.size(); ++i) {
     if (i == root) continue;
-    AppendFailure(out, ++listed, failures[i], zone);
+    AppendFailure(out, ++listed, failures[i], context.zone);
   }
   if (listed == 0) absl::StrAppend(&out, "  <NO_OTHER_FAILURES>\n");
-  absl::StrAppend(&out, light, "\nRoot Cause (first observed failure):\n");
-  AppendFailure(out, 0, failures[root], zone);
-  AppendMeetingPoint(out, meeting);
-  if (!hang_report_path.empty()) {
-    absl::StrAppend(&out, light, "\nWhere every rank was: ", hang_report_path, "\n");
+  const bool earliest = std::none_of(failures.begin(), failures.end(), [&](const WorkerFailure& f) {
+    return f.time < failures[root].time;
+  });
+  absl::StrAppend(&out, light, "\nRoot Cause (",
+                  earliest ? "first observed failure" : "first rank that failed on its own",
+                  "):\n");
+  AppendFailure(out, 0, failures[root], context.zone);
+  AppendInterpreter(out, context.interpreter, failures[root]);
+  if (MeetingMatters(failures[root])) AppendMeetingPoint(out, context.meeting);
+  if (!context.hang_report_path.empty()) {
+    absl::StrAppend(&out, light, "\nWhere every rank was: ", context.hang_report_path, "\n");
   }
   absl::StrAppend(&out, heavy, "\n");
   return out;

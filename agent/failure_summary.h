@@ -36,22 +36,46 @@ int TorchExitCode(int wait_status);
 /// The status ddprun exits with for this failure: the code, or 128+N for signal N.
 int ShellExitCode(int wait_status);
 
-/// Index of the root cause: the earliest failure (ties: the first given).
+/// The worker died because a peer went away (gloo's "Connection closed by peer", a reset
+/// connection or broken pipe, NCCL's remote error or aborted communicator), as its error
+/// message or stderr tail says: a consequence of another rank's failure, not a cause.
+bool FailedForALostPeer(const WorkerFailure& failure);
+
+/// The worker's stderr tail ends in an uncaught Python exception (a traceback, then its
+/// last line `ValueError: ...`), not KeyboardInterrupt or SystemExit. A worker the agent's
+/// stop signal ended with that tail had raised before the stop reached it: a failure.
+bool RaisedAnException(const WorkerFailure& failure);
+
+/// Index of the root cause: the earliest failure of a worker that failed on its own, else
+/// the earliest of all (ties: the first given). On a loaded host the rank whose peer raised
+/// may be seen to end first.
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures);
 
 /// Where an attempt's workers meet (their MASTER_ADDR and MASTER_PORT): workers that cannot
-/// reach it from their node hang in init_process_group, so every summary says it.
+/// reach it from their node hang in init_process_group.
 struct MeetingPoint {
-  std::string addr;  // empty: not said
+  std::string addr;  // empty: not said (one-node jobs: it is this host, it cannot matter)
   int port = 0;
 };
 
+/// The Python that ran the workers, and how it was chosen: a worker that dies of a missing
+/// module most often ran another interpreter than its user meant.
+struct WorkerInterpreter {
+  std::string path;    // resolved; empty: the workers are not Python (--no-python)
+  std::string chosen;  // "PYTHON_EXEC" or "python3 first on PATH"
+};
+
+struct SummaryContext {
+  std::string entrypoint;  // "train.py FAILED"
+  absl::TimeZone zone = absl::LocalTimeZone();
+  MeetingPoint meeting;  // said when the root cause may be about reaching it
+  std::string hang_report_path;
+  WorkerInterpreter interpreter;
+};
+
 /// The whole report. `failures` must not be empty.
-std::string FormatFailureSummary(const std::string& entrypoint,
-                                 const std::vector<WorkerFailure>& failures,
-                                 absl::TimeZone zone = absl::LocalTimeZone(),
-                                 const MeetingPoint& meeting = {},
-                                 const std::string& hang_report_path = "");
+std::string FormatFailureSummary(const std::vector<WorkerFailure>& failures,
+                                 const SummaryContext& context);
 
 /// The report of an attempt stopped by `signal` while ranks `first_rank` to `last_rank` ran
 /// on `host`: what they were given to meet at, which to check when they hung.

@@ -40,7 +40,8 @@ absl::Status HangWatch::Start() {
     return loop_.WatchReadable(timer->fd(), [on_fire](uint32_t) { on_fire(); });
   };
   if (settings_.heartbeat_timeout > absl::ZeroDuration()) {
-    heartbeats_ = std::make_unique<WorkerHeartbeats>(settings_.heartbeat_timeout);
+    heartbeats_ = std::make_unique<WorkerHeartbeats>(settings_.heartbeat_timeout,
+                                                     settings_.heartbeat_startup);
     if (absl::Status s = watch(heartbeat_timer_, [this] { OnHeartbeatDeadline(); }); !s.ok()) {
       return s;
     }
@@ -84,7 +85,7 @@ absl::Status HangWatch::SetUpHeartbeat(int local_rank, int& child_end,
     return s;
   }
   heartbeat_pipes_[local_rank] = std::move(pipe->read_end);
-  heartbeats_->Watch(local_rank, MonotonicNow());  // the clock starts at the start
+  heartbeats_->Watch(local_rank, MonotonicNow());  // the startup bound counts from now
   child_end = pipe->write_end.get();
   child_ends.push_back(std::move(pipe->write_end));
   ArmHeartbeatTimer();
@@ -132,6 +133,7 @@ void HangWatch::OnHeartbeatDeadline() {
     hang.kind = Hang::Kind::kHeartbeat;
     hang.local_rank = overdue.local_rank;
     hang.duration = overdue.silent;
+    hang.never_beat = overdue.never_beat;
     Declare(hang);
   }
   ArmHeartbeatTimer();

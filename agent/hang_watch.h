@@ -25,7 +25,8 @@
 namespace ddprun {
 
 struct HangSettings {
-  absl::Duration heartbeat_timeout = absl::ZeroDuration();        // zero: off
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();  // zero: off
+  absl::Duration heartbeat_startup = absl::ZeroDuration();  // before the first beat; zero: none
   absl::Duration uninterruptible_timeout = absl::ZeroDuration();  // zero: off
   int timer_fifo = -1;  // the agent's FileTimer FIFO (TimerFifo::fd); -1: none
 };
@@ -35,6 +36,7 @@ struct Hang {
   Kind kind = Kind::kHeartbeat;
   int local_rank = 0;
   absl::Duration duration;  // kHeartbeat: silent for; kUninterruptible: in D state for
+  bool never_beat = false;  // kHeartbeat: no beat since its start (the startup bound)
   std::string scope;        // kTimer
   absl::Time deadline;      // kTimer: the timer's expiration (wall clock)
   int signal = 0;           // kTimer: what the client asked the process to be stopped with

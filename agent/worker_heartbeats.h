@@ -1,7 +1,10 @@
 #pragma once
 // WorkerHeartbeats: the rule of --worker-heartbeat-timeout, pure. A worker that has written
-// nothing to its DDPRUN_HEARTBEAT_FD for `timeout` (counted from its start) is overdue: the
-// supervisor takes it for hung and kills it. Time comes in (monotonic); no clock of its own.
+// nothing to its DDPRUN_HEARTBEAT_FD for `timeout` since its last beat is overdue: the
+// supervisor takes it for hung and kills it. Until its first beat a worker has `startup`
+// from its start instead (--worker-heartbeat-startup-timeout): a Python worker's heartbeat
+// thread cannot run while `import torch` holds the GIL, for seconds on a busy node and
+// minutes on a shared file system. Time comes in (monotonic); no clock of its own.
 
 #include <map>
 #include <vector>
@@ -12,9 +15,11 @@ namespace ddprun {
 
 class WorkerHeartbeats {
  public:
-  explicit WorkerHeartbeats(absl::Duration timeout) : timeout_(timeout) {}
+  /// `startup` zero: no bound before the first beat.
+  WorkerHeartbeats(absl::Duration timeout, absl::Duration startup)
+      : timeout_(timeout), startup_(startup) {}
 
-  /// Starts watching `local_rank`: the clock starts at its start.
+  /// Starts watching `local_rank`, which started at `now`.
   void Watch(int local_rank, absl::Time now);
   /// `local_rank` wrote to its pipe.
   void Beat(int local_rank, absl::Time now);
@@ -23,7 +28,8 @@ class WorkerHeartbeats {
 
   struct Overdue {
     int local_rank = 0;
-    absl::Duration silent;  // since its last beat (or its start)
+    absl::Duration silent;    // since its last beat (or its start)
+    bool never_beat = false;  // it has not beaten once: the startup bound passed
   };
   /// The watched workers whose deadline has passed by `now`; each is reported once and no
   /// longer watched.
@@ -32,8 +38,15 @@ class WorkerHeartbeats {
   absl::Time NextDeadline() const;
 
  private:
+  struct Watched {
+    absl::Time since;  // its start, then its last beat
+    bool beaten = false;
+  };
+  absl::Time DeadlineOf(const Watched& w) const;
+
   const absl::Duration timeout_;
-  std::map<int, absl::Time> last_beat_;  // by local rank
+  const absl::Duration startup_;
+  std::map<int, Watched> watched_;  // by local rank
 };
 
 }  // namespace ddprun

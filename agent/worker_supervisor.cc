@@ -100,6 +100,7 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
   freeze_settle_ = plan.assignment.group_world_size > 1 ? kFreezeSettle : absl::ZeroDuration();
   HangSettings hang_settings;
   hang_settings.heartbeat_timeout = config_.worker_heartbeat_timeout;
+  hang_settings.heartbeat_startup = config_.worker_heartbeat_startup_timeout;
   hang_settings.uninterruptible_timeout = config_.uninterruptible_timeout;
   hang_settings.timer_fifo = plan.timer_fifo;
   hangs_ =
@@ -304,12 +305,11 @@ bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
       worker->state = WorkerState::kSucceeded;
     } else if (worker->hung && unhealthy_.empty()) {
       worker->state = WorkerState::kFailed;  // killed by the agent, but as hung: a failure
-    } else if (stopping_) {
+    } else if (stopping_ && EndedByStop(wait_status)) {
       worker->state = WorkerState::kStopped;  // ended by the agent's stop: not a failure
     } else {
       worker->state = WorkerState::kFailed;
-      spdlog::warn("local_rank {} (rank {}, pid {}) failed: {}", worker->local_rank, worker->rank,
-                   pid, DescribeWaitStatus(wait_status));
+      worker->failed_in_stop = stopping_;
     }
     spdlog::debug("local_rank {} pid {} ended: {}", worker->local_rank, pid,
                   DescribeWaitStatus(wait_status));
@@ -318,8 +318,19 @@ bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
   return false;
 }
 
+// A worker that dies of the stop's signal (or SIGKILL after the grace period), or exits
+// with the shell's code for it, was stopped; any other end during a stop is its own.
+bool WorkerSupervisor::EndedByStop(int wait_status) const {
+  if (WIFSIGNALED(wait_status)) {
+    return WTERMSIG(wait_status) == stop_signal_ || WTERMSIG(wait_status) == SIGKILL;
+  }
+  const int code = WEXITSTATUS(wait_status);
+  return code == 128 + stop_signal_ || code == 128 + SIGKILL;
+}
+
 void WorkerSupervisor::Stop(int signal) {
   stopping_ = true;
+  if (signal != SIGKILL) stop_signal_ = signal;
   if (hangs_) hangs_->Quiet();
   if (signal != SIGKILL && stacks_taken_ && stacks_taken_->frozen() && !stacks_taken_->done()) {
     // Stopped where they are after a hang: their stacks first (OnStacksTaken sends it). A
@@ -366,7 +377,7 @@ bool WorkerSupervisor::Failed(const Worker& worker) const {
 
 bool WorkerSupervisor::HasFailures() const {
   for (const auto& worker : workers_) {
-    if (Failed(*worker)) return true;
+    if (Failed(*worker) && !worker->failed_in_stop) return true;
   }
   return false;
 }
@@ -450,7 +461,14 @@ WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
 std::vector<WorkerFailure> WorkerSupervisor::CollectFailures() const {
   std::vector<WorkerFailure> failures;
   for (const auto& worker : workers_) {
-    if (Failed(*worker)) failures.push_back(DescribeFailure(*worker));
+    if (Failed(*worker)) {
+      failures.push_back(DescribeFailure(*worker));
+    } else if (worker->state == WorkerState::kStopped) {
+      // It raised, and the stop only finished it: a Python worker still shutting down when
+      // its peer's "connection closed" came first.
+      WorkerFailure failure = DescribeFailure(*worker);
+      if (RaisedAnException(failure)) failures.push_back(std::move(failure));
+    }
   }
   return failures;
 }

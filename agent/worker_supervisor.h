@@ -97,14 +97,16 @@ class WorkerSupervisor {
   bool stopping() const { return stopping_; }
   bool AllExited() const;
   bool AllSucceeded() const;
-  /// Failures recorded (workers that failed on their own, not ones the agent stopped).
+  /// Failures recorded (workers that failed on their own, not ones the agent stopped), before
+  /// any stop began: what the rendezvous is told.
   bool HasFailures() const;
 
   /// After AllExited(): drains the output pipes, kills whatever the workers left behind in
   /// their process groups, and closes everything.
   void Close();
 
-  /// The failures of this attempt, with error files read and stderr tails attached.
+  /// The failures of this attempt, with error files read and stderr tails attached: also
+  /// those of workers that failed on their own during the stop.
   std::vector<WorkerFailure> CollectFailures() const;
 
   size_t size() const { return workers_.size(); }
@@ -136,6 +138,10 @@ class WorkerSupervisor {
     std::string hang_cause;
     int hang_signal = SIGKILL;
     pid_t hang_target = 0;  // a FileTimer's process; 0: the worker's group
+    // It failed after the stop had begun, not of the stop's signal (a rank that raised
+    // while its peer's failure was being handled): listed in the summary and a candidate
+    // for its root cause, but not a new failure to report.
+    bool failed_in_stop = false;
   };
 
   absl::Status StartWorker(Worker& worker, const AttemptPlan& plan);
@@ -152,6 +158,7 @@ class WorkerSupervisor {
                            std::vector<UniqueFd>& child_ends);
   WorkerFailure DescribeFailure(const Worker& worker) const;
   bool Failed(const Worker& worker) const;
+  bool EndedByStop(int wait_status) const;
   void CloseStream(std::unique_ptr<PipedStream>& stream);
   // Hangs (worker_supervisor_hangs.cc): what HangWatch found, the stack dump, the kills
   // that wait for it.
@@ -178,6 +185,7 @@ class WorkerSupervisor {
   std::string log_run_path_;  // see AttemptPlan
   std::shared_ptr<const UniqueFd> log_run_dir_;
   bool stopping_ = false;
+  int stop_signal_ = SIGTERM;              // what Stop() sent: a worker that dies of it was stopped
   std::unique_ptr<AttemptCgroup> cgroup_;  // this attempt's, when the machine allows
   std::unique_ptr<HangWatch> hangs_;
   std::unique_ptr<StackCollection> stacks_taken_;  // made at Start, used after a hang

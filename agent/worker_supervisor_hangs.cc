@@ -27,6 +27,12 @@ std::string WallTime(absl::Time t) {
 std::string WorkerSupervisor::HangCause(const Worker& worker, const Hang& hang) const {
   switch (hang.kind) {
     case Hang::Kind::kHeartbeat:
+      if (hang.never_beat) {
+        return absl::StrCat("rank ", worker.rank, " sent no first heartbeat in ",
+                            Seconds(hang.duration),
+                            " since its start (--worker-heartbeat-startup-timeout=",
+                            Seconds(config_.worker_heartbeat_startup_timeout), "): taken for hung");
+      }
       return absl::StrCat("rank ", worker.rank, " sent no heartbeat for ", Seconds(hang.duration),
                           " (--worker-heartbeat-timeout=",
                           Seconds(config_.worker_heartbeat_timeout), "): taken for hung");

@@ -1,9 +1,9 @@
 #include "launcher/cli.h"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <memory>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
@@ -16,8 +16,11 @@
 #include "common/status_macros.h"
 #include "launcher/cli_rules.h"
 #include "launcher/completion.h"
+#include "launcher/help_text.h"
+#include "launcher/option_prefixes.h"
 #include "launcher/options.h"
 #include "launcher/options_health.h"
+#include "launcher/torchrun_options.h"
 
 namespace ddprun {
 namespace {
@@ -92,26 +95,20 @@ struct RawValues {
   std::string print_completion;  // --print-completion's shell; empty: not asked
 };
 
+constexpr char kHelpAllHelp[] =
+    "Print every option by section, with its spellings and PET_ variable, the environment, "
+    "signals and exit statuses, and exit";
+
 constexpr char kPrintCompletionHelp[] =
     "Print the completion script for bash, zsh or tcsh and exit (e.g. ddprun "
     "--print-completion zsh > ~/.zsh/completions/_ddprun)";
 
-class UsageFormatter : public CLI::Formatter {
- public:
-  std::string make_usage(const CLI::App*, std::string) const override {
-    return "Usage: ddprun [OPTIONS] training_script [args...]\n";
-  }
-};
-
-// ddprun's command line, from the table: what --help shows and ParseCommandLine parses.
-// PET_ variables are read by ReadOptionValues, from the environment passed in; --help shows
-// them as CLI11 would.
+// ddprun's command line, from the table, as ParseCommandLine parses it (--help's text is
+// help_text.h's). PET_ variables are read by ReadOptionValues, from the environment passed in.
 void DeclareApp(CLI::App& app, RawValues& raw) {
-  app.formatter(std::make_shared<UsageFormatter>());
   app.prefix_command();
+  app.set_help_all_flag("--help-all", kHelpAllHelp);
   app.set_version_flag("--version", VersionText(), "Print ddprun's version and exit");
-  app.footer(kFooter);
-  app.get_formatter()->column_width(34);
   app.add_option("--print-completion,--print_completion", raw.print_completion,
                  kPrintCompletionHelp)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)
@@ -120,9 +117,7 @@ void DeclareApp(CLI::App& app, RawValues& raw) {
     CLI::Option* option =
         spec.flag ? app.add_flag(Spellings(spec), raw.flags[spec.name], HelpText(spec))
                   : app.add_option(Spellings(spec), raw.text[spec.name], HelpText(spec));
-    option->option_text(absl::StrCat("(Env:", PetName(spec.name), ")"))
-        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast)  // as argparse: the last wins
-        ->group(spec.group);
+    option->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // as argparse: the last wins
   }
 }
 
@@ -215,6 +210,19 @@ absl::Status ParseValues(const OptionValues& values, const DeviceCounts& devices
   return absl::OkStatus();
 }
 
+// Every spelling ParseCommandLine knows, for abbreviations and suggestions.
+std::vector<KnownOption> KnownOptions() {
+  std::vector<KnownOption> known;
+  for (const OptionDoc& doc : DescribeOptions()) {
+    KnownOption option{doc.names, doc.takes_value, false};
+    for (const std::string& name : doc.names) {
+      option.torchrun = option.torchrun || name == "--help" || IsTorchrunOption(name);
+    }
+    known.push_back(std::move(option));
+  }
+  return known;
+}
+
 // The training script and its arguments, after the options.
 absl::StatusOr<std::vector<std::string>> Positional(const CLI::App& app) {
   std::vector<std::string> positional = app.remaining();
@@ -224,8 +232,11 @@ absl::StatusOr<std::vector<std::string>> Positional(const CLI::App& app) {
         "missing training_script: usage is ddprun [options] training_script [args...]");
   }
   if (absl::StartsWith(positional[0], "-")) {
+    const std::string closest = ClosestOption(positional[0], KnownOptions());
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown option '", positional[0], "'; see ddprun --help for the options"));
+        absl::StrCat("unknown option '", positional[0], "'",
+                     closest.empty() ? "" : absl::StrCat("; did you mean ", closest, "?"),
+                     closest.empty() ? "; see ddprun --help-all for the options" : ""));
   }
   return positional;
 }
@@ -252,12 +263,15 @@ LaunchEnvironment LaunchEnvironment::OfThisProcess() {
   env.vars = CurrentEnvironment();
   char cwd[4096];
   if (::getcwd(cwd, sizeof(cwd)) != nullptr) env.cwd = cwd;
+  winsize size{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0) env.terminal_columns = size.ws_col;
   return env;
 }
 
 std::vector<OptionDoc> DescribeOptions() {
   std::vector<OptionDoc> docs = {
       {{"-h", "--help"}, "", "Print this help message and exit", "Options", false, {}},
+      {{"--help-all"}, "", kHelpAllHelp, "Options", false, {}},
       {{"--version"}, "", "Print ddprun's version and exit", "Options", false, {}},
       {{"--print-completion", "--print_completion"},
        "",
@@ -303,14 +317,21 @@ absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args
   CLI::App app(kDescription, "ddprun");
   RawValues raw;
   DeclareApp(app, raw);
-  const std::vector<std::string> marked = MarkEmptyValues(args);
+  DDPRUN_ASSIGN_OR_RETURN(std::vector<std::string> expanded,
+                          ExpandOptionPrefixes(args, KnownOptions()));
+  const std::vector<std::string> marked = MarkEmptyValues(expanded);
   std::vector<std::string> reversed(marked.rbegin(), marked.rend());
   CliOutcome outcome;
+  const int width = HelpWidth(env.Get("COLUMNS"), env.terminal_columns);
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
     outcome.action = CliOutcome::Action::kPrint;
-    outcome.text = app.help();
+    outcome.text = FormatHelp(DescribeOptions(), HelpScope::kEveryday, width);
+    return outcome;
+  } catch (const CLI::CallForAllHelp&) {
+    outcome.action = CliOutcome::Action::kPrint;
+    outcome.text = FormatHelp(DescribeOptions(), HelpScope::kAll, width);
     return outcome;
   } catch (const CLI::CallForVersion&) {
     outcome.action = CliOutcome::Action::kPrint;

@@ -25,6 +25,7 @@ struct CliOutcome {
 struct LaunchEnvironment {
   std::map<std::string, std::string> vars;
   std::string cwd;
+  int terminal_columns = 0;  // stdout's terminal width; 0: not a terminal
 
   /// The variable's value; "" when unset.
   std::string Get(const std::string& name) const {

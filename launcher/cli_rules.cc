@@ -160,6 +160,11 @@ absl::Status BuildWorkerCommand(const OptionValues& values,
       }
     }
     config.python_workers = true;
+    config.interpreter.path = *interpreter;
+    config.interpreter.chosen =
+        env.Get("PYTHON_EXEC").empty()
+            ? "python3 first on PATH; PYTHON_EXEC=/path/to/python chooses another"
+            : "PYTHON_EXEC";
     config.worker_argv = {python, "-u"};
     if (module) config.worker_argv.push_back("-m");
     config.worker_argv.insert(config.worker_argv.end(), positional.begin(), positional.end());

@@ -150,20 +150,8 @@ absl::Status ShutdownTimeout(const std::string& value, ParseState& s) {
   return SecondsInto("--shutdown-timeout", value, s.config.shutdown_timeout);
 }
 
-absl::Status KillTimeout(const std::string& value, ParseState& s) {
-  return SecondsInto("--kill-timeout", value, s.config.kill_timeout, /*positive=*/true);
-}
-
-absl::Status UninterruptibleStateTimeout(const std::string& value, ParseState& s) {
-  return SecondsInto("--uninterruptible-state-timeout", value, s.config.uninterruptible_timeout);
-}
-
 absl::Status ExitBarrierTimeout(const std::string& value, ParseState& s) {
   return SecondsInto("--exit-barrier-timeout", value, s.config.exit_barrier_timeout);
-}
-
-absl::Status WorkerHeartbeatTimeout(const std::string& value, ParseState& s) {
-  return SecondsInto("--worker-heartbeat-timeout", value, s.config.worker_heartbeat_timeout);
 }
 
 absl::Status NodeRank(const std::string& value, ParseState& s) {
@@ -386,29 +374,6 @@ std::vector<OptionSpec> MakeOptions() {
        "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
        {},
        ShutdownTimeout},
-      {"--kill-timeout",
-       "",
-       true,
-       false,
-       "10",
-       kShutdownGroup,
-       "Seconds a worker may take to be gone after SIGKILL; one still there is reported "
-       "unkillable with its state, and the agent leaves the job and exits 69 (ddprun only)",
-       "",
-       {},
-       KillTimeout},
-      {"--uninterruptible-state-timeout",
-       "",
-       true,
-       false,
-       "0",
-       kShutdownGroup,
-       "Seconds a worker may stay in uninterruptible sleep (state D) before the node is "
-       "taken for unhealthy: its workers stop, no restart is spent, the agent leaves the "
-       "job and exits 69; 0: off",
-       "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT",
-       {},
-       UninterruptibleStateTimeout},
       {"--exit-barrier-timeout",
        "",
        true,
@@ -419,17 +384,6 @@ std::vector<OptionSpec> MakeOptions() {
        "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT",
        {},
        ExitBarrierTimeout},
-      {"--worker-heartbeat-timeout",
-       "",
-       true,
-       false,
-       "0",
-       kShutdownGroup,
-       "Seconds a worker may go without writing to the pipe in DDPRUN_HEARTBEAT_FD before "
-       "it is taken for hung, killed and the attempt fails; 0: off (ddprun only)",
-       "",
-       {},
-       WorkerHeartbeatTimeout},
       {"--node-rank",
        "",
        true,
@@ -483,7 +437,7 @@ std::vector<OptionSpec> MakeOptions() {
 
 const std::vector<OptionSpec>& Options() {
   static const auto* options = new std::vector<OptionSpec>(WithObservabilityOptions(
-      WithNodeHealthOptions(WithPlacementOptions(WithLogOptions(MakeOptions())))));
+      WithNodeHealthOptions(WithHangOptions(WithPlacementOptions(WithLogOptions(MakeOptions()))))));
   return *options;
 }
 

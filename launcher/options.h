@@ -49,10 +49,11 @@ inline constexpr char kLogGroup[] = "Logs";
 
 /// The table's later parts, each in a file of its own, appended to `table`: more "Logs"
 /// options (options_logs.cc), "CPU and memory binding" and --virtual-local-rank
-/// (options_placement.cc), "Node health" (options_health.cc) and "Observability"
-/// (options_observability.cc). --help shows each option in its section.
+/// (options_placement.cc), "Hangs" (options_hangs.cc), "Node health" (options_health.cc)
+/// and "Observability" (options_observability.cc). --help-all shows each in its section.
 std::vector<OptionSpec> WithLogOptions(std::vector<OptionSpec> table);
 std::vector<OptionSpec> WithPlacementOptions(std::vector<OptionSpec> table);
+std::vector<OptionSpec> WithHangOptions(std::vector<OptionSpec> table);
 std::vector<OptionSpec> WithNodeHealthOptions(std::vector<OptionSpec> table);
 std::vector<OptionSpec> WithObservabilityOptions(std::vector<OptionSpec> table);
 

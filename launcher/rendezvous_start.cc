@@ -13,6 +13,7 @@
 #include "agent/tcp_store_server.h"
 #include "common/exit_codes.h"
 #include "common/listen_socket.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "rendezvous/network_plugin.h"
 #include "rendezvous/node_address.h"
@@ -36,13 +37,32 @@ void LogRefusedStoreClient(const std::string& peer, const std::string& why) {
       peer, why);
 }
 
+NetworkRendezvousOptions RendezvousOptions(const AgentConfig& config);
+
+// The port this agent meant to host the master on is in use. Another agent of the job on
+// this machine that won the race, or a ddprun-master, is joined; any other program there
+// (a leftover server, another job's TCPStore) would only keep this node waiting in
+// silence: Unavailable, naming the port (exit 75).
+absl::Status JoinOnlyAMaster(const NetworkPlugin& network, const AgentConfig& config) {
+  constexpr absl::Duration kAnswerWithin = absl::Seconds(5);
+  absl::Status master = network.probe_master(RendezvousOptions(config), kAnswerWithin);
+  if (master.ok()) return master;
+  return absl::FailedPreconditionError(absl::StrCat(
+      "port ", config.endpoint_port,
+      " on this machine, where this node would host the rendezvous master, is held by a "
+      "program that is not a ddprun rendezvous master (",
+      master.message(), "); stop that program (ss -ltnp 'sport = :", config.endpoint_port,
+      "' shows it) or give every node another port"));
+}
+
 // The agent on the --rdzv-endpoint host (is_host, inferred as torchrun does unless
 // --rdzv-conf is_host= says) serves the master in-process, and its workers' TCPStore on the
 // same port, as torchrun's static agent does: one port for the whole job. When several
 // agents on one host race for the port, the losers simply join the winner's master.
-void MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& config, Served& served) {
+absl::Status MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& config,
+                             Served& served) {
   const bool is_host = config.is_host ? *config.is_host : IsThisHost(config.endpoint_host);
-  if (!is_host) return;
+  if (!is_host) return absl::OkStatus();
   // Every agent and worker of the job may hold a connection to it.
   RaiseOpenFileLimit();
   MasterOptions options;
@@ -71,20 +91,22 @@ void MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& config, Se
   if (!hosting.ok()) {
     // A port in use: another agent on this machine won the race, a detail. Anything else
     // is worth seeing: this agent meant to host and cannot.
+    if (absl::IsUnavailable(hosting)) {
+      DDPRUN_RETURN_IF_ERROR(JoinOnlyAMaster(network, config));
+    }
     const auto level = absl::IsUnavailable(hosting) ? spdlog::level::info : spdlog::level::warn;
     spdlog::log(level, "not hosting the rendezvous master ({}); joining the one at {}:{}",
                 hosting.message(), config.endpoint_host, config.endpoint_port);
-    return;
+    return absl::OkStatus();
   }
   spdlog::info("hosting the rendezvous master for run '{}' and the workers' store on {}:{}",
                config.run_id, config.endpoint_host, config.endpoint_port);
   if (config.token.empty()) {
-    spdlog::warn("{}", NoTokenWarning(config.endpoint_port,
-                                      "give every node the same per-job secret with "
-                                      "DDPRUN_RDZV_TOKEN or --rdzv-conf token_file=PATH"));
+    spdlog::warn("{}", NoTokenWarning(config.endpoint_port, "set DDPRUN_RDZV_TOKEN on every node"));
   }
   served.master = std::move(*master);
   served.store = std::move(store);
+  return absl::OkStatus();
 }
 
 // Every multi-node agent that may get group rank 0 serves its workers a TCPStore: beside the
@@ -93,7 +115,7 @@ void MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& config, Se
 absl::Status ServeMasterAndStore(const NetworkPlugin& network, const AgentConfig& config,
                                  Served& served) {
   const bool is_static = config.fixed_node_rank;
-  MaybeHostMaster(network, config, served);
+  DDPRUN_RETURN_IF_ERROR(MaybeHostMaster(network, config, served));
   // Static: node 0's store is the one on --master-port; the other nodes never get rank 0.
   const bool on_master_port = served.store != nullptr || (is_static && config.node_rank != 0);
   if (!on_master_port) {
@@ -135,10 +157,10 @@ absl::Status ServeMetricsWith(const NetworkPlugin& network, int port, HostedMast
   absl::StatusOr<std::unique_ptr<MetricsEndpoint>> served = network.serve_metrics(options);
   if (!served.ok()) return served.status();
   endpoint = std::move(*served);
-  // A port the kernel picked must be seen at the default log level: nothing else says it.
-  spdlog::log(port == 0 ? spdlog::level::warn : spdlog::level::info,
-              "metrics on http://{}:{}/metrics{}", HostName(), endpoint->port(),
-              master != nullptr ? ", the job's status page on /" : "");
+  // Seen at the default log level: the URL is what a user opens next.
+  const std::string base = absl::StrCat("http://", HostName(), ":", endpoint->port());
+  spdlog::warn("metrics on {}/metrics{}", base,
+               master != nullptr ? absl::StrCat(", the job's status page on ", base, "/") : "");
   return absl::OkStatus();
 }
 
@@ -192,7 +214,8 @@ class NetworkRendezvous : public StartedRendezvous {
     }
     if (absl::Status s = ServeMasterAndStore(network_, config_, served_); !s.ok()) {
       spdlog::error("{}", s.message());
-      return kExitInternal;
+      // Another program on the master's port: the rendezvous cannot happen here.
+      return absl::IsFailedPrecondition(s) ? kExitRendezvous : kExitInternal;
     }
     connection_ = network_.connect(RendezvousOptions(config_));
     return 0;
@@ -221,13 +244,43 @@ class NetworkRendezvous : public StartedRendezvous {
   std::unique_ptr<RendezvousConnection> connection_;  // last: closed first
 };
 
-// A one-node job: the master's rules in-process (LocalRendezvous), no network.
+// A one-node job: the master's rules in-process (LocalRendezvous), no network. Given an
+// endpoint (--rdzv-endpoint, without --standalone), its agent serves the workers' TCPStore
+// there, as torchrun does: workers get MASTER_ADDR as given, the endpoint's port and
+// TORCHELASTIC_USE_AGENT_STORE=True. Otherwise rank 0's worker hosts it on a free port.
 class LocalStart : public StartedRendezvous {
  public:
-  explicit LocalStart(const AgentConfig& config) : local_(RendezvousSettingsFrom(config)) {}
+  explicit LocalStart(const AgentConfig& config)
+      : config_(config), local_(RendezvousSettingsFrom(config)) {}
+
+  int Start() {
+    if (config_.standalone || config_.rdzv_endpoint.empty()) return 0;
+    TcpStoreServerOptions options;
+    options.port = config_.endpoint_port;
+    options.on_refused = LogRefusedStoreClient;
+    absl::StatusOr<std::unique_ptr<TcpStoreServer>> store = TcpStoreServer::Start(options);
+    if (!store.ok()) {
+      spdlog::error("cannot serve the workers' store on --rdzv-endpoint={}: {}",
+                    config_.rdzv_endpoint, store.status().message());
+      return kExitInternal;
+    }
+    store_ = std::move(*store);
+    return 0;
+  }
+
   RendezvousConnection& connection() override { return local_; }
-  std::optional<WorkerStore> worker_store() const override { return std::nullopt; }
-  void Stop(bool) override { metrics_.reset(); }  // it reads the agent's board
+  std::optional<WorkerStore> worker_store() const override {
+    if (!store_) return std::nullopt;
+    WorkerStore served;
+    served.server = store_.get();
+    served.offer.addr = config_.endpoint_host;
+    served.port = store_->port();
+    return served;
+  }
+  void Stop(bool) override {
+    metrics_.reset();  // it reads the agent's board
+    store_.reset();
+  }
   // The agent's metrics only: a one-node job has no master to show (docs/observability.md).
   // The plugin is loaded for it then, and only then.
   absl::Status ServeMetrics(int port, const AgentMetricsBoard* agent) override {
@@ -238,7 +291,9 @@ class LocalStart : public StartedRendezvous {
   }
 
  private:
+  const AgentConfig& config_;
   LocalRendezvous local_;
+  std::unique_ptr<TcpStoreServer> store_;
   NetworkPlugin network_{};
   std::unique_ptr<MetricsEndpoint> metrics_;
 };
@@ -262,7 +317,12 @@ RendezvousSettings RendezvousSettingsFrom(const AgentConfig& config) {
 std::unique_ptr<StartedRendezvous> StartRendezvous(const AgentConfig& config,
                                                    const std::string& endpoint_option,
                                                    int& exit_code) {
-  if (config.max_nodes == 1) return std::make_unique<LocalStart>(config);
+  if (config.max_nodes == 1) {
+    auto local = std::make_unique<LocalStart>(config);
+    exit_code = local->Start();
+    if (exit_code != 0) return nullptr;
+    return local;
+  }
   absl::StatusOr<NetworkPlugin> network = LoadNetworkPlugin();
   if (!network.ok()) {
     spdlog::error("{}", network.status().message());

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "rendezvous/endpoint_probe.h"
 #include "rendezvous/wire.h"
 
 namespace ddprun {
@@ -98,6 +99,7 @@ GrpcRendezvous::GrpcRendezvous(NetworkRendezvousOptions options) : options_(std:
 GrpcRendezvous::~GrpcRendezvous() {
   if (stream_) stream_->Abandon();
   stream_.reset();
+  if (probe_.joinable()) probe_.join();
 }
 
 std::unique_ptr<SessionStream> GrpcRendezvous::OpenStream() {
@@ -126,6 +128,43 @@ void GrpcRendezvous::Heartbeat() { stream_->Send(HeartbeatMessage()); }
 void GrpcRendezvous::ReportStacks(int64_t round, int world_size, const std::string& cause,
                                   const std::vector<RankStack>& stacks) {
   stream_->Send(StackReportMessage(round, world_size, cause, stacks));
+}
+
+void GrpcRendezvous::CheckProgress() {
+  if (channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
+    stream_->Send(HeartbeatMessage(/*want_gathering=*/true));
+    return;
+  }
+  if (probing_.exchange(true)) return;  // the last probe is still out
+  if (probe_.joinable()) probe_.join();
+  probe_ = std::thread([this] { ProbeAddress(); });
+}
+
+void GrpcRendezvous::ProbeAddress() {
+  const EndpointReach reach = ddprun::ProbeEndpoint(options_.endpoint, kProbeTimeout);
+  // A master that came up meanwhile answers the next check itself: nothing to say now.
+  if (channel_->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY) {
+    RendezvousEvent event;
+    event.kind = RendezvousEvent::Kind::kProgress;
+    event.status = absl::UnavailableError("no answer");
+    event.detail =
+        absl::StrCat("the rendezvous master at ", options_.endpoint,
+                     " does not answer: ", DescribeUnansweredMaster(options_.endpoint, reach));
+    events_.Push(std::move(event));
+  }
+  probing_ = false;
+}
+
+absl::Status ProbeMaster(const NetworkRendezvousOptions& options, absl::Duration timeout) {
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      options.endpoint, AgentCredentials(options), AgentChannelArguments(options));
+  if (channel->WaitForConnected(
+          gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                       gpr_time_from_millis(absl::ToInt64Milliseconds(timeout), GPR_TIMESPAN)))) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(
+      DescribeUnansweredMaster(options.endpoint, ddprun::ProbeEndpoint(options.endpoint, timeout)));
 }
 
 void GrpcRendezvous::Leave(const std::string& reason) {

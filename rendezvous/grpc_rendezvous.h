@@ -8,10 +8,12 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/synchronization/mutex.h"
 #include "ddprun/v1/rendezvous.grpc.pb.h"
@@ -73,6 +75,9 @@ class GrpcRendezvous : public RendezvousConnection {
                     const std::vector<RankStack>& stacks) override;
   void Leave(const std::string& reason) override;
   void Reconnect() override;
+  /// Connected: asks the master how the round gathers. Not: a TCP probe of its address, on
+  /// a thread of its own (at most one at a time, bounded by kProbeTimeout), says who answers.
+  void CheckProgress() override;
   std::string store_addr() const override { return options_.endpoint; }
   absl::Duration heartbeat_interval() const override {
     return options_.settings.keep_alive_interval;
@@ -80,12 +85,21 @@ class GrpcRendezvous : public RendezvousConnection {
 
  private:
   std::unique_ptr<SessionStream> OpenStream();
+  void ProbeAddress();
+
+  static constexpr absl::Duration kProbeTimeout = absl::Seconds(2);
 
   NetworkRendezvousOptions options_;
   EventQueue events_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Rendezvous::Stub> stub_;
   std::unique_ptr<SessionStream> stream_;
+  std::thread probe_;
+  std::atomic<bool> probing_{false};
 };
+
+/// Whether a ddprun rendezvous master answers at options.endpoint within `timeout`: OK
+/// when gRPC connects there; else Unavailable, saying who answers instead (endpoint_probe.h).
+absl::Status ProbeMaster(const NetworkRendezvousOptions& options, absl::Duration timeout);
 
 }  // namespace ddprun

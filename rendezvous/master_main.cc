@@ -127,10 +127,9 @@ int Serve(const Settings& s, const ddprun::MasterOptions& options) {
                options.tls.enabled() ? " with TLS (clients need a certificate)" : "",
                options.token.empty() ? "" : " (joins and Store calls need the token)");
   if (options.token.empty() && !ListensOnLoopbackOnly(s.host)) {
-    spdlog::warn("{}", ddprun::NoTokenWarning((*master)->port(),
-                                              "start ddprun-master with --token-file=PATH and "
-                                              "give every node the same secret with "
-                                              "DDPRUN_RDZV_TOKEN or --rdzv-conf token_file=PATH"));
+    spdlog::warn("{}",
+                 ddprun::NoTokenWarning((*master)->port(),
+                                        "give it --token-file, every node DDPRUN_RDZV_TOKEN"));
   }
   std::unique_ptr<ddprun::MetricsHttp> metrics;
   if (s.metrics_port >= 0) {

@@ -32,6 +32,7 @@ absl::Status MasterState::OnAgentMessage(SessionReactor* reactor, const pb::Agen
     Run& run = runs_.at(reactor->run_id);
     if (message.has_heartbeat()) {
       run.rounds->Heartbeat(reactor->id(), now);
+      if (message.heartbeat().want_gathering()) SendGathering(run, *reactor, now);
     } else if (message.has_report()) {
       const pb::WorkerReport& report = message.report();
       if (report.succeeded()) {
@@ -57,6 +58,17 @@ absl::Status MasterState::OnAgentMessage(SessionReactor* reactor, const pb::Agen
   return status;
 }
 
+void MasterState::SendGathering(Run& run, SessionReactor& reactor, absl::Time now) {
+  if (!run.rounds->IsWaiting(reactor.id())) return;  // it runs, or its round began already
+  if (now - run.gathering_at >= absl::Seconds(1)) {
+    run.gathering = run.rounds->GatheringProgress(now);
+    run.gathering_at = now;
+  }
+  pb::MasterMessage out;
+  out.mutable_gathering()->set_text(run.gathering);
+  reactor.Send(std::move(out));
+}
+
 void MasterState::OnSessionOpened(SessionReactor* reactor) {
   absl::MutexLock lock(&mu_);
   const absl::Time deadline = MonotonicNow() + options_.limits.join_deadline;
@@ -68,7 +80,7 @@ void MasterState::LogRefusal(const SessionReactor& reactor, const absl::Status& 
   const absl::Time now = MonotonicNow();
   if (now - refusal_window_ >= absl::Seconds(1)) {
     if (refusals_unlogged_ > 0) {
-      spdlog::info("{} more refused sessions were not logged", refusals_unlogged_);
+      spdlog::warn("{} more refused sessions were not logged", refusals_unlogged_);
     }
     refusal_window_ = now;
     refusals_logged_ = 0;
@@ -78,7 +90,9 @@ void MasterState::LogRefusal(const SessionReactor& reactor, const absl::Status& 
     ++refusals_unlogged_;
     return;
   }
-  spdlog::info("refused a session from {}: {}", reactor.peer(), Printable(why.message()));
+  // WARNING: the node that hosts the master runs at that level, and must say whom it turned
+  // away (a node started with another --nnodes is refused at once on its own side only).
+  spdlog::warn("refused a session from {}: {}", reactor.peer(), Printable(why.message()));
 }
 
 absl::Status MasterState::Join(SessionReactor* reactor, const pb::Join& join) {

@@ -189,7 +189,13 @@ class MasterState {
     absl::Time idle_since;
     // The last round whose start, and whose end, the metrics have seen (ObserveRounds).
     int64_t observed_began = -1, observed_ended = -1;
+    // GatheringProgress is O(nodes) and every waiting node asks for it: one text a second.
+    std::string gathering;
+    absl::Time gathering_at = absl::InfinitePast();
   };
+  // Answers a waiting node's Heartbeat.want_gathering.
+  void SendGathering(Run& run, SessionReactor& reactor, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Feeds the rounds that began or ended since the last call to the metrics.
   void ObserveRounds(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The status of the runs `run_id` names (every run when empty).

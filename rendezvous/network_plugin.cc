@@ -68,11 +68,12 @@ absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const MasterOptions& op
 }  // namespace
 }  // namespace ddprun
 
-extern "C" void ddprun_network_plugin_v2(ddprun::NetworkPlugin* plugin) {
+extern "C" void ddprun_network_plugin_v3(ddprun::NetworkPlugin* plugin) {
   ddprun::RouteGrpcLogsToSpdlog();
   ddprun::DisableMutexDeadlockDetection();  // the agent's own code holds no absl::Mutex
   plugin->connect = &ddprun::Connect;
   plugin->host_master = &ddprun::HostMaster;
   plugin->admin = &ddprun::RunAdminCommand;
   plugin->serve_metrics = &ddprun::ServeMetrics;
+  plugin->probe_master = &ddprun::ProbeMaster;
 }

@@ -77,6 +77,9 @@ struct NetworkPlugin {
   /// What to print: the status (a table or JSON), or what the stop did.
   absl::StatusOr<std::string> (*admin)(const AdminCommand&);
   absl::StatusOr<std::unique_ptr<MetricsEndpoint>> (*serve_metrics)(const MetricsEndpointOptions&);
+  /// OK when a ddprun rendezvous master answers at options.endpoint within `timeout`; else
+  /// Unavailable, saying what answers there instead (a port held by another program).
+  absl::Status (*probe_master)(const NetworkRendezvousOptions&, absl::Duration timeout);
 };
 
 /// Loads libddprun_network.so from next to the running executable, then from
@@ -87,5 +90,5 @@ absl::StatusOr<NetworkPlugin> LoadNetworkPlugin();
 
 extern "C" {
 /// Defined in the plugin: fills `plugin` with its entry points.
-void ddprun_network_plugin_v2(ddprun::NetworkPlugin* plugin);
+void ddprun_network_plugin_v3(ddprun::NetworkPlugin* plugin);
 }

@@ -30,9 +30,9 @@ absl::StatusOr<NetworkPlugin> LoadNetworkPlugin() {
       continue;
     }
     using Entry = void (*)(NetworkPlugin*);
-    auto entry = reinterpret_cast<Entry>(::dlsym(handle, "ddprun_network_plugin_v2"));
+    auto entry = reinterpret_cast<Entry>(::dlsym(handle, "ddprun_network_plugin_v3"));
     if (entry == nullptr) {
-      errors.push_back(absl::StrCat(path, ": no ddprun_network_plugin_v2 (a different version?)"));
+      errors.push_back(absl::StrCat(path, ": no ddprun_network_plugin_v3 (a different version?)"));
       continue;
     }
     NetworkPlugin plugin{};

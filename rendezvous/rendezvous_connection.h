@@ -22,7 +22,9 @@ struct RendezvousEvent {
   // trying again would not change that.
   // kHangReport: every node's stacks of a hang so far (see stack_report.h), as text.
   // kExcluded: the rendezvous keeps this node out for `cooldown` (node_health.h).
-  enum class Kind { kAssigned, kStop, kEnd, kLost, kRefused, kHangReport, kExcluded };
+  // kProgress: how the wait for a round goes (`detail`), after CheckProgress(): from the
+  // master (`status` OK), or what answers at its address when it does not (`status` not OK).
+  enum class Kind { kAssigned, kStop, kEnd, kLost, kRefused, kHangReport, kExcluded, kProgress };
   Kind kind = Kind::kAssigned;
   Assignment assignment;                               // kAssigned
   StopReason stop_reason = StopReason::kWorkerFailed;  // kStop
@@ -60,6 +62,9 @@ class RendezvousConnection {
   virtual void Leave(const std::string& reason) = 0;
   /// Opens a new session after kLost (the caller joins again once it is open).
   virtual void Reconnect() = 0;
+  /// While this node waits for a round: find out how it goes, answered by a kProgress
+  /// event. A one-node rendezvous never keeps a node waiting: no-op.
+  virtual void CheckProgress() {}
 
   /// Where workers reach the Store service (DDPRUN_STORE_ADDR); empty when there is none.
   virtual std::string store_addr() const = 0;

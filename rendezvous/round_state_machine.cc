@@ -109,9 +109,8 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
     ++failure_counts_[{FailureCause(f), known ? f.exit_code : kOtherExitCode}];
   }
   Heartbeat(session, now);
-  const ReportedFailure first = *std::min_element(
-      failures.begin(), failures.end(),
-      [](const ReportedFailure& a, const ReportedFailure& b) { return a.time < b.time; });
+  const ReportedFailure first =
+      *std::min_element(failures.begin(), failures.end(), RootCauseBefore);
   failures_.insert(failures_.end(), failures.begin(), failures.end());
   // A hung rank: every node records where its workers are before stopping them.
   collect_stacks_ = std::any_of(failures.begin(), failures.end(),
@@ -397,9 +396,7 @@ void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail, ab
   members_.clear();
   std::vector<ReportedFailure> root;
   if (!failures_.empty()) {
-    root.push_back(*std::min_element(
-        failures_.begin(), failures_.end(),
-        [](const ReportedFailure& a, const ReportedFailure& b) { return a.time < b.time; }));
+    root.push_back(*std::min_element(failures_.begin(), failures_.end(), RootCauseBefore));
   }
   std::vector<std::string> excluded;
   for (const NodeExclusion& e : health_.Record()) excluded.push_back(NodeHealth::Describe(e, now));

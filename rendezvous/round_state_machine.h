@@ -74,10 +74,18 @@ struct ReportedFailure {
   int exit_code = 0;  // torchrun's: -N for signal N
   int pid = 0;
   absl::Time time;
-  std::string message;  // error-file message or the stderr tail, already formatted
-  bool hung = false;    // stopped by the agent as hung: every node records its stacks
-  bool timer = false;   // hung because a FileTimer expired (else: no heartbeat)
+  std::string message;     // error-file message or the stderr tail, already formatted
+  bool hung = false;       // stopped by the agent as hung: every node records its stacks
+  bool timer = false;      // hung because a FileTimer expired (else: no heartbeat)
+  bool peer_lost = false;  // it died because a peer went away: a consequence, not a cause
 };
+
+/// The order in which failures are taken for the root cause: one that failed on its own
+/// before one that died because a peer went away, then the earlier.
+inline bool RootCauseBefore(const ReportedFailure& a, const ReportedFailure& b) {
+  if (a.peer_lost != b.peer_lost) return !a.peer_lost;
+  return a.time < b.time;
+}
 
 /// Why a worker failed, in a word: "timer" (a FileTimer expired), "hang" (its heartbeat
 /// stopped), "signal" or "exit_code".
@@ -198,6 +206,10 @@ class RoundStateMachine {
   std::vector<NodeView> Nodes() const;
   /// Why the nodes that joined wait for a round, in words; empty when none waits.
   std::string WhyWaiting(absl::Time now) const;
+  /// For a node that waits: WhyWaiting, and while the round gathers, who came, the
+  /// --node-rank values still missing (static), who was lost from the last round and how
+  /// long is left before join_timeout ends the run. O(nodes): the master caches it.
+  std::string GatheringProgress(absl::Time now) const;
   /// The last kHistoryRounds rounds, oldest first; the last one may still run.
   static constexpr size_t kHistoryRounds = 100;
   const std::deque<RoundRecord>& history() const { return history_; }

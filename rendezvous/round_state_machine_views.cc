@@ -2,8 +2,11 @@
 // status (`ddprun status`, the status page) and the master's metrics.
 
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "rendezvous/natural_less.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
@@ -17,9 +20,7 @@ void RoundStateMachine::EndRecord(const std::string& why, absl::Time now) {
   record.ended = now;
   record.ended_by = why;
   if (!failures_.empty()) {
-    record.root_cause = *std::min_element(
-        failures_.begin(), failures_.end(),
-        [](const ReportedFailure& a, const ReportedFailure& b) { return a.time < b.time; });
+    record.root_cause = *std::min_element(failures_.begin(), failures_.end(), RootCauseBefore);
   }
 }
 
@@ -76,6 +77,57 @@ std::string RoundStateMachine::WhyWaiting(absl::Time now) const {
       break;
   }
   return "";
+}
+
+namespace {
+
+// "a, b, c and 9,997 more": a line stays short at 10,000 nodes.
+std::string FewOf(std::vector<std::string> names, size_t shown = 8) {
+  const size_t more = names.size() > shown ? names.size() - shown : 0;
+  names.resize(names.size() - more);
+  return absl::StrCat(absl::StrJoin(names, ", "),
+                      more > 0 ? absl::StrCat(" and ", more, " more") : "");
+}
+
+std::string Left(absl::Duration left) {
+  return absl::FormatDuration(absl::Floor(std::max(absl::ZeroDuration(), left), absl::Seconds(1)));
+}
+
+}  // namespace
+
+std::string RoundStateMachine::GatheringProgress(absl::Time now) const {
+  const std::string why = WhyWaiting(now);
+  if (why.empty() || phase_ != Phase::kGathering) return why;
+  std::vector<std::string> came;
+  std::set<int> ranks_given;
+  bool every_node_gave_a_rank = true;
+  for (const auto& [session, node] : nodes_) {
+    if (!node.joined) continue;
+    came.push_back(node.info.host);
+    every_node_gave_a_rank = every_node_gave_a_rank && node.info.node_rank_hint >= 0;
+    ranks_given.insert(node.info.node_rank_hint);
+  }
+  std::sort(came.begin(), came.end(), NaturalLess);
+  std::string out = absl::StrCat(why, ": ", FewOf(came));
+  // Static jobs (every node gives its --node-rank): the ranks still missing.
+  std::vector<std::string> missing_ranks;
+  for (int rank = 0; every_node_gave_a_rank && rank < settings_.max_nodes; ++rank) {
+    if (ranks_given.count(rank) == 0) missing_ranks.push_back(absl::StrCat(rank));
+  }
+  if (!missing_ranks.empty()) {
+    absl::StrAppend(&out, "; waiting for --node-rank ", FewOf(missing_ranks));
+  }
+  std::vector<std::string> lost;
+  for (const std::string& host : departed_) {
+    if (std::find(came.begin(), came.end(), host) == came.end()) lost.push_back(host);
+  }
+  if (!lost.empty()) absl::StrAppend(&out, "; lost from the last round: ", FewOf(lost));
+  if (joined_count_ < settings_.min_nodes) {
+    absl::StrAppend(&out, "; the run ends in ",
+                    Left(gathering_since_ + settings_.join_timeout - now),
+                    " (join_timeout) unless ", settings_.min_nodes - joined_count_, " more join");
+  }
+  return out;
 }
 
 }  // namespace ddprun

@@ -49,12 +49,10 @@ absl::Status CheckToken(absl::string_view expected, absl::string_view given, abs
 }
 
 std::string NoTokenWarning(int port, absl::string_view how_to_set) {
-  return absl::StrCat(
-      "the rendezvous master on port ", port,
-      " has no token: anyone who can reach that port can join a run, take group rank 0 (and "
-      "so set every worker's MASTER_ADDR, MASTER_PORT and WORLD_SIZE), end the run, or read "
-      "and write its Store; ",
-      how_to_set, " (docs/security.md)");
+  // One short line at every launch: what it means and what to do are in docs/security.md.
+  return absl::StrCat("the rendezvous master on port ", port,
+                      " has no token: anyone who reaches it can join or end the run; ", how_to_set,
+                      " (docs/security.md)");
 }
 
 }  // namespace ddprun

@@ -106,9 +106,9 @@ v1::AgentMessage SuccessReportMessage(int64_t round) {
   return message;
 }
 
-v1::AgentMessage HeartbeatMessage() {
+v1::AgentMessage HeartbeatMessage(bool want_gathering) {
   v1::AgentMessage message;
-  message.mutable_heartbeat();
+  message.mutable_heartbeat()->set_want_gathering(want_gathering);
   return message;
 }
 
@@ -181,6 +181,7 @@ std::vector<ReportedFailure> FromWire(
     r.message = f.message();
     r.hung = f.hung();
     r.timer = f.hung() && f.timer();
+    r.peer_lost = f.peer_lost();
     out.push_back(std::move(r));
   }
   return out;
@@ -197,6 +198,7 @@ v1::WorkerFailure ToWire(const ReportedFailure& f) {
   out.set_message(f.message);
   out.set_hung(f.hung);
   out.set_timer(f.timer);
+  out.set_peer_lost(f.peer_lost);
   return out;
 }
 
@@ -288,6 +290,9 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
     event.root_cause = FromWire(message.end().root_cause());
     event.collect_stacks = message.end().collect_stacks();
     event.excluded.assign(message.end().excluded().begin(), message.end().excluded().end());
+  } else if (message.has_gathering()) {
+    event.kind = RendezvousEvent::Kind::kProgress;
+    event.detail = message.gathering().text();
   } else if (message.has_excluded()) {
     event.kind = RendezvousEvent::Kind::kExcluded;
     event.detail = message.excluded().detail();

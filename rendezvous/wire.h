@@ -27,7 +27,8 @@ v1::AgentMessage JoinMessage(const NodeInfo& node, const std::string& run_id,
                              const std::string& token, const RendezvousSettings& settings);
 v1::AgentMessage FailureReportMessage(int64_t round, const std::vector<ReportedFailure>& failures);
 v1::AgentMessage SuccessReportMessage(int64_t round);
-v1::AgentMessage HeartbeatMessage();
+/// `want_gathering`: a waiting node asks how the round it waits for is gathering.
+v1::AgentMessage HeartbeatMessage(bool want_gathering = false);
 v1::AgentMessage StackReportMessage(int64_t round, int world_size, const std::string& cause,
                                     const std::vector<RankStack>& stacks);
 v1::AgentMessage LeaveMessage(const std::string& reason);

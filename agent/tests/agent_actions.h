@@ -39,6 +39,8 @@ inline std::string DescribeAction(const AgentAction& a) {
       return absl::StrCat("report-success round=", a.round);
     case Kind::kHeartbeat:
       return "heartbeat";
+    case Kind::kCheckProgress:
+      return "check-progress";
     case Kind::kEndStoreRound:
       return "end-store-round";
     case Kind::kCloseAttempt:

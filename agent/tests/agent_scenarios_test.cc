@@ -93,6 +93,9 @@ class Scenario : public testing::ScenarioMachine {
       sm_->MasterLost("connection reset", now_);
     } else if (verb == "refused") {
       sm_->Refused("wrong token", now_);
+    } else if (verb == "progress") {  // progress master|unanswered TEXT...
+      const size_t text = line.find(' ', line.find(words.at(1)));
+      sm_->Progress(line.substr(text + 1), words.at(1) == "master", now_);
     } else if (verb == "signal") {
       sm_->Signal(SignalNumber(words.at(1)), now_);
     } else if (verb == "tick") {

@@ -191,6 +191,21 @@ TEST_F(AgentStateMachineTest, ARootCauseElsewhereIsNamedAndGivesTheExitStatus) {
                                     HasSubstr("exiting with status 139")));
 }
 
+// Rank 1 lost its peer and was reported first; rank 0, which raised, ended during the stop:
+// this node saw both, and its choice (rank 0) is the job's root cause.
+TEST_F(AgentStateMachineTest, ThisNodesChoiceStandsWhenTheMastersRootCauseIsOneOfItsRanks) {
+  RunRoundZero();
+  Workers(Failed(true));
+  Closed(FailedAt(0, 3));
+  ReportedFailure root;
+  root.host = "node0";
+  root.rank = 1;
+  root.exit_code = 1;
+  root.peer_lost = true;
+  EXPECT_THAT(End(RunOutcome::kFailed, {root}), ElementsAre("failure-summary", "exit 3"));
+  EXPECT_THAT(LogsOf(), ElementsAre("job failed (the run ended); exiting with status 3"));
+}
+
 TEST_F(AgentStateMachineTest, ARunThatEndsWhileWorkersRunEndsOnceTheyHaveExited) {
   RunRoundZero();
   EXPECT_THAT(End(RunOutcome::kFailed), ElementsAre("stop-workers SIGTERM"));
@@ -292,7 +307,7 @@ TEST_F(AgentStateMachineTest, NoRoundWithinTheJoinDeadlineLeavesNamingTheMaster)
   EXPECT_EQ(sm_->NextDeadline(), now_ + absl::Seconds(5));
   now_ += absl::Seconds(604);
   sm_->Tick(now_);
-  EXPECT_THAT(Take(), ElementsAre("heartbeat"));
+  EXPECT_THAT(Take(), ElementsAre("check-progress", "heartbeat"));
   EXPECT_THAT(Advance(absl::Seconds(1)), ElementsAre(absl::StrCat("exit ", kExitRendezvous)));
   EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("rendezvous master at master:29400 is not "
                                               "reachable from here")));
@@ -310,13 +325,31 @@ TEST_F(AgentStateMachineTest, HeartbeatsGoEveryIntervalWhateverThePhase) {
   EXPECT_THAT(Advance(absl::Seconds(5)), ElementsAre("heartbeat")) << "even before joining";
   Start();
   EXPECT_THAT(Advance(absl::Seconds(4)), IsEmpty());
-  EXPECT_THAT(Advance(absl::Seconds(1)), ElementsAre("heartbeat"));
+  EXPECT_THAT(Advance(absl::Seconds(1)), ElementsAre("check-progress", "heartbeat"));
+}
+
+TEST_F(AgentStateMachineTest, AWaitingNodeChecksItsProgressAfter5sThenEvery30s) {
+  Make();
+  Start();
+  EXPECT_THAT(Advance(absl::Seconds(5)), ElementsAre("check-progress", "heartbeat"));
+  for (int i = 0; i < 5; ++i) EXPECT_THAT(Advance(absl::Seconds(5)), ElementsAre("heartbeat"));
+  EXPECT_THAT(Advance(absl::Seconds(5)), ElementsAre("check-progress", "heartbeat"));
+  sm_->Progress("nothing listens on port 29400 of master", /*master_answered=*/false, now_);
+  EXPECT_THAT(Take(), IsEmpty());
+  EXPECT_THAT(LogsOf(), ElementsAre("waiting for a round for 35s: nothing listens on port 29400 "
+                                    "of master; this node gives up in 9m30s (join_timeout + "
+                                    "keep_alive_interval)"));
+  EXPECT_THAT(Assign(0), ElementsAre("start-workers round=0 restarts=0"));
+  for (int i = 0; i < 12; ++i) EXPECT_THAT(Advance(absl::Seconds(5)), ElementsAre("heartbeat"));
+  sm_->Progress("1 joined", /*master_answered=*/true, now_);
+  EXPECT_THAT(Take(), IsEmpty());
+  EXPECT_THAT(LogsOf(), IsEmpty()) << "running: an answer that comes late is not news";
 }
 
 TEST_F(AgentStateMachineTest, OneNodeHasNoHeartbeatAndNoJoinDeadline) {
   Make(/*networked=*/false);
   Start();
-  EXPECT_EQ(sm_->NextDeadline(), absl::InfiniteFuture());
+  EXPECT_EQ(sm_->NextDeadline(), absl::InfiniteFuture()) << "no progress check either";
 }
 
 TEST_F(AgentStateMachineTest, AnAssignmentWhenNotJoiningIsIgnored) {

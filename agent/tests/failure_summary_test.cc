@@ -29,6 +29,15 @@ WorkerFailure Failure(int rank, absl::Time time, int wait_status) {
 
 const absl::Time kT0 = absl::FromUnixSeconds(1700000000);
 
+std::string Summary(const std::vector<WorkerFailure>& failures,
+                    const std::string& entrypoint = "train.py", const MeetingPoint& meeting = {}) {
+  SummaryContext context;
+  context.entrypoint = entrypoint;
+  context.zone = absl::UTCTimeZone();
+  context.meeting = meeting;
+  return FormatFailureSummary(failures, context);
+}
+
 TEST(ExitCodeTest, NormalExit) {
   EXPECT_EQ(TorchExitCode(Exited(0)), 0);
   EXPECT_EQ(TorchExitCode(Exited(1)), 1);
@@ -62,7 +71,7 @@ TEST(RootCauseIndexTest, TiesGoToTheFirstGiven) {
 TEST(FormatFailureSummaryTest, OneFailureWithStderrTail) {
   WorkerFailure f = Failure(0, kT0, Exited(3));
   f.stderr_tail = {"Traceback (most recent call last):", "ValueError: bad"};
-  const std::string text = FormatFailureSummary("train.py", {f}, absl::UTCTimeZone());
+  const std::string text = Summary({f});
   EXPECT_THAT(text, HasSubstr("train.py FAILED"));
   EXPECT_THAT(text, HasSubstr("Failures:\n  <NO_OTHER_FAILURES>\n"));
   EXPECT_THAT(text, HasSubstr("Root Cause (first observed failure):\n[0]:\n"));
@@ -78,14 +87,14 @@ TEST(FormatFailureSummaryTest, OneFailureWithStderrTail) {
 TEST(FormatFailureSummaryTest, EmptyStderrSaysSo) {
   WorkerFailure f = Failure(0, kT0, Exited(1));
   f.stderr_source = "stderr";
-  const std::string text = FormatFailureSummary("train.py", {f}, absl::UTCTimeZone());
+  const std::string text = Summary({f});
   EXPECT_THAT(text, HasSubstr("stderr    : <empty> (stderr)"));
   EXPECT_THAT(text, HasSubstr("traceback : none written"));
 }
 
 TEST(FormatFailureSummaryTest, SignalNamesTheSignalAndPid) {
   WorkerFailure f = Failure(1, kT0, Killed(SIGKILL));
-  const std::string text = FormatFailureSummary("train.py", {f}, absl::UTCTimeZone());
+  const std::string text = Summary({f});
   EXPECT_THAT(text, HasSubstr("exitcode  : -9 (pid: 1001)"));
   EXPECT_THAT(text, HasSubstr("Signal 9 (SIGKILL) received by PID 1001"));
 }
@@ -96,7 +105,7 @@ TEST(FormatFailureSummaryTest, ErrorFileGivesPathAndTraceback) {
   f.error_message = "RuntimeError: boom";
   f.traceback = "Traceback (most recent call last):\n  File \"train.py\", line 3\n";
   f.stderr_tail = {"stderr line that must not show"};
-  const std::string text = FormatFailureSummary("train.py", {f}, absl::UTCTimeZone());
+  const std::string text = Summary({f});
   EXPECT_THAT(text, HasSubstr("error_file: /logs/run/attempt_0/0/error.json"));
   EXPECT_THAT(text, HasSubstr("traceback : RuntimeError: boom\n"
                               "              Traceback (most recent call last):\n"
@@ -109,7 +118,7 @@ TEST(FormatFailureSummaryTest, ErrorFileWithoutTracebackShowsTheMessage) {
   WorkerFailure f = Failure(0, kT0, Exited(1));
   f.error_file = "/e.json";
   f.error_message = "plain";
-  const std::string text = FormatFailureSummary("train.py", {f}, absl::UTCTimeZone());
+  const std::string text = Summary({f});
   EXPECT_THAT(text, HasSubstr("traceback : plain\n"));
 }
 
@@ -120,7 +129,7 @@ TEST(FormatFailureSummaryTest, AnUnreadableErrorFileShowsTheStderrTailToo) {
   f.error_file_unreadable = true;
   f.error_message = "(the error file is unreadable: /e.json: not valid JSON: ...)";
   f.stderr_tail = {"RuntimeError: the real reason"};
-  const std::string text = FormatFailureSummary("train.py", {f}, absl::UTCTimeZone());
+  const std::string text = Summary({f});
   EXPECT_THAT(text, HasSubstr("traceback : (the error file is unreadable"));
   EXPECT_THAT(text, HasSubstr("    RuntimeError: the real reason\n"));
 }
@@ -129,7 +138,7 @@ TEST(FormatFailureSummaryTest, OtherFailuresAreListedUnderFailures) {
   std::vector<WorkerFailure> failures = {Failure(0, kT0 + absl::Seconds(5), Killed(SIGTERM)),
                                          Failure(1, kT0, Exited(2)),
                                          Failure(2, kT0 + absl::Seconds(6), Killed(SIGTERM))};
-  const std::string text = FormatFailureSummary("mod.train", failures, absl::UTCTimeZone());
+  const std::string text = Summary(failures, "mod.train");
   EXPECT_THAT(text, HasSubstr("mod.train FAILED"));
   EXPECT_THAT(text, Not(HasSubstr("<NO_OTHER_FAILURES>")));
 
@@ -151,20 +160,100 @@ TEST(FormatFailureSummaryTest, OtherFailuresAreListedUnderFailures) {
 }
 
 TEST(FormatFailureSummaryTest, FramedByRules) {
-  const std::string text =
-      FormatFailureSummary("train.py", {Failure(0, kT0, Exited(1))}, absl::UTCTimeZone());
+  const std::string text = Summary({Failure(0, kT0, Exited(1))});
   const std::string heavy(60, '=');
   EXPECT_EQ(text.rfind(heavy + "\ntrain.py FAILED\n", 0), 0u);
   EXPECT_EQ(text.substr(text.size() - heavy.size() - 1), heavy + "\n");
 }
 
-TEST(FormatFailureSummaryTest, SaysWhereTheWorkersMeet) {
+TEST(FormatFailureSummaryTest, SaysWhereTheWorkersMeetWhenTheRootCauseIsAboutReachingIt) {
   WorkerFailure f = Failure(1, kT0, Exited(1));
-  const std::string text =
-      FormatFailureSummary("train.py", {f}, absl::UTCTimeZone(), MeetingPoint{"10.0.0.1", 29500});
-  EXPECT_THAT(text, HasSubstr("Workers meet at: MASTER_ADDR=10.0.0.1 MASTER_PORT=29500\n"));
-  EXPECT_THAT(FormatFailureSummary("train.py", {f}, absl::UTCTimeZone()),
-              Not(HasSubstr("Workers meet at")));
+  f.stderr_tail = {"torch.distributed.DistNetworkError: Connection refused"};
+  const MeetingPoint meeting{"10.0.0.1", 29500};
+  EXPECT_THAT(Summary({f}, "train.py", meeting),
+              HasSubstr("Workers meet at: MASTER_ADDR=10.0.0.1 MASTER_PORT=29500\n"));
+  EXPECT_THAT(Summary({f}), Not(HasSubstr("Workers meet at")));  // none given: one node
+  // An import error, or an exception of the script: where workers meet cannot matter.
+  f.stderr_tail = {"ModuleNotFoundError: No module named 'torch'"};
+  EXPECT_THAT(Summary({f}, "train.py", meeting), Not(HasSubstr("Workers meet at")));
+  f.stderr_tail = {};
+  f.hung = true;
+  EXPECT_THAT(Summary({f}, "train.py", meeting), HasSubstr("Workers meet at"));
+}
+
+TEST(FailedForALostPeerTest, ReadsGlooNcclAndSocketErrors) {
+  WorkerFailure f = Failure(1, kT0, Exited(1));
+  EXPECT_FALSE(FailedForALostPeer(f));
+  for (const char* line :
+       {"RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed "
+        "by peer [127.0.0.1]:4217",
+        "RuntimeError: [gloo/transport/tcp/pair.cc:534] Read error [10.0.0.2]:2941: Connection "
+        "reset by peer",
+        "torch.distributed.DistBackendError: NCCL error: remote process exited or there was a "
+        "network error, NCCL version 2.28.3",
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process "
+        "exiting prematurely."}) {
+    f.stderr_tail = {"Traceback (most recent call last):", line};
+    EXPECT_TRUE(FailedForALostPeer(f)) << line;
+  }
+  f.stderr_tail = {"ValueError: bad batch"};
+  EXPECT_FALSE(FailedForALostPeer(f));
+  f.error_message = "Connection closed by peer";  // from the error file
+  EXPECT_TRUE(FailedForALostPeer(f));
+}
+
+TEST(RaisedAnExceptionTest, ATracebackEndingInAnExceptionLine) {
+  WorkerFailure f = Failure(0, kT0, Killed(SIGTERM));
+  f.stderr_tail = {"step 6",
+                   "Traceback (most recent call last):",
+                   "  File \"t.py\", line 9",
+                   "    raise ValueError(\"bad batch\")",
+                   "ValueError: bad batch",
+                   ""};
+  EXPECT_TRUE(RaisedAnException(f));
+  f.stderr_tail = {"Traceback (most recent call last):", "  File \"t.py\", line 9",
+                   "KeyboardInterrupt"};
+  EXPECT_FALSE(RaisedAnException(f)) << "Ctrl-C, forwarded: not a failure of its own";
+  f.stderr_tail = {"step 6", "step 7"};
+  EXPECT_FALSE(RaisedAnException(f));
+  f.stderr_tail = {"Traceback (most recent call last):", "  File \"t.py\", line 9"};
+  EXPECT_FALSE(RaisedAnException(f)) << "cut off before its last line";
+}
+
+// On a loaded host the rank whose peer raised can be reaped first: it is not the cause.
+TEST(RootCauseIndexTest, ARankThatFailedOnItsOwnComesBeforeOneThatLostAPeer) {
+  WorkerFailure lost = Failure(1, kT0, Exited(1));
+  lost.stderr_tail = {"RuntimeError: [pair.cc:598] Connection closed by peer [127.0.0.1]:4217"};
+  WorkerFailure raised = Failure(0, kT0 + absl::Milliseconds(40), Exited(1));
+  raised.stderr_tail = {"ValueError: bad batch"};
+  EXPECT_EQ(RootCauseIndex({lost, raised}), 1u);
+  // When every failure lost a peer, the earliest stands.
+  WorkerFailure lost_later = lost;
+  lost_later.time = kT0 + absl::Seconds(1);
+  EXPECT_EQ(RootCauseIndex({lost_later, lost}), 1u);
+
+  const std::string text = Summary({lost, raised});
+  EXPECT_THAT(text, HasSubstr("Root Cause (first rank that failed on its own):"));
+  EXPECT_THAT(text, Not(HasSubstr("<NO_OTHER_FAILURES>")));
+  EXPECT_LT(text.find("cause     : a peer went away"), text.find("Root Cause"));
+  EXPECT_GT(text.find("ValueError: bad batch"), text.find("Root Cause"));
+}
+
+TEST(FormatFailureSummaryTest, NamesThePythonAndHowToChooseAnotherForAMissingModule) {
+  WorkerFailure f = Failure(0, kT0, Exited(1));
+  f.stderr_tail = {"Traceback (most recent call last):", "  File \"t.py\", line 1, in <module>",
+                   "ModuleNotFoundError: No module named 'torch'"};
+  SummaryContext context;
+  context.entrypoint = "t.py";
+  context.interpreter = {"/opt/venv/bin/python3", "python3 first on PATH"};
+  const std::string text = FormatFailureSummary({f}, context);
+  EXPECT_THAT(text, HasSubstr("Python: /opt/venv/bin/python3 (python3 first on PATH)\n"));
+  EXPECT_THAT(text, HasSubstr("rank 0 ran /opt/venv/bin/python3, which has no module 'torch': "
+                              "set PYTHON_EXEC to the Python that has it"));
+  f.stderr_tail = {"ValueError: bad batch"};
+  EXPECT_THAT(FormatFailureSummary({f}, context), Not(HasSubstr("which has no module")));
+  context.interpreter = {};  // --no-python: no Python to name
+  EXPECT_THAT(FormatFailureSummary({f}, context), Not(HasSubstr("Python:")));
 }
 
 // A job stopped while its workers hung (they could not reach each other): the summary

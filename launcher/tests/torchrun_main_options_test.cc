@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "launcher/cli.h"
+#include "launcher/torchrun_options.h"
 #include "tests/support/child_process.h"
 
 namespace ddprun {
@@ -106,6 +107,16 @@ TEST(TorchrunMainOptions, EveryOneIsAnOptionOfDdprun) {
       }
     }
   }
+}
+
+TEST(TorchrunMainOptions, TheLauncherKnowsTheSameListForAbbreviationsAndHelp) {
+  std::vector<std::string> names;
+  for (const TorchrunOption& option : kTorchrunMainOptions) {
+    names.push_back(option.spellings.size() > 1 && option.spellings[0].size() == 2
+                        ? option.spellings[1]  // -m, --module
+                        : option.spellings[0]);
+  }
+  EXPECT_EQ(names, TorchrunOptionNames());
 }
 
 TEST(TorchrunMainOptions, PrintCompletionPrintsAndExitsLikeHelp) {

@@ -197,6 +197,22 @@ TEST_F(RoundStateMachineTest, SpentBudgetEndsTheRunWithTheEarliestFailureAcrossN
   EXPECT_THAT(ends[0].detail, HasSubstr("restart budget spent"));
 }
 
+// gloo's "Connection closed by peer" on rank 3 came first; rank 2 raised on its own.
+TEST_F(RoundStateMachineTest, ARankThatFailedOnItsOwnIsTheRootCauseBeforeOneThatLostAPeer) {
+  Make(2, 2, /*max_restarts=*/0);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  ReportedFailure lost = Failure("b", 3, absl::Seconds(5));
+  lost.peer_lost = true;
+  sm_->ReportFailure(2, 0, {lost, Failure("b", 2, absl::Seconds(1))}, now_);
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 2u);
+  ASSERT_EQ(ends[0].root_cause.size(), 1u);
+  EXPECT_EQ(ends[0].root_cause[0].rank, 2);
+  EXPECT_THAT(ends[0].detail, HasSubstr("rank 2 on b failed"));
+}
+
 TEST_F(RoundStateMachineTest, AHungRankAsksEveryNodeForItsStacksWithTheStopOrEnd) {
   Make(2, 2, /*max_restarts=*/1);
   ASSERT_TRUE(Join(1, Node("a")).ok());

@@ -18,6 +18,7 @@ namespace ddprun::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 const std::string kPython = "/usr/bin/python3";
 const std::string kCompatDir = kSourceDir + "/tests/compat";
@@ -70,6 +71,23 @@ TEST(Compat, WorkersGetEveryVariableTorchrunSets) {
       EXPECT_EQ(d_env[same], t_env[same]) << same << " for rank " << rank;
     }
   }
+}
+
+// A rank that raises takes its peers down with it (gloo's "Connection closed by peer"):
+// whichever ddprun sees end first, on a busy machine too, the summary blames the rank that
+// raised and names the Python that ran it.
+TEST(Compat, TheRankThatRaisedIsTheRootCauseNotThePeerThatLostIt) {
+  ProcessResult r =
+      RunProcess({kDdprun, "--standalone", "--nproc-per-node=2", kCompatDir + "/peer_lost_job.py"},
+                 {{"PYTHON_EXEC", kPython}}, absl::Seconds(240));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const size_t root = r.err.find("\nRoot Cause (");
+  ASSERT_NE(root, std::string::npos) << r.err;
+  const std::string root_cause = r.err.substr(root);
+  EXPECT_THAT(root_cause, HasSubstr("rank      : 0 (local_rank: 0)")) << r.err;
+  EXPECT_THAT(root_cause, HasSubstr("ValueError: bad batch at step 7"));
+  EXPECT_THAT(root_cause, HasSubstr("Python: /usr/bin/python3 (PYTHON_EXEC)"));
+  EXPECT_THAT(r.err, Not(HasSubstr("Workers meet at"))) << "one node: they meet on this host";
 }
 
 void ExpectTwoNodesTrain(const std::vector<std::string>& node0,

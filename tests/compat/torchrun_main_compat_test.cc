@@ -69,7 +69,7 @@ class TorchrunMain : public ::testing::Test {
 };
 
 TEST_F(TorchrunMain, DdprunHasEveryOptionOfThisTorchrun) {
-  const std::string help = RunProcess({kDdprun, "--help"}).out;
+  const std::string help = RunProcess({kDdprun, "--help-all"}).out;
   int checked = 0;
   for (absl::string_view option : absl::StrSplit(options_, '\n', absl::SkipEmpty())) {
     ++checked;

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_split.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 
@@ -51,6 +52,10 @@ INSTANTIATE_TEST_SUITE_P(
             "rdzv_conf_empty_value", {"--rdzv-conf", "a=1,b=", kScript}, "'b=' is not key=value"},
         BadInput{
             "unknown_option", {"--no-such-option", kScript}, "unknown option '--no-such-option'"},
+        BadInput{"unknown_option_near_one",
+                 {"--nproc-per-nodes=2", kScript},
+                 "unknown option '--nproc-per-nodes=2'; did you mean --nproc-per-node?"},
+        BadInput{"ambiguous_prefix", {"--no", kScript}, "ambiguous option: --no could match"},
         BadInput{"missing_script", {"--nproc-per-node=2"}, "missing training_script"},
         BadInput{"script_not_found", {"/no/such/train.py"}, "'/no/such/train.py' is not a file"},
         BadInput{"no_python_missing", {"--no-python", "/no/such/prog"}, "does not exist"},
@@ -96,11 +101,11 @@ TEST(CliErrorsEnv, MissingPythonIsNamed) {
   EXPECT_THAT(r.err, HasSubstr("PYTHON_EXEC"));
 }
 
-TEST(CliInfo, HelpListsEveryOptionWithDefaultAndEnv) {
-  ProcessResult r = RunProcess({kDdprun, "--help"});
+TEST(CliInfo, HelpAllListsEveryOptionWithDefaultAndEnv) {
+  ProcessResult r = RunProcess({kDdprun, "--help-all"});
   EXPECT_EQ(r.exit_code, 0);
   for (const char* option : {"--nnodes",
-                             "--nproc-per-node,--nproc_per_node",
+                             "--nproc-per-node, --nproc_per_node",
                              "--rdzv-backend",
                              "--rdzv-endpoint",
                              "--rdzv-id",
@@ -110,12 +115,12 @@ TEST(CliInfo, HelpListsEveryOptionWithDefaultAndEnv) {
                              "--monitor-interval",
                              "--start-method",
                              "--role",
-                             "-m,--module",
+                             "-m, --module",
                              "--no-python",
                              "--run-path",
                              "--log-dir",
-                             "-r,--redirects",
-                             "-t,--tee",
+                             "-r, --redirects",
+                             "-t, --tee",
                              "--local-ranks-filter",
                              "--node-rank",
                              "--master-addr",
@@ -127,6 +132,28 @@ TEST(CliInfo, HelpListsEveryOptionWithDefaultAndEnv) {
                              "PET_NPROC_PER_NODE",
                              "Exit status"}) {
     EXPECT_THAT(r.out, HasSubstr(option));
+  }
+}
+
+// Launch scripts written for torchrun carry argparse's abbreviations.
+TEST(CliInfo, TorchrunsAbbreviationsRunTheJob) {
+  ProcessResult r = RunProcess({kDdprun, "--nproc_per_nod", "2", "--max_restart=0", "--no_pyt",
+                                "/bin/sh", "-c", "echo world=$WORLD_SIZE"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(CountLinesContaining(r.out, "world=2"), 2) << r.out;
+}
+
+TEST(CliInfo, HelpIsShortAndWrappedToTheTerminal) {
+  ProcessResult r = RunProcess({kDdprun, "--help"}, {{"COLUMNS", "80"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_LE(CountLinesContaining(r.out, ""), 82) << r.out;  // torchrun's --help: 82 lines
+  EXPECT_THAT(r.out, HasSubstr("--help-all"));
+  r = RunProcess({kDdprun, "--help"}, {{"COLUMNS", "60"}});
+  for (absl::string_view line : absl::StrSplit(r.out, '\n')) {
+    const bool one_word = line.find(' ', line.find_first_not_of(' ')) == absl::string_view::npos;
+    if (!one_word) {
+      EXPECT_LE(line.size(), 60u) << line;  // a path longer than that stays whole
+    }
   }
 }
 

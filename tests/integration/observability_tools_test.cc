@@ -22,11 +22,15 @@ using ::testing::HasSubstr;
 struct PausedJob : TwoAgentJob {
   TempDir dir;
 
-  PausedJob() {
+  // `both`: start the two agents; else only the host, and StartOther() later.
+  explicit PausedJob(bool both = true) {
     WriteFile(dir / "pause.0", "");
     WriteFile(dir / "pause.1", "");
-    Start({"crash-until", "2", dir.path()});
+    StartHost(Args());
+    if (both) StartOther();
   }
+  void StartOther() { TwoAgentJob::StartOther(Args()); }
+  std::vector<std::string> Args() const { return {"crash-until", "2", dir.path()}; }
   // Lets every paused restart go on, and checks that the job then succeeds.
   void Finish() {
     WriteFile(dir / "go.0", "");
@@ -85,18 +89,22 @@ TEST(ObservabilityTools, PrometheusScrapesARestartIntoRestartsTotal) {
 }
 
 TEST(ObservabilityTools, TheStatusPageShowsANewRoundAndItsFailureWithoutAReload) {
-  PausedJob job;
-  ASSERT_TRUE(WaitUntil([&] { return FileExists(job.dir / "at.0"); }, absl::Seconds(30)));
+  PausedJob job(/*both=*/false);  // the page first shows the host alone, gathering
+  ASSERT_TRUE(
+      WaitUntil([&] { return HttpGet(job.metrics_port, "/").status == 200; }, absl::Seconds(30)));
   // DDPRUN_DOCS_SCREENSHOT: where to keep the screenshot (docs/images/status-page.png).
   const char* keep = ::getenv("DDPRUN_DOCS_SCREENSHOT");
   const std::string screenshot = keep != nullptr ? keep : job.dir / "status-page.png";
-  // The page after the failure, while round 1 runs.
-  ProcessResult browser = RunProcess(
+  // The page while the first node waits, then after the failure, while round 1 runs.
+  auto browser = ChildProcess::Start(
       {"/usr/bin/python3", kSourceDir + "/tests/integration/status_page_browser.py",
-       absl::StrCat("http://127.0.0.1:", job.metrics_port, "/"), job.dir.path(), screenshot},
-      {}, absl::Seconds(90));
-  EXPECT_EQ(browser.exit_code, 0) << browser.out << browser.err;
-  EXPECT_THAT(browser.out, HasSubstr("after the crash; 2 rounds listed"));
+       absl::StrCat("http://127.0.0.1:", job.metrics_port, "/"), job.dir.path(), screenshot});
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(job.dir / "seen.gathering"); }, absl::Seconds(90)))
+      << browser->ErrSoFar();
+  job.StartOther();
+  ProcessResult result = browser->Wait(absl::Seconds(120));
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_THAT(result.out, HasSubstr("after the crash; 2 rounds listed"));
   EXPECT_TRUE(FileExists(screenshot));
   job.Finish();
 }

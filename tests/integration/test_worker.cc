@@ -7,12 +7,15 @@
 //                                       to be stopped; later attempts write DIR/ran.<RANK>.<n>
 //   test_worker crash-until N DIR       while TORCHELASTIC_RESTART_COUNT < N, rank 1 exits 1 (at
 //                                       restart K it first writes DIR/at.K and waits for
-//                                       DIR/go.K when DIR/pause.K exists) and the others wait
-//                                       to be stopped; at restart N every rank exits 0
+//                                       DIR/go.K when DIR/pause.K exists; every rank then
+//                                       writes DIR/up.K.<RANK>) and the others wait to be
+//                                       stopped; at restart N every rank exits 0
 //   test_worker heartbeat-hang DIR      beat on DDPRUN_HEARTBEAT_FD every 20 ms; on restart 0,
 //                                       rank 1 stops beating after 3 beats and hangs; on later
 //                                       restarts every rank beats 5 times, writes
 //                                       DIR/ran.<RANK>.<restart> and exits 0
+//   test_worker late-heartbeat MS       start beating only after MS ms (an `import torch`
+//                                       that holds the GIL), then beat 5 times and exit 0
 //   test_worker wait-signal DIR         write DIR/ready.<RANK>, then on a signal write its
 //                                       name to DIR/signal.<RANK> and exit 128+signal
 //   test_worker ignore-term DIR         ignore SIGTERM, write DIR/ready.<RANK>, wait forever
@@ -141,9 +144,11 @@ int main(int argc, char** argv) {
     const std::string dir = argv[3];
     const std::string count = Restart();
     if (atoi(count.c_str()) >= atoi(argv[2])) return 0;
+    const bool pause = access((dir + "/pause." + count).c_str(), F_OK) == 0;
+    if (pause) WriteFile(dir + "/up." + count + "." + Rank(), "");  // every rank runs
     if (Rank() != "1") WaitForever();
     // A checkpoint the test asked for: it samples the launchers, then lets the crash happen.
-    if (access((dir + "/pause." + count).c_str(), F_OK) == 0) {
+    if (pause) {
       WriteFile(dir + "/at." + count, "");
       const std::string go = dir + "/go." + count;
       while (access(go.c_str(), F_OK) != 0) usleep(2000);
@@ -164,6 +169,15 @@ int main(int argc, char** argv) {
       (void)!write(fd, ".", 1);
       usleep(20000);
     }
+  }
+  if (mode == "late-heartbeat" && argc == 3) {
+    const int fd = atoi(Env("DDPRUN_HEARTBEAT_FD").c_str());
+    usleep(static_cast<useconds_t>(atoi(argv[2])) * 1000);
+    for (int beat = 0; beat < 5; ++beat) {
+      (void)!write(fd, ".", 1);
+      usleep(20000);
+    }
+    return 0;
   }
   if (mode == "wait-signal" && argc == 3) {
     g_signal_dir = argv[2];

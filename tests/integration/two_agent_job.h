@@ -36,7 +36,15 @@ struct TwoAgentJob {
   }
   void Start(const std::vector<std::string>& worker_args,
              const std::map<std::string, std::optional<std::string>>& env = {}) {
+    StartHost(worker_args, env);
+    StartOther(worker_args, env);
+  }
+  void StartHost(const std::vector<std::string>& worker_args,
+                 const std::map<std::string, std::optional<std::string>>& env = {}) {
     host = ChildProcess::Start(Agent(true, worker_args), env);
+  }
+  void StartOther(const std::vector<std::string>& worker_args,
+                  const std::map<std::string, std::optional<std::string>>& env = {}) {
     other = ChildProcess::Start(Agent(false, worker_args), env);
   }
   ProcessResult Admin(std::vector<std::string> args,

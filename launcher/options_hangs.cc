@@ -1,0 +1,92 @@
+// The "Hangs" section of the option table (options.h): workers that stop making progress
+// without crashing, and workers SIGKILL does not end (docs/hangs.md).
+
+#include "launcher/options.h"
+
+#include "common/status_macros.h"
+#include "launcher/cli_values.h"
+
+namespace ddprun {
+namespace {
+
+constexpr char kHangGroup[] = "Hangs";
+
+absl::Status SecondsInto(const std::string& option, const std::string& value, absl::Duration& out,
+                         bool positive = false) {
+  DDPRUN_ASSIGN_OR_RETURN(out, ParseSeconds(option, value, positive));
+  return absl::OkStatus();
+}
+
+absl::Status KillTimeout(const std::string& value, ParseState& s) {
+  return SecondsInto("--kill-timeout", value, s.config.kill_timeout, /*positive=*/true);
+}
+
+absl::Status UninterruptibleStateTimeout(const std::string& value, ParseState& s) {
+  return SecondsInto("--uninterruptible-state-timeout", value, s.config.uninterruptible_timeout);
+}
+
+absl::Status WorkerHeartbeatTimeout(const std::string& value, ParseState& s) {
+  return SecondsInto("--worker-heartbeat-timeout", value, s.config.worker_heartbeat_timeout);
+}
+
+absl::Status WorkerHeartbeatStartupTimeout(const std::string& value, ParseState& s) {
+  return SecondsInto("--worker-heartbeat-startup-timeout", value,
+                     s.config.worker_heartbeat_startup_timeout);
+}
+
+}  // namespace
+
+std::vector<OptionSpec> WithHangOptions(std::vector<OptionSpec> table) {
+  table.push_back({"--worker-heartbeat-timeout",
+                   "",
+                   true,
+                   false,
+                   "0",
+                   kHangGroup,
+                   "Seconds a worker may go without writing to the pipe in DDPRUN_HEARTBEAT_FD, "
+                   "once it has written to it, before it is taken for hung, killed and the "
+                   "attempt fails; 0: off (ddprun only)",
+                   "",
+                   {},
+                   WorkerHeartbeatTimeout});
+  table.push_back({"--worker-heartbeat-startup-timeout",
+                   "",
+                   true,
+                   false,
+                   "600",
+                   kHangGroup,
+                   "With --worker-heartbeat-timeout: seconds a worker may take from its start to "
+                   "its first heartbeat (the interpreter, imports, the process group: a Python "
+                   "thread cannot beat while `import torch` holds the GIL); 0: no bound "
+                   "(ddprun only)",
+                   "",
+                   {},
+                   WorkerHeartbeatStartupTimeout});
+  table.push_back({"--uninterruptible-state-timeout",
+                   "",
+                   true,
+                   false,
+                   "0",
+                   kHangGroup,
+                   "Seconds a worker may stay in uninterruptible sleep (state D) before the node "
+                   "is taken for unhealthy: its workers stop, no restart is spent, the agent "
+                   "leaves the job and exits 69; 0: off",
+                   "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT",
+                   {},
+                   UninterruptibleStateTimeout});
+  table.push_back({"--kill-timeout",
+                   "",
+                   true,
+                   false,
+                   "10",
+                   kHangGroup,
+                   "Seconds a worker may take to be gone after SIGKILL; one still there is "
+                   "reported unkillable with its state, and the agent leaves the job and exits "
+                   "69 (ddprun only)",
+                   "",
+                   {},
+                   KillTimeout});
+  return table;
+}
+
+}  // namespace ddprun

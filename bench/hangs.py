@@ -55,7 +55,8 @@ def run(cmds, env_extra=None, timeout=120):
 def timer_ms():
     logs = tempfile.mkdtemp(prefix="ddprun-bench-")
     try:
-        (lines,) = run([[ARGS.ddprun, "--nproc-per-node=2", f"--log-dir={logs}", JOB, "timer", "1"]],
+        (lines,) = run([[ARGS.ddprun, "--nproc-per-node=2", f"--log-dir={logs}", JOB, "timer", "1",
+                         logs]],
                        {"TORCHELASTIC_ENABLE_FILE_TIMER": "1"})
     finally:
         shutil.rmtree(logs)
@@ -92,7 +93,9 @@ def report_ms(agents):
         all_lines = run(cmds)
     finally:
         shutil.rmtree(logs)
-    declared = stamp(first(all_lines[-1], "taken for hung; recording where every worker is"))
+    # c10d places nodes by arrival: the hung rank's agent is any of them.
+    declared = min(stamp(line) for lines in all_lines for line in lines
+                   if "taken for hung; recording where every worker is" in line and stamp(line))
     printed = max(stamp(first(lines, " warning: hang report (round 0)")) for lines in all_lines)
     return (printed - declared).total_seconds() * 1000
 

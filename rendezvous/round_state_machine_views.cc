@@ -125,7 +125,8 @@ std::string RoundStateMachine::GatheringProgress(absl::Time now) const {
   if (joined_count_ < settings_.min_nodes) {
     absl::StrAppend(&out, "; the run ends in ",
                     Left(gathering_since_ + settings_.join_timeout - now),
-                    " (join_timeout) unless ", settings_.min_nodes - joined_count_, " more join");
+                    " (join_timeout) unless ", settings_.min_nodes - joined_count_,
+                    settings_.min_nodes - joined_count_ == 1 ? " more joins" : " more join");
   }
   return out;
 }

@@ -39,7 +39,7 @@ TEST_F(MasterServerTest, AWaitingNodeIsToldWhoCameAndHowLongIsLeft) {
   ASSERT_TRUE(answer && answer->has_gathering());
   EXPECT_THAT(answer->gathering().text(),
               HasSubstr("a round needs 2 nodes (--nnodes=2:2); 1 joined: node1; the run ends in "));
-  EXPECT_THAT(answer->gathering().text(), HasSubstr(" (join_timeout) unless 1 more join"));
+  EXPECT_THAT(answer->gathering().text(), HasSubstr(" (join_timeout) unless 1 more joins"));
   // Once the round runs, the question has no answer: members are not waiting.
   TestSession b(NewChannel());
   ASSERT_TRUE(b.Join("job", "node2", 2, 2));

@@ -109,7 +109,7 @@ TEST(Waiting, AFirstNodeSaysWhomItWaitsForAndTheHostWhomItRefused) {
   auto first = ChildProcess::Start(C10dAgent(port, dir, "2"));
   ASSERT_TRUE(Says(*first, "a round needs 2 nodes (--nnodes=2:2); 1 joined: "))
       << first->ErrSoFar();
-  EXPECT_THAT(first->ErrSoFar(), HasSubstr(" (join_timeout) unless 1 more join"));
+  EXPECT_THAT(first->ErrSoFar(), HasSubstr(" (join_timeout) unless 1 more joins"));
   ProcessResult other =
       RunProcess(C10dAgent(port, dir, "3", {"--rdzv-conf=is_host=0"}), {}, absl::Seconds(60));
   EXPECT_EQ(other.exit_code, 75) << other.err;

@@ -94,8 +94,11 @@ def report_ms(agents):
     finally:
         shutil.rmtree(logs)
     # c10d places nodes by arrival: the hung rank's agent is any of them.
-    declared = min(stamp(line) for lines in all_lines for line in lines
-                   if "taken for hung; recording where every worker is" in line and stamp(line))
+    declared = min((stamp(line) for lines in all_lines for line in lines
+                    if "taken for hung; recording where every worker is" in line and stamp(line)),
+                   default=None)
+    if declared is None:
+        raise RuntimeError("no agent declared the hang:\n" + "\n".join(all_lines[0][-30:]))
     printed = max(stamp(first(lines, " warning: hang report (round 0)")) for lines in all_lines)
     return (printed - declared).total_seconds() * 1000
 

@@ -4,15 +4,13 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/unique_fd.h"
 #include "rendezvous/endpoint_probe.h"
 #include "rendezvous/grpc_rendezvous.h"
 #include "rendezvous/tests/master_test_support.h"
 #include "tests/support/child_process.h"
+#include "tests/support/silent_listener.h"
 
 namespace ddprun {
 namespace {
@@ -23,6 +21,7 @@ using master_testing::MasterServerTest;
 using master_testing::TestSession;
 using master_testing::WaitReadable;
 using ::testing::HasSubstr;
+using testing::SilentListener;
 
 pb::AgentMessage AskHowItGathers() {
   pb::AgentMessage message;
@@ -51,22 +50,6 @@ TEST_F(MasterServerTest, AWaitingNodeIsToldWhoCameAndHowLongIsLeft) {
   ASSERT_TRUE(next);
   EXPECT_FALSE(next->has_gathering());
 }
-
-// A socket that listens and never answers: the kernel accepts for it.
-struct SilentListener {
-  UniqueFd fd{::socket(AF_INET, SOCK_STREAM, 0)};
-  int port = 0;
-  SilentListener() {
-    sockaddr_in addr = {};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(fd.get(), 16), 0);
-    socklen_t length = sizeof addr;
-    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &length);
-    port = ntohs(addr.sin_port);
-  }
-};
 
 NetworkRendezvousOptions At(int port) {
   NetworkRendezvousOptions options;

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -74,6 +75,12 @@ TEST(Lifecycle, RestartRunsEveryWorkerAgainWithCountAndFreshPort) {
     EXPECT_NE(ReadFile(ran), first_port) << "MASTER_PORT must be new on every attempt";
   }
   EXPECT_THAT(r.err, HasSubstr("restarting all workers (1 of --max-restarts=2 restarts used)"));
+  // One warning line for the failure, the one with the restart count.
+  int failure_warnings = 0;
+  for (absl::string_view line : absl::StrSplit(r.err, '\n')) {
+    failure_warnings += absl::StrContains(line, " warning: ") && !absl::StrContains(line, "OMP_");
+  }
+  EXPECT_EQ(failure_warnings, 1) << r.err;
 }
 
 TEST(Lifecycle, BudgetSpentFailsWithTheRootCause) {

@@ -58,6 +58,9 @@ TEST(Observability, StatusShowsTheJobAndStopEndsItCleanly) {
   EXPECT_EQ(HttpGet(job.metrics_port, "/api/v1/status?run_id=other").status, 404);
   HttpReply page = HttpGet(job.metrics_port, "/");
   EXPECT_EQ(page.status, 200);
+  EXPECT_THAT(job.host->ErrSoFar(),  // the page's address, at the default log level
+              ::testing::ContainsRegex(
+                  absl::StrCat("the job's status page on http://[^ ]+:", job.metrics_port, "/\n")));
   EXPECT_THAT(page.body, HasSubstr("fetch(\"/api/v1/status\""));
   EXPECT_THAT(page.body, Not(HasSubstr("http")));  // nothing from elsewhere
   const std::string metrics = job.Metrics();
@@ -176,6 +179,9 @@ TEST(Observability, AOneNodeJobServesItsAgentsMetricsAndATakenPortIsAnError) {
       {"--standalone", "--nproc-per-node=2", absl::StrCat("--metrics-port=", port)},
       {"wait-signal", dir.path()}));
   ASSERT_TRUE(WaitUntil([&] { return AllReady(dir, 2); }, absl::Seconds(30))) << agent->ErrSoFar();
+  // Where to look, at the default log level.
+  EXPECT_THAT(agent->ErrSoFar(), ::testing::ContainsRegex(absl::StrCat(
+                                     "warning: metrics on http://[^ ]+:", port, "/metrics\n")));
   std::string metrics;
   ASSERT_TRUE(WaitUntil(
       [&] {

@@ -4,39 +4,21 @@
 // whom it waits for; the hosting node names the nodes it turned away. Command lines as users
 // type them: no --local-addr, no LOGLEVEL.
 
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "common/unique_fd.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
+#include "tests/support/silent_listener.h"
 #include "tests/support/temp_dir.h"
 
 namespace ddprun::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-// A program that holds a port and never answers: the kernel accepts for it.
-struct SilentListener {
-  UniqueFd fd{::socket(AF_INET, SOCK_STREAM, 0)};
-  int port = 0;
-  explicit SilentListener(uint32_t address = INADDR_LOOPBACK) {
-    sockaddr_in addr = {};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(address);
-    EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-    EXPECT_EQ(::listen(fd.get(), 16), 0);
-    socklen_t length = sizeof addr;
-    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&addr), &length);
-    port = ntohs(addr.sin_port);
-  }
-};
 
 std::vector<std::string> C10dAgent(int port, const TempDir& dir, const std::string& nnodes,
                                    std::vector<std::string> extra = {}) {

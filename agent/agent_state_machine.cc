@@ -368,8 +368,11 @@ void AgentStateMachine::ExitAfterFailedRun() {
   }
   if (!end_root_cause_.empty()) {
     const ReportedFailure& root = end_root_cause_.front();
-    const bool ours = root.host == settings_.host && last_root_cause_ && assignment_ &&
-                      root.rank >= assignment_->base_rank &&
+    // A node that was not in the run's last round (waiting for a place, say) has only an
+    // older attempt's ranks: the same numbers may be another agent's now.
+    const bool in_last_round = phase_ == Phase::kRunning || phase_ == Phase::kFinishing;
+    const bool ours = in_last_round && root.host == settings_.host && last_root_cause_ &&
+                      assignment_ && root.rank >= assignment_->base_rank &&
                       root.rank < assignment_->base_rank + settings_.nproc_per_node;
     if (!ours) {
       Log(LogLevel::kError,

@@ -52,7 +52,8 @@ struct WorkerStore {
 class ElasticAgent {
  public:
   /// `guard` must have been started before any thread; `base_env` is what workers inherit.
-  /// `store`: multi-node jobs only (one-node jobs' rank 0 hosts the TCPStore itself).
+  /// `store`: the TCPStore the agent serves its workers: multi-node jobs, and one-node jobs
+  /// given an --rdzv-endpoint; none: rank 0's worker hosts it.
   ElasticAgent(const AgentConfig& config, EnvMap base_env, RendezvousConnection& rendezvous,
                OrphanGuard& guard, std::optional<WorkerStore> store = std::nullopt);
   ~ElasticAgent();

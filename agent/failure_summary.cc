@@ -33,14 +33,37 @@ std::vector<absl::string_view> WhatItSaid(const WorkerFailure& f) {
   return lines;
 }
 
-bool SaysAny(const WorkerFailure& f, std::initializer_list<absl::string_view> needles) {
-  for (absl::string_view line : WhatItSaid(f)) {
+bool AnySays(const std::vector<absl::string_view>& lines,
+             std::initializer_list<absl::string_view> needles) {
+  for (absl::string_view line : lines) {
     const std::string lower = absl::AsciiStrToLower(line);
     for (absl::string_view needle : needles) {
       if (absl::StrContains(lower, absl::AsciiStrToLower(needle))) return true;
     }
   }
   return false;
+}
+
+bool SaysAny(const WorkerFailure& f, std::initializer_list<absl::string_view> needles) {
+  return AnySays(WhatItSaid(f), needles);
+}
+
+// What the worker said last, why it ended: its error file's message, and the end of its
+// stderr: a Python traceback's final exception (its message may span lines), else the
+// last few lines. A warning earlier in the tail (a retried "Connection reset by peer")
+// does not count.
+std::vector<absl::string_view> LastWords(const WorkerFailure& f) {
+  std::vector<absl::string_view> words = {f.error_message};
+  const std::vector<std::string>& tail = f.stderr_tail;
+  size_t from = tail.size() > 3 ? tail.size() - 3 : 0;
+  for (size_t i = tail.size(); i-- > 0;) {
+    if (!absl::StartsWith(tail[i], "Traceback (most recent call last):")) continue;
+    from = i + 1;
+    while (from < tail.size() && (tail[from].empty() || tail[from].front() == ' ')) ++from;
+    break;
+  }
+  words.insert(words.end(), tail.begin() + static_cast<std::ptrdiff_t>(from), tail.end());
+  return words;
 }
 
 // The module a worker's ModuleNotFoundError names ("torch"), or "".
@@ -68,7 +91,12 @@ void AppendFailure(std::string& out, size_t index, const WorkerFailure& f, absl:
                   "\n");
   absl::StrAppend(&out, "  host      : ", f.host, "\n");
   absl::StrAppend(&out, "  rank      : ", f.rank, " (local_rank: ", f.local_rank, ")\n");
-  absl::StrAppend(&out, "  exitcode  : ", TorchExitCode(f.wait_status), " (pid: ", f.pid, ")\n");
+  absl::StrAppend(&out, "  exitcode  : ", TorchExitCode(f.wait_status), " (pid: ", f.pid,
+                  f.stopped_by == 0
+                      ? ""
+                      : absl::StrCat("; it raised, then the stop's ", SignalName(f.stopped_by),
+                                     " ended it as it shut down"),
+                  ")\n");
   absl::StrAppend(&out, "  error_file: ", f.error_file.empty() ? "<N/A>" : f.error_file, "\n");
   if (!f.error_file.empty()) {
     AppendIndented(
@@ -107,7 +135,7 @@ void AppendInterpreter(std::string& out, const WorkerInterpreter& python,
   if (module.empty()) return;
   absl::StrAppend(&out, "  rank ", root.rank, " ran ", python.path, ", which has no module '",
                   module,
-                  "': set PYTHON_EXEC to the Python that has it (e.g. PYTHON_EXEC=/usr/bin/python3 "
+                  "': set PYTHON_EXEC to the Python that has it (PYTHON_EXEC=/path/to/python "
                   "ddprun ...), or activate its environment before ddprun\n");
 }
 
@@ -132,22 +160,30 @@ int ShellExitCode(int wait_status) {
 }
 
 bool FailedForALostPeer(const WorkerFailure& failure) {
+  // "Connection closed by peer" (gloo), "... by remote peer" (NCCL's sockets).
   return !failure.hung &&
-         SaysAny(failure, {"Connection closed by peer", "Connection reset by peer", "Broken pipe",
-                           "remote process exited or there was a network error", "ncclRemoteError",
-                           "NCCL communicator was aborted"});
+         AnySays(LastWords(failure),
+                 {"Connection closed by", "Connection reset by peer", "Broken pipe",
+                  "remote process exited or there was a network error", "ncclRemoteError",
+                  "NCCL communicator was aborted"});
 }
 
 bool RaisedAnException(const WorkerFailure& failure) {
   const std::vector<std::string>& tail = failure.stderr_tail;
-  auto last = std::find_if(tail.rbegin(), tail.rend(),
-                           [](const std::string& line) { return !line.empty(); });
-  if (last == tail.rend() || last->front() == ' ') return false;
-  const bool traceback = std::any_of(tail.begin(), tail.end(), [](const std::string& line) {
-    return absl::StartsWith(line, "Traceback (most recent call last):");
-  });
-  return traceback && !absl::StartsWith(*last, "KeyboardInterrupt") &&
-         !absl::StartsWith(*last, "SystemExit");
+  size_t last = tail.size();
+  while (last > 0 && tail[last - 1].empty()) --last;
+  if (last < 2 || tail[last - 1].front() == ' ') return false;
+  const std::string& exception = tail[last - 1];
+  // Up from the exception's line, only the traceback's indented frames, then its header:
+  // a traceback that was logged and handled is followed by other lines.
+  for (size_t i = last - 1; i-- > 0;) {
+    if (absl::StartsWith(tail[i], "Traceback (most recent call last):")) {
+      return i + 1 < last - 1 && !absl::StartsWith(exception, "KeyboardInterrupt") &&
+             !absl::StartsWith(exception, "SystemExit");
+    }
+    if (!tail[i].empty() && tail[i].front() != ' ') return false;
+  }
+  return false;
 }
 
 size_t RootCauseIndex(const std::vector<WorkerFailure>& failures) {

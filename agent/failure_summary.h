@@ -28,6 +28,10 @@ struct WorkerFailure {
   std::string stderr_source;  // where the tail came from (a log file, or "stderr")
   bool hung = false;          // stopped by the agent as hung (error_message says why)
   bool timer = false;         // hung: a FileTimer expired (else: no heartbeat)
+  // It had raised (RaisedAnException) when this signal of the agent's stop ended it as it
+  // shut down: `wait_status` is then the exit 1 of an uncaught exception, as it would have
+  // been had it finished.
+  int stopped_by = 0;
 };
 
 /// torchrun's exit code field: the code, or -N for signal N.
@@ -41,9 +45,10 @@ int ShellExitCode(int wait_status);
 /// message or stderr tail says: a consequence of another rank's failure, not a cause.
 bool FailedForALostPeer(const WorkerFailure& failure);
 
-/// The worker's stderr tail ends in an uncaught Python exception (a traceback, then its
-/// last line `ValueError: ...`), not KeyboardInterrupt or SystemExit. A worker the agent's
-/// stop signal ended with that tail had raised before the stop reached it: a failure.
+/// The worker's stderr tail ends in an uncaught Python exception: its last lines are a
+/// traceback (`Traceback (most recent call last):`, indented frames) and the exception's
+/// line (`ValueError: ...`), not KeyboardInterrupt or SystemExit. A worker the agent's stop
+/// signal ended with that tail had raised before the stop reached it: a failure.
 bool RaisedAnException(const WorkerFailure& failure);
 
 /// Index of the root cause: the earliest failure of a worker that failed on its own, else
@@ -62,7 +67,7 @@ struct MeetingPoint {
 /// module most often ran another interpreter than its user meant.
 struct WorkerInterpreter {
   std::string path;    // resolved; empty: the workers are not Python (--no-python)
-  std::string chosen;  // "PYTHON_EXEC" or "python3 first on PATH"
+  std::string chosen;  // "PYTHON_EXEC", or "python3 first on PATH; ..." with how to choose
 };
 
 struct SummaryContext {

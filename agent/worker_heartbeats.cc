@@ -17,7 +17,9 @@ void WorkerHeartbeats::Forget(int local_rank) { watched_.erase(local_rank); }
 
 absl::Time WorkerHeartbeats::DeadlineOf(const Watched& w) const {
   if (w.beaten) return w.since + timeout_;
-  return startup_ == absl::ZeroDuration() ? absl::InfiniteFuture() : w.since + startup_;
+  // Never less than between two beats: a start is not held to a shorter bound.
+  return startup_ == absl::ZeroDuration() ? absl::InfiniteFuture()
+                                          : w.since + std::max(startup_, timeout_);
 }
 
 std::vector<WorkerHeartbeats::Overdue> WorkerHeartbeats::TakeOverdue(absl::Time now) {

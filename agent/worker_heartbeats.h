@@ -2,9 +2,10 @@
 // WorkerHeartbeats: the rule of --worker-heartbeat-timeout, pure. A worker that has written
 // nothing to its DDPRUN_HEARTBEAT_FD for `timeout` since its last beat is overdue: the
 // supervisor takes it for hung and kills it. Until its first beat a worker has `startup`
-// from its start instead (--worker-heartbeat-startup-timeout): a Python worker's heartbeat
-// thread cannot run while `import torch` holds the GIL, for seconds on a busy node and
-// minutes on a shared file system. Time comes in (monotonic); no clock of its own.
+// (at least `timeout`) from its start instead (--worker-heartbeat-startup-timeout): a
+// Python worker's heartbeat thread cannot run while `import torch` holds the GIL, for
+// seconds on a busy node and minutes on a shared file system. Time comes in (monotonic);
+// no clock of its own.
 
 #include <map>
 #include <vector>

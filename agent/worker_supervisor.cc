@@ -318,19 +318,17 @@ bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
   return false;
 }
 
-// A worker that dies of the stop's signal (or SIGKILL after the grace period), or exits
-// with the shell's code for it, was stopped; any other end during a stop is its own.
+// A worker that dies of a signal the stop sent (or of SIGKILL after the grace period), or
+// exits with the shell's code for one, was stopped; any other end during a stop is its own.
 bool WorkerSupervisor::EndedByStop(int wait_status) const {
-  if (WIFSIGNALED(wait_status)) {
-    return WTERMSIG(wait_status) == stop_signal_ || WTERMSIG(wait_status) == SIGKILL;
-  }
-  const int code = WEXITSTATUS(wait_status);
-  return code == 128 + stop_signal_ || code == 128 + SIGKILL;
+  const int signal =
+      WIFSIGNALED(wait_status) ? WTERMSIG(wait_status) : WEXITSTATUS(wait_status) - 128;
+  return signal == SIGKILL || (signal > 0 && signal < 64 && ((stop_signals_ >> signal) & 1));
 }
 
 void WorkerSupervisor::Stop(int signal) {
   stopping_ = true;
-  if (signal != SIGKILL) stop_signal_ = signal;
+  stop_signals_ |= uint64_t{1} << signal;
   if (hangs_) hangs_->Quiet();
   if (signal != SIGKILL && stacks_taken_ && stacks_taken_->frozen() && !stacks_taken_->done()) {
     // Stopped where they are after a hang: their stacks first (OnStacksTaken sends it). A
@@ -467,7 +465,12 @@ std::vector<WorkerFailure> WorkerSupervisor::CollectFailures() const {
       // It raised, and the stop only finished it: a Python worker still shutting down when
       // its peer's "connection closed" came first.
       WorkerFailure failure = DescribeFailure(*worker);
-      if (RaisedAnException(failure)) failures.push_back(std::move(failure));
+      if (!RaisedAnException(failure)) continue;
+      failure.stopped_by = WIFSIGNALED(failure.wait_status)
+                               ? WTERMSIG(failure.wait_status)
+                               : WEXITSTATUS(failure.wait_status) - 128;
+      failure.wait_status = __W_EXITCODE(1, 0);  // as an uncaught exception ends Python
+      failures.push_back(std::move(failure));
     }
   }
   return failures;

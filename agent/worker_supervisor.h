@@ -185,7 +185,10 @@ class WorkerSupervisor {
   std::string log_run_path_;  // see AttemptPlan
   std::shared_ptr<const UniqueFd> log_run_dir_;
   bool stopping_ = false;
-  int stop_signal_ = SIGTERM;              // what Stop() sent: a worker that dies of it was stopped
+  // Every signal this attempt's stop sent (Stop's, and SIGABRT for the Python workers'
+  // tracebacks after a hang), as bits: a worker that dies of one of them, or of SIGKILL,
+  // was stopped; any other end during a stop is its own.
+  uint64_t stop_signals_ = 0;
   std::unique_ptr<AttemptCgroup> cgroup_;  // this attempt's, when the machine allows
   std::unique_ptr<HangWatch> hangs_;
   std::unique_ptr<StackCollection> stacks_taken_;  // made at Start, used after a hang

@@ -78,7 +78,8 @@ void WorkerSupervisor::OnHang(const Hang& hang) {
 
 void WorkerSupervisor::Freeze() {
   stopping_ = true;  // the attempt is over: the others' ends are stops, not failures
-  hangs_->Quiet();   // stopped workers send no heartbeat: no more hangs to declare
+  stop_signals_ |= uint64_t{1} << SIGABRT;  // a Python worker's traceback ends it
+  hangs_->Quiet();  // stopped workers send no heartbeat: no more hangs to declare
   stacks_taken_->Freeze(Running());
 }
 

@@ -73,6 +73,7 @@ std::string Header(size_t width) {
 std::string WrapColumns(absl::string_view line, size_t width) {
   if (line.size() <= width) return absl::StrCat(line, "\n");
   const size_t text = line.find_first_not_of(' ');
+  if (text == absl::string_view::npos) return "\n";
   const size_t gap = line.find("  ", text);
   // A continuation line (no gap) keeps its own indentation; a label's text its column.
   size_t hang = gap == absl::string_view::npos ? text : line.find_first_not_of(' ', gap);

@@ -88,6 +88,7 @@ absl::StatusOr<std::vector<std::string>> ExpandOptionPrefixes(
     }
     const size_t equals = arg.find('=');
     const std::string name = arg.substr(0, equals);
+    if (name.size() <= 2) break;  // "--=x": no name at all; the parser says so
     const KnownOption* option = Exact(name, options);
     if (option == nullptr) {
       absl::StatusOr<const KnownOption*> resolved = Resolve(name, options);

@@ -140,12 +140,6 @@ absl::Status SignalsToHandle(const std::string& value, ParseState& s) {
   return absl::OkStatus();
 }
 
-absl::Status SecondsInto(const std::string& option, const std::string& value, absl::Duration& out,
-                         bool positive = false) {
-  DDPRUN_ASSIGN_OR_RETURN(out, ParseSeconds(option, value, positive));
-  return absl::OkStatus();
-}
-
 absl::Status ShutdownTimeout(const std::string& value, ParseState& s) {
   return SecondsInto("--shutdown-timeout", value, s.config.shutdown_timeout);
 }
@@ -434,6 +428,12 @@ std::vector<OptionSpec> MakeOptions() {
 }
 
 }  // namespace
+
+absl::Status SecondsInto(const std::string& option, const std::string& value, absl::Duration& out,
+                         bool positive) {
+  DDPRUN_ASSIGN_OR_RETURN(out, ParseSeconds(option, value, positive));
+  return absl::OkStatus();
+}
 
 const std::vector<OptionSpec>& Options() {
   static const auto* options = new std::vector<OptionSpec>(WithObservabilityOptions(

@@ -57,6 +57,11 @@ std::vector<OptionSpec> WithHangOptions(std::vector<OptionSpec> table);
 std::vector<OptionSpec> WithNodeHealthOptions(std::vector<OptionSpec> table);
 std::vector<OptionSpec> WithObservabilityOptions(std::vector<OptionSpec> table);
 
+/// An option's value in seconds into `out` (`positive`: 0 is refused too); the error names
+/// the option and the value.
+absl::Status SecondsInto(const std::string& option, const std::string& value, absl::Duration& out,
+                         bool positive = false);
+
 /// "--nproc-per-node" -> "PET_NPROC_PER_NODE".
 std::string PetName(const std::string& name);
 

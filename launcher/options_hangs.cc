@@ -3,19 +3,10 @@
 
 #include "launcher/options.h"
 
-#include "common/status_macros.h"
-#include "launcher/cli_values.h"
-
 namespace ddprun {
 namespace {
 
 constexpr char kHangGroup[] = "Hangs";
-
-absl::Status SecondsInto(const std::string& option, const std::string& value, absl::Duration& out,
-                         bool positive = false) {
-  DDPRUN_ASSIGN_OR_RETURN(out, ParseSeconds(option, value, positive));
-  return absl::OkStatus();
-}
 
 absl::Status KillTimeout(const std::string& value, ParseState& s) {
   return SecondsInto("--kill-timeout", value, s.config.kill_timeout, /*positive=*/true);
@@ -56,9 +47,9 @@ std::vector<OptionSpec> WithHangOptions(std::vector<OptionSpec> table) {
                    "600",
                    kHangGroup,
                    "With --worker-heartbeat-timeout: seconds a worker may take from its start to "
-                   "its first heartbeat (the interpreter, imports, the process group: a Python "
-                   "thread cannot beat while `import torch` holds the GIL); 0: no bound "
-                   "(ddprun only)",
+                   "its first heartbeat, at least that timeout (the interpreter, imports, the "
+                   "process group: a Python thread cannot beat while `import torch` holds the "
+                   "GIL); 0: no bound (ddprun only)",
                    "",
                    {},
                    WorkerHeartbeatStartupTimeout});

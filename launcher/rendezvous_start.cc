@@ -255,13 +255,25 @@ class LocalStart : public StartedRendezvous {
 
   int Start() {
     if (config_.standalone || config_.rdzv_endpoint.empty()) return 0;
+    // The store is served here and the workers are told the endpoint: a name of another
+    // machine would leave them waiting there until TCPStore's timeout.
+    if (!IsThisHost(config_.endpoint_host)) {
+      spdlog::error(
+          "--rdzv-endpoint={} is not an address of this machine, but a one-node job's "
+          "workers meet at this one: give this machine's name or address (the workers' "
+          "MASTER_ADDR), or leave --rdzv-endpoint out",
+          config_.rdzv_endpoint);
+      return kExitUsage;
+    }
     TcpStoreServerOptions options;
     options.port = config_.endpoint_port;
     options.on_refused = LogRefusedStoreClient;
     absl::StatusOr<std::unique_ptr<TcpStoreServer>> store = TcpStoreServer::Start(options);
     if (!store.ok()) {
-      spdlog::error("cannot serve the workers' store on --rdzv-endpoint={}: {}",
-                    config_.rdzv_endpoint, store.status().message());
+      spdlog::error(
+          "cannot serve the workers' store on --rdzv-endpoint={}: {}; another job on this "
+          "machine may hold the port: give each job a port of its own, or use --standalone",
+          config_.rdzv_endpoint, store.status().message());
       return kExitInternal;
     }
     store_ = std::move(*store);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <system_error>
 
 #include "absl/strings/str_cat.h"
 #include "rendezvous/endpoint_probe.h"
@@ -137,7 +138,11 @@ void GrpcRendezvous::CheckProgress() {
   }
   if (probing_.exchange(true)) return;  // the last probe is still out
   if (probe_.joinable()) probe_.join();
-  probe_ = std::thread([this] { ProbeAddress(); });
+  try {
+    probe_ = std::thread([this] { ProbeAddress(); });
+  } catch (const std::system_error&) {
+    probing_ = false;  // no thread to spare: the next check tries again
+  }
 }
 
 void GrpcRendezvous::ProbeAddress() {

@@ -60,6 +60,8 @@ absl::Status MasterState::OnAgentMessage(SessionReactor* reactor, const pb::Agen
 
 void MasterState::SendGathering(Run& run, SessionReactor& reactor, absl::Time now) {
   if (!run.rounds->IsWaiting(reactor.id())) return;  // it runs, or its round began already
+  if (now - reactor.gathering_told < absl::Seconds(1)) return;
+  reactor.gathering_told = now;
   if (now - run.gathering_at >= absl::Seconds(1)) {
     run.gathering = run.rounds->GatheringProgress(now);
     run.gathering_at = now;

@@ -117,9 +117,10 @@ std::string RoundStateMachine::GatheringProgress(absl::Time now) const {
   if (!missing_ranks.empty()) {
     absl::StrAppend(&out, "; waiting for --node-rank ", FewOf(missing_ranks));
   }
+  const std::set<std::string> came_set(came.begin(), came.end());
   std::vector<std::string> lost;
   for (const std::string& host : departed_) {
-    if (std::find(came.begin(), came.end(), host) == came.end()) lost.push_back(host);
+    if (came_set.count(host) == 0) lost.push_back(host);
   }
   if (!lost.empty()) absl::StrAppend(&out, "; lost from the last round: ", FewOf(lost));
   if (joined_count_ < settings_.min_nodes) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "ddprun/v1/rendezvous.grpc.pb.h"
 #include "rendezvous/master_state.h"
 #include "rendezvous/wire.h"
@@ -34,6 +35,9 @@ class SessionReactor : public grpc::ServerBidiReactor<v1::AgentMessage, v1::Mast
   // The master dropped it (it went silent): what still arrives on it is refused, so that
   // its session id never enters the rules again.
   bool evicted = false;
+  // When it was last told how its round gathers (Heartbeat.want_gathering): at most once a
+  // second, whatever a client asks, so that its answers cannot pile up unread.
+  absl::Time gathering_told = absl::InfinitePast();
 
   /// Ends the stream with `status` once the queued messages are written.
   void Close(const grpc::Status& status) {

@@ -206,6 +206,24 @@ TEST_F(AgentStateMachineTest, ThisNodesChoiceStandsWhenTheMastersRootCauseIsOneO
   EXPECT_THAT(LogsOf(), ElementsAre("job failed (the run ended); exiting with status 3"));
 }
 
+// Another agent on this host took this node's old ranks in the last round (it waited for a
+// place meanwhile): the same rank number is not this node's failure.
+TEST_F(AgentStateMachineTest, ANodeWaitingWhenTheRunEndsTakesTheJobsRootCause) {
+  RunRoundZero();
+  Workers(Failed(true));
+  Closed(FailedAt(1, 2));
+  EXPECT_THAT(Stop(), ElementsAre("end-store-round", "join after=0"));
+  ReportedFailure root;
+  root.host = "node0";
+  root.rank = 1;
+  root.exit_code = 3;
+  root.message = "boom";
+  EXPECT_THAT(End(RunOutcome::kFailed, {root}), ElementsAre("failure-summary", "exit 3"));
+  EXPECT_THAT(LogsOf(), ElementsAre("root cause across the job: rank 1 on node0 failed with "
+                                    "exitcode 3: boom",
+                                    HasSubstr("exiting with status 3")));
+}
+
 TEST_F(AgentStateMachineTest, ARunThatEndsWhileWorkersRunEndsOnceTheyHaveExited) {
   RunRoundZero();
   EXPECT_THAT(End(RunOutcome::kFailed), ElementsAre("stop-workers SIGTERM"));

@@ -198,6 +198,21 @@ TEST(FailedForALostPeerTest, ReadsGlooNcclAndSocketErrors) {
   }
   f.stderr_tail = {"ValueError: bad batch"};
   EXPECT_FALSE(FailedForALostPeer(f));
+  // A retry it logged earlier, then an error of its own: its own.
+  f.stderr_tail = {"WARNING: Connection reset by peer, retrying",
+                   "step 7",
+                   "step 8",
+                   "Traceback (most recent call last):",
+                   "  File \"t.py\", line 9",
+                   "ValueError: bad batch"};
+  EXPECT_FALSE(FailedForALostPeer(f));
+  // NCCL's message spans lines after the exception's name.
+  f.stderr_tail = {"Traceback (most recent call last):", "  File \"t.py\", line 9",
+                   "torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:219, "
+                   "unhandled system error",
+                   "Last error:", "socketProgress: Connection closed by remote peer 10.0.0.2"};
+  EXPECT_TRUE(FailedForALostPeer(f));
+  f.stderr_tail = {};
   f.error_message = "Connection closed by peer";  // from the error file
   EXPECT_TRUE(FailedForALostPeer(f));
 }
@@ -218,6 +233,29 @@ TEST(RaisedAnExceptionTest, ATracebackEndingInAnExceptionLine) {
   EXPECT_FALSE(RaisedAnException(f));
   f.stderr_tail = {"Traceback (most recent call last):", "  File \"t.py\", line 9"};
   EXPECT_FALSE(RaisedAnException(f)) << "cut off before its last line";
+  // logging.exception(...): a traceback it handled, and the job went on.
+  f.stderr_tail = {"ERROR:root:retrying",
+                   "Traceback (most recent call last):", "  File \"t.py\", line 9", "OSError: busy",
+                   "INFO:root:step 120"};
+  EXPECT_FALSE(RaisedAnException(f));
+  // Chained: the last traceback's exception is the one that ended it.
+  f.stderr_tail = {"Traceback (most recent call last):",
+                   "  File \"t.py\", line 3",
+                   "OSError: busy",
+                   "",
+                   "During handling of the above exception, another exception occurred:",
+                   "",
+                   "Traceback (most recent call last):",
+                   "  File \"t.py\", line 5",
+                   "RuntimeError: gave up"};
+  EXPECT_TRUE(RaisedAnException(f));
+}
+
+TEST(FormatFailureSummaryTest, AWorkerThatRaisedBeforeTheStopEndedItSaysSo) {
+  WorkerFailure f = Failure(0, kT0, Exited(1));
+  f.stopped_by = SIGTERM;
+  EXPECT_THAT(Summary({f}), HasSubstr("exitcode  : 1 (pid: 1000; it raised, then the stop's "
+                                      "SIGTERM ended it as it shut down)"));
 }
 
 // On a loaded host the rank whose peer raised can be reaped first: it is not the cause.

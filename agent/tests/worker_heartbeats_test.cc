@@ -35,6 +35,12 @@ TEST(WorkerHeartbeatsTest, TheStartupBoundUntilTheFirstBeatThenTheTimeoutAfterEa
   EXPECT_EQ(beats.NextDeadline(), absl::InfiniteFuture()) << "each is reported once";
 }
 
+TEST(WorkerHeartbeatsTest, TheStartupBoundIsNeverShorterThanTheTimeout) {
+  WorkerHeartbeats beats(absl::Minutes(30), absl::Minutes(10));
+  beats.Watch(0, kStart);
+  EXPECT_EQ(beats.NextDeadline(), kStart + absl::Minutes(30));
+}
+
 TEST(WorkerHeartbeatsTest, WithoutAStartupBoundOnlyAWorkerThatBeatIsWatched) {
   WorkerHeartbeats beats(absl::Seconds(10), absl::ZeroDuration());
   beats.Watch(0, kStart);

@@ -341,6 +341,16 @@ TEST(Lifecycle, AWorkerThatLacksAModuleIsToldWhichPythonRanIt) {
   EXPECT_THAT(r.err, Not(HasSubstr("Workers meet at")));
 }
 
+// One node given an endpoint: its agent serves the workers' store there (torchrun's
+// variables: tests/compat/env_compare_test.cc), so the endpoint must be this machine.
+TEST(Lifecycle, AOneNodeEndpointOnAnotherMachineIsRefusedNamingIt) {
+  ProcessResult r = RunProcess(
+      DdprunWithTestWorker({"--nnodes=1", "--rdzv-endpoint=192.0.2.7:5972"}, {"env", "/tmp"}));
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--rdzv-endpoint=192.0.2.7:5972 is not an address of this "
+                               "machine"));
+}
+
 TEST(Lifecycle, WithoutTheHeartbeatOptionWorkersGetNoHeartbeatFd) {
   TempDir dir;
   ProcessResult r = RunProcess(DdprunWithTestWorker({"--nproc-per-node=1"}, {"env", dir.path()}),

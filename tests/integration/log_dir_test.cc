@@ -84,7 +84,14 @@ TEST(LogDir, ARunFolderSwappedForALinkDuringRendezvousSendsNothingThere) {
                                 {"env", dir.path()});
   };
   auto a = ChildProcess::Start(node(1));
-  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "logs1/job"); }, absl::Seconds(20)));
+  // Once it waits for the other node, its run folder is made and open (the folder alone
+  // appears a moment before it is opened: a swap then is refused, as it should be, but
+  // it is not this attack).
+  ASSERT_TRUE(
+      WaitUntil([&] { return a->ErrSoFar().find("waiting for a round") != std::string::npos; },
+                absl::Seconds(60)))
+      << a->ErrSoFar();
+  ASSERT_TRUE(FileExists(dir / "logs1/job"));
   fs::rename(dir / "logs1/job", dir / "logs1/moved");
   fs::create_directory_symlink(dir / "victim", dir / "logs1/job");
   auto b = ChildProcess::Start(node(2));

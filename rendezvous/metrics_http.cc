@@ -21,55 +21,65 @@
 
 namespace ddprun {
 
-namespace {
-
-struct Response {
+struct HttpAnswer {
   int status = 200;
   std::string type = "text/plain; charset=utf-8";
   std::string body;
 };
 
-// One URI: `respond` gives the status, the body and its type.
-class Handler : public CivetHandler {
+// The page and its JSON are never taken for another type, framed, or made to load or send
+// anything elsewhere (its own inline script and style aside).
+constexpr char kSafetyHeaders[] =
+    "Cache-Control: no-store\r\n"
+    "X-Content-Type-Options: nosniff\r\n"
+    "Content-Security-Policy: default-src 'self'; img-src 'self' data:; "
+    "style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'; "
+    "frame-ancestors 'none'\r\n";
+
+// One URI: `respond` gives the status, the body and its type. It is a plain civetweb request
+// handler, not a CivetHandler: CivetHandler has no hook for WebDAV's methods (PROPFIND, MKCOL,
+// LOCK, ...), and civetweb's own answer to them, with no document root, crashes the process.
+// This handler answers every method itself.
+class Route {
  public:
-  explicit Handler(std::function<Response(mg_connection*)> respond)
+  explicit Route(std::function<HttpAnswer(mg_connection*)> respond)
       : respond_(std::move(respond)) {}
 
-  bool handleGet(CivetServer*, mg_connection* conn) override {
+  static int Serve(mg_connection* conn, void* route) {
+    const HttpAnswer response = static_cast<Route*>(route)->Answer(conn);
+    Send(conn, response);
+    return response.status;
+  }
+
+ private:
+  HttpAnswer Answer(mg_connection* conn) const {
+    const char* method = mg_get_request_info(conn)->request_method;
+    if (method == nullptr || std::strcmp(method, "GET") != 0) {
+      return HttpAnswer{405, "text/plain; charset=utf-8", "this port only answers GET\n"};
+    }
     // civetweb's threads have small stacks, fixed when it was built (pthread_attr_setstacksize),
     // that a status of many nodes (or a sanitizer's larger frames) overflows: the answer is
     // made on a thread of the usual size. A scrape a second makes that one thread a second.
-    Send(conn, std::async(std::launch::async, respond_, conn).get());
-    return true;
+    return std::async(std::launch::async, respond_, conn).get();
   }
-  // Read-only. Every method is answered here: civetweb's fallback (it has no document root)
-  // must never run.
-  bool handlePost(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
-  bool handleHead(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
-  bool handlePut(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
-  bool handleDelete(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
-  bool handleOptions(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
-  bool handlePatch(CivetServer*, mg_connection* conn) override { return NotAllowed(conn); }
 
- private:
-  static bool NotAllowed(mg_connection* conn) {
-    Send(conn, Response{405, "text/plain; charset=utf-8", "this port only answers GET\n"});
-    return true;
-  }
   // One write of the whole answer. Not mg_printf: its 8 KiB buffer on civetweb's small stack
   // overflows it under a sanitizer.
-  static void Send(mg_connection* conn, const Response& response) {
+  static void Send(mg_connection* conn, const HttpAnswer& response) {
+    const std::string allow = response.status == 405 ? "Allow: GET\r\n" : "";
     const std::string answer = absl::StrCat(
         "HTTP/1.1 ", response.status, " ", mg_get_response_code_text(conn, response.status),
-        "\r\nContent-Type: ", response.type, "\r\nContent-Length: ", response.body.size(),
-        "\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n", response.body);
+        "\r\nContent-Type: ", response.type, "\r\nContent-Length: ", response.body.size(), "\r\n",
+        allow, kSafetyHeaders, "Connection: close\r\n\r\n", response.body);
     mg_write(conn, answer.data(), answer.size());
   }
 
-  std::function<Response(mg_connection*)> respond_;
+  std::function<HttpAnswer(mg_connection*)> respond_;
 };
 
-Response Metrics(const MetricsHttpOptions& options) {
+namespace {
+
+HttpAnswer Metrics(const MetricsHttpOptions& options) {
   std::vector<prometheus::MetricFamily> families;
   if (options.master != nullptr) {
     absl::StatusOr<v1::StatusReply> status = options.master->Status("", /*lists=*/false);
@@ -78,14 +88,14 @@ Response Metrics(const MetricsHttpOptions& options) {
   if (options.agent_metrics) {
     for (prometheus::MetricFamily& f : options.agent_metrics()) families.push_back(std::move(f));
   }
-  Response response;
+  HttpAnswer response;
   response.type = "text/plain; version=0.0.4; charset=utf-8";
   response.body = prometheus::TextSerializer().Serialize(families);
   return response;
 }
 
-Response StatusAnswer(MasterState* master, mg_connection* conn) {
-  Response response;
+HttpAnswer StatusAnswer(MasterState* master, mg_connection* conn) {
+  HttpAnswer response;
   response.type = "application/json";
   std::string run_id;
   CivetServer::getParam(conn, "run_id", run_id);
@@ -152,9 +162,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptio
   }
   const std::vector<int> ports = http->server_->getListeningPorts();
   http->port_ = ports.empty() ? 0 : ports.front();
-  auto add = [&](const std::string& uri, std::function<Response(mg_connection*)> respond) {
-    http->handlers_.push_back(std::make_unique<Handler>(std::move(respond)));
-    http->server_->addHandler(uri, http->handlers_.back().get());
+  auto add = [&](const std::string& uri, std::function<HttpAnswer(mg_connection*)> respond) {
+    http->routes_.push_back(std::make_unique<Route>(std::move(respond)));
+    mg_set_request_handler(const_cast<mg_context*>(http->server_->getContext()), uri.c_str(),
+                           &Route::Serve, http->routes_.back().get());
   };
   add("/metrics", [&o](mg_connection*) { return Metrics(o); });
   if (o.master != nullptr) {
@@ -162,7 +173,7 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptio
   }
   // Every other URI: civetweb's own answer (it has no document root here) must never run.
   add("/", [&o](mg_connection* conn) {
-    Response response;
+    HttpAnswer response;
     const mg_request_info* request = mg_get_request_info(conn);
     if (o.master == nullptr) {
       response.status = 404;

@@ -14,12 +14,12 @@
 #include "absl/status/statusor.h"
 #include "prometheus/metric_family.h"
 
-class CivetHandler;
 class CivetServer;
 
 namespace ddprun {
 
 class MasterState;
+class Route;
 
 struct MetricsHttpOptions {
   std::string host = "0.0.0.0";
@@ -39,7 +39,7 @@ class MetricsHttp {
  private:
   MetricsHttp() = default;
   MetricsHttpOptions options_;
-  std::vector<std::unique_ptr<CivetHandler>> handlers_;
+  std::vector<std::unique_ptr<Route>> routes_;  // before server_: it is stopped first
   std::unique_ptr<CivetServer> server_;
   int port_ = 0;
 };

@@ -36,6 +36,7 @@ HttpReply HttpGet(int port, const std::string& path, const std::string& method) 
   const size_t head_end = raw.find("\r\n\r\n");
   if (raw.rfind("HTTP/1.", 0) != 0 || head_end == std::string::npos) return reply;
   reply.status = std::atoi(raw.c_str() + raw.find(' ') + 1);
+  reply.headers = raw.substr(0, head_end + 2);
   reply.body = raw.substr(head_end + 4);
   return reply;
 }

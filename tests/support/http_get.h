@@ -6,7 +6,8 @@
 namespace ddprun::testing {
 
 struct HttpReply {
-  int status = 0;  // 0: no answer (connection refused, or not HTTP)
+  int status = 0;       // 0: no answer (connection refused, or not HTTP)
+  std::string headers;  // the header lines, as sent
   std::string body;
 };
 

@@ -220,10 +220,12 @@ void MasterState::Dispatch(Run& run) {
 void MasterState::MergeHangReport(Run& run, const SessionReactor& from,
                                   const pb::StackReport& message) {
   std::vector<RankStack> stacks = FromWire(message.stacks());
-  run.rounds->ClaimStacks(from.id(), stacks);
+  // The round's own world size, never the one a node claims (2^30 made a 4 GiB vector).
+  const std::optional<int> world_size = run.rounds->ClaimStacks(from.id(), message.round(), stacks);
+  if (!world_size) return;  // not a member of the hung round: it speaks for no rank
   const absl::Time now = MonotonicNow();
   if (std::optional<HangReport> complete = run.hang_reports.Add(
-          message.round(), message.world_size(), message.cause(), std::move(stacks), now)) {
+          message.round(), *world_size, message.cause(), std::move(stacks), now)) {
     SendHangReport(run, *complete);
   }
   WakeTickerBefore(run.hang_reports.NextDeadline());

@@ -115,6 +115,7 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
   // A hung rank: every node records where its workers are before stopping them.
   collect_stacks_ = std::any_of(failures.begin(), failures.end(),
                                 [](const ReportedFailure& f) { return f.hung; });
+  if (collect_stacks_) stacks_round_ = round_;
   const std::string what = absl::StrCat("rank ", first.rank, " on ", first.host,
                                         " failed (exitcode ", first.exit_code, ")");
   if (phase_ == Phase::kFinishing) {
@@ -144,9 +145,14 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
   collect_stacks_ = false;
 }
 
-void RoundStateMachine::ClaimStacks(SessionId session, std::vector<RankStack>& stacks) const {
+std::optional<int> RoundStateMachine::ClaimStacks(SessionId session, int64_t round,
+                                                  std::vector<RankStack>& stacks) const {
   auto it = nodes_.find(session);
-  if (it == nodes_.end()) return stacks.clear();
+  if (round != round_ || round != stacks_round_ || it == nodes_.end() ||
+      it->second.round != round || history_.empty() || history_.back().round != round) {
+    stacks.clear();
+    return std::nullopt;
+  }
   const Node& node = it->second;
   const int end = node.base_rank + node.info.local_world_size;
   auto foreign = [&](const RankStack& s) { return s.rank < node.base_rank || s.rank >= end; };
@@ -155,6 +161,7 @@ void RoundStateMachine::ClaimStacks(SessionId session, std::vector<RankStack>& s
     s.host = node.info.host;
     s.local_rank = s.rank - node.base_rank;
   }
+  return history_.back().world_size;
 }
 
 void RoundStateMachine::Leave(SessionId session, const std::string& reason, absl::Time now) {
@@ -336,6 +343,7 @@ void RoundStateMachine::CloseRound(absl::Time now) {
     out.assignment.master_port = rank0.master_port;
     outbound_.push_back(std::move(out));
     node.base_rank = base_rank;
+    node.round = round_;
     base_rank += node.info.local_world_size;
   }
   RoundRecord record;

@@ -172,9 +172,12 @@ class RoundStateMachine {
   /// Workers of `round` on this session's node failed (`failures` not empty).
   void ReportFailure(SessionId session, int64_t round, std::vector<ReportedFailure> failures,
                      absl::Time now);
-  /// Keeps the stacks of this session's node's own ranks, under its own name: a node speaks
-  /// for its ranks only (as in ReportFailure). Unknown sessions: none.
-  void ClaimStacks(SessionId session, std::vector<RankStack>& stacks) const;
+  /// Stacks a node sent for `round`: kept only when `round` is the last round, it ended for a
+  /// hung rank, and the session was one of its members; then only the node's own ranks, under
+  /// its own name (a node speaks for its ranks only, as in ReportFailure). Returns the round's
+  /// world size, which is the report's, never one a node claims; nullopt (and no stacks) else.
+  std::optional<int> ClaimStacks(SessionId session, int64_t round,
+                                 std::vector<RankStack>& stacks) const;
   /// The node leaves for good as unhealthy (`reason` from its agent): it is gone at once, and
   /// kept out for the cooldown should it come back.
   void Leave(SessionId session, const std::string& reason, absl::Time now);
@@ -237,7 +240,8 @@ class RoundStateMachine {
     bool finished = false;         // reported success in the current round
     bool member = false;           // in members_
     bool previous_member = false;  // in previous_members_
-    int base_rank = 0;             // RANK of its LOCAL_RANK 0 in the current round
+    int base_rank = 0;             // RANK of its LOCAL_RANK 0 in `round`
+    int64_t round = -1;            // the last round it was a member of
   };
 
   void BeginGathering(absl::Time now);
@@ -275,6 +279,7 @@ class RoundStateMachine {
   int64_t round_ = -1;  // the last round closed; -1 before the first
   int restarts_spent_ = 0;
   bool collect_stacks_ = false;  // while ReportFailure ends the round or run for a hung rank
+  int64_t stacks_round_ = -1;    // the last round that ended for a hung rank
   std::map<SessionId, Node> nodes_;
   std::vector<SessionId> members_;  // current round, in group-rank order
   // The round before, for the fast path and the order. May name sessions that have left

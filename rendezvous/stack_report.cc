@@ -165,7 +165,8 @@ bool Complete(const HangReport& report) {
 std::vector<StackGroup> GroupStacks(const HangReport& report) {
   std::map<std::pair<std::string, std::vector<std::string>>, size_t> index;
   std::vector<StackGroup> groups;
-  for (const RankStack& s : report.stacks) {  // in rank order (MergeStacks sorts)
+  std::map<size_t, std::set<std::string>> hosts_seen;  // by group
+  for (const RankStack& s : report.stacks) {           // in rank order (MergeStacks sorts)
     // Stacks without frames (nothing read) are alike only in saying the same thing.
     auto key =
         std::make_pair(s.source, s.frames.empty() ? std::vector<std::string>{s.text} : s.frames);
@@ -173,8 +174,9 @@ std::vector<StackGroup> GroupStacks(const HangReport& report) {
     if (added) groups.push_back(StackGroup{{}, {}, &s});
     StackGroup& g = groups[it->second];
     g.ranks.push_back(s.rank);
-    if (std::find(g.hosts.begin(), g.hosts.end(), s.host) == g.hosts.end()) {
-      g.hosts.push_back(s.host);
+    // A node's ranks are consecutive: a host new to the group is seldom the last one seen.
+    if (g.hosts.empty() || g.hosts.back() != s.host) {
+      if (hosts_seen[it->second].insert(s.host).second) g.hosts.push_back(s.host);
     }
   }
   std::stable_sort(groups.begin(), groups.end(), [](const StackGroup& a, const StackGroup& b) {
@@ -219,21 +221,29 @@ std::string FormatHangSummary(const HangReport& report) {
   // or a single rank) nobody is taken as healthy.
   const bool majority = groups.size() > 1 && groups[0].ranks.size() > groups[1].ranks.size();
   std::vector<std::string> suspects;
+  std::set<std::string> suspected;
+  int ranks_not_listed = 0;
   for (size_t i = 0; i < groups.size(); ++i) {
     const StackGroup& g = groups[i];
+    if (majority && i > 0) {
+      for (const std::string& h : g.hosts) {
+        if (suspected.insert(h).second) suspects.push_back(h);
+      }
+    }
+    if (i >= kMaxSummaryGroups) {
+      ranks_not_listed += static_cast<int>(g.ranks.size());
+      continue;
+    }
     const char* role = groups.size() == 1   ? "  (every rank)"
                        : majority && i == 0 ? "  (the majority: taken as healthy)"
                        : majority           ? "  (outlier)"
                                             : "";
     absl::StrAppend(&out, "  ", RanksWord(g.ranks), " on ", absl::StrJoin(g.hosts, ","), ": in ",
                     g.sample->where, role, "\n");
-    if (majority && i > 0) {
-      for (const std::string& h : g.hosts) {
-        if (std::find(suspects.begin(), suspects.end(), h) == suspects.end()) {
-          suspects.push_back(h);
-        }
-      }
-    }
+  }
+  if (groups.size() > kMaxSummaryGroups) {
+    absl::StrAppend(&out, "  ", groups.size() - kMaxSummaryGroups, " more groups (",
+                    ranks_not_listed, " ranks): see the report\n");
   }
   if (const std::vector<int> missing = MissingRanks(report); !missing.empty()) {
     absl::StrAppend(&out, "  ", RanksWord(missing), ": no stack received\n");
@@ -242,21 +252,40 @@ std::string FormatHangSummary(const HangReport& report) {
     absl::StrAppend(&out, "  suspect node", suspects.size() > 1 ? "s" : "", ": ",
                     absl::StrJoin(suspects, ", "), "\n");
   }
+  if (out.size() > kMaxHangSummaryText) {
+    out.resize(kMaxHangSummaryText);
+    out += " ... (a summary is held to 256 KiB: see the report)\n";
+  }
   return out;
 }
 
 std::string FormatHangReport(const HangReport& report) {
   std::string out = FormatHangSummary(report);
+  std::map<int, const RankStack*> by_rank;
+  for (const RankStack& s : report.stacks) by_rank.emplace(s.rank, &s);
+  size_t groups_left_out = 0;
+  int ranks_left_out = 0;
   for (const StackGroup& g : GroupStacks(report)) {
-    absl::StrAppend(&out, "\n=== ", RanksWord(g.ranks), " (", g.sample->source, ")\n");
-    for (const RankStack& s : report.stacks) {
-      if (std::find(g.ranks.begin(), g.ranks.end(), s.rank) == g.ranks.end()) continue;
-      absl::StrAppend(&out, "rank ", s.rank, ": host ", s.host, ", local_rank ", s.local_rank,
+    std::string block = absl::StrCat("\n=== ", RanksWord(g.ranks), " (", g.sample->source, ")\n");
+    for (int rank : g.ranks) {
+      const RankStack& s = *by_rank.at(rank);
+      absl::StrAppend(&block, "rank ", s.rank, ": host ", s.host, ", local_rank ", s.local_rank,
                       ", pid ", s.pid, s.hung ? "  <- declared hung" : "", "\n");
     }
-    absl::StrAppend(&out, "--- stack of rank ", g.sample->rank,
+    absl::StrAppend(&block, "--- stack of rank ", g.sample->rank,
                     g.ranks.size() > 1 ? " (the others' main threads are the same)" : "", "\n",
                     g.sample->text, "\n");
+    if (out.size() + block.size() > kMaxHangReportText) {
+      ++groups_left_out;
+      ranks_left_out += static_cast<int>(g.ranks.size());
+      continue;
+    }
+    out += block;
+  }
+  if (groups_left_out > 0) {
+    absl::StrAppend(&out, "\n=== ", groups_left_out, " more group(s) of ", ranks_left_out,
+                    " rank(s) in all are not shown: a report is held to ",
+                    kMaxHangReportText / (1024 * 1024), " MiB\n");
   }
   return out;
 }

@@ -16,6 +16,14 @@ namespace ddprun {
 
 /// The most of one rank's dump that is kept and sent (a Python process with many threads).
 inline constexpr size_t kMaxStackText = 32 * 1024;
+/// The most of a merged report the master sends every node: well under the 4 MiB a gRPC
+/// client receives by default, whatever the number of ranks (60,000 distinct stacks would
+/// be about 2 GiB). The groups that do not fit are counted, not shown.
+inline constexpr size_t kMaxHangReportText = 2 * 1024 * 1024;
+/// The groups a summary names, one line each; the rest are counted. A summary is cut at
+/// kMaxHangSummaryText (rank lists of many ranges, many suspect nodes).
+inline constexpr size_t kMaxSummaryGroups = 32;
+inline constexpr size_t kMaxHangSummaryText = 256 * 1024;
 
 struct RankStack {
   std::string host;

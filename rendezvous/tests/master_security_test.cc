@@ -248,5 +248,66 @@ TEST_F(MasterSecurityTest, AStrangersEarlyJoinDoesNotDefineTheRun) {
   EXPECT_EQ(assigned->assignment().world_size(), 4);
 }
 
+// Stacks as a node sends them after a hang stop, every field its own to choose.
+pb::AgentMessage Stacks(int64_t round, int32_t world_size, std::vector<int> ranks,
+                        const std::string& where) {
+  pb::AgentMessage message;
+  pb::StackReport* report = message.mutable_stacks();
+  report->set_round(round);
+  report->set_world_size(world_size);
+  report->set_cause("rank 1 sent no heartbeat");
+  for (int rank : ranks) {
+    pb::RankStack* s = report->add_stacks();
+    s->set_rank(rank);
+    s->set_host("elsewhere");
+    s->set_source("python");
+    s->set_where(where);
+    s->add_frames(where);
+    s->set_text("dump");
+  }
+  return message;
+}
+
+// The review's attack: one 30-byte report claiming a world of 2^30 ranks made the master
+// build a 4 GiB vector under its mutex (OOM-killed in 21.5 s); a session that was no member
+// claimed other nodes' ranks. Now the round's own world size counts, and only members of the
+// hung round speak, for their own ranks.
+TEST_F(MasterSecurityTest, AHangReportsWorldSizeAndAStrangersStacksAreNotBelieved) {
+  StartMaster();
+  TestSession a(NewChannel()), b(NewChannel()), stranger(NewChannel());
+  ASSERT_TRUE(a.Join("job", "a", 2, 2, /*max_restarts=*/1));
+  ASSERT_TRUE(b.Join("job", "b", 2, 2, /*max_restarts=*/1));
+  for (TestSession* s : {&a, &b}) {
+    auto assigned = s->Read();
+    ASSERT_TRUE(assigned && assigned->has_assignment());
+  }
+  ASSERT_TRUE(stranger.Join("job", "stranger", 2, 2, /*max_restarts=*/1));  // waits
+  // Before any hang, and from a session that is in no round: dropped.
+  ASSERT_TRUE(stranger.Write(Stacks(0, 1 << 30, {0, 1}, "forged")));
+  ASSERT_TRUE(a.Write(Stacks(0, 1 << 30, {0, 1}, "early")));
+  // Node a's rank 1 hangs: every member is asked for its stacks.
+  pb::AgentMessage hung;
+  hung.mutable_report()->set_round(0);
+  pb::WorkerFailure* f = hung.mutable_report()->add_failures();
+  f->set_rank(1);
+  f->set_exit_code(-6);
+  f->set_hung(true);
+  ASSERT_TRUE(a.Write(hung));
+  auto stop = a.Read();
+  ASSERT_TRUE(stop && stop->has_stop() && stop->stop().collect_stacks());
+  ASSERT_TRUE(stranger.Write(Stacks(0, 1 << 30, {0, 1, 2, 3}, "forged")));
+  ASSERT_TRUE(a.Write(Stacks(0, 1 << 30, {0, 1, 2, 3}, "in_a")));  // 2, 3 are b's
+  // b never sends its stacks: the report goes out when its gathering time is up, with b's
+  // ranks missing out of the round's 4, not out of 2^30.
+  std::optional<pb::MasterMessage> report;
+  while ((report = a.Read()) && !report->has_hang_report()) {
+  }
+  ASSERT_TRUE(report) << "no report";
+  EXPECT_THAT(report->hang_report().summary(), HasSubstr("ranks 0-1 on a: in in_a"));
+  EXPECT_THAT(report->hang_report().summary(), HasSubstr("ranks 2-3: no stack received\n"));
+  EXPECT_THAT(report->hang_report().text(), Not(HasSubstr("forged")));
+  EXPECT_THAT(report->hang_report().text(), Not(HasSubstr("early")));
+}
+
 }  // namespace
 }  // namespace ddprun

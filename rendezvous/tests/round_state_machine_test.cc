@@ -233,23 +233,43 @@ TEST_F(RoundStateMachineTest, AHungRankAsksEveryNodeForItsStacksWithTheStopOrEnd
   for (const Outbound& e : ends) EXPECT_FALSE(e.collect_stacks) << "only for a hung rank";
 }
 
-TEST_F(RoundStateMachineTest, ANodesStacksAreItsOwnRanksUnderItsOwnName) {
-  Make(2, 2);
+TEST_F(RoundStateMachineTest, ANodesStacksAreItsOwnRanksUnderItsOwnNameForTheHungRoundOnly) {
+  Make(2, 2, /*max_restarts=*/1);
   ASSERT_TRUE(Join(1, Node("a")).ok());  // ranks 0, 1
   ASSERT_TRUE(Join(2, Node("b")).ok());  // ranks 2, 3
-  std::vector<RankStack> stacks(3);
-  stacks[0].rank = 1;  // a's, under another name
-  stacks[0].host = "b";
-  stacks[1].rank = 2;  // b's
-  stacks[2].rank = 7;  // nobody's
-  sm_->ClaimStacks(1, stacks);
+  Take();
+  auto some = [] {
+    std::vector<RankStack> stacks(3);
+    stacks[0].rank = 1;  // a's, under another name
+    stacks[0].host = "b";
+    stacks[1].rank = 2;  // b's
+    stacks[2].rank = 7;  // nobody's
+    return stacks;
+  };
+  std::vector<RankStack> early = some();
+  EXPECT_EQ(sm_->ClaimStacks(1, 0, early), std::nullopt) << "no hang declared: no report";
+  EXPECT_TRUE(early.empty());
+
+  ReportedFailure hung = Failure("b", 3, absl::ZeroDuration());
+  hung.hung = true;
+  sm_->ReportFailure(2, 0, {hung}, now_);
+  ASSERT_TRUE(Join(3, Node("c")).ok());  // waits for round 1: no member of round 0
+  std::vector<RankStack> stacks = some();
+  ASSERT_EQ(sm_->ClaimStacks(1, 0, stacks), 4) << "the round's world size";
   ASSERT_EQ(stacks.size(), 1u);
   EXPECT_EQ(stacks[0].rank, 1);
   EXPECT_EQ(stacks[0].host, "a");
   EXPECT_EQ(stacks[0].local_rank, 1);
-  std::vector<RankStack> unknown(1);
-  sm_->ClaimStacks(9, unknown);
-  EXPECT_TRUE(unknown.empty()) << "a session that is not a node speaks for no rank";
+  for (auto [session, round] : {std::pair<SessionId, int64_t>{9, 0}, {3, 0}, {1, 1}, {1, -1}}) {
+    std::vector<RankStack> refused = some();
+    EXPECT_EQ(sm_->ClaimStacks(session, round, refused), std::nullopt) << session << " " << round;
+    EXPECT_TRUE(refused.empty()) << "a stranger, a node that was no member, another round";
+  }
+  // Once round 1 runs, round 0's stacks are late.
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  std::vector<RankStack> late = some();
+  EXPECT_EQ(sm_->ClaimStacks(1, 0, late), std::nullopt);
 }
 
 TEST_F(RoundStateMachineTest, ReportsAboutAnEndedRoundAreIgnored) {

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "rendezvous/hang_reports.h"
 
 namespace ddprun {
@@ -128,6 +129,31 @@ TEST(StackReportTest, ATieNamesNoMajorityAndMissingRanksAreSaid) {
   EXPECT_THAT(summary, HasSubstr("ranks 2-3 on n2: in b\n"));
   EXPECT_THAT(summary, HasSubstr("rank 4: no stack received"));
   EXPECT_THAT(summary, Not(HasSubstr("suspect"))) << "two equal groups: nobody is the majority";
+}
+
+// A real hang of 60,000 ranks, each somewhere else with a full dump, was a report of about
+// 2 GiB: past every agent's 4 MiB receive limit, it broke every session. The report the
+// master sends is held to its bound, whatever the ranks, and says what it left out.
+TEST(StackReportTest, AReportOfSixtyThousandDistinctStacksIsHeldToItsBound) {
+  HangReport r;
+  r.world_size = 60000;
+  r.cause = "rank 7 sent no heartbeat";
+  std::vector<RankStack> stacks;
+  for (int rank = 0; rank < r.world_size; ++rank) {
+    RankStack s = At(rank, absl::StrCat("node", rank / 8), absl::StrCat("f", rank));
+    s.text = std::string(kMaxStackText, 'x');
+    stacks.push_back(std::move(s));
+  }
+  MergeStacks(r, std::move(stacks));
+  const std::string summary = FormatHangSummary(r);
+  const std::string whole = FormatHangReport(r);
+  EXPECT_LE(summary.size(), kMaxHangSummaryText + 100);
+  EXPECT_LE(whole.size(), kMaxHangReportText + 200);
+  EXPECT_THAT(summary, HasSubstr("59968 more groups (59968 ranks): see the report\n"));
+  EXPECT_THAT(whole, HasSubstr("rank 0: host node0, local_rank 0"));
+  EXPECT_THAT(whole, ::testing::ContainsRegex(
+                         "=== [0-9]+ more group\\(s\\) of [0-9]+ rank\\(s\\) in all are not "
+                         "shown: a report is held to 2 MiB\n$"));
 }
 
 TEST(StackReportTest, RankRangesAreCompact) {

@@ -335,6 +335,7 @@ void ElasticAgent::Join(const std::optional<Assignment>& last, const std::string
     node.addr = store_->offer.addr;
     node.fallback_addr = store_->offer.fallback_addr;
     node.master_port = store_->port;
+    node.addresses = OwnIpAddresses();  // where this node's workers connect from
   } else {  // one node: rank 0's worker hosts the TCPStore on a port free now
     node.addr = config_.master_addr;
     absl::StatusOr<int> port =
@@ -371,7 +372,7 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
           s.message());
       return rules_.Fatal(kExitRendezvous);
     }
-    if (store_->server) store_->server->BeginRound(assignment.round);
+    if (store_->server) store_->server->BeginRound(assignment.round, assignment.store_clients);
   }
   AttemptPlan plan;
   plan.assignment = assignment;

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <set>
 #include <utility>
@@ -93,6 +94,16 @@ std::vector<std::pair<std::string, NetworkInterface>> OwnAddresses() {
 }
 
 }  // namespace
+
+std::vector<std::string> OwnIpAddresses(size_t limit) {
+  std::vector<std::string> out;
+  for (const auto& [address, interface] : OwnAddresses()) {
+    const std::string ip = CanonicalIp(address);
+    if (ip.empty() || IsLoopbackOrUnspecified(ip) || out.size() >= limit) continue;
+    if (std::find(out.begin(), out.end(), ip) == out.end()) out.push_back(ip);
+  }
+  return out;
+}
 
 bool ResolvesBeyondLoopback(const std::string& name) {
   for (const std::string& address : ResolvedAddresses(name)) {

@@ -1,6 +1,7 @@
 #pragma once
 // Facts about this host: a free port, its name, whether an address is its own.
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -30,6 +31,10 @@ NetworkInterface InterfaceHolding(const std::string& local_address);
 /// address); none when that cannot be told. Nothing is sent: a UDP socket is connected and
 /// asked for its local address.
 NetworkInterface InterfaceToward(const std::string& addr);
+
+/// This host's IP addresses, loopback aside, each once, in inet_ntop's form: at most
+/// `limit` of them (the join carries 64).
+std::vector<std::string> OwnIpAddresses(size_t limit = 64);
 
 /// Whether `host` names this machine: localhost or a loopback address, this host's name
 /// (or a longer name that begins with it and a dot: its FQDN, a Kubernetes pod's DNS name),

@@ -9,16 +9,20 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "agent/event_loop.h"
+#include "agent/host_info.h"
 #include "common/clock.h"
 #include "common/listen_socket.h"
 #include "common/unique_fd.h"
@@ -32,8 +36,6 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr int kReadsPerWakeup = 16;  // then the other connections get their turn
 // A connection to a port shared with the master that has said nothing for this long.
 constexpr absl::Duration kSilentLimit = absl::Seconds(10);
-// A client that does not read its replies is closed rather than buffered without end.
-constexpr size_t kMaxPendingOutput = 64 * 1024 * 1024;
 
 bool OpensAsGrpc(unsigned char first) {
   return first == 'P' || first == 0x16;  // "PRI * HTTP/2.0" or a TLS record
@@ -102,12 +104,12 @@ class TcpStoreServer::Impl {
   enum class Command { kBeginRound, kEndRound, kStop };
   // Returns once the server's thread has applied it: after EndRound returns, nothing more
   // is answered.
-  void Post(Command command, int64_t round = 0) {
+  void Post(Command command, int64_t round = 0, std::vector<std::string> clients = {}) {
     absl::Notification applied;
     {
       absl::MutexLock lock(&mu_);
       if (exited_) return;
-      commands_.push_back({command, round, &applied});
+      commands_.push_back({command, round, std::move(clients), &applied});
     }
     const uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof one);
@@ -135,6 +137,7 @@ class TcpStoreServer::Impl {
   struct Connection {
     UniqueFd fd;
     std::string peer;
+    std::string ip;           // the peer's address alone, canonical
     bool classified = false;  // known to be a TCPStore client (not gRPC)
     absl::Time accepted;
     std::string out;
@@ -152,11 +155,60 @@ class TcpStoreServer::Impl {
     }
     for (const Posted& posted : commands) {
       if (posted.command == Command::kStop) stopping_ = true;
-      if (posted.command == Command::kBeginRound) service_.BeginRound(posted.round);
+      if (posted.command == Command::kBeginRound) BeginRound(posted.round, posted.clients);
       if (posted.command == Command::kEndRound) service_.EndRound();
     }
     Deliver();
     for (const Posted& posted : commands) posted.applied->Notify();
+  }
+
+  // Who may be served from now on; the held connections of anyone else are closed before
+  // the round's store serves them.
+  void BeginRound(int64_t round, const std::vector<std::string>& clients) {
+    allowed_.clear();
+    for (const std::string& ip : OwnIpAddresses(/*limit=*/SIZE_MAX)) allowed_.insert(ip);
+    for (const std::string& c : clients) allowed_.insert(CanonicalIp(c));
+    std::vector<TcpStoreService::ConnectionId> strangers;
+    for (const auto& [id, c] : connections_) {
+      if (c.classified && !Allowed(c)) strangers.push_back(id);
+    }
+    for (TcpStoreService::ConnectionId id : strangers) RefuseStranger(id);
+    service_.BeginRound(round);
+  }
+
+  bool Allowed(const Connection& c) const {
+    return IsLoopbackOrUnspecified(c.ip) || allowed_.count(c.ip) > 0;
+  }
+
+  // A TCPStore client from an address that is not one of the round's nodes: closed, and
+  // said at most once a second (an outsider's connections must not flood the log).
+  void RefuseStranger(TcpStoreService::ConnectionId id) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) return;
+    const std::string peer = it->second.peer;
+    const std::string ip = it->second.ip;
+    service_.Closed(id);
+    Drop(id);
+    ++strangers_;
+    const absl::Time now = MonotonicNow();
+    if (now - last_stranger_report_ < absl::Seconds(1) || !options_.on_refused) return;
+    last_stranger_report_ = now;
+    options_.on_refused(
+        peer, absl::StrCat(ip, " is not an address of a node in this round, nor of this host",
+                           strangers_ > 1 ? absl::StrCat(" (", strangers_ - 1,
+                                                         " more such connections closed)")
+                                          : "",
+                           ": the workers' TCPStore serves only them (docs/security.md)"));
+    strangers_ = 0;
+  }
+
+  // A connection became a TCPStore client: served if it may be, held until the round begins
+  // if none runs (BeginRound checks it then), closed otherwise.
+  void OpenClient(TcpStoreService::ConnectionId id) {
+    Connection& c = connections_.at(id);
+    c.classified = true;
+    if (service_.serving() && !Allowed(c)) return RefuseStranger(id);
+    service_.Open(id);
   }
 
   void Accept() {
@@ -174,14 +226,13 @@ class TcpStoreServer::Impl {
       c.accepted = MonotonicNow();
       if (options_.grpc_handoff) unclassified_.push_back(id);
       c.peer = PeerOf(fd);
+      c.ip = CanonicalIp(EndOf(fd, /*peer=*/true).first);
       NoteArrival(fd);
-      if (!options_.grpc_handoff) {
-        c.classified = true;
-        service_.Open(id);
-      }
       if (!loop_->WatchReadable(fd, [this, id](uint32_t events) { OnEvents(id, events); }).ok()) {
         Drop(id);
+        continue;
       }
+      if (!options_.grpc_handoff) OpenClient(id);
     }
   }
 
@@ -216,7 +267,10 @@ class TcpStoreServer::Impl {
   void OnEvents(TcpStoreService::ConnectionId id, uint32_t events) {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
-    if ((events & EPOLLOUT) != 0) Flush(id);
+    if ((events & EPOLLOUT) != 0 && Flush(id)) {
+      service_.Drained(id);
+      Deliver();
+    }
     if ((events & ~EPOLLOUT) == 0) return;
     it = connections_.find(id);
     if (it == connections_.end()) return;
@@ -249,9 +303,8 @@ class TcpStoreServer::Impl {
       options_.grpc_handoff(listen_.get(), fd);  // its first bytes are still in the socket
       return false;
     }
-    c.classified = true;
-    service_.Open(id);
-    return true;
+    OpenClient(id);
+    return connections_.count(id) > 0;
   }
 
   void Read(TcpStoreService::ConnectionId id) {
@@ -271,23 +324,38 @@ class TcpStoreServer::Impl {
     }
   }
 
-  // Writes what the rules produced, and closes what they closed.
+  // Writes what the rules produced, and closes what they closed. A connection whose replies
+  // are all written is Drained: the rules may serve its next requests, whose replies are
+  // written in turn.
   void Deliver() {
-    for (TcpStoreService::Output& out : service_.TakeOutput()) {
-      auto it = connections_.find(out.connection);
-      if (it == connections_.end()) continue;
-      it->second.out += out.bytes;
-      Flush(out.connection);
-      if (!out.close) continue;
-      it = connections_.find(out.connection);
-      if (it == connections_.end()) continue;
-      if (!out.why.empty() && options_.on_refused) options_.on_refused(it->second.peer, out.why);
-      Drop(out.connection);
+    std::vector<TcpStoreService::Output> outputs;
+    while (!(outputs = service_.TakeOutput()).empty()) {
+      std::set<TcpStoreService::ConnectionId> written;
+      for (TcpStoreService::Output& out : outputs) {
+        auto it = connections_.find(out.connection);
+        if (it == connections_.end()) continue;
+        it->second.out += out.bytes;
+        if (!out.close) {
+          written.insert(out.connection);
+          continue;
+        }
+        Flush(out.connection);
+        it = connections_.find(out.connection);
+        if (it == connections_.end()) continue;
+        if (!out.why.empty() && options_.on_refused) options_.on_refused(it->second.peer, out.why);
+        Drop(out.connection);
+      }
+      for (TcpStoreService::ConnectionId id : written) {
+        if (Flush(id)) service_.Drained(id);
+      }
     }
   }
 
-  void Flush(TcpStoreService::ConnectionId id) {
-    Connection& c = connections_.at(id);
+  // True when every byte given to the connection has been written.
+  bool Flush(TcpStoreService::ConnectionId id) {
+    auto it = connections_.find(id);
+    if (it == connections_.end()) return false;
+    Connection& c = it->second;
     while (c.out_sent < c.out.size()) {
       const ssize_t n =
           ::send(c.fd.get(), c.out.data() + c.out_sent, c.out.size() - c.out_sent, MSG_NOSIGNAL);
@@ -299,20 +367,17 @@ class TcpStoreServer::Impl {
       if (n < 0 && errno == EAGAIN) break;
       service_.Closed(id);
       Drop(id);
-      return;
+      return false;
     }
     if (c.out_sent == c.out.size()) {
       c.out.clear();
       c.out_sent = 0;
-    } else if (c.out.size() - c.out_sent > kMaxPendingOutput) {
-      if (options_.on_refused) options_.on_refused(c.peer, "it does not read its replies");
-      service_.Closed(id);
-      Drop(id);
-      return;
     }
     const bool want = !c.out.empty();
-    if (want != c.want_writable && loop_->WatchWritable(c.fd.get(), want).ok())
+    if (want != c.want_writable && loop_->WatchWritable(c.fd.get(), want).ok()) {
       c.want_writable = want;
+    }
+    return !want;
   }
 
   void Drop(TcpStoreService::ConnectionId id) {
@@ -330,6 +395,7 @@ class TcpStoreServer::Impl {
   struct Posted {
     Command command;
     int64_t round;
+    std::vector<std::string> clients;
     absl::Notification* applied;
   };
   mutable absl::Mutex mu_;
@@ -345,6 +411,9 @@ class TcpStoreServer::Impl {
   std::deque<TcpStoreService::ConnectionId> unclassified_;  // oldest first; may hold gone ones
   int shed_ = 0;
   absl::Time last_shed_report_ = absl::InfinitePast();
+  std::set<std::string> allowed_;  // besides loopback: this host's and the round's nodes'
+  int strangers_ = 0;              // connections refused since the last report
+  absl::Time last_stranger_report_ = absl::InfinitePast();
 };
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
@@ -374,7 +443,9 @@ int TcpStoreServer::port() const { return impl_->port(); }
 
 std::string TcpStoreServer::ArrivalAddress() const { return impl_->ArrivalAddress(); }
 
-void TcpStoreServer::BeginRound(int64_t round) { impl_->Post(Impl::Command::kBeginRound, round); }
+void TcpStoreServer::BeginRound(int64_t round, std::vector<std::string> clients) {
+  impl_->Post(Impl::Command::kBeginRound, round, std::move(clients));
+}
 
 void TcpStoreServer::EndRound() { impl_->Post(Impl::Command::kEndRound); }
 

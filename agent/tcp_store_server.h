@@ -11,6 +11,10 @@
 // to the master; every other one is a TCPStore client (its first byte is a query code,
 // 0 to 18, or nothing yet: torch 1.13's second connection never sends a byte).
 //
+// Who may use it: torch's wire protocol has no authentication, so the store serves only
+// connections from the round's nodes (their addresses come with group rank 0's assignment),
+// this host and loopback. Connections handed to gRPC are the master's to check (its token).
+//
 // Its own thread, not the agent's event loop: a store that shares the master's port must
 // go on handing connections to the master while the agent has ended its run and serves
 // the master for nodes that still run.
@@ -20,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -48,8 +53,11 @@ class TcpStoreServer {
   /// reach. Empty until one did. Thread-safe.
   std::string ArrivalAddress() const;
   /// This agent's round `round` has begun (TcpStoreService::BeginRound). Thread-safe; returns
-  /// once the server's thread has applied it.
-  void BeginRound(int64_t round);
+  /// once the server's thread has applied it. From now on, and until the next BeginRound,
+  /// it serves only connections from loopback, this host's own addresses and `clients`
+  /// (group rank 0's assignment lists the round's nodes' addresses); others are closed, and
+  /// connections held since the last round from elsewhere are closed now.
+  void BeginRound(int64_t round, std::vector<std::string> clients = {});
   /// Requests served so far, by operation (torch's names, lower case: set, get, wait, ...);
   /// those never asked for are left out. Thread-safe.
   std::map<std::string, int64_t> OperationCounts() const;

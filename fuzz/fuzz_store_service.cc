@@ -1,8 +1,8 @@
 // The Store service's requests as a client sends them: protobuf messages parsed from the
 // fuzzer's bytes, with or without the token, for runs of any id, applied through the
 // master's access checks and limits (MasterState, as the gRPC handlers call it). Every
-// blocking read completes exactly once, and the bytes the master accounts for always equal
-// what its stores hold and stay within its budget.
+// blocking read completes exactly once with a reply within its bound, and the bytes the
+// master accounts for always equal what its stores hold and stay within its budget.
 
 #include <cstdint>
 #include <memory>
@@ -30,6 +30,7 @@ ddprun::MasterOptions Options() {
   options.limits.max_bytes_per_run = 16 * 1024;
   options.limits.max_store_bytes = 40 * 1024;
   options.limits.max_waiters_per_run = 8;
+  options.limits.max_reply_bytes = 300;
   return options;
 }
 
@@ -92,7 +93,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         completions.push_back(count);
         master.StoreWait(token, "peer", r.run_id(), {r.keys().begin(), r.keys().end()},
                          absl::InfiniteFuture(),
-                         [count](absl::StatusOr<std::vector<std::string>>) { ++*count; });
+                         [count, &options](absl::StatusOr<std::vector<std::string>> values) {
+                           ++*count;
+                           if (!values.ok()) return;
+                           int64_t reply = 0;  // a reply is bounded, not only what is held
+                           for (const std::string& v : *values) reply += v.size();
+                           Require(reply <= options.limits.max_reply_bytes);
+                         });
         break;
       }
     }

@@ -1,9 +1,12 @@
 // The workers' TCPStore (TcpStoreService) fed what clients might send: well-formed requests
 // of both dialects, raw bytes, split anywhere, on several connections, with rounds beginning
-// and ending. Nothing may crash; output goes only to open connections, and nothing but a
-// close while no round is served; when every connection has gone, no waiter is left behind.
+// and ending, with small limits so that they are reached. Nothing may crash; output goes only
+// to open connections, and nothing but a close while no round is served; replies not yet
+// read (Drained) stay within their budgets, per connection and together; when every
+// connection has gone, no waiter is left behind.
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 
@@ -77,8 +80,18 @@ std::string Request(ddprun::fuzz::FuzzInput& in, Dialect d) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ddprun::fuzz::FuzzInput in(data, size);
-  ddprun::TcpStoreService service;
+  ddprun::TcpStoreService::Limits limits;
+  limits.max_owed_per_connection = 64;
+  limits.max_owed_total = 160;
+  limits.max_input_total = 256;
+  limits.max_waits_per_connection = 3;
+  limits.max_reply_bytes = 24;
+  // The largest reply one request gets past the owed check: a read of two keys (the
+  // fuzzer's most) at the reply bound, each with its length; or a LIST_KEYS of the few keys.
+  const size_t largest_reply = limits.max_reply_bytes + 2 * 8 + 64;
+  ddprun::TcpStoreService service(limits);
   std::set<uint64_t> open;
+  std::map<uint64_t, size_t> unread;  // reply bytes given to a connection since it drained
   Dialect dialect[5] = {};
   for (int steps = 0; !in.empty() && steps < 2000; ++steps) {
     const uint64_t id = 1 + in.Below(4);
@@ -93,12 +106,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case 1:
         if (open.erase(id) > 0) service.Closed(id);
+        unread.erase(id);
         break;
       case 2:
         service.Receive(id, in.String(24));
         break;
       case 3:
-        if (in.Below(8) == 0) {
+        if (in.Below(2) == 0 && open.count(id) > 0) {  // its client read every reply
+          service.Drained(id);
+          unread[id] = 0;
+        } else if (in.Below(8) == 0) {
           if (in.Below(2)) {
             service.EndRound();
           } else {
@@ -119,8 +136,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (const ddprun::TcpStoreService::Output& out : service.TakeOutput()) {
       Require(open.count(out.connection) > 0);
       Require(serving || out.close || out.bytes.empty());
-      if (out.close) open.erase(out.connection);
+      unread[out.connection] += out.bytes.size();
+      Require(unread[out.connection] <= limits.max_owed_per_connection + largest_reply);
+      if (out.close) {
+        open.erase(out.connection);
+        unread.erase(out.connection);
+      }
     }
+    size_t unread_total = 0;
+    for (const auto& [connection, bytes] : unread) unread_total += bytes;
+    Require(unread_total <= limits.max_owed_total + 4 * 16);  // small replies are not admitted
     Require(service.connections() == static_cast<int>(open.size()));
   }
   service.EndRound();

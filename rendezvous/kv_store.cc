@@ -9,6 +9,13 @@
 namespace ddprun {
 namespace {
 
+// "32 MiB" for whole MiB, else the bytes.
+std::string BytesText(int64_t bytes) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  if (bytes >= kMiB && bytes % kMiB == 0) return absl::StrCat(bytes / kMiB, " MiB");
+  return absl::StrCat(bytes, " bytes");
+}
+
 std::string Shown(const std::string& key) {
   return key.size() <= 80 ? key : absl::StrCat(key.substr(0, 80), "... (", key.size(), " bytes)");
 }
@@ -324,9 +331,25 @@ void KvStore::WakeOne(const std::string& key) {
   }
 }
 
+absl::Status KvStore::CheckReplySize(const std::vector<std::string>& keys) const {
+  int64_t total = 0;
+  for (const std::string& key : keys) {
+    auto it = data_.find(key);
+    if (it != data_.end()) total += static_cast<int64_t>(it->second.size());
+    if (total > limits_.max_reply_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the values of the ", keys.size(), " keys read at once come to more than ",
+                       BytesText(limits_.max_reply_bytes),
+                       ", the most one reply holds: read fewer keys at a time"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<std::string>> KvStore::ValuesOf(const Waiter& waiter) const {
   std::vector<std::string> values;
   if (!waiter.want_values) return values;
+  if (absl::Status s = CheckReplySize(waiter.keys); !s.ok()) return s;
   values.reserve(waiter.keys.size());
   for (const std::string& key : waiter.keys) values.push_back(Find(key).value_or(""));
   return values;

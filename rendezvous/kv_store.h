@@ -41,6 +41,9 @@ class KvStore {
     // and work on every write of its keys.
     int64_t max_waiters = 100'000;
     int64_t max_waited_keys = 4'000'000;
+    // The most one read may return: the values of its keys together (one 8 MiB key named
+    // 131,072 times would be a 1 TiB reply, built whole in memory).
+    int64_t max_reply_bytes = int64_t{32} << 20;
   };
 
   /// What a blocking read gets: the values of its keys in order (none when it asked for
@@ -67,12 +70,16 @@ class KvStore {
   absl::StatusOr<bool> Delete(const std::string& key);
   /// The value at `key` now, if any; never blocks.
   std::optional<std::string> Find(const std::string& key) const;
+  /// RESOURCE_EXHAUSTED when the values of `keys` now (absent: empty), each counted as
+  /// often as it is named, pass max_reply_bytes: a read of them must not be answered.
+  absl::Status CheckReplySize(const std::vector<std::string>& keys) const;
   /// Every key, in order (queues are not keys).
   std::vector<std::string> Keys() const;
   int64_t NumKeys() const { return static_cast<int64_t>(data_.size()); }
   /// The bytes held (see Limits).
   int64_t bytes() const { return bytes_; }
   void set_limits(Limits limits) { limits_ = std::move(limits); }
+  const Limits& limits() const { return limits_; }
   /// Blocking reads (and barriers) parked now.
   int Waiting() const { return static_cast<int>(waiters_.size()); }
 

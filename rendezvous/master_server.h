@@ -30,6 +30,7 @@ struct MasterLimits {
   int64_t max_store_bytes = int64_t{1} << 30;       // Store bytes of every run together
   int64_t max_waiters_per_run = 100'000;            // blocking Store reads parked in one run
   int max_waiters_per_connection = 10'000;          // and from one client connection
+  int64_t max_reply_bytes = int64_t{32} << 20;      // the values one Store read returns
   absl::Duration max_store_wait = absl::Hours(24);  // the longest a blocking read may wait
   // A run no agent holds a session in is forgotten after this (its Store too).
   absl::Duration idle_run_ttl = absl::Minutes(10);

@@ -1,5 +1,7 @@
 #include "rendezvous/master_state.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/printable.h"
@@ -148,6 +150,13 @@ absl::Status MasterState::Join(SessionReactor* reactor, const pb::Join& join) {
   absl::StatusOr<std::string> reachable = ReachableAddress(node, reactor->peer());
   if (!reachable.ok()) return reachable.status();
   node.addr = *reachable;
+  // Its workers may reach group rank 0 from the address its session came from (a NAT).
+  for (const std::string& a : {CanonicalIp(PeerAddress(reactor->peer())), CanonicalIp(node.addr)}) {
+    if (!a.empty() && !IsLoopbackOrUnspecified(a) &&
+        std::find(node.addresses.begin(), node.addresses.end(), a) == node.addresses.end()) {
+      node.addresses.push_back(a);
+    }
+  }
   if (absl::Status s = run.rounds->Join(reactor->id(), node, MonotonicNow()); !s.ok()) return s;
   if (run.rounds->phase() == RoundStateMachine::Phase::kRunning &&
       run.rounds->IsWaiting(reactor->id())) {
@@ -327,6 +336,7 @@ int64_t MasterState::BeginStoreCall(Run& run) {
   KvStore::Limits store;
   store.max_keys = limits.max_keys_per_run;
   store.max_waiters = limits.max_waiters_per_run;
+  store.max_reply_bytes = limits.max_reply_bytes;
   const int64_t room = limits.max_store_bytes - store_bytes_ + run.store.bytes();
   if (room < limits.max_bytes_per_run) {
     store.max_bytes = room;

@@ -46,6 +46,21 @@ std::string PeerAddress(absl::string_view peer) {
   return std::string(host.substr(0, end));
 }
 
+std::string CanonicalIp(absl::string_view text) {
+  const std::string address(text.substr(0, text.find('%')));  // an IPv6 zone is not the address
+  char out[INET6_ADDRSTRLEN] = {};
+  in_addr v4{};
+  if (::inet_pton(AF_INET, address.c_str(), &v4) == 1) {
+    return ::inet_ntop(AF_INET, &v4, out, sizeof out) != nullptr ? out : "";
+  }
+  in6_addr v6{};
+  if (::inet_pton(AF_INET6, address.c_str(), &v6) != 1) return "";
+  if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+    return ::inet_ntop(AF_INET, &v6.s6_addr[12], out, sizeof out) != nullptr ? out : "";
+  }
+  return ::inet_ntop(AF_INET6, &v6, out, sizeof out) != nullptr ? out : "";
+}
+
 bool IsLoopbackOrUnspecified(absl::string_view addr) {
   const std::string text(addr.substr(0, addr.find('%')));  // an IPv6 zone is not the address
   in_addr v4{};

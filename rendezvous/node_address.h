@@ -23,6 +23,10 @@ absl::Status CheckResolves(const std::string& host, absl::string_view what);
 /// or empty when the string names none ("fd:7", "unix:/path").
 std::string PeerAddress(absl::string_view peer);
 
+/// `text` as inet_ntop writes it ("10.0.0.2", "fd00::2"; an IPv4-mapped IPv6 address as
+/// IPv4), or empty when it is not an IP address.
+std::string CanonicalIp(absl::string_view text);
+
 /// Whether `addr` is an IP address of loopback (127.0.0.0/8, ::1) or of no host (0.0.0.0, ::).
 bool IsLoopbackOrUnspecified(absl::string_view addr);
 

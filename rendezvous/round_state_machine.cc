@@ -145,25 +145,6 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
   collect_stacks_ = false;
 }
 
-std::optional<int> RoundStateMachine::ClaimStacks(SessionId session, int64_t round,
-                                                  std::vector<RankStack>& stacks) const {
-  auto it = nodes_.find(session);
-  if (round != round_ || round != stacks_round_ || it == nodes_.end() ||
-      it->second.round != round || history_.empty() || history_.back().round != round) {
-    stacks.clear();
-    return std::nullopt;
-  }
-  const Node& node = it->second;
-  const int end = node.base_rank + node.info.local_world_size;
-  auto foreign = [&](const RankStack& s) { return s.rank < node.base_rank || s.rank >= end; };
-  stacks.erase(std::remove_if(stacks.begin(), stacks.end(), foreign), stacks.end());
-  for (RankStack& s : stacks) {
-    s.host = node.info.host;
-    s.local_rank = s.rank - node.base_rank;
-  }
-  return history_.back().world_size;
-}
-
 void RoundStateMachine::Leave(SessionId session, const std::string& reason, absl::Time now) {
   auto it = nodes_.find(session);
   if (it == nodes_.end()) return;
@@ -341,6 +322,7 @@ void RoundStateMachine::CloseRound(absl::Time now) {
     out.assignment.world_size = world_size;
     out.assignment.master_addr = rank0.addr;
     out.assignment.master_port = rank0.master_port;
+    if (i == 0) out.assignment.store_clients = StoreClients();
     outbound_.push_back(std::move(out));
     node.base_rank = base_rank;
     node.round = round_;

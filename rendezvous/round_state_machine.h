@@ -64,6 +64,9 @@ struct NodeInfo {
   // Its health check failed: why, with the check's last lines. It does not join; it is kept
   // out for the cooldown and told so.
   std::string failed_check;
+  // Where its workers' connections come from: its own IP addresses, and the one its session
+  // came from (the master adds it). Group rank 0's TCPStore serves these only.
+  std::vector<std::string> addresses;
 };
 
 /// One failed worker, as an agent reports it.
@@ -102,6 +105,8 @@ struct Assignment {
   int world_size = 0;
   std::string master_addr;
   int master_port = 0;
+  // Group rank 0 only: every member's `addresses`, once each, in order.
+  std::vector<std::string> store_clients;
 };
 
 enum class StopReason { kWorkerFailed, kMembershipChanged, kRunEnded };
@@ -250,6 +255,8 @@ class RoundStateMachine {
   absl::Status JoinEndedRun(SessionId session);
   void MaybeCloseRound(absl::Time now);
   void CloseRound(absl::Time now);
+  // What group rank 0's TCPStore serves: every member's addresses (Assignment).
+  std::vector<std::string> StoreClients() const;
   // The running round's record ends: `why`, with this round's root cause if workers failed.
   void EndRecord(const std::string& why, absl::Time now);
   void EndRound(StopReason reason, const std::string& detail, absl::Time now);

@@ -1,8 +1,9 @@
 // RoundStateMachine's bookkeeping of its nodes: the flags and the counters kept with them,
-// the order of the next round, and what it says about missing nodes. The rules are in
-// round_state_machine.cc.
+// the order of the next round, what it says about missing nodes, whose stacks a node may
+// send, and whom group rank 0's TCPStore serves. The rules are in round_state_machine.cc.
 #include <algorithm>
 #include <climits>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -146,6 +147,34 @@ std::string RoundStateMachine::DescribeMissing(absl::Time now) const {
       kept_out.empty() ? "" : "; kept out (excluded): ", absl::StrJoin(kept_out, ", "),
       "; check that every node runs ddprun with the same --rdzv-endpoint and "
       "--rdzv-id and can reach the endpoint");
+}
+
+std::optional<int> RoundStateMachine::ClaimStacks(SessionId session, int64_t round,
+                                                  std::vector<RankStack>& stacks) const {
+  auto it = nodes_.find(session);
+  if (round != round_ || round != stacks_round_ || it == nodes_.end() ||
+      it->second.round != round || history_.empty() || history_.back().round != round) {
+    stacks.clear();
+    return std::nullopt;
+  }
+  const Node& node = it->second;
+  const int end = node.base_rank + node.info.local_world_size;
+  auto foreign = [&](const RankStack& s) { return s.rank < node.base_rank || s.rank >= end; };
+  stacks.erase(std::remove_if(stacks.begin(), stacks.end(), foreign), stacks.end());
+  for (RankStack& s : stacks) {
+    s.host = node.info.host;
+    s.local_rank = s.rank - node.base_rank;
+  }
+  return history_.back().world_size;
+}
+
+std::vector<std::string> RoundStateMachine::StoreClients() const {
+  std::set<std::string> clients;
+  for (SessionId s : members_) {
+    const std::vector<std::string>& addresses = nodes_.at(s).info.addresses;
+    clients.insert(addresses.begin(), addresses.end());
+  }
+  return {clients.begin(), clients.end()};
 }
 
 }  // namespace ddprun

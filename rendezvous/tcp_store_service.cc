@@ -12,6 +12,13 @@ using tcpstore::Parsed;
 using tcpstore::Request;
 using tcpstore::Verb;
 
+void TcpStoreService::NewStore() {
+  store_ = KvStore();
+  KvStore::Limits limits;
+  limits.max_reply_bytes = limits_.max_reply_bytes;
+  store_.set_limits(limits);
+}
+
 void TcpStoreService::Open(ConnectionId id) {
   connections_[id].phase = serving_ ? Phase::kServed : Phase::kHeld;
 }
@@ -20,15 +27,36 @@ void TcpStoreService::Receive(ConnectionId id, absl::string_view bytes) {
   auto it = connections_.find(id);
   if (it == connections_.end() || it->second.phase == Phase::kRetired) return;
   Connection& connection = it->second;
+  const size_t before = connection.input.size();
   connection.input.append(bytes.data(), bytes.size());
-  if (connection.phase == Phase::kServed) return Serve(id);
-  if (connection.input.size() > tcpstore::kMaxRequestBytes) {
-    Refuse(id, absl::StrCat("it sent more than ", tcpstore::kMaxRequestBytes,
-                            " bytes before its round began"));
+  InputResized(before, connection.input.size());
+  if (input_bytes_ > limits_.max_input_total) {
+    Refuse(id, absl::StrCat("its requests would make the store's unread input, every "
+                            "connection together, pass ",
+                            limits_.max_input_total >> 20, " MiB"));
+    return;
   }
+  if (connection.input.size() - connection.parsed > tcpstore::kMaxRequestBytes) {
+    Refuse(id, absl::StrCat("it sent more than ", tcpstore::kMaxRequestBytes >> 20,
+                            " MiB of requests that could not be served yet (",
+                            connection.phase == Phase::kHeld ? "its round had not begun"
+                                                             : "it does not read its replies",
+                            ")"));
+    return;
+  }
+  if (connection.phase == Phase::kServed) Serve(id);
 }
 
 void TcpStoreService::Closed(ConnectionId id) { Forget(id); }
+
+void TcpStoreService::Drained(ConnectionId id) {
+  auto it = connections_.find(id);
+  if (it == connections_.end() || it->second.owed == 0) return;
+  const bool waited = it->second.owed >= limits_.max_owed_per_connection;
+  owed_bytes_ -= it->second.owed;
+  it->second.owed = 0;
+  if (waited && it->second.phase == Phase::kServed) Serve(id);
+}
 
 void TcpStoreService::BeginRound(int64_t round) {
   if (serving_) EndRound();  // never two rounds in one store
@@ -46,7 +74,7 @@ void TcpStoreService::BeginRound(int64_t round) {
     held.push_back(it->first);
     ++it;
   }
-  store_ = KvStore();
+  NewStore();
   serving_ = true;
   round_ = round;
   for (ConnectionId id : held) Serve(id);
@@ -55,11 +83,12 @@ void TcpStoreService::BeginRound(int64_t round) {
 void TcpStoreService::EndRound() {
   for (auto& [id, connection] : connections_) {
     connection.phase = Phase::kRetired;
+    InputResized(connection.input.size(), 0);
     connection.input.clear();
     connection.parsed = 0;
     connection.waits.clear();
   }
-  store_ = KvStore();  // its waiters belonged to the retired connections
+  NewStore();  // its waiters belonged to the retired connections
   serving_ = false;
 }
 
@@ -74,6 +103,7 @@ void TcpStoreService::Serve(ConnectionId id) {
     auto it = connections_.find(id);
     if (it == connections_.end()) return;
     Connection& c = it->second;
+    if (c.owed >= limits_.max_owed_per_connection) break;  // until its client reads (Drained)
     const absl::string_view unhandled = absl::string_view(c.input).substr(c.parsed);
     if (unhandled.empty() || unhandled.size() < c.needed) break;
     if (c.dialect == Dialect::kUnknown) {
@@ -100,6 +130,7 @@ void TcpStoreService::Serve(ConnectionId id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   Connection& c = it->second;
+  const size_t before = c.input.size();
   if (c.parsed == c.input.size()) {
     c.input.clear();
     c.parsed = 0;
@@ -107,6 +138,7 @@ void TcpStoreService::Serve(ConnectionId id) {
     c.input.erase(0, c.parsed);  // keep a slow, large request from growing the buffer
     c.parsed = 0;
   }
+  InputResized(before, c.input.size());
 }
 
 bool TcpStoreService::Execute(ConnectionId id, Connection& c, Request& r) {
@@ -187,13 +219,20 @@ bool TcpStoreService::OnCompareSet(ConnectionId id, Connection&, Request& r) {
   absl::StatusOr<std::string> value =
       store_.CompareSet(r.keys[0], r.values[0], std::move(r.values[1]));
   if (!value.ok()) return Failed(id, value.status());
+  if (!AdmitReply(id, 8 + value->size())) return false;  // a stored 8 MiB, for a few bytes
   Reply(id, EncodeString(*value));
   return true;
 }
 
 bool TcpStoreService::OnGet(ConnectionId id, Connection&, Request& r) {
+  // Sized before it is built: a MULTI_GET naming one 8 MiB key 131,072 times asks for 1 TiB.
+  if (absl::Status s = store_.CheckReplySize(r.keys); !s.ok()) return Failed(id, s);
+  size_t size = 0;
+  for (const std::string& key : r.keys) size += 8 + store_.Find(key).value_or("").size();
+  if (!AdmitReply(id, size)) return false;
   // A client always WAITs before it GETs; a missing key reads as empty, as in libuv.
   std::string reply;
+  reply.reserve(size);
   for (const std::string& key : r.keys) reply += EncodeString(store_.Find(key).value_or(""));
   Reply(id, std::move(reply));
   return true;
@@ -227,6 +266,9 @@ bool TcpStoreService::OnDelete(ConnectionId id, Connection&, Request& r) {
 
 bool TcpStoreService::OnListKeys(ConnectionId id, Connection&, Request&) {
   const std::vector<std::string> keys = store_.Keys();
+  size_t size = 8;
+  for (const std::string& key : keys) size += 8 + key.size();
+  if (!AdmitReply(id, size)) return false;
   std::string reply = EncodeI64(static_cast<int64_t>(keys.size()));
   for (const std::string& key : keys) reply += EncodeString(key);
   Reply(id, std::move(reply));
@@ -236,6 +278,7 @@ bool TcpStoreService::OnListKeys(ConnectionId id, Connection&, Request&) {
 bool TcpStoreService::OnQueuePop(ConnectionId id, Connection&, Request& r) {
   absl::StatusOr<KvStore::Popped> popped = store_.QueuePop(r.keys[0]);
   if (!popped.ok()) return Failed(id, popped.status());
+  if (popped->value && !AdmitReply(id, 16 + popped->value->size())) return false;
   std::string reply = EncodeI64(popped->length_before);
   if (popped->value) reply += EncodeString(*popped->value);
   Reply(id, std::move(reply));
@@ -253,6 +296,11 @@ bool TcpStoreService::OnWait(ConnectionId id, Connection& c, Request& r) {
   if (r.keys.empty()) {  // nothing to wait for, as PyTorch's servers
     Reply(id, EncodeU8(tcpstore::kStopWaiting));
     return true;
+  }
+  if (c.waits.size() >= limits_.max_waits_per_connection) {
+    return Refuse(id, absl::StrCat("it has ", c.waits.size(),
+                                   " WAITs or BARRIERs parked at once, the most one connection "
+                                   "may have"));
   }
   auto slot = std::make_shared<KvStore::WaiterId>(0);
   const KvStore::WaiterId waiter =
@@ -298,7 +346,19 @@ void TcpStoreService::RunCompletions() {
   for (auto& completion : store_.TakeCompletions()) completion();
 }
 
+bool TcpStoreService::AdmitReply(ConnectionId id, size_t size) {
+  if (owed_bytes_ + size <= limits_.max_owed_total) return true;
+  return Refuse(id,
+                absl::StrCat("it asked for a reply of ", size,
+                             " bytes while the store's clients have not read ", owed_bytes_ >> 20,
+                             " MiB of replies (at most ", limits_.max_owed_total >> 20, " MiB)"));
+}
+
 void TcpStoreService::Reply(ConnectionId id, std::string bytes) {
+  if (auto it = connections_.find(id); it != connections_.end()) {
+    it->second.owed += bytes.size();
+    owed_bytes_ += bytes.size();
+  }
   if (!output_.empty() && output_.back().connection == id && !output_.back().close) {
     output_.back().bytes += bytes;  // one write for replies that come together
     return;
@@ -327,6 +387,8 @@ void TcpStoreService::Forget(ConnectionId id) {
   auto it = connections_.find(id);
   if (it == connections_.end()) return;
   for (KvStore::WaiterId waiter : it->second.waits) store_.Cancel(waiter);
+  owed_bytes_ -= it->second.owed;
+  InputResized(it->second.input.size(), 0);
   connections_.erase(it);
 }
 

@@ -35,9 +35,29 @@
 
 namespace ddprun {
 
+// What clients can make the agent hold (docs/security.md), past which a connection waits
+// or is closed with a sentence saying why.
+struct TcpStoreLimits {
+  // Replies given to the I/O layer that the client has not read: at this much, the
+  // connection's next request waits until they are read (Drained): a client that
+  // pipelines reads without reading its replies must not grow the agent.
+  size_t max_owed_per_connection = 16 * 1024 * 1024;
+  // The same, every connection together: a reply past it closes its connection.
+  size_t max_owed_total = 512 * 1024 * 1024;
+  // Bytes received and not yet served, every connection together.
+  size_t max_input_total = 256 * 1024 * 1024;
+  // WAITs and BARRIERs of one connection parked at once (torch's client has one).
+  size_t max_waits_per_connection = 64;
+  // The values one read returns together (KvStore::Limits).
+  int64_t max_reply_bytes = int64_t{32} << 20;
+};
+
 class TcpStoreService {
  public:
   using ConnectionId = uint64_t;
+
+  using Limits = TcpStoreLimits;
+  explicit TcpStoreService(Limits limits = {}) : limits_(limits) { NewStore(); }
 
   /// Bytes for a connection, in order; `close` after them, with `why` (empty: an orderly
   /// close at the end of a round; else a sentence saying what the client did).
@@ -52,6 +72,9 @@ class TcpStoreService {
   void Receive(ConnectionId id, absl::string_view bytes);
   /// The connection is gone (its peer hung up, or the I/O layer gave up on it).
   void Closed(ConnectionId id);
+  /// The I/O layer has written every byte it was given for the connection: its requests
+  /// are served again if they waited for that.
+  void Drained(ConnectionId id);
 
   /// This agent's round `round` has begun: the last round's connections are closed, the
   /// store is empty, and the held connections are served.
@@ -81,6 +104,7 @@ class TcpStoreService {
     size_t needed = 0;  // nothing to parse before `input` has this many unhandled bytes
     bool validated = false;
     std::set<KvStore::WaiterId> waits;  // WAITs and BARRIERs not answered yet
+    size_t owed = 0;                    // reply bytes given out since the last Drained
   };
   // One verb's rules; false when it closed the connection.
   using Handler = bool (TcpStoreService::*)(ConnectionId, Connection&, tcpstore::Request&);
@@ -106,6 +130,10 @@ class TcpStoreService {
   static Handler HandlerOf(tcpstore::Verb verb);
 
   void Reply(ConnectionId id, std::string bytes);
+  // A reply of `size` bytes may be given (kMaxOwedTotal); else the connection is closed.
+  bool AdmitReply(ConnectionId id, size_t size);
+  // `input` of a connection changed size: keeps input_bytes_ right.
+  void InputResized(size_t before, size_t after) { input_bytes_ += after - before; }
   // Closes the connection after a bad request; `why` says what the client did.
   bool Refuse(ConnectionId id, std::string why);
   bool Failed(ConnectionId id, const absl::Status& status);
@@ -113,11 +141,17 @@ class TcpStoreService {
   KvStore::Done Answer(ConnectionId id, std::shared_ptr<KvStore::WaiterId> slot);
   void RunCompletions();
 
+  // An empty store with this service's reply bound.
+  void NewStore();
+
+  Limits limits_;
   KvStore store_;
   std::map<ConnectionId, Connection> connections_;
   bool serving_ = false;
   int64_t round_ = -1;
   std::vector<Output> output_;
+  size_t owed_bytes_ = 0;   // every connection's `owed`
+  size_t input_bytes_ = 0;  // every connection's `input`
   std::array<std::atomic<int64_t>, static_cast<size_t>(tcpstore::Verb::kBarrier) + 1> calls_{};
 };
 

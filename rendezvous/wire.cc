@@ -53,6 +53,7 @@ NodeInfo NodeFromJoin(const v1::Join& join) {
   node.host = join.node().host();
   node.addr = join.node().addr();
   node.fallback_addr = join.node().fallback_addr();
+  for (const std::string& a : join.node().addresses()) node.addresses.push_back(CanonicalIp(a));
   node.pid = join.node().pid();
   node.incarnation = join.node().incarnation();
   node.local_world_size = join.local_world_size();
@@ -73,6 +74,7 @@ v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::
   join.mutable_node()->set_host(node.host);
   join.mutable_node()->set_addr(node.addr);
   join.mutable_node()->set_fallback_addr(node.fallback_addr);
+  for (const std::string& a : node.addresses) join.mutable_node()->add_addresses(a);
   join.mutable_node()->set_pid(node.pid);
   join.mutable_node()->set_incarnation(node.incarnation);
   join.set_local_world_size(node.local_world_size);
@@ -215,6 +217,7 @@ v1::MasterMessage ToWire(const Outbound& out) {
       a->set_world_size(out.assignment.world_size);
       a->set_master_addr(out.assignment.master_addr);
       a->set_master_port(out.assignment.master_port);
+      for (const std::string& c : out.assignment.store_clients) a->add_store_clients(c);
       break;
     }
     case Outbound::Kind::kStop: {
@@ -267,6 +270,7 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
     event.assignment.world_size = a.world_size();
     event.assignment.master_addr = a.master_addr();
     event.assignment.master_port = a.master_port();
+    event.assignment.store_clients.assign(a.store_clients().begin(), a.store_clients().end());
   } else if (message.has_stop()) {
     event.kind = RendezvousEvent::Kind::kStop;
     event.stop_reason = message.stop().reason() == v1::StopOrder::WORKER_FAILED
@@ -368,6 +372,7 @@ absl::Status CheckText(const char* field, const std::string& value, bool may_be_
 }
 
 constexpr int64_t kMaxNodes = 1 << 20;
+constexpr int64_t kMaxNodeAddresses = 64;
 constexpr int64_t kMaxMs = int64_t{365} * 24 * 3600 * 1000;  // a year
 
 }  // namespace
@@ -378,8 +383,7 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
     const v1::Join& j = message.join();
     const v1::RunSettings& s = j.settings();
     checks = {
-        CheckLength("join.run_id", j.run_id(), 256),
-        CheckLength("join.token", j.token(), 4096),
+        CheckLength("join.run_id", j.run_id(), 256), CheckLength("join.token", j.token(), 4096),
         CheckLength("join.node.host", j.node().host(), 255),
         CheckLength("join.node.addr", j.node().addr(), 255),
         CheckLength("join.node.fallback_addr", j.node().fallback_addr(), 255),
@@ -389,7 +393,9 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
         CheckText("join.node.fallback_addr", j.node().fallback_addr(), /*may_be_empty=*/true),
         CheckRange("join.local_world_size", j.local_world_size(), 1, 1 << 16),
         CheckRange("join.node_rank_hint", j.node_rank_hint(), -1, kMaxNodes),
-        CheckRange("join.master_port", j.master_port(), 0, 65535),
+        // 0 is no port: a node given group rank 0 with it would end every other node.
+        CheckRange("join.master_port", j.master_port(), 1, 65535),
+        CheckRange("join.node.addresses (count)", j.node().addresses_size(), 0, kMaxNodeAddresses),
         CheckRange("join.next_round", j.next_round(), 0, int64_t{1} << 40),
         CheckRange("join.restarts_seen", j.restarts_seen(), 0, 1 << 30),
         CheckRange("join.settings.min_nodes", s.min_nodes(), 1, kMaxNodes),
@@ -407,6 +413,13 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
         CheckLength("join.failed_check", j.failed_check(), 8192)};
     for (const std::string& host : s.exclude_hosts()) {
       checks.push_back(CheckLength("join.settings.exclude_hosts", host, 255));
+    }
+    for (const std::string& address : j.node().addresses()) {
+      if (CanonicalIp(address).empty()) {
+        checks.push_back(absl::InvalidArgumentError(
+            absl::StrCat("join.node.addresses has '", absl::CEscape(address.substr(0, 64)),
+                         "'; each must be an IP address")));
+      }
     }
   } else if (message.has_report()) {
     const v1::WorkerReport& r = message.report();

@@ -7,6 +7,7 @@
 
 #include <thread>
 
+#include "rendezvous/kv_store.h"
 #include "rendezvous/tests/master_test_support.h"
 #include "tests/support/child_process.h"
 
@@ -246,6 +247,35 @@ TEST_F(MasterSecurityTest, AStrangersEarlyJoinDoesNotDefineTheRun) {
   ASSERT_TRUE(assigned && assigned->has_assignment())
       << "the stranger's join_timeout ended the run";
   EXPECT_EQ(assigned->assignment().world_size(), 4);
+}
+
+// The review's attack: after one Set of an 8 MiB value, MultiGet naming it 40 times grew the
+// master by 600 MiB (the SDK's rank-0 store, the same server, a worker by 436 MiB). A read's
+// reply is sized before it is built.
+TEST_F(MasterSecurityTest, AReadWhoseReplyWouldPassItsBoundIsRefusedBeforeItIsBuilt) {
+  StartMaster();
+  HoldRun("job");
+  ASSERT_TRUE(Set("job", "big", std::string(KvStore::kMaxValueBytes, 'v')).ok());
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 * 1024 * 1024);  // as the SDK's client
+  auto sdk = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", master_->port()),
+                                       grpc::InsecureChannelCredentials(), args);
+  auto multi_get = [&](int times) {
+    grpc::ClientContext c;
+    pb::MultiGetRequest request;
+    request.set_run_id("job");
+    for (int i = 0; i < times; ++i) request.add_keys("big");
+    pb::MultiGetResponse response;
+    grpc::Status status = pb::Store::NewStub(sdk)->MultiGet(WithDeadline(c), request, &response);
+    return std::make_pair(status, response.values_size());
+  };
+  auto [refused, none] = multi_get(40);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("the values of the 40 keys read at once come to more than 32 MiB"));
+  auto [served, values] = multi_get(3);
+  EXPECT_TRUE(served.ok()) << served.error_message();
+  EXPECT_EQ(values, 3);
 }
 
 // Stacks as a node sends them after a hang stop, every field its own to choose.

@@ -466,6 +466,7 @@ TEST_F(MasterServerTest, TheAgentsConnectionWaitsForASlowHandshake) {
   node.host = "far";
   node.addr = "10.0.0.9";  // through the proxy, the master sees loopback
   node.incarnation = "inc-far";
+  node.master_port = 29500;
   agent.Join(node);
   ASSERT_TRUE(WaitReadable(agent.event_fd(), absl::Seconds(25)))
       << "no answer through a link with a 1.5 s delay";
@@ -528,10 +529,12 @@ TEST(WireTest, EveryOutboundSurvivesTheWireAsTheSameEvent) {
 
 TEST(WireTest, JoinCarriesTheNodeAndTheJobSettings) {
   NodeInfo node{"h", "10.0.0.2", "h.cluster", 77, "inc", 8, 3, 29600};
+  node.addresses = {"10.0.0.2", "::ffff:10.1.0.2", "fd00:0::2"};
   RendezvousSettings settings;
   settings.min_nodes = 2;
   settings.max_nodes = 4;
   const NodeInfo back = NodeFromJoin(JoinToWire(node, "job", "tok", settings));
+  EXPECT_THAT(back.addresses, ::testing::ElementsAre("10.0.0.2", "10.1.0.2", "fd00::2"));
   EXPECT_EQ(back.host, "h");
   EXPECT_EQ(back.addr, "10.0.0.2");
   EXPECT_EQ(back.fallback_addr, "h.cluster");
@@ -560,6 +563,15 @@ TEST(WireTest, WhatAnAgentSendsIsWithinTheLimitsAndEachLimitIsNamed) {
   bad = message;
   bad.mutable_join()->set_master_port(70000);
   EXPECT_THAT(refused(bad), HasSubstr("join.master_port"));
+  // The review's attack: a joiner with port 0 that became group rank 0 ended every node.
+  bad.mutable_join()->set_master_port(0);
+  EXPECT_THAT(refused(bad), HasSubstr("join.master_port is 0; it must be in [1, 65535]"));
+  bad = message;
+  bad.mutable_join()->mutable_node()->add_addresses("not-an-ip");
+  EXPECT_THAT(refused(bad), HasSubstr("join.node.addresses has 'not-an-ip'; each must be an IP"));
+  bad = message;
+  for (int i = 0; i < 65; ++i) bad.mutable_join()->mutable_node()->add_addresses("10.0.0.1");
+  EXPECT_THAT(refused(bad), HasSubstr("join.node.addresses (count) is 65"));
   pb::AgentMessage report;
   report.mutable_report()->add_failures()->set_message(std::string(70000, 'x'));
   EXPECT_THAT(refused(report), HasSubstr("report.failures.message has 70000 bytes"));

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "rendezvous/tests/tcp_store_requests.h"
 
 namespace ddprun {
@@ -232,7 +233,86 @@ TEST_F(TcpStoreServiceTest, ConnectionsBetweenRoundsAreHeldAndServedWhenTheRound
 TEST_F(TcpStoreServiceTest, AHeldConnectionThatSendsTooMuchIsClosed) {
   service_.EndRound();
   Send(1, std::string(tcpstore::kMaxRequestBytes + 1, '\x03'));
-  EXPECT_THAT(closed_[1], HasSubstr("it sent more than 67108864 bytes before its round began"));
+  EXPECT_THAT(closed_[1],
+              HasSubstr("it sent more than 64 MiB of requests that could not be served yet (its "
+                        "round had not begun)"));
+}
+
+// The review's attack: after one SET of an 8 MiB value, a MULTI_GET naming it 131,072 times
+// made the agent build a 1 TiB reply (OOM-killed). A reply is sized before it is built.
+TEST_F(TcpStoreServiceTest, AReadWhoseReplyWouldPassItsBoundClosesTheConnection) {
+  const std::string big(KvStore::kMaxValueBytes, 'v');
+  Send(1, RequestBytes(Verb::kSet, kOld).Str("/big").Str(big));
+  RequestBytes multi_get(Verb::kMultiGet, kOld);
+  multi_get.U64(5);
+  for (int i = 0; i < 5; ++i) multi_get.Str("/big");  // 40 MiB
+  Send(2, multi_get);
+  EXPECT_EQ(Got(2), "");
+  EXPECT_THAT(closed_[2], HasSubstr("the values of the 5 keys read at once come to more than 32 "
+                                    "MiB, the most one reply holds"));
+  RequestBytes four(Verb::kMultiGet, kOld);  // 32 MiB and a little: refused too
+  four.U64(4).Str("/big").Str("/big").Str("/big").Str("/big");
+  Send(3, four);
+  EXPECT_EQ(Got(3).size(), 4 * (8 + big.size())) << "4 x 8 MiB is within the bound";
+}
+
+// A client that pipelines GETs of an 8 MiB value and never reads: served up to 16 MiB of
+// unread replies, then its requests wait (no reply is built) until the I/O layer has
+// written what it owes; past 64 MiB of waiting requests it is closed.
+TEST_F(TcpStoreServiceTest, AClientThatDoesNotReadItsRepliesWaitsThenIsClosed) {
+  Send(1,
+       RequestBytes(Verb::kSet, kOld).Str("/big").Str(std::string(KvStore::kMaxValueBytes, 'v')));
+  std::string gets;
+  for (int i = 0; i < 100; ++i) gets += RequestBytes(Verb::kGet, kOld).Str("/big");
+  Send(2, gets);
+  const size_t one = 8 + KvStore::kMaxValueBytes;
+  EXPECT_EQ(Got(2).size(), 2 * one) << "16 MiB owed: the third GET waits";
+  service_.Drained(2);
+  Collect();
+  EXPECT_EQ(Got(2).size(), 2 * one) << "read: two more";
+  EXPECT_TRUE(closed_.empty());
+  std::string many;
+  while (many.size() <= tcpstore::kMaxRequestBytes) many += gets;
+  Send(2, many);
+  EXPECT_THAT(closed_[2], HasSubstr("(it does not read its replies)"));
+}
+
+TEST_F(TcpStoreServiceTest, UnreadInputAndRepliesOfEveryConnectionTogetherAreBounded) {
+  // The first 56 MiB of a 64 MiB MULTI_SET on each of five connections: the fifth passes
+  // 256 MiB (the review held 600 MiB with ten).
+  RequestBytes multi_set(Verb::kMultiSet, kOld);
+  multi_set.U64(8);
+  for (int i = 0; i < 8; ++i) {
+    multi_set.Str(absl::StrCat("/k", i)).Str(std::string(KvStore::kMaxValueBytes - 64, 'x'));
+  }
+  const std::string partial = std::string(multi_set).substr(0, 56 << 20);
+  for (TcpStoreService::ConnectionId id = 1; id <= 4; ++id) Send(id, partial);
+  EXPECT_TRUE(closed_.empty());
+  Send(5, partial);
+  EXPECT_THAT(closed_[5], HasSubstr("unread input, every connection together, pass 256 MiB"));
+
+  // Unread replies: connections that each owe 16 MiB and more, until 512 MiB.
+  const std::string big(KvStore::kMaxValueBytes, 'v');
+  Send(10, RequestBytes(Verb::kSet, kOld).Str("/big").Str(big));
+  std::string gets;
+  for (int i = 0; i < 3; ++i) gets += RequestBytes(Verb::kGet, kOld).Str("/big");
+  TcpStoreService::ConnectionId id = 100;
+  while (closed_.count(id) == 0 && id < 200) Send(++id, gets);
+  EXPECT_THAT(closed_[id], HasSubstr("while the store's clients have not read"));
+  EXPECT_LT(id - 100, 40u) << "512 MiB / 16 MiB each";
+}
+
+TEST_F(TcpStoreServiceTest, OneConnectionParksAtMostItsShareOfWaits) {
+  std::string waits;
+  for (size_t i = 0; i <= TcpStoreService::Limits().max_waits_per_connection; ++i) {
+    waits += RequestBytes(Verb::kWait, kOld).U64(1).Str(absl::StrCat("/never", i));
+  }
+  Send(1, waits);
+  EXPECT_THAT(closed_[1], HasSubstr("it has 64 WAITs or BARRIERs parked at once"));
+  EXPECT_EQ(service_.store().Waiting(), 0) << "its waits are gone with it";
+  Send(2, RequestBytes(Verb::kWait, kOld).U64(1).Str("/k"));
+  Send(3, RequestBytes(Verb::kSet, kOld).Str("/k").Str("v"));
+  EXPECT_EQ(Got(2), EncodeU8(0)) << "another connection still waits";
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 """PyTorch's own TCPStore client against a store at HOST:PORT (the agent's, in ddprun).
 
   tcpstore_client.py sweep HOST PORT     every public TCPStore method, checked
+  tcpstore_client.py intrude HOST PORT
+      an outsider's client: lists the keys, reads rank 0's address key and sets the
+      barrier's; prints "refused: ..." and exits 0 when the store closes the connection,
+      exits 1 when it answers
   tcpstore_client.py pg HOST PORT RANK WORLD OUT
       one worker of a gloo process group under an agent store (TORCHELASTIC_USE_AGENT_STORE=True),
       as torchrun's workers create it: all_reduce, new_group, barrier; writes OUT/pg.RANK
@@ -109,8 +113,21 @@ def pg(host, port, rank, world, out):
     dist.destroy_process_group()
 
 
+def intrude(host, port):
+    try:
+        store = connect(host, port, datetime.timedelta(seconds=10))
+        got = store.num_keys()
+        store.set("/intruder", "released")
+    except Exception as e:  # noqa: BLE001: any failure is the store refusing
+        print(f"refused: {type(e).__name__}: {e}")
+        return
+    sys.exit(f"the store answered an outsider: {got} keys, and a set")
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "sweep":
         sweep(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == "intrude":
+        intrude(sys.argv[2], int(sys.argv[3]))
     else:
         pg(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6])

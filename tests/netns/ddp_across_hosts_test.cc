@@ -270,5 +270,42 @@ TEST_F(DdpAcrossHosts, AHungRankGivesEveryHostOneReportOfAllRanksGrouped) {
   ExpectHostsEmpty(2);
 }
 
+// The review's attack: the workers' TCPStore (no token in torch's protocol) let an outsider
+// list keys, read rank 0's address and release the barrier. Now group rank 0's agent serves
+// only the round's hosts: an outsider on host 3 is refused, and the job's own workers on
+// hosts 1 and 2 met through the same store and run on.
+TEST_F(DdpAcrossHosts, AnOutsiderCannotUseTheWorkersStoreWhileTheJobsHostsDo) {
+  MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  TempDir out;
+  // --world 8: each rank does one all_reduce in a world of 4 and waits to be stopped.
+  auto a = Ddprun(1, C10d("2", NetnsCluster::Address(1)), out, {"--world", "8"});
+  auto b = Ddprun(2, C10d("2", NetnsCluster::Address(1)), out, {"--world", "8"});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int rank = 0; rank < 4; ++rank) {
+          if (!FileExists(out / absl::StrCat("ready.4.", rank))) return false;
+        }
+        return true;
+      },
+      absl::Seconds(120)))
+      << a->ErrSoFar() << b->ErrSoFar();
+  auto outsider = cluster_->Start(3, {kPython, kSourceDir + "/tests/compat/tcpstore_client.py",
+                                      "intrude", NetnsCluster::Address(1), absl::StrCat(kPort)});
+  ProcessResult intrusion = outsider->Wait(absl::Seconds(60));
+  EXPECT_EQ(intrusion.exit_code, 0) << intrusion.out << intrusion.err;
+  EXPECT_THAT(intrusion.out, HasSubstr("refused: "));
+  EXPECT_THAT(a->ErrSoFar(), HasSubstr(absl::StrCat(
+                                 NetnsCluster::Address(3),
+                                 " is not an address of a node in this round, nor of this host")));
+  for (auto* agent : {a.get(), b.get()}) ::kill(agent->pid(), SIGTERM);
+  for (auto* agent : {a.get(), b.get()}) {
+    ProcessResult r = agent->Wait(absl::Seconds(60));
+    EXPECT_EQ(r.exit_code, 143) << r.err;
+    EXPECT_THAT(r.err, ::testing::Not(HasSubstr("failed (exitcode"))) << "a worker failed first";
+  }
+  ExpectHostsEmpty(3);
+}
+
 }  // namespace
 }  // namespace ddprun::testing

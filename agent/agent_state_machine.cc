@@ -346,6 +346,13 @@ void AgentStateMachine::ExitAtRunEnd() {
       return Exit(kExitSuccess);
     case RunOutcome::kStopped:
       // "stopped by request from <client>[: <reason>]", as the master says it.
+      if (!settings_.has_token) {
+        Log(LogLevel::kWarning,
+            absl::StrCat(end_detail_, "; exiting ", kExitStoppedWithoutToken,
+                         ", not 0: this job has no token, so anyone who reaches its master "
+                         "could have sent this stop (docs/security.md)"));
+        return Exit(kExitStoppedWithoutToken);
+      }
       Log(LogLevel::kWarning, absl::StrCat(end_detail_, "; exiting 0"));
       return Exit(kExitSuccess);
     case RunOutcome::kTimedOut:

@@ -45,6 +45,8 @@ struct AgentSettings {
   bool tls = false;
   // A health check runs before every join (kCheckHealth); the shell answers HealthChecked.
   bool health_check = false;
+  // The job has a token: only its own operators can stop it, and such a stop exits 0.
+  bool has_token = false;
 };
 
 /// The state of this attempt's workers, as the shell sees them after anything happened.

@@ -25,7 +25,7 @@ namespace {
 
 std::string RandomIncarnation() {
   std::random_device rd;
-  return absl::StrFormat("%08x%08x", rd(), rd());
+  return absl::StrFormat("%08x%08x%08x%08x", rd(), rd(), rd(), rd());
 }
 
 AgentSettings SettingsFor(const AgentConfig& config, const std::string& host,
@@ -45,6 +45,7 @@ AgentSettings SettingsFor(const AgentConfig& config, const std::string& host,
   settings.master_endpoint = rendezvous.store_addr();
   settings.tls = config.tls.enabled();
   settings.health_check = config.health_check.any();
+  settings.has_token = !config.token.empty();
   return settings;
 }
 

@@ -18,6 +18,11 @@ inline constexpr int kExitCannotServe = 75;  // EX_TEMPFAIL
 // it (docs/hangs.md). Restarting here would not help; the scheduler should try another node.
 inline constexpr int kExitNodeUnhealthy = 69;  // EX_UNAVAILABLE
 
+/// An operator stopped the job (`ddprun stop`) in a job without a token: anyone who reaches
+/// the master could have sent that stop, so it must not look like success to a scheduler.
+/// 143 is what a job ended by SIGTERM (scancel, kubectl delete) reports.
+inline constexpr int kExitStoppedWithoutToken = 143;
+
 /// The status a shell reports for a process that ended by `signal`.
 inline constexpr int ExitCodeForSignal(int signal) { return 128 + signal; }
 

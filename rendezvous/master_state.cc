@@ -150,6 +150,7 @@ absl::Status MasterState::Join(SessionReactor* reactor, const pb::Join& join) {
   absl::StatusOr<std::string> reachable = ReachableAddress(node, reactor->peer());
   if (!reachable.ok()) return reachable.status();
   node.addr = *reachable;
+  node.seen_from = CanonicalIp(PeerAddress(reactor->peer()));
   // Its workers may reach group rank 0 from the address its session came from (a NAT).
   for (const std::string& a : {CanonicalIp(PeerAddress(reactor->peer())), CanonicalIp(node.addr)}) {
     if (!a.empty() && !IsLoopbackOrUnspecified(a) &&

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/exit_codes.h"
 #include "common/printable.h"
 #include "common/status_macros.h"
 #include "rendezvous/master_state.h"
@@ -91,7 +92,10 @@ absl::StatusOr<std::string> MasterState::StopRun(absl::string_view token, const 
   ReleaseAndRunPending(lock);
   return absl::StrCat("run '", run_id, "' stops: its ", nodes,
                       nodes == 1 ? " agent stops its workers" : " agents stop their workers",
-                      " and exit 0");
+                      options_.token.empty()
+                          ? absl::StrCat(" and exit ", kExitStoppedWithoutToken,
+                                         " (without a token, a stop is never taken for success)")
+                          : " and exit 0");
 }
 
 void MasterState::ObserveRounds(Run& run) {

@@ -6,7 +6,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "rendezvous/natural_less.h"
+#include "rendezvous/node_address.h"
 
 namespace ddprun {
 
@@ -31,9 +33,16 @@ std::string Plural(int n, const char* one, const char* many) {
 
 }  // namespace
 
+std::string NodeHealth::Key(const std::string& host) {
+  std::string key = absl::AsciiStrToLower(absl::StripSuffix(host, "."));
+  while (!key.empty() && key.back() == '.') key.pop_back();
+  if (!CanonicalIp(key).empty()) return CanonicalIp(key);
+  return key.substr(0, key.find('.'));
+}
+
 NodeHealth::Ledger& NodeHealth::Of(const std::string& host) {
-  Ledger& ledger = hosts_[host];
-  ledger.record.host = host;
+  Ledger& ledger = hosts_[Key(host)];
+  if (ledger.record.host.empty()) ledger.record.host = host;
   return ledger;
 }
 
@@ -97,13 +106,13 @@ bool NodeHealth::Listed(const std::string& host) const {
 std::optional<NodeExclusion> NodeHealth::Excluded(const std::string& host, absl::Time now) const {
   if (Listed(host)) {
     NodeExclusion listed;
-    if (auto it = hosts_.find(host); it != hosts_.end()) listed = it->second.record;
+    if (auto it = hosts_.find(Key(host)); it != hosts_.end()) listed = it->second.record;
     listed.host = host;
     listed.reason = kListedReason;
     listed.until = absl::InfiniteFuture();
     return listed;
   }
-  auto it = hosts_.find(host);
+  auto it = hosts_.find(Key(host));
   if (it == hosts_.end() || it->second.record.times_excluded == 0 ||
       now >= it->second.record.until) {
     return std::nullopt;
@@ -112,7 +121,7 @@ std::optional<NodeExclusion> NodeHealth::Excluded(const std::string& host, absl:
 }
 
 std::optional<NodeExclusion> NodeHealth::KeepOut(const std::string& host, absl::Time now) {
-  if (Listed(host) && hosts_.count(host) == 0) {
+  if (Listed(host) && hosts_.count(Key(host)) == 0) {
     Ledger& ledger = Of(host);
     ledger.record.reason = kListedReason;
     ledger.record.times_excluded = 1;
@@ -121,7 +130,7 @@ std::optional<NodeExclusion> NodeHealth::KeepOut(const std::string& host, absl::
 }
 
 NodeExclusion NodeHealth::Counts(const std::string& host) const {
-  auto it = hosts_.find(host);
+  auto it = hosts_.find(Key(host));
   if (it != hosts_.end()) return it->second.record;
   NodeExclusion none;
   none.host = host;

@@ -64,6 +64,10 @@ class NodeHealth {
   static std::string Describe(const NodeExclusion& exclusion, absl::Time now);
 
   const NodeHealthSettings& settings() const { return settings_; }
+  /// Which node `host` is, for the ledger: "NODE3", "node3." and "node3.cluster.local" are
+  /// one (a node excluded under one spelling must not come back under another); an IP
+  /// address stays whole, in its canonical form.
+  static std::string Key(const std::string& host);
 
  private:
   struct Ledger {

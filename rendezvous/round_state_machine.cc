@@ -27,6 +27,9 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
     RemoveNode(same->second, "it reconnected on a new session", /*evict=*/true, now);
   }
   if (phase_ == Phase::kEnded) return JoinEndedRun(session);
+  if (!node.failed_check.empty()) {
+    if (absl::Status s = CheckFailedCheckIsItsOwn(session, node); !s.ok()) return s;
+  }
   if (phase_ == Phase::kGathering) {
     // A restarted master learns from the agents where the run was, so that rounds and
     // TORCHELASTIC_RESTART_COUNT go on and the restart budget is not handed out afresh.
@@ -450,7 +453,7 @@ void RoundStateMachine::KeepOutHost(const std::string& host, bool round_ends_any
   if (!exclusion) return;
   bool runs_there = false;
   for (auto& [session, node] : nodes_) {
-    if (node.info.host != host) continue;
+    if (NodeHealth::Key(node.info.host) != NodeHealth::Key(host)) continue;
     if (node.member) {
       runs_there = true;
     } else if (node.joined) {

@@ -67,6 +67,8 @@ struct NodeInfo {
   // Where its workers' connections come from: its own IP addresses, and the one its session
   // came from (the master adds it). Group rank 0's TCPStore serves these only.
   std::vector<std::string> addresses;
+  // The address its session came from, as the master saw it (not what the node says).
+  std::string seen_from;
 };
 
 /// One failed worker, as an agent reports it.
@@ -255,6 +257,10 @@ class RoundStateMachine {
   absl::Status JoinEndedRun(SessionId session);
   void MaybeCloseRound(absl::Time now);
   void CloseRound(absl::Time now);
+  // A join with a failed health check excludes its host: only when every other agent in the
+  // run under that host came from the same address (two agents on one host are one node; a
+  // stranger elsewhere must not exclude a healthy node).
+  absl::Status CheckFailedCheckIsItsOwn(SessionId session, const NodeInfo& node) const;
   // What group rank 0's TCPStore serves: every member's addresses (Assignment).
   std::vector<std::string> StoreClients() const;
   // The running round's record ends: `why`, with this round's root cause if workers failed.

@@ -177,4 +177,18 @@ std::vector<std::string> RoundStateMachine::StoreClients() const {
   return {clients.begin(), clients.end()};
 }
 
+absl::Status RoundStateMachine::CheckFailedCheckIsItsOwn(SessionId session,
+                                                         const NodeInfo& node) const {
+  const std::string key = NodeHealth::Key(node.host);
+  for (const auto& [other, entry] : nodes_) {
+    if (other == session || entry.info.incarnation == node.incarnation) continue;
+    if (NodeHealth::Key(entry.info.host) != key || entry.info.seen_from == node.seen_from) continue;
+    return absl::FailedPreconditionError(
+        absl::StrCat("a failed health check for ", node.host,
+                     " came from an agent that is not the one "
+                     "in this run under that name: only a node's own agent can keep it out"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace ddprun

@@ -94,7 +94,9 @@ void FillNodes(const RoundStateMachine& rounds, const StatusClock& clock, bool l
     node->set_host(view.info->host);
     node->set_addr(view.info->addr);
     node->set_pid(view.info->pid);
-    node->set_agent_id(view.info->incarnation);
+    // Its first 8 characters only: the whole incarnation is what a rejoin is matched by, and
+    // the status is served without a token (a stranger who knew it evicted the node).
+    node->set_agent_id(view.info->incarnation.substr(0, 8));
     node->set_state(state);
     node->set_group_rank(view.group_rank);
     node->set_first_rank(view.group_rank >= 0 ? view.base_rank : 0);

@@ -23,9 +23,10 @@ using ::testing::IsEmpty;
 // event and returns the actions it caused, in order.
 class AgentStateMachineTest : public ::testing::Test {
  protected:
-  void Make(bool networked = true, bool health_check = false) {
+  void Make(bool networked = true, bool health_check = false, bool has_token = false) {
     AgentSettings s;
     s.health_check = health_check;
+    s.has_token = has_token;
     s.host = "node0";
     s.nproc_per_node = 2;
     s.shutdown_timeout = absl::Seconds(30);
@@ -153,6 +154,19 @@ TEST_F(AgentStateMachineTest, SuccessIsReportedAndTheRunEndsWithZero) {
   EXPECT_THAT(End(RunOutcome::kSucceeded), ElementsAre("exit 0"));
   EXPECT_TRUE(sm_->done());
   EXPECT_FALSE(sm_->others_still_run());
+}
+
+// Without a token anyone who reaches the master can stop the job: that never exits 0.
+TEST_F(AgentStateMachineTest, AnOperatorsStopExitsZeroOnlyInAJobWithAToken) {
+  for (bool token : {false, true}) {
+    Make(/*networked=*/true, /*health_check=*/false, token);
+    ASSERT_THAT(Start(), ElementsAre("join"));
+    ASSERT_THAT(Assign(0), ElementsAre("start-workers round=0 restarts=0"));
+    End(RunOutcome::kStopped);
+    Workers(AllExited());
+    EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre(token ? "exit 0" : "exit 143"));
+    EXPECT_THAT(LogsOf(), Contains(HasSubstr(token ? "; exiting 0" : "; exiting 143, not 0")));
+  }
 }
 
 TEST_F(AgentStateMachineTest, ReleasedByTheExitBarrierExitsZeroWhileOthersRun) {

@@ -819,5 +819,39 @@ TEST_F(NodeHealthRulesTest, AHostExcludedByItsOtherAgentStopsTheRoundItRunsIn) {
   EXPECT_EQ(sm_->restarts_spent(), 0);
 }
 
+// The review's attacks: one join under a healthy node's name with a failed check, from
+// another address, excluded it for 5 minutes; an excluded node came back as NODE3, node3. or
+// its FQDN. A failed check counts only from where that node's agents are; every spelling of
+// a host is one node.
+TEST_F(NodeHealthRulesTest, AStrangersFailedCheckExcludesNobodyAndNoSpellingGetsBackIn) {
+  Make(2, 2, /*max_restarts=*/0, Limits(0, 0, absl::Seconds(60)));
+  NodeInfo a = Node("a"), b = Node("node3");
+  a.seen_from = "10.0.0.1";
+  b.seen_from = "10.0.0.3";
+  ASSERT_TRUE(Join(1, a).ok());
+  ASSERT_TRUE(Join(2, b).ok());
+  Take();
+  NodeInfo forged = Node("node3");
+  forged.incarnation = "a stranger";
+  forged.seen_from = "10.0.0.66";
+  forged.failed_check = "it ended with exit code 1";
+  absl::Status refused = Join(3, forged);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.message(), HasSubstr("came from 10.0.0.66, but the agent in this run "
+                                           "under that name came from 10.0.0.3"));
+  EXPECT_TRUE(OfKind(Take(), Kind::kStop).empty()) << "the healthy node runs on";
+  EXPECT_FALSE(sm_->health().Excluded("node3", now_));
+
+  // Its own agent's failed check (from its address) excludes it, under every spelling.
+  NodeInfo own = b;
+  own.incarnation = "node3's second agent";
+  own.failed_check = "it ended with exit code 1";
+  ASSERT_TRUE(Join(4, own).ok());
+  for (const std::string spelling : {"node3", "NODE3", "node3.", "node3.cluster.local"}) {
+    EXPECT_TRUE(sm_->health().Excluded(spelling, now_)) << spelling;
+  }
+  EXPECT_FALSE(sm_->health().Excluded("node33", now_));
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -83,14 +83,18 @@ TEST(Observability, StatusShowsTheJobAndStopEndsItCleanly) {
   EXPECT_THAT(metrics, HasSubstr("ddprun_nodes{run_id=\"job\",state=\"running\"} 2"));
   EXPECT_THAT(metrics, HasSubstr("ddprun_agent_workers{run_id=\"job\",state=\"running\"} 2"));
 
+  // This job has no token: anyone who reaches the master could send this stop (the review
+  // stopped a job with --reason="training complete"), so it never looks like success. With
+  // a token it exits 0 (NetnsTest.AnOperatorOnAnotherHostSeesTheJobAndStopsIt).
   ProcessResult stop = job.Admin({"stop", "--rdzv-id=job", "--reason=maintenance"});
   ASSERT_EQ(stop.exit_code, 0) << stop.err;
-  EXPECT_THAT(stop.out, HasSubstr("run 'job' stops: its 2 agents stop their workers and exit 0"));
+  EXPECT_THAT(stop.out, HasSubstr("run 'job' stops: its 2 agents stop their workers and exit 143 "
+                                  "(without a token, a stop is never taken for success)"));
   for (auto* agent : {job.host.get(), job.other.get()}) {
     ProcessResult r = agent->Wait(absl::Seconds(30));
-    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.exit_code, 143) << r.err;
     EXPECT_THAT(r.err, HasSubstr("warning: stopped by request from "));
-    EXPECT_THAT(r.err, HasSubstr(": maintenance; exiting 0"));
+    EXPECT_THAT(r.err, HasSubstr(": maintenance; exiting 143, not 0: this job has no token"));
   }
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_EQ(ReadFile(dir / absl::StrCat("signal.", rank)), "SIGTERM") << rank;

@@ -119,6 +119,9 @@ absl::Status ServeMasterAndStore(const NetworkPlugin& network, const AgentConfig
   // Static: node 0's store is the one on --master-port; the other nodes never get rank 0.
   const bool on_master_port = served.store != nullptr || (is_static && config.node_rank != 0);
   if (!on_master_port) {
+    // Every worker of the job connects to it when this node gets group rank 0: the soft
+    // limit (often 1,024, or 256) would run out at a few hundred nodes' workers.
+    RaiseOpenFileLimit();
     TcpStoreServerOptions options;
     options.port = !is_static && config.master_port ? *config.master_port : 0;
     options.on_refused = LogRefusedStoreClient;

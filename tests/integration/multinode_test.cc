@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/unique_fd.h"
 #include "tests/support/child_process.h"
@@ -479,6 +480,47 @@ TEST(MultiNode, AMasterWithoutATokenBeyondLoopbackWarnsOnce) {
   EXPECT_TRUE(warned({"--host=0.0.0.0"}));
   EXPECT_FALSE(warned({"--host=127.0.0.1"}));
   EXPECT_FALSE(warned({"--host=0.0.0.0", "--token-file=" + (dir / "token")}));
+}
+
+// The review exhausted a non-hosting agent's store with 256 connections: its soft limit.
+// Every agent that may serve its workers' store raises its own limit to the hard one; its
+// workers keep the limit they were started with.
+TEST(MultiNode, EveryAgentThatMayServeTheWorkersStoreRaisesItsOpenFileLimit) {
+  TempDir dir;
+  const int port = FreeLoopbackPort();
+  auto a = ChildProcess::Start(Agent(port, 1, "2", {"wait-signal", dir.path()}));
+  std::vector<std::string> low = {"/usr/bin/prlimit", "--nofile=256:8192", "--"};
+  std::vector<std::string> other = Agent(port, 2, "2", {"wait-signal", dir.path()});
+  low.insert(low.end(), other.begin(), other.end());
+  auto b = ChildProcess::Start(low);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return AllExist(dir, {"ready.0", "ready.1", "ready.2", "ready.3"});
+      },
+      absl::Seconds(30)))
+      << a->ErrSoFar() << b->ErrSoFar();
+  auto soft_limit = [](int pid) {
+    const std::string limits = ReadFile(absl::StrCat("/proc/", pid, "/limits"));
+    const size_t at = limits.find("Max open files");
+    return at == std::string::npos ? std::string() : limits.substr(at + 26, 21);
+  };
+  EXPECT_THAT(soft_limit(b->pid()), HasSubstr("8192"));
+  // Its workers keep 256.
+  int workers = 0;
+  const std::string children =
+      ReadFile(absl::StrCat("/proc/", b->pid(), "/task/", b->pid(), "/children"));
+  for (absl::string_view child : absl::StrSplit(children, ' ', absl::SkipEmpty())) {
+    const std::string pid(child);
+    const std::string argv = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+    if (argv.substr(0, argv.find('\0')).find("test_worker") == std::string::npos) {
+      continue;  // the orphan guard: ddprun's own command line
+    }
+    ++workers;
+    EXPECT_THAT(soft_limit(std::stoi(pid)), HasSubstr("256")) << pid;
+  }
+  EXPECT_EQ(workers, 2);
+  for (auto* agent : {a.get(), b.get()}) ::kill(agent->pid(), SIGTERM);
+  for (auto* agent : {a.get(), b.get()}) agent->Wait(absl::Seconds(30));
 }
 
 }  // namespace

@@ -9,5 +9,9 @@ namespace ddprun {
 
 /// `text` with every control character (newlines included) and DEL written as \xNN.
 std::string Printable(absl::string_view text);
+/// The same for text of several lines (a traceback, a report): newlines and tabs are kept,
+/// every other control character (a carriage return, an escape sequence that clears the
+/// screen or sets the terminal's title) is written as \xNN.
+std::string PrintableLines(absl::string_view text);
 
 }  // namespace ddprun

@@ -235,7 +235,7 @@ void MasterState::MergeHangReport(Run& run, const SessionReactor& from,
   if (!world_size) return;  // not a member of the hung round: it speaks for no rank
   const absl::Time now = MonotonicNow();
   if (std::optional<HangReport> complete = run.hang_reports.Add(
-          message.round(), *world_size, message.cause(), std::move(stacks), now)) {
+          message.round(), *world_size, Printable(message.cause()), std::move(stacks), now)) {
     SendHangReport(run, *complete);
   }
   WakeTickerBefore(run.hang_reports.NextDeadline());

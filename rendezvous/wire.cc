@@ -4,6 +4,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/printable.h"
 #include "rendezvous/node_address.h"
 #include "spdlog/spdlog.h"
 
@@ -61,7 +62,7 @@ NodeInfo NodeFromJoin(const v1::Join& join) {
   node.master_port = join.master_port();
   node.last_round = join.next_round() - 1;
   node.restarts_seen = join.restarts_seen();
-  node.failed_check = join.failed_check();
+  node.failed_check = PrintableLines(join.failed_check());
   return node;
 }
 
@@ -150,10 +151,10 @@ std::vector<RankStack> FromWire(const google::protobuf::RepeatedPtrField<v1::Ran
     r.rank = s.rank();
     r.local_rank = s.local_rank();
     r.pid = s.pid();
-    r.source = s.source();
-    r.where = s.where();
+    r.source = Printable(s.source());
+    r.where = Printable(s.where());
     r.frames.assign(s.frames().begin(), s.frames().end());
-    r.text = s.text();
+    r.text = PrintableLines(s.text());
     r.hung = s.hung();
     out.push_back(std::move(r));
   }
@@ -174,13 +175,13 @@ std::vector<ReportedFailure> FromWire(
   std::vector<ReportedFailure> out;
   for (const v1::WorkerFailure& f : failures) {
     ReportedFailure r;
-    r.host = f.host();
+    r.host = Printable(f.host());
     r.rank = f.rank();
     r.local_rank = f.local_rank();
     r.exit_code = f.exit_code();
     r.pid = f.pid();
     r.time = absl::FromUnixMicros(f.time_unix_us());
-    r.message = f.message();
+    r.message = PrintableLines(f.message());  // a peer's text never moves the cursor
     r.hung = f.hung();
     r.timer = f.hung() && f.timer();
     r.peer_lost = f.peer_lost();
@@ -276,13 +277,13 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
     event.stop_reason = message.stop().reason() == v1::StopOrder::WORKER_FAILED
                             ? StopReason::kWorkerFailed
                             : StopReason::kMembershipChanged;
-    event.detail = message.stop().detail();
+    event.detail = Printable(message.stop().detail());
     event.collect_stacks = message.stop().collect_stacks();
   } else if (message.has_hang_report()) {
     event.kind = RendezvousEvent::Kind::kHangReport;
     event.hang_round = message.hang_report().round();
-    event.hang_summary = message.hang_report().summary();
-    event.detail = message.hang_report().text();
+    event.hang_summary = PrintableLines(message.hang_report().summary());
+    event.detail = PrintableLines(message.hang_report().text());
   } else if (message.has_end()) {
     event.kind = RendezvousEvent::Kind::kEnd;
     event.outcome = message.end().outcome() == v1::RunEnd::SUCCEEDED  ? RunOutcome::kSucceeded
@@ -290,16 +291,17 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
                     : message.end().outcome() == v1::RunEnd::STOPPED  ? RunOutcome::kStopped
                     : message.end().outcome() == v1::RunEnd::FAILED   ? RunOutcome::kFailed
                                                                       : RunOutcome::kTimedOut;
-    event.detail = message.end().detail();
+    event.detail = Printable(message.end().detail());
     event.root_cause = FromWire(message.end().root_cause());
     event.collect_stacks = message.end().collect_stacks();
-    event.excluded.assign(message.end().excluded().begin(), message.end().excluded().end());
+    for (const std::string& line : message.end().excluded())
+      event.excluded.push_back(Printable(line));
   } else if (message.has_gathering()) {
     event.kind = RendezvousEvent::Kind::kProgress;
-    event.detail = message.gathering().text();
+    event.detail = PrintableLines(message.gathering().text());
   } else if (message.has_excluded()) {
     event.kind = RendezvousEvent::Kind::kExcluded;
-    event.detail = message.excluded().detail();
+    event.detail = Printable(message.excluded().detail());
     event.cooldown = message.excluded().rest_of_job()
                          ? absl::InfiniteDuration()
                          : absl::Milliseconds(message.excluded().cooldown_ms());

@@ -544,6 +544,32 @@ TEST(WireTest, JoinCarriesTheNodeAndTheJobSettings) {
   EXPECT_EQ(FromWire(JoinToWire(node, "job", "tok", settings).settings()).max_nodes, 4);
 }
 
+// The review put ESC[2J, OSC title sequences and carriage returns into every agent's log and
+// end-of-job summary (a stop reason, a hang's cause, a failed check's output): whatever a
+// peer sends is printable when it arrives, lines of a traceback kept.
+TEST(WireTest, TextFromPeersArrivesPrintable) {
+  pb::MasterMessage end;
+  end.mutable_end()->set_outcome(pb::RunEnd::FAILED);
+  end.mutable_end()->set_detail("stopped: training complete\x1b[2J\rforged line");
+  end.mutable_end()->add_excluded("h3: \x1b]0;owned\x07");
+  pb::WorkerFailure* f = end.mutable_end()->add_root_cause();
+  f->set_host("h\x1b[31m");
+  f->set_message("Traceback:\n\tline 1\r\x1b[1A");
+  const RendezvousEvent event = EventFromWire(end);
+  EXPECT_EQ(event.detail, "stopped: training complete\\x1b[2J\\x0dforged line");
+  ASSERT_EQ(event.excluded.size(), 1u);
+  EXPECT_EQ(event.excluded[0], "h3: \\x1b]0;owned\\x07");
+  ASSERT_EQ(event.root_cause.size(), 1u);
+  EXPECT_EQ(event.root_cause[0].host, "h\\x1b[31m");
+  EXPECT_EQ(event.root_cause[0].message, "Traceback:\n\tline 1\\x0d\\x1b[1A");
+  pb::MasterMessage report;
+  report.mutable_hang_report()->set_summary("cause\x1b[2J\n");
+  EXPECT_EQ(EventFromWire(report).hang_summary, "cause\\x1b[2J\n");
+  pb::Join join;
+  join.set_failed_check("exit 1\r\x1b[2K");
+  EXPECT_EQ(NodeFromJoin(join).failed_check, "exit 1\\x0d\\x1b[2K");
+}
+
 TEST(WireTest, WhatAnAgentSendsIsWithinTheLimitsAndEachLimitIsNamed) {
   NodeInfo node{"h", "10.0.0.2", "h.cluster", 77, "inc", 8, 3, 29600};
   node.last_round = 4;

@@ -46,9 +46,14 @@ std::string ReadFdPart(int fd, uint64_t offset, size_t max_bytes) {
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& setting) {
-  absl::StatusOr<std::string> text = ReadSmallFile(path);
+  constexpr size_t kMaxTokenFile = 4096;  // a token is a line (/dev/zero never ends)
+  absl::StatusOr<std::string> text = ReadFilePart(path, 0, kMaxTokenFile + 1);
   if (!text.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(setting, "='", path, "' cannot be read"));
+  }
+  if (text->size() > kMaxTokenFile) {
+    return absl::InvalidArgumentError(absl::StrCat(setting, "='", path, "' holds more than ",
+                                                   kMaxTokenFile, " bytes; a token is one line"));
   }
   std::string token(absl::StripAsciiWhitespace(*text));
   if (token.empty()) {

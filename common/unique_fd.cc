@@ -64,7 +64,13 @@ absl::Status WriteAll(int fd, std::string_view data) {
 }
 
 absl::StatusOr<UniqueFd> OpenForAppend(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0 && errno == ELOOP) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path,
+                     " is a symbolic link: give the file itself (whoever could plant "
+                     "the link would choose where this writes)"));
+  }
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
   return UniqueFd(fd);
 }

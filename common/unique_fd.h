@@ -45,7 +45,7 @@ absl::StatusOr<Pipe> MakePipe(bool nonblocking_read);
 /// Writes all of `data`, retrying on EINTR, short writes, and EAGAIN (by polling).
 absl::Status WriteAll(int fd, std::string_view data);
 
-/// Opens `path` for appending, creating it (0644), close-on-exec.
+/// Opens `path` for appending, creating it (0644), close-on-exec; a symbolic link is refused.
 absl::StatusOr<UniqueFd> OpenForAppend(const std::string& path);
 
 /// mkdir -p with mode 0755.

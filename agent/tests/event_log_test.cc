@@ -4,10 +4,13 @@
 
 #include "agent/event_log.h"
 
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "agent/elastic_events.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun {
 namespace {
@@ -80,6 +83,19 @@ TEST(EventLogTest, TheHandlerIsNullConsoleOrAFile) {
               HasSubstr("--event-log-handler='dynamic_rendezvous' is not valid: expected null, "
                         "console or file:PATH"));
   EXPECT_FALSE(ParseEventLogHandler("file:").ok());
+}
+
+// A link planted where the events go would choose what an agent (often root) writes to.
+TEST(EventLogTest, AFileThatIsASymbolicLinkIsRefused) {
+  testing::TempDir dir;
+  const std::string target = dir.Write("target", "");
+  const std::string link = dir.path() + "/events.jsonl";
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
+  absl::StatusOr<EventLog> log = EventLog::Open(*ParseEventLogHandler("file:" + link));
+  ASSERT_FALSE(log.ok());
+  EXPECT_THAT(log.status().message(), HasSubstr("--event-log-handler=file:" + link + ": " + link +
+                                                " is a symbolic link: give the file itself"));
+  EXPECT_TRUE(EventLog::Open(*ParseEventLogHandler("file:" + target)).ok());
 }
 
 }  // namespace

@@ -331,6 +331,9 @@ TEST_F(ParseCommandLineTest, RdzvConfKeys) {
   EXPECT_THAT(
       Message(ParseError({"--rdzv-conf=token_file=/no/such/file", "--no-python", "/bin/sh"})),
       HasSubstr("cannot be read"));
+  // /dev/zero never ends: it was read without bound.
+  EXPECT_THAT(Message(ParseError({"--rdzv-conf=token_file=/dev/zero", "--no-python", "/bin/sh"})),
+              HasSubstr("token_file='/dev/zero' holds more than 4096 bytes; a token is one line"));
   ScopedEnv token("DDPRUN_RDZV_TOKEN", "from-env");
   EXPECT_EQ(ParseOk({"--no-python", "/bin/sh"}).config.token, "from-env");
 }

@@ -45,7 +45,8 @@ absl::Status ElasticAgent::SetUpHangChecks() {
       TimerFifo::Create(path != base_env_.end() ? path->second : std::string());
   if (!fifo.ok()) return fifo.status();
   timer_fifo_.emplace(std::move(*fifo));
-  guard_.RemoveIfAgentDies(timer_fifo_->path());
+  guard_.RemoveIfAgentDies(timer_fifo_->path());  // then its folder, once empty
+  if (!timer_fifo_->folder().empty()) guard_.RemoveIfAgentDies(timer_fifo_->folder());
   base_env_[kTimerFile] = timer_fifo_->path();
   spdlog::info("serving torch's FileTimer watchdog at {}={}", kTimerFile, timer_fifo_->path());
   return absl::OkStatus();

@@ -150,10 +150,20 @@ void HangWatch::OnTimerRequests() {
     const std::string line = fifo_partial_.substr(start, nl - start);
     absl::StatusOr<TimerRequest> request = ParseTimerRequest(line);
     if (!request.ok()) {
+      // One line a second at most: 2 MB of garbage once made 140 MB of log.
+      ++malformed_;
+      const absl::Time now = absl::Now();
+      if (now - last_malformed_report_ < absl::Seconds(1)) continue;
+      last_malformed_report_ = now;
       spdlog::warn(
           "TORCHELASTIC_TIMER_FILE: ignored a request that is not a FileTimerClient's "
-          "({}): {}",
-          std::string(request.status().message()), Printable(line.substr(0, 200)));
+          "({}): {}{}",
+          std::string(request.status().message()), Printable(line.substr(0, 200)),
+          malformed_ > 1 ? absl::StrCat(" (and ", malformed_ - 1,
+                                        " more such since the last "
+                                        "report)")
+                         : "");
+      malformed_ = 0;
       continue;
     }
     // Only this attempt's workers (and what they started) may set timers: a timer is a

@@ -75,6 +75,8 @@ class HangWatch {
   EventLoop& loop_;
   const std::function<void(const Hang&)> on_hang_;
   bool quiet_ = false;
+  int malformed_ = 0;  // malformed timer requests since the last report
+  absl::Time last_malformed_report_ = absl::InfinitePast();
   bool said_stranger_ = false;
   std::map<int, pid_t> pids_;  // running workers, by local rank
   std::map<int, UniqueFd> heartbeat_pipes_;

@@ -23,6 +23,8 @@ class TimerFifo {
   ~TimerFifo();  // removes the FIFO (and the folder ddprun made for it)
 
   const std::string& path() const { return path_; }
+  /// The folder ddprun made for it; empty when the user named the path.
+  const std::string& folder() const { return folder_; }
   /// Open for reading and writing, non-blocking: reads never see end-of-file between
   /// clients, and a client's non-blocking open always finds a reader.
   int fd() const { return fd_.get(); }

@@ -127,5 +127,19 @@ TEST(Hangs, AWorkerSigkillDoesNotEndIsReportedAndTheAgentExitsWithinTheBound) {
   EXPECT_LT(took, absl::Seconds(6)) << r.err;
 }
 
+// 2 MB of garbage written to the FileTimer FIFO once made 140 MB of log: a line a second.
+TEST(Hangs, GarbageOnTheTimerFifoIsLoggedAtMostOnceASecond) {
+  ProcessResult r =
+      RunProcess({kDdprun, "--standalone", "--nproc-per-node=1", "--no-python", "/bin/sh", "-c",
+                  "yes garbage | head -n 200000 > \"$TORCHELASTIC_TIMER_FILE\""},
+                 {{"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}}, absl::Seconds(60));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const int lines =
+      CountLinesContaining(r.err, "ignored a request that is not a FileTimerClient's");
+  EXPECT_GE(lines, 1);
+  EXPECT_LE(lines, 5) << r.err.substr(0, 2000);
+  EXPECT_LT(r.err.size(), 16u * 1024);
+}
+
 }  // namespace
 }  // namespace ddprun::testing

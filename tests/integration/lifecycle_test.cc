@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -186,6 +188,33 @@ TEST(Lifecycle, KillNineOfTheAgentLeavesNoWorkerNorGrandchild) {
     if (ProcessAlive(pid)) kill(pid, SIGKILL);  // do not leak into other tests
   }
   EXPECT_TRUE(all_gone) << "a worker or grandchild survived kill -9 of ddprun";
+}
+
+// The FileTimer FIFO's folder in $TMPDIR once stayed behind after kill -9: the orphan guard
+// removes it as it removes the store token's. Only the log folder (ddprun-XXXXXX) stays.
+TEST(Lifecycle, KillNineOfTheAgentLeavesOnlyItsLogsInTmpdir) {
+  TempDir dir, tmp;
+  auto agent =
+      ChildProcess::Start(DdprunWithTestWorker({"--nproc-per-node=1"}, {"wait-signal", dir.path()}),
+                          {{"TMPDIR", tmp.path()}, {"TORCHELASTIC_ENABLE_FILE_TIMER", "1"}});
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(dir / "ready.0"); }, absl::Seconds(10)))
+      << agent->ErrSoFar();
+  auto entries = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(tmp.path())) {
+      const std::string name = e.path().filename().string();
+      if (absl::StartsWith(name, "ddprun-timer-") || absl::StartsWith(name, "ddprun-token-")) {
+        names.push_back(name);
+      }
+    }
+    return names;
+  };
+  EXPECT_THAT(entries(), ::testing::Contains(::testing::StartsWith("ddprun-timer-")))
+      << "the FIFO's folder is made while the agent runs";
+  kill(agent->pid(), SIGKILL);
+  agent->Wait(absl::Seconds(5));
+  EXPECT_TRUE(WaitUntil([&] { return entries().empty(); }, absl::Seconds(10)))
+      << ::testing::PrintToString(entries());
 }
 
 TEST(Lifecycle, GrandchildrenDieWhenTheAttemptEnds) {

@@ -184,10 +184,15 @@ class GrpcStore : public Store {
     return absl::StrCat(keys.front(), "', ... ('", keys.size(), " keys)");
   }
 
-  // Before the first answer, over TLS: waits for the channel while the server may still be
-  // coming up, but a TLS handshake that fails (certificates the server does not trust, or
-  // a server without TLS) is an error at once: waiting would not change it.
-  absl::Status AwaitTlsServer(absl::Time deadline) {
+  // Before the first answer: waits for the channel while the server may still be coming up
+  // (connections refused), but a server that will never answer is said as soon as that is
+  // clear, not after the call's deadline (300 s): over TLS, a handshake that fails
+  // (certificates the server does not trust, or a server without TLS) at once; in plain
+  // text, a server that closes every connection before HTTP/2 begins (a TLS server, or one
+  // out of descriptors) for kClosedFor.
+  absl::Status AwaitServer(absl::Time deadline) {
+    constexpr absl::Duration kClosedFor = absl::Seconds(10);
+    absl::Time closed_since = absl::InfiniteFuture();
     while (true) {
       const grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
       if (state == GRPC_CHANNEL_READY) return absl::OkStatus();
@@ -201,12 +206,25 @@ class GrpcStore : public Store {
         pb::NumKeysResponse response;
         const grpc::Status status = stub_->NumKeys(&probe, request, &response);
         if (status.error_code() != grpc::StatusCode::UNAVAILABLE) return absl::OkStatus();
-        if (absl::StrContains(status.error_message(), "andshake")) {
+        if (tls_ && absl::StrContains(status.error_message(), "andshake")) {
           return absl::UnavailableError(absl::StrCat(
               "store at ", address_, ": the TLS handshake failed (", status.error_message(),
               "): DDPRUN_TLS_CERT, DDPRUN_TLS_KEY and DDPRUN_TLS_CA must be a certificate the "
               "master's CA signed and that CA (the agents' --rdzv-conf tls_*), and the master "
               "must use TLS"));
+        }
+        if (!tls_ && absl::StrContains(status.error_message(), "Socket closed")) {
+          closed_since = std::min(closed_since, absl::Now());
+          if (absl::Now() - closed_since >= kClosedFor) {
+            return absl::UnavailableError(absl::StrCat(
+                "store at ", address_, ": it closes every connection before it answers (for ",
+                absl::FormatDuration(kClosedFor),
+                "): a master with TLS takes only TLS clients: give the workers "
+                "DDPRUN_TLS_CERT, DDPRUN_TLS_KEY and DDPRUN_TLS_CA (the agents' --rdzv-conf "
+                "tls_* do); else the master may be out of file descriptors (its log says so)"));
+          }
+        } else {
+          closed_since = absl::InfiniteFuture();
         }
       }
       if (absl::Now() >= deadline) return absl::OkStatus();  // the call says it could not reach
@@ -217,8 +235,8 @@ class GrpcStore : public Store {
 
   template <typename Rpc>
   absl::Status Call(const char* verb, const std::string& key, absl::Duration deadline, Rpc rpc) {
-    if (tls_ && wait_for_server_ && !answered_.load()) {
-      if (absl::Status s = AwaitTlsServer(absl::Now() + deadline); !s.ok()) return s;
+    if (wait_for_server_ && !answered_.load()) {
+      if (absl::Status s = AwaitServer(absl::Now() + deadline); !s.ok()) return s;
     }
     grpc::ClientContext context;
     if (!token_.empty()) context.AddMetadata(ddprun::kTokenMetadataKey, token_);
@@ -245,7 +263,7 @@ class GrpcStore : public Store {
 
   const std::string address_;
   const std::string token_;
-  const bool tls_;  // a TLS client: a failed handshake is said at once, not after the deadline
+  const bool tls_;  // a TLS client (AwaitServer)
   const std::string run_id_;
   const absl::Duration call_timeout_;
   const bool wait_for_server_;

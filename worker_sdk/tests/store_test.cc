@@ -180,6 +180,31 @@ TEST(StoreTlsTest, ACertificateTheMasterDoesNotTrustFailsAtOnceWithATlsHint) {
   EXPECT_TRUE(Store::Connect(addr, "job", absl::Seconds(30), true, trusted)->Set("k", "v").ok());
 }
 
+// The review: the SDK's plaintext client against a TLS master waited out its 300 s call
+// timeout, then asked "is it up?". A server that closes every connection before HTTP/2
+// begins is said within seconds, naming TLS.
+TEST(StoreTlsTest, APlaintextClientOfATlsMasterFailsWithinSecondsNamingTls) {
+  ddprun::testing::TempDir dir;
+  ASSERT_TRUE(ddprun::testing::MakeTestCertificates(dir).ok());
+  ddprun::MasterOptions options;
+  options.host = "127.0.0.1";
+  options.store_only = true;
+  absl::StatusOr<ddprun::TlsConfig> tls =
+      ddprun::ReadTlsFiles(dir / "node.pem", dir / "node.key", dir / "ca.pem", "test");
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  options.tls = *tls;
+  auto master = ddprun::MasterServer::Start(options);
+  ASSERT_TRUE(master.ok()) << master.status();
+  const std::string addr = absl::StrCat("127.0.0.1:", (*master)->port());
+  const absl::Time start = absl::Now();
+  absl::Status s =
+      Store::Connect(addr, "job", absl::Seconds(300), true, StoreAccess())->Set("k", "v");
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60)) << "it waited for the call timeout";
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(s.message(), HasSubstr("closes every connection before it answers"));
+  EXPECT_THAT(s.message(), HasSubstr("DDPRUN_TLS_CERT"));
+}
+
 TEST(StoreServerTest, APortInUseNamesMasterPort) {
   auto first = StoreServer::Start(0);
   ASSERT_TRUE(first.ok()) << first.status();

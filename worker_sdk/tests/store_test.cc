@@ -148,21 +148,33 @@ TEST(StoreServerTest, ARankZeroStoreServesItsRunWithItsTokenAtItsAddressOnly) {
   EXPECT_TRUE(Store::Connect(addr, "job", absl::Seconds(20), true, with_token)->Set("k", "v").ok());
 }
 
+// A store-only master (the SDK's rank-0 store) with TLS, on loopback, and the test's
+// certificates in `dir`.
+class StoreTlsTest : public ::testing::Test {
+ protected:
+  void StartTlsMaster() {
+    ASSERT_TRUE(ddprun::testing::MakeTestCertificates(dir).ok());
+    ddprun::MasterOptions options;
+    options.host = "127.0.0.1";
+    options.store_only = true;
+    absl::StatusOr<ddprun::TlsConfig> tls =
+        ddprun::ReadTlsFiles(dir / "node.pem", dir / "node.key", dir / "ca.pem", "test");
+    ASSERT_TRUE(tls.ok()) << tls.status();
+    options.tls = *tls;
+    auto started = ddprun::MasterServer::Start(options);
+    ASSERT_TRUE(started.ok()) << started.status();
+    master = std::move(*started);
+    addr = absl::StrCat("127.0.0.1:", master->port());
+  }
+  ddprun::testing::TempDir dir;
+  std::unique_ptr<ddprun::MasterServer> master;
+  std::string addr;
+};
+
 // The review: an SDK whose TLS settings do not match the master's waited out the 300 s call
 // timeout. A failed handshake is said at once, with what to check.
-TEST(StoreTlsTest, ACertificateTheMasterDoesNotTrustFailsAtOnceWithATlsHint) {
-  ddprun::testing::TempDir dir;
-  ASSERT_TRUE(ddprun::testing::MakeTestCertificates(dir).ok());
-  ddprun::MasterOptions options;
-  options.host = "127.0.0.1";
-  options.store_only = true;
-  absl::StatusOr<ddprun::TlsConfig> tls =
-      ddprun::ReadTlsFiles(dir / "node.pem", dir / "node.key", dir / "ca.pem", "test");
-  ASSERT_TRUE(tls.ok()) << tls.status();
-  options.tls = *tls;
-  auto master = ddprun::MasterServer::Start(options);
-  ASSERT_TRUE(master.ok()) << master.status();
-  const std::string addr = absl::StrCat("127.0.0.1:", (*master)->port());
+TEST_F(StoreTlsTest, ACertificateTheMasterDoesNotTrustFailsAtOnceWithATlsHint) {
+  ASSERT_NO_FATAL_FAILURE(StartTlsMaster());
   StoreAccess rogue;
   rogue.cert_pem = *ddprun::ReadSmallFile(dir / "rogue.pem");
   rogue.key_pem = *ddprun::ReadSmallFile(dir / "rogue.key");
@@ -183,19 +195,8 @@ TEST(StoreTlsTest, ACertificateTheMasterDoesNotTrustFailsAtOnceWithATlsHint) {
 // The review: the SDK's plaintext client against a TLS master waited out its 300 s call
 // timeout, then asked "is it up?". A server that closes every connection before HTTP/2
 // begins is said within seconds, naming TLS.
-TEST(StoreTlsTest, APlaintextClientOfATlsMasterFailsWithinSecondsNamingTls) {
-  ddprun::testing::TempDir dir;
-  ASSERT_TRUE(ddprun::testing::MakeTestCertificates(dir).ok());
-  ddprun::MasterOptions options;
-  options.host = "127.0.0.1";
-  options.store_only = true;
-  absl::StatusOr<ddprun::TlsConfig> tls =
-      ddprun::ReadTlsFiles(dir / "node.pem", dir / "node.key", dir / "ca.pem", "test");
-  ASSERT_TRUE(tls.ok()) << tls.status();
-  options.tls = *tls;
-  auto master = ddprun::MasterServer::Start(options);
-  ASSERT_TRUE(master.ok()) << master.status();
-  const std::string addr = absl::StrCat("127.0.0.1:", (*master)->port());
+TEST_F(StoreTlsTest, APlaintextClientOfATlsMasterFailsWithinSecondsNamingTls) {
+  ASSERT_NO_FATAL_FAILURE(StartTlsMaster());
   const absl::Time start = absl::Now();
   absl::Status s =
       Store::Connect(addr, "job", absl::Seconds(300), true, StoreAccess())->Set("k", "v");

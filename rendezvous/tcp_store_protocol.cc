@@ -23,13 +23,14 @@ constexpr Verb kValidatedCodes[] = {
 
 // Reads fields from the front of a request. A field that is not all there yet stops the
 // reader with `needed` set; one over its limit stops it with `why`. Without `copy` it only
-// measures: a large request arriving in pieces is walked again as each piece comes, and is
-// copied once, when it is whole.
+// measures: a large request arriving in pieces is measured as each piece comes (its keys
+// from where the last piece left off: MeasureProgress), and is copied once, when it is whole.
 class Reader {
  public:
   Reader(absl::string_view input, bool copy) : input_(input), copy_(copy) {}
 
   bool copying() const { return copy_; }
+  void Skip(size_t pos) { pos_ = pos; }  // to a place measured before
   bool ok() const { return needed_ == 0 && why_.empty(); }
   size_t pos() const { return pos_; }
   size_t needed() const { return needed_; }
@@ -87,8 +88,9 @@ class Reader {
   std::string why_;
 };
 
-// A count, then that many keys (and a value after each key, `with_values`).
-bool ReadCounted(Reader& in, Request& r, bool with_values) {
+// A count, then that many keys (and a value after each key, `with_values`). A measuring
+// reader with `progress` starts at the item it reached last time, and records the next.
+bool ReadCounted(Reader& in, Request& r, bool with_values, MeasureProgress* progress) {
   std::string scratch;  // where a measuring reader "reads" counted keys and values
   uint64_t count = 0;
   if (!in.Count(count)) return false;
@@ -96,7 +98,13 @@ bool ReadCounted(Reader& in, Request& r, bool with_values) {
     r.keys.resize(count);
     if (with_values) r.values.resize(count);
   }
-  for (uint64_t i = 0; i < count; ++i) {
+  uint64_t i = 0;
+  if (progress != nullptr && progress->items > 0 && !in.copying()) {
+    i = progress->items;
+    in.Skip(progress->pos);
+  }
+  for (; i < count; ++i) {
+    if (progress != nullptr && !in.copying()) *progress = {i, in.pos()};
     if (!in.Key(in.copying() ? r.keys[i] : scratch)) return false;
     if (with_values && !in.Value(in.copying() ? r.values[i] : scratch)) return false;
   }
@@ -104,7 +112,7 @@ bool ReadCounted(Reader& in, Request& r, bool with_values) {
 }
 
 // The fields of `verb` after its code byte (only measured unless `in` copies).
-bool ReadFields(Reader& in, Request& r) {
+bool ReadFields(Reader& in, Request& r, MeasureProgress* progress = nullptr) {
   switch (r.verb) {
     case Verb::kValidate:
     case Verb::kPing: {
@@ -141,9 +149,9 @@ bool ReadFields(Reader& in, Request& r) {
     case Verb::kCheck:
     case Verb::kWait:
     case Verb::kMultiGet:
-      return ReadCounted(in, r, /*with_values=*/false);
+      return ReadCounted(in, r, /*with_values=*/false, progress);
     case Verb::kMultiSet:
-      return ReadCounted(in, r, /*with_values=*/true);
+      return ReadCounted(in, r, /*with_values=*/true, progress);
   }
   return false;
 }
@@ -216,7 +224,7 @@ int QueryCode(Verb verb, Dialect dialect) {
   return -1;
 }
 
-Parsed ParseRequest(absl::string_view input, Dialect dialect) {
+Parsed ParseRequest(absl::string_view input, Dialect dialect, MeasureProgress* progress) {
   Parsed out;
   if (input.empty()) {
     out.needed = 1;
@@ -237,15 +245,17 @@ Parsed ParseRequest(absl::string_view input, Dialect dialect) {
   Request measured;
   measured.verb = verb;
   Reader measure(input.substr(1), /*copy=*/false);
-  if (!ReadFields(measure, measured)) {
+  if (!ReadFields(measure, measured, progress)) {
     if (!measure.why().empty()) {
       out.kind = Parsed::Kind::kRefused;
       out.why = absl::StrCat(VerbName(verb), " with ", measure.why());
+      if (progress != nullptr) *progress = {};
     } else {
       out.needed = measure.needed() + 1;
     }
     return out;
   }
+  if (progress != nullptr) *progress = {};
   out.request.verb = verb;
   Reader copy(input.substr(1, measure.pos()), /*copy=*/true);
   (void)ReadFields(copy, out.request);  // whole, within the limits: measured just now

@@ -79,8 +79,18 @@ struct Parsed {
 /// tell yet: a 0 byte is VALIDATE or a 1.13 SET until 5 bytes are in).
 Dialect DetectDialect(absl::string_view first);
 
+/// How far a request that names many keys (CHECK, WAIT, MULTI_GET, MULTI_SET) was measured
+/// while it was not all there: the next call goes on from there instead of walking its
+/// keys again from the start at every piece (quadratic in the keys of a large request).
+struct MeasureProgress {
+  uint64_t items = 0;  // keys (with their values) measured whole
+  size_t pos = 0;      // where the next one begins, after the code byte
+};
+
 /// The request at the front of `input`, or what is missing, or why the connection must close.
-Parsed ParseRequest(absl::string_view input, Dialect dialect);
+/// `progress` (may be null) is the caller's, kept between calls for the same request: the
+/// same input, longer; it is reset once the request is parsed or refused.
+Parsed ParseRequest(absl::string_view input, Dialect dialect, MeasureProgress* progress = nullptr);
 
 /// The query code of `verb` in `dialect`; -1 if the dialect has none.
 int QueryCode(Verb verb, Dialect dialect);

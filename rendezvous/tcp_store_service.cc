@@ -86,6 +86,7 @@ void TcpStoreService::EndRound() {
     InputResized(connection.input.size(), 0);
     connection.input.clear();
     connection.parsed = 0;
+    connection.progress = {};
     connection.waits.clear();
   }
   NewStore();  // its waiters belonged to the retired connections
@@ -113,7 +114,7 @@ void TcpStoreService::Serve(ConnectionId id) {
         break;
       }
     }
-    Parsed parsed = tcpstore::ParseRequest(unhandled, c.dialect);
+    Parsed parsed = tcpstore::ParseRequest(unhandled, c.dialect, &c.progress);
     if (parsed.kind == Parsed::Kind::kNeedMore) {
       c.needed = parsed.needed;
       break;

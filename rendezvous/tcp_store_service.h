@@ -102,6 +102,7 @@ class TcpStoreService {
     std::string input;
     size_t parsed = 0;  // bytes of `input` already handled
     size_t needed = 0;  // nothing to parse before `input` has this many unhandled bytes
+    tcpstore::MeasureProgress progress;  // of the request at `parsed`, not whole yet
     bool validated = false;
     std::set<KvStore::WaiterId> waits;  // WAITs and BARRIERs not answered yet
     size_t owed = 0;                    // reply bytes given out since the last Drained

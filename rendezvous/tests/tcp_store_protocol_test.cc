@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "rendezvous/kv_store.h"
 #include "rendezvous/tests/tcp_store_requests.h"
 
@@ -167,4 +169,34 @@ TEST(TcpStoreProtocol, RepliesAreLittleEndian) {
 }
 
 }  // namespace
+// A MULTI_SET of 100,000 keys that arrives in 64 KiB pieces was walked from its first key
+// at every piece: each call now goes on from the item the last one reached, and the
+// request parsed at the end is the same as one parsed whole.
+TEST(TcpStoreProtocolTest, ALargeRequestArrivingInPiecesIsMeasuredOnwardNotAgain) {
+  RequestBytes multi_set(Verb::kMultiSet, Dialect::kValidated);
+  constexpr int kKeys = 100000;
+  multi_set.U64(kKeys);
+  for (int i = 0; i < kKeys; ++i) multi_set.Str(absl::StrCat("/k", i)).Str("v");
+  const std::string whole = multi_set;
+  MeasureProgress progress;
+  uint64_t last_items = 0;
+  int calls = 0;
+  for (size_t have = 64 * 1024; have < whole.size(); have += 64 * 1024) {
+    Parsed partial =
+        ParseRequest(absl::string_view(whole).substr(0, have), Dialect::kValidated, &progress);
+    ASSERT_EQ(partial.kind, Parsed::Kind::kNeedMore);
+    EXPECT_GT(progress.items, last_items) << "it went on from where it was";
+    last_items = progress.items;
+    ++calls;
+  }
+  EXPECT_GT(calls, 10);
+  Parsed done = ParseRequest(whole, Dialect::kValidated, &progress);
+  ASSERT_EQ(done.kind, Parsed::Kind::kRequest);
+  EXPECT_EQ(done.consumed, whole.size());
+  ASSERT_EQ(done.request.keys.size(), static_cast<size_t>(kKeys));
+  EXPECT_EQ(done.request.keys[kKeys - 1], absl::StrCat("/k", kKeys - 1));
+  EXPECT_EQ(done.request.values[kKeys - 1], "v");
+  EXPECT_EQ(progress.items, 0u) << "reset for the next request";
+}
+
 }  // namespace ddprun::tcpstore

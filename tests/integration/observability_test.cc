@@ -55,6 +55,10 @@ TEST(Observability, StatusShowsTheJobAndStopEndsItCleanly) {
   HttpReply api = HttpGet(job.metrics_port, "/api/v1/status?run_id=job");
   EXPECT_EQ(api.status, 200);
   EXPECT_THAT(api.body, HasSubstr("\"run_id\":\"job\",\"state\":\"running\""));
+  // 8 characters of each agent's 32: the whole incarnation is what a rejoin is matched by,
+  // and the review evicted a node with it.
+  EXPECT_THAT(api.body, ::testing::ContainsRegex("\"agent_id\":\"[0-9a-f]{8}\""));
+  EXPECT_THAT(api.body, Not(::testing::ContainsRegex("\"agent_id\":\"[0-9a-f]{9,}")));
   EXPECT_EQ(HttpGet(job.metrics_port, "/api/v1/status?run_id=other").status, 404);
   HttpReply page = HttpGet(job.metrics_port, "/");
   EXPECT_EQ(page.status, 200);

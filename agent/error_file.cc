@@ -66,16 +66,6 @@ absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json) 
   return report;
 }
 
-absl::StatusOr<WorkerErrorReport> ReadWorkerErrorFile(const std::string& path) {
-  absl::StatusOr<std::string> json = ReadSmallFile(path);
-  if (!json.ok()) return json.status();
-  absl::StatusOr<WorkerErrorReport> report = ParseWorkerErrorFile(*json);
-  if (!report.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", report.status().message()));
-  }
-  return report;
-}
-
 }  // namespace ddprun
 
 namespace ddprun {

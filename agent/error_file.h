@@ -23,9 +23,6 @@ struct WorkerErrorReport {
 /// Parses the JSON text of an error file.
 absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json);
 
-/// Reads and parses `path`; NotFound when the worker wrote none.
-absl::StatusOr<WorkerErrorReport> ReadWorkerErrorFile(const std::string& path);
-
 }  // namespace ddprun
 
 namespace ddprun {

@@ -14,6 +14,7 @@
 #include "agent/log_format.h"
 #include "agent/worker_process.h"
 #include "common/process_status.h"
+#include "common/small_file.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
@@ -118,7 +119,9 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
           !s.ok()) {
         return s;
       }
-      ::unlink(worker->paths.error_file.c_str());  // a stale file would blame this attempt
+      // A stale file would blame this attempt. Below the held run folder: a folder swapped
+      // for a link must not make the agent remove a file elsewhere.
+      (void)UnlinkBelow(log_run_dir_->get(), log_run_path_, worker->paths.error_file);
       worker->error_file_enabled = true;
     } else {
       worker->paths.stdout_log = worker->paths.stderr_log = "/dev/null";
@@ -417,6 +420,19 @@ void WorkerSupervisor::Close() {
   }
 }
 
+absl::StatusOr<WorkerErrorReport> WorkerSupervisor::ReadErrorFileBelow(
+    const std::string& path) const {
+  constexpr size_t kMaxErrorFile = 1024 * 1024;  // torch's are a traceback and a message
+  absl::StatusOr<UniqueFd> fd = OpenForReadBelow(log_run_dir_->get(), log_run_path_, path);
+  if (!fd.ok()) return fd.status();
+  absl::StatusOr<WorkerErrorReport> report =
+      ParseWorkerErrorFile(ReadFdPart(fd->get(), 0, kMaxErrorFile));
+  if (!report.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", report.status().message()));
+  }
+  return report;
+}
+
 WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
   WorkerFailure failure;
   failure.time = worker.exited;
@@ -426,7 +442,7 @@ WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
   failure.wait_status = worker.wait_status;
   failure.pid = worker.pid;
   if (worker.error_file_enabled) {
-    absl::StatusOr<WorkerErrorReport> report = ReadWorkerErrorFile(worker.paths.error_file);
+    absl::StatusOr<WorkerErrorReport> report = ReadErrorFileBelow(worker.paths.error_file);
     if (report.ok()) {
       failure.error_file = worker.paths.error_file;
       failure.error_message = report->message;

@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
 #include "agent/attempt_cgroup.h"
+#include "agent/error_file.h"
 #include "agent/event_loop.h"
 #include "agent/failure_summary.h"
 #include "agent/hang_watch.h"
@@ -157,6 +159,9 @@ class WorkerSupervisor {
   absl::Status SetUpStream(Worker& worker, int which, const std::string& file_path, int& child_fd,
                            std::vector<UniqueFd>& child_ends);
   WorkerFailure DescribeFailure(const Worker& worker) const;
+  // A worker's error.json, read below the held run folder, never through a symbolic link
+  // (a folder swapped meanwhile must not make the agent read a file elsewhere).
+  absl::StatusOr<WorkerErrorReport> ReadErrorFileBelow(const std::string& path) const;
   bool Failed(const Worker& worker) const;
   bool EndedByStop(int wait_status) const;
   void CloseStream(std::unique_ptr<PipedStream>& stream);

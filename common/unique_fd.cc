@@ -127,6 +127,42 @@ absl::StatusOr<UniqueFd> OpenDirBelow(int dir, const std::string& name, bool mak
   return fd;
 }
 
+// The folder that holds `path` (under `base`), opened below `base_fd` never through a
+// symbolic link, and the file's name in it.
+struct ParentBelow {
+  UniqueFd fd;  // invalid: `base_fd` itself
+  std::string name;
+  int dir(int base_fd) const { return fd.valid() ? fd.get() : base_fd; }
+};
+
+absl::StatusOr<ParentBelow> OpenParentBelow(int base_fd, const std::string& base,
+                                            const std::string& path) {
+  absl::StatusOr<std::vector<std::string>> parts = ComponentsBelow(base, path);
+  if (!parts.ok()) return parts.status();
+  if (parts->empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is a folder"));
+  ParentBelow parent;
+  std::string shown = base;
+  for (size_t i = 0; i + 1 < parts->size(); ++i) {
+    shown += "/" + (*parts)[i];
+    absl::StatusOr<UniqueFd> next =
+        OpenDirBelow(parent.dir(base_fd), (*parts)[i], /*make=*/false, shown);
+    if (!next.ok()) return next.status();
+    parent.fd = std::move(*next);
+  }
+  parent.name = parts->back();
+  return parent;
+}
+
+absl::StatusOr<UniqueFd> OpenFileBelow(int base_fd, const std::string& base,
+                                       const std::string& path, int flags) {
+  absl::StatusOr<ParentBelow> parent = OpenParentBelow(base_fd, base, path);
+  if (!parent.ok()) return parent.status();
+  const int fd =
+      ::openat(parent->dir(base_fd), parent->name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
+  return UniqueFd(fd);
+}
+
 }  // namespace
 
 absl::Status MakeDirsBelow(int base_fd, const std::string& base, const std::string& path) {
@@ -146,22 +182,21 @@ absl::Status MakeDirsBelow(int base_fd, const std::string& base, const std::stri
 
 absl::StatusOr<UniqueFd> OpenForAppendBelow(int base_fd, const std::string& base,
                                             const std::string& path) {
-  absl::StatusOr<std::vector<std::string>> parts = ComponentsBelow(base, path);
-  if (!parts.ok()) return parts.status();
-  if (parts->empty()) return absl::InvalidArgumentError(absl::StrCat(path, " is a folder"));
-  UniqueFd current;
-  std::string shown = base;
-  for (size_t i = 0; i + 1 < parts->size(); ++i) {
-    shown += "/" + (*parts)[i];
-    absl::StatusOr<UniqueFd> next =
-        OpenDirBelow(current.valid() ? current.get() : base_fd, (*parts)[i], /*make=*/false, shown);
-    if (!next.ok()) return next.status();
-    current = std::move(*next);
+  return OpenFileBelow(base_fd, base, path, O_WRONLY | O_CREAT | O_APPEND);
+}
+
+absl::StatusOr<UniqueFd> OpenForReadBelow(int base_fd, const std::string& base,
+                                          const std::string& path) {
+  return OpenFileBelow(base_fd, base, path, O_RDONLY);
+}
+
+absl::Status UnlinkBelow(int base_fd, const std::string& base, const std::string& path) {
+  absl::StatusOr<ParentBelow> parent = OpenParentBelow(base_fd, base, path);
+  if (!parent.ok()) return parent.status();
+  if (::unlinkat(parent->dir(base_fd), parent->name.c_str(), 0) != 0 && errno != ENOENT) {
+    return ErrnoStatus(errno, absl::StrCat("cannot remove ", path));
   }
-  const int fd = ::openat(current.valid() ? current.get() : base_fd, parts->back().c_str(),
-                          O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("cannot open ", path));
-  return UniqueFd(fd);
+  return absl::OkStatus();
 }
 
 absl::Status RemoveTree(const std::string& path) {

@@ -59,6 +59,11 @@ absl::Status MakeDirsBelow(int base_fd, const std::string& base, const std::stri
 /// OpenForAppend for a file under `base` (see MakeDirsBelow), its folders already made.
 absl::StatusOr<UniqueFd> OpenForAppendBelow(int base_fd, const std::string& base,
                                             const std::string& path);
+/// The same for reading an existing file (never through a symbolic link).
+absl::StatusOr<UniqueFd> OpenForReadBelow(int base_fd, const std::string& base,
+                                          const std::string& path);
+/// Removes the file `path` under `base`, reached as above; absent is not an error.
+absl::Status UnlinkBelow(int base_fd, const std::string& base, const std::string& path);
 
 /// rm -rf; errors other than "not there" are returned.
 absl::Status RemoveTree(const std::string& path);

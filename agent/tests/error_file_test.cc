@@ -94,30 +94,6 @@ TEST(ParseWorkerErrorFileTest, MessageOfAnotherTypeIsAnError) {
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(ReadWorkerErrorFileTest, MissingPathIsNotFound) {
-  TempDir dir;
-  absl::StatusOr<WorkerErrorReport> report = ReadWorkerErrorFile(dir.path() + "/error.json");
-  ASSERT_FALSE(report.ok());
-  EXPECT_EQ(report.status().code(), absl::StatusCode::kNotFound);
-}
-
-TEST(ReadWorkerErrorFileTest, ReadsAFile) {
-  TempDir dir;
-  const std::string path = dir.Write("error.json", kTorchFormat);
-  absl::StatusOr<WorkerErrorReport> report = ReadWorkerErrorFile(path);
-  ASSERT_TRUE(report.ok()) << report.status();
-  EXPECT_EQ(report->message, "RuntimeError: x");
-}
-
-TEST(ReadWorkerErrorFileTest, BadFileErrorNamesThePath) {
-  TempDir dir;
-  const std::string path = dir.Write("error.json", "garbage");
-  absl::StatusOr<WorkerErrorReport> report = ReadWorkerErrorFile(path);
-  ASSERT_FALSE(report.ok());
-  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(report.status().message()), HasSubstr(path));
-}
-
 TEST(LastLinesOfFileTest, LastLines) {
   TempDir dir;
   const std::string path = dir.Write("stderr.log", "one\ntwo\nthree\nfour\n");

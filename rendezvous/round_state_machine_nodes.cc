@@ -185,8 +185,8 @@ absl::Status RoundStateMachine::CheckFailedCheckIsItsOwn(SessionId session,
     if (NodeHealth::Key(entry.info.host) != key || entry.info.seen_from == node.seen_from) continue;
     return absl::FailedPreconditionError(
         absl::StrCat("a failed health check for ", node.host, " came from ", node.seen_from,
-                     ", but the agent in this run under that name came from ",
-                     entry.info.seen_from, ": only a node's own agents can keep it out"));
+                     ", but the agent in this run under that name came from ", entry.info.seen_from,
+                     ": only a node's own agents can keep it out"));
   }
   return absl::OkStatus();
 }

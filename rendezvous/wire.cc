@@ -294,14 +294,16 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
     event.detail = Printable(message.end().detail());
     event.root_cause = FromWire(message.end().root_cause());
     event.collect_stacks = message.end().collect_stacks();
-    for (const std::string& line : message.end().excluded())
-      event.excluded.push_back(Printable(line));
+    // A failed check's output keeps its lines: the summary indents them.
+    for (const std::string& line : message.end().excluded()) {
+      event.excluded.push_back(PrintableLines(line));
+    }
   } else if (message.has_gathering()) {
     event.kind = RendezvousEvent::Kind::kProgress;
     event.detail = PrintableLines(message.gathering().text());
   } else if (message.has_excluded()) {
     event.kind = RendezvousEvent::Kind::kExcluded;
-    event.detail = Printable(message.excluded().detail());
+    event.detail = PrintableLines(message.excluded().detail());
     event.cooldown = message.excluded().rest_of_job()
                          ? absl::InfiniteDuration()
                          : absl::Milliseconds(message.excluded().cooldown_ms());

@@ -551,14 +551,14 @@ TEST(WireTest, TextFromPeersArrivesPrintable) {
   pb::MasterMessage end;
   end.mutable_end()->set_outcome(pb::RunEnd::FAILED);
   end.mutable_end()->set_detail("stopped: training complete\x1b[2J\rforged line");
-  end.mutable_end()->add_excluded("h3: \x1b]0;owned\x07");
+  end.mutable_end()->add_excluded("h3: \x1b]0;owned\x07; its last output:\nGPU 5");
   pb::WorkerFailure* f = end.mutable_end()->add_root_cause();
   f->set_host("h\x1b[31m");
   f->set_message("Traceback:\n\tline 1\r\x1b[1A");
   const RendezvousEvent event = EventFromWire(end);
   EXPECT_EQ(event.detail, "stopped: training complete\\x1b[2J\\x0dforged line");
   ASSERT_EQ(event.excluded.size(), 1u);
-  EXPECT_EQ(event.excluded[0], "h3: \\x1b]0;owned\\x07");
+  EXPECT_EQ(event.excluded[0], "h3: \\x1b]0;owned\\x07; its last output:\nGPU 5");
   ASSERT_EQ(event.root_cause.size(), 1u);
   EXPECT_EQ(event.root_cause[0].host, "h\\x1b[31m");
   EXPECT_EQ(event.root_cause[0].message, "Traceback:\n\tline 1\\x0d\\x1b[1A");

@@ -8,6 +8,7 @@
 #include "agent/json_fields.h"
 #include "agent/line_assembler.h"
 #include "common/small_file.h"
+#include "common/unique_fd.h"
 #include "google/protobuf/util/json_util.h"
 
 namespace ddprun {
@@ -62,6 +63,19 @@ absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json) 
     }
     if (const Value* ts = JsonField(info, "timestamp"); ts != nullptr)
       report.timestamp = ParseTimestamp(*ts);
+  }
+  return report;
+}
+
+absl::StatusOr<WorkerErrorReport> ReadWorkerErrorFileBelow(int base_fd, const std::string& base,
+                                                           const std::string& path) {
+  constexpr size_t kMaxErrorFile = 1024 * 1024;  // torch's are a traceback and a message
+  absl::StatusOr<UniqueFd> fd = OpenForReadBelow(base_fd, base, path);
+  if (!fd.ok()) return fd.status();
+  absl::StatusOr<WorkerErrorReport> report =
+      ParseWorkerErrorFile(ReadFdPart(fd->get(), 0, kMaxErrorFile));
+  if (!report.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", report.status().message()));
   }
   return report;
 }

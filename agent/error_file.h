@@ -22,6 +22,11 @@ struct WorkerErrorReport {
 
 /// Parses the JSON text of an error file.
 absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json);
+/// A worker's error file `path`, read below the run folder `base` held open as `base_fd`,
+/// never through a symbolic link (a folder swapped meanwhile must not make the agent read a
+/// file elsewhere); at most 1 MiB. Absent: NotFound.
+absl::StatusOr<WorkerErrorReport> ReadWorkerErrorFileBelow(int base_fd, const std::string& base,
+                                                           const std::string& path);
 
 }  // namespace ddprun
 

@@ -14,7 +14,6 @@
 #include "agent/log_format.h"
 #include "agent/worker_process.h"
 #include "common/process_status.h"
-#include "common/small_file.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
@@ -420,19 +419,6 @@ void WorkerSupervisor::Close() {
   }
 }
 
-absl::StatusOr<WorkerErrorReport> WorkerSupervisor::ReadErrorFileBelow(
-    const std::string& path) const {
-  constexpr size_t kMaxErrorFile = 1024 * 1024;  // torch's are a traceback and a message
-  absl::StatusOr<UniqueFd> fd = OpenForReadBelow(log_run_dir_->get(), log_run_path_, path);
-  if (!fd.ok()) return fd.status();
-  absl::StatusOr<WorkerErrorReport> report =
-      ParseWorkerErrorFile(ReadFdPart(fd->get(), 0, kMaxErrorFile));
-  if (!report.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", report.status().message()));
-  }
-  return report;
-}
-
 WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
   WorkerFailure failure;
   failure.time = worker.exited;
@@ -442,7 +428,8 @@ WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
   failure.wait_status = worker.wait_status;
   failure.pid = worker.pid;
   if (worker.error_file_enabled) {
-    absl::StatusOr<WorkerErrorReport> report = ReadErrorFileBelow(worker.paths.error_file);
+    absl::StatusOr<WorkerErrorReport> report =
+        ReadWorkerErrorFileBelow(log_run_dir_->get(), log_run_path_, worker.paths.error_file);
     if (report.ok()) {
       failure.error_file = worker.paths.error_file;
       failure.error_message = report->message;

@@ -159,9 +159,6 @@ class WorkerSupervisor {
   absl::Status SetUpStream(Worker& worker, int which, const std::string& file_path, int& child_fd,
                            std::vector<UniqueFd>& child_ends);
   WorkerFailure DescribeFailure(const Worker& worker) const;
-  // A worker's error.json, read below the held run folder, never through a symbolic link
-  // (a folder swapped meanwhile must not make the agent read a file elsewhere).
-  absl::StatusOr<WorkerErrorReport> ReadErrorFileBelow(const std::string& path) const;
   bool Failed(const Worker& worker) const;
   bool EndedByStop(int wait_status) const;
   void CloseStream(std::unique_ptr<PipedStream>& stream);

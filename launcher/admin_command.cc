@@ -90,7 +90,8 @@ int RunAdminCommandLine(const std::vector<std::string>& args, const LaunchEnviro
   const bool stop = args.front() == "stop";
   CLI::App app(stop ? "ddprun stop: end a running job cleanly, from anywhere that reaches its "
                       "rendezvous master. Every agent stops its workers (SIGTERM, then SIGKILL "
-                      "after the grace period) and exits 0."
+                      "after the grace period) and exits 0 (143 in a job without a "
+                      "token: anyone could have sent that stop)."
                     : "ddprun status: how a running job is, from its rendezvous master.",
                stop ? "ddprun stop" : "ddprun status");
   AdminLine line;

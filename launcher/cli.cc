@@ -37,7 +37,7 @@ Commands (docs/observability.md):
   ddprun status --rdzv-endpoint=HOST:PORT [--rdzv-id=ID] [--json]
                  a running job's round, nodes, restarts and last failure
   ddprun stop --rdzv-endpoint=HOST:PORT --rdzv-id=ID [--reason=TEXT]
-                 end a job: every agent stops its workers and exits 0
+                 end a job; its agents exit 0 (143 if the job has no token)
 
 Environment:
   PET_<OPTION>   default for each option above, e.g. PET_NPROC_PER_NODE=4

@@ -79,7 +79,7 @@ class MasterState {
   /// Status, for a caller that shows `token`: refused unless it is the master's.
   absl::StatusOr<v1::StatusReply> Status(absl::string_view token, const std::string& run_id);
   /// Ends `run_id` on an operator's request (`ddprun stop`, from `peer`): every agent stops
-  /// its workers and exits 0. What it did, in words.
+  /// its workers and exits (0; 143 without a token). What it did, in words.
   absl::StatusOr<std::string> StopRun(absl::string_view token, const std::string& run_id,
                                       const std::string& reason, const std::string& peer);
   MasterMetrics& metrics() { return metrics_; }

@@ -179,7 +179,8 @@ absl::Status RoundStateMachine::JoinEndedRun(SessionId session) {
         absl::StrCat("this run has already ended (", end_detail_,
                      "); start the job again with a new --rdzv-id"));
   }
-  // An operator stopped the job: an agent that comes late (or back) stops too, and exits 0.
+  // An operator stopped the job: an agent that comes late (or back) stops too, and exits as they
+  // did.
   Outbound out;
   out.session = session;
   out.kind = Outbound::Kind::kEnd;

@@ -190,7 +190,8 @@ class RoundStateMachine {
   void Leave(SessionId session, const std::string& reason, absl::Time now);
   /// Every worker of `round` on this session's node exited 0.
   void ReportSuccess(SessionId session, int64_t round, absl::Time now);
-  /// An operator ends the run (`ddprun stop`): every node stops its workers and exits 0.
+  /// An operator ends the run (`ddprun stop`): every node stops its workers and exits (0, or 143
+  /// in a job without a token: the agents decide).
   /// Nothing once it has ended.
   void Stop(const std::string& detail, absl::Time now);
   /// Applies every deadline that has passed by `now`.
@@ -253,7 +254,7 @@ class RoundStateMachine {
 
   void BeginGathering(absl::Time now);
   // A join after the run has ended: refused, unless an operator stopped it (then the agent
-  // is told so, and exits 0 as the others did).
+  // is told so, and exits as the others did).
   absl::Status JoinEndedRun(SessionId session);
   void MaybeCloseRound(absl::Time now);
   void CloseRound(absl::Time now);

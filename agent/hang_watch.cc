@@ -8,6 +8,7 @@
 #include "agent/proc_state.h"
 #include "common/clock.h"
 #include "common/printable.h"
+#include "common/report_limiter.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
@@ -151,19 +152,14 @@ void HangWatch::OnTimerRequests() {
     absl::StatusOr<TimerRequest> request = ParseTimerRequest(line);
     if (!request.ok()) {
       // One line a second at most: 2 MB of garbage once made 140 MB of log.
-      ++malformed_;
-      const absl::Time now = absl::Now();
-      if (now - last_malformed_report_ < absl::Seconds(1)) continue;
-      last_malformed_report_ = now;
+      const int malformed = malformed_reports_.Occurred(absl::Now());
+      if (malformed == 0) continue;
       spdlog::warn(
           "TORCHELASTIC_TIMER_FILE: ignored a request that is not a FileTimerClient's "
           "({}): {}{}",
           std::string(request.status().message()), Printable(line.substr(0, 200)),
-          malformed_ > 1 ? absl::StrCat(" (and ", malformed_ - 1,
-                                        " more such since the last "
-                                        "report)")
-                         : "");
-      malformed_ = 0;
+          malformed > 1 ? absl::StrCat(" (and ", malformed - 1, " more such since the last report)")
+                        : "");
       continue;
     }
     // Only this attempt's workers (and what they started) may set timers: a timer is a

@@ -20,6 +20,7 @@
 #include "agent/event_loop.h"
 #include "agent/file_timers.h"
 #include "agent/worker_heartbeats.h"
+#include "common/report_limiter.h"
 #include "common/unique_fd.h"
 
 namespace ddprun {
@@ -75,8 +76,7 @@ class HangWatch {
   EventLoop& loop_;
   const std::function<void(const Hang&)> on_hang_;
   bool quiet_ = false;
-  int malformed_ = 0;  // malformed timer requests since the last report
-  absl::Time last_malformed_report_ = absl::InfinitePast();
+  ReportLimiter malformed_reports_;  // timer requests that are not FileTimerClient's
   bool said_stranger_ = false;
   std::map<int, pid_t> pids_;  // running workers, by local rank
   std::map<int, UniqueFd> heartbeat_pipes_;

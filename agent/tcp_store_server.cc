@@ -25,6 +25,7 @@
 #include "agent/host_info.h"
 #include "common/clock.h"
 #include "common/listen_socket.h"
+#include "common/report_limiter.h"
 #include "common/unique_fd.h"
 #include "rendezvous/node_address.h"
 #include "rendezvous/tcp_store_service.h"
@@ -189,17 +190,14 @@ class TcpStoreServer::Impl {
     const std::string ip = it->second.ip;
     service_.Closed(id);
     Drop(id);
-    ++strangers_;
-    const absl::Time now = MonotonicNow();
-    if (now - last_stranger_report_ < absl::Seconds(1) || !options_.on_refused) return;
-    last_stranger_report_ = now;
+    const int refused = stranger_reports_.Occurred(MonotonicNow());
+    if (refused == 0 || !options_.on_refused) return;
     options_.on_refused(
-        peer, absl::StrCat(ip, " is not an address of a node in this round, nor of this host",
-                           strangers_ > 1 ? absl::StrCat(" (", strangers_ - 1,
-                                                         " more such connections closed)")
-                                          : "",
-                           ": the workers' TCPStore serves only them (docs/security.md)"));
-    strangers_ = 0;
+        peer,
+        absl::StrCat(
+            ip, " is not an address of a node in this round, nor of this host",
+            refused > 1 ? absl::StrCat(" (", refused - 1, " more such connections closed)") : "",
+            ": the workers' TCPStore serves only them (docs/security.md)"));
   }
 
   // A connection became a TCPStore client: served if it may be, held until the round begins
@@ -252,16 +250,13 @@ class TcpStoreServer::Impl {
 
   // Out of descriptors: said at most once a second, with how many were closed meanwhile.
   void ReportShed() {
-    ++shed_;
-    const absl::Time now = MonotonicNow();
-    if (now - last_shed_report_ < absl::Seconds(1) || !options_.on_refused) return;
-    last_shed_report_ = now;
+    const int shed = shed_reports_.Occurred(MonotonicNow());
+    if (shed == 0 || !options_.on_refused) return;
     options_.on_refused("(new connections)",
-                        absl::StrCat("this process is out of file descriptors: ", shed_,
+                        absl::StrCat("this process is out of file descriptors: ", shed,
                                      " new connection(s) closed at once; raise its limit "
                                      "(ulimit -n, systemd's LimitNOFILE=) or find what holds "
                                      "them"));
-    shed_ = 0;
   }
 
   void OnEvents(TcpStoreService::ConnectionId id, uint32_t events) {
@@ -409,11 +404,9 @@ class TcpStoreServer::Impl {
   TcpStoreService::ConnectionId next_id_ = 1;
   UniqueFd reserve_ = OpenReserveFd();                      // see AcceptOrShed
   std::deque<TcpStoreService::ConnectionId> unclassified_;  // oldest first; may hold gone ones
-  int shed_ = 0;
-  absl::Time last_shed_report_ = absl::InfinitePast();
-  std::set<std::string> allowed_;  // besides loopback: this host's and the round's nodes'
-  int strangers_ = 0;              // connections refused since the last report
-  absl::Time last_stranger_report_ = absl::InfinitePast();
+  ReportLimiter shed_reports_;      // connections closed for want of a descriptor
+  std::set<std::string> allowed_;   // besides loopback: this host's and the round's nodes'
+  ReportLimiter stranger_reports_;  // connections from elsewhere, closed
 };
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(

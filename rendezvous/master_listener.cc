@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/listen_socket.h"
+#include "common/report_limiter.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
@@ -37,12 +38,25 @@ void MasterListener::Start(Handoff handoff) {
   thread_ = std::thread([this] { Run(); });
 }
 
+namespace {
+
+// At most once a second (ReportLimiter): `shed` connections since the last line; 0: not now.
+void ReportShed(int shed) {
+  if (shed == 0) return;
+  spdlog::error(
+      "out of file descriptors: closed {} new connection(s) at once; the master goes on "
+      "serving the ones it has. Raise its limit (ulimit -n, systemd's LimitNOFILE=) or "
+      "find what holds so many connections",
+      shed);
+}
+
+}  // namespace
+
 void MasterListener::Run() {
   std::vector<pollfd> fds;
   for (const UniqueFd& s : sockets_) fds.push_back({s.get(), POLLIN, 0});
   fds.push_back({stop_.get(), POLLIN, 0});
-  int shed = 0;
-  absl::Time last_report = absl::InfinitePast();
+  ReportLimiter shed_reports;  // connections closed for want of a descriptor
   while (true) {
     if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
     if (fds.back().revents != 0) return;
@@ -53,20 +67,11 @@ void MasterListener::Run() {
         if (fd >= 0) {
           handoff_(fds[i].fd, fd);
         } else if (errno == EMFILE) {
-          ++shed;
+          ReportShed(shed_reports.Occurred(MonotonicNow()));
         } else {
           break;  // none waits any more
         }
       }
-    }
-    if (shed > 0 && MonotonicNow() - last_report >= absl::Seconds(1)) {
-      last_report = MonotonicNow();
-      spdlog::error(
-          "out of file descriptors: closed {} new connection(s) at once; the master goes on "
-          "serving the ones it has. Raise its limit (ulimit -n, systemd's LimitNOFILE=) or "
-          "find what holds so many connections",
-          shed);
-      shed = 0;
     }
   }
 }

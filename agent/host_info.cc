@@ -98,8 +98,9 @@ std::vector<std::pair<std::string, NetworkInterface>> OwnAddresses() {
 std::vector<std::string> OwnIpAddresses(size_t limit) {
   std::vector<std::string> out;
   for (const auto& [address, interface] : OwnAddresses()) {
+    if (out.size() >= limit) break;
     const std::string ip = CanonicalIp(address);
-    if (ip.empty() || IsLoopbackOrUnspecified(ip) || out.size() >= limit) continue;
+    if (ip.empty() || IsLoopbackOrUnspecified(ip)) continue;
     if (std::find(out.begin(), out.end(), ip) == out.end()) out.push_back(ip);
   }
   return out;

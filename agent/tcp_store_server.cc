@@ -65,12 +65,6 @@ std::pair<std::string, int> EndOf(int fd, bool peer) {
   return {text, ntohs(in6->sin6_port)};
 }
 
-std::string PeerOf(int fd) {
-  const auto [addr, port] = EndOf(fd, /*peer=*/true);
-  if (addr.empty()) return "?";
-  return HostPort(addr, port);
-}
-
 }  // namespace
 
 class TcpStoreServer::Impl {
@@ -223,8 +217,9 @@ class TcpStoreServer::Impl {
       c.fd.Reset(fd);
       c.accepted = MonotonicNow();
       if (options_.grpc_handoff) unclassified_.push_back(id);
-      c.peer = PeerOf(fd);
-      c.ip = CanonicalIp(EndOf(fd, /*peer=*/true).first);
+      const auto [addr, port] = EndOf(fd, /*peer=*/true);
+      c.peer = addr.empty() ? "?" : HostPort(addr, port);
+      c.ip = CanonicalIp(addr);
       NoteArrival(fd);
       if (!loop_->WatchReadable(fd, [this, id](uint32_t events) { OnEvents(id, events); }).ok()) {
         Drop(id);

@@ -331,7 +331,7 @@ void KvStore::WakeOne(const std::string& key) {
   }
 }
 
-absl::Status KvStore::CheckReplySize(const std::vector<std::string>& keys) const {
+absl::StatusOr<int64_t> KvStore::ReplyBytes(const std::vector<std::string>& keys) const {
   int64_t total = 0;
   for (const std::string& key : keys) {
     auto it = data_.find(key);
@@ -343,13 +343,13 @@ absl::Status KvStore::CheckReplySize(const std::vector<std::string>& keys) const
                        ", the most one reply holds: read fewer keys at a time"));
     }
   }
-  return absl::OkStatus();
+  return total;
 }
 
 absl::StatusOr<std::vector<std::string>> KvStore::ValuesOf(const Waiter& waiter) const {
   std::vector<std::string> values;
   if (!waiter.want_values) return values;
-  if (absl::Status s = CheckReplySize(waiter.keys); !s.ok()) return s;
+  if (absl::StatusOr<int64_t> bytes = ReplyBytes(waiter.keys); !bytes.ok()) return bytes.status();
   values.reserve(waiter.keys.size());
   for (const std::string& key : waiter.keys) values.push_back(Find(key).value_or(""));
   return values;

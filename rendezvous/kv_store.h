@@ -70,16 +70,16 @@ class KvStore {
   absl::StatusOr<bool> Delete(const std::string& key);
   /// The value at `key` now, if any; never blocks.
   std::optional<std::string> Find(const std::string& key) const;
-  /// RESOURCE_EXHAUSTED when the values of `keys` now (absent: empty), each counted as
-  /// often as it is named, pass max_reply_bytes: a read of them must not be answered.
-  absl::Status CheckReplySize(const std::vector<std::string>& keys) const;
+  /// The bytes of the values of `keys` now (absent: empty), each counted as often as it is
+  /// named, measured without a copy; RESOURCE_EXHAUSTED once they pass max_reply_bytes: a
+  /// read of them must not be answered.
+  absl::StatusOr<int64_t> ReplyBytes(const std::vector<std::string>& keys) const;
   /// Every key, in order (queues are not keys).
   std::vector<std::string> Keys() const;
   int64_t NumKeys() const { return static_cast<int64_t>(data_.size()); }
   /// The bytes held (see Limits).
   int64_t bytes() const { return bytes_; }
   void set_limits(Limits limits) { limits_ = std::move(limits); }
-  const Limits& limits() const { return limits_; }
   /// Blocking reads (and barriers) parked now.
   int Waiting() const { return static_cast<int>(waiters_.size()); }
 

@@ -152,7 +152,7 @@ absl::Status MasterState::Join(SessionReactor* reactor, const pb::Join& join) {
   node.addr = *reachable;
   node.seen_from = CanonicalIp(PeerAddress(reactor->peer()));
   // Its workers may reach group rank 0 from the address its session came from (a NAT).
-  for (const std::string& a : {CanonicalIp(PeerAddress(reactor->peer())), CanonicalIp(node.addr)}) {
+  for (const std::string& a : {node.seen_from, CanonicalIp(node.addr)}) {
     if (!a.empty() && !IsLoopbackOrUnspecified(a) &&
         std::find(node.addresses.begin(), node.addresses.end(), a) == node.addresses.end()) {
       node.addresses.push_back(a);

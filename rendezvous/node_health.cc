@@ -6,7 +6,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/strings/strip.h"
 #include "rendezvous/natural_less.h"
 #include "rendezvous/node_address.h"
 
@@ -34,9 +33,9 @@ std::string Plural(int n, const char* one, const char* many) {
 }  // namespace
 
 std::string NodeHealth::Key(const std::string& host) {
-  std::string key = absl::AsciiStrToLower(absl::StripSuffix(host, "."));
+  std::string key = absl::AsciiStrToLower(host);
   while (!key.empty() && key.back() == '.') key.pop_back();
-  if (!CanonicalIp(key).empty()) return CanonicalIp(key);
+  if (std::string ip = CanonicalIp(key); !ip.empty()) return ip;
   return key.substr(0, key.find('.'));
 }
 

@@ -453,8 +453,9 @@ void RoundStateMachine::KeepOutHost(const std::string& host, bool round_ends_any
   const std::optional<NodeExclusion> exclusion = health_.Excluded(host, now);
   if (!exclusion) return;
   bool runs_there = false;
+  const std::string key = NodeHealth::Key(host);
   for (auto& [session, node] : nodes_) {
-    if (NodeHealth::Key(node.info.host) != NodeHealth::Key(host)) continue;
+    if (NodeHealth::Key(node.info.host) != key) continue;
     if (node.member) {
       runs_there = true;
     } else if (node.joined) {

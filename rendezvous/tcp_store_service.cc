@@ -227,9 +227,9 @@ bool TcpStoreService::OnCompareSet(ConnectionId id, Connection&, Request& r) {
 
 bool TcpStoreService::OnGet(ConnectionId id, Connection&, Request& r) {
   // Sized before it is built: a MULTI_GET naming one 8 MiB key 131,072 times asks for 1 TiB.
-  if (absl::Status s = store_.CheckReplySize(r.keys); !s.ok()) return Failed(id, s);
-  size_t size = 0;
-  for (const std::string& key : r.keys) size += 8 + store_.Find(key).value_or("").size();
+  absl::StatusOr<int64_t> values = store_.ReplyBytes(r.keys);
+  if (!values.ok()) return Failed(id, values.status());
+  const size_t size = static_cast<size_t>(*values) + 8 * r.keys.size();  // and each length
   if (!AdmitReply(id, size)) return false;
   // A client always WAITs before it GETs; a missing key reads as empty, as in libuv.
   std::string reply;

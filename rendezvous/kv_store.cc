@@ -331,6 +331,12 @@ void KvStore::WakeOne(const std::string& key) {
   }
 }
 
+int64_t KvStore::KeyBytes() const {
+  int64_t total = 0;
+  for (const auto& [key, value] : data_) total += static_cast<int64_t>(key.size());
+  return total;
+}
+
 absl::StatusOr<int64_t> KvStore::ReplyBytes(const std::vector<std::string>& keys) const {
   int64_t total = 0;
   for (const std::string& key : keys) {

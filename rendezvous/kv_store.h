@@ -76,6 +76,8 @@ class KvStore {
   absl::StatusOr<int64_t> ReplyBytes(const std::vector<std::string>& keys) const;
   /// Every key, in order (queues are not keys).
   std::vector<std::string> Keys() const;
+  /// The bytes of every key's name together, measured without a copy.
+  int64_t KeyBytes() const;
   int64_t NumKeys() const { return static_cast<int64_t>(data_.size()); }
   /// The bytes held (see Limits).
   int64_t bytes() const { return bytes_; }

@@ -266,10 +266,17 @@ bool TcpStoreService::OnDelete(ConnectionId id, Connection&, Request& r) {
 }
 
 bool TcpStoreService::OnListKeys(ConnectionId id, Connection&, Request&) {
-  const std::vector<std::string> keys = store_.Keys();
-  size_t size = 8;
-  for (const std::string& key : keys) size += 8 + key.size();
+  // Measured before the names are copied: a store of 256 MiB of key names is a reply of
+  // that much, as a read of many values is (max_reply_bytes holds for both).
+  const int64_t names = store_.KeyBytes();
+  if (names > limits_.max_reply_bytes) {
+    return Refuse(id, absl::StrCat("it sent LIST_KEYS, whose reply would hold ", names,
+                                   " bytes of key names, more than the ",
+                                   limits_.max_reply_bytes >> 20, " MiB one reply holds"));
+  }
+  const size_t size = 8 + static_cast<size_t>(names) + 8 * static_cast<size_t>(store_.NumKeys());
   if (!AdmitReply(id, size)) return false;
+  const std::vector<std::string> keys = store_.Keys();
   std::string reply = EncodeI64(static_cast<int64_t>(keys.size()));
   for (const std::string& key : keys) reply += EncodeString(key);
   Reply(id, std::move(reply));

@@ -302,6 +302,31 @@ TEST_F(TcpStoreServiceTest, UnreadInputAndRepliesOfEveryConnectionTogetherAreBou
   EXPECT_LT(id - 100, 40u) << "512 MiB / 16 MiB each";
 }
 
+// LIST_KEYS copied every key name into one reply, whatever the store held: its reply has
+// the read bound too, measured before anything is copied.
+TEST(TcpStoreServiceLimitsTest, AListOfKeysPastTheReplyBoundClosesTheConnection) {
+  TcpStoreLimits limits;
+  limits.max_reply_bytes = 1 << 20;
+  TcpStoreService service(limits);
+  service.BeginRound(0);
+  service.Open(1);
+  std::string sets;
+  for (int i = 0; i < 200; ++i) {
+    sets +=
+        RequestBytes(Verb::kSet, kOld).Str(absl::StrCat("/", i, std::string(8000, 'k'))).Str("v");
+  }
+  service.Receive(1, sets);
+  (void)service.TakeOutput();
+  service.Open(2);
+  service.Receive(2, ValidateBytes() + std::string(RequestBytes(Verb::kListKeys, kNew)));
+  std::vector<TcpStoreService::Output> out = service.TakeOutput();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(out[0].close);
+  EXPECT_TRUE(out[0].bytes.empty()) << "no reply was built";
+  EXPECT_THAT(out[0].why, HasSubstr("it sent LIST_KEYS, whose reply would hold 1600"));
+  EXPECT_THAT(out[0].why, HasSubstr("bytes of key names, more than the 1 MiB one reply holds"));
+}
+
 TEST_F(TcpStoreServiceTest, OneConnectionParksAtMostItsShareOfWaits) {
   std::string waits;
   for (size_t i = 0; i <= TcpStoreService::Limits().max_waits_per_connection; ++i) {

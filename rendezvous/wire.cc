@@ -419,6 +419,9 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
       checks.push_back(CheckLength("join.settings.exclude_hosts", host, 255));
     }
     for (const std::string& address : j.node().addresses()) {
+      // An IPv6 address with its zone ("fe80::1%eth0") fits in 64 bytes; a longer zone is
+      // none an interface has.
+      checks.push_back(CheckLength("join.node.addresses", address, 64));
       if (CanonicalIp(address).empty()) {
         checks.push_back(absl::InvalidArgumentError(
             absl::StrCat("join.node.addresses has '", absl::CEscape(address.substr(0, 64)),

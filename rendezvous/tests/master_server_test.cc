@@ -596,6 +596,9 @@ TEST(WireTest, WhatAnAgentSendsIsWithinTheLimitsAndEachLimitIsNamed) {
   bad.mutable_join()->mutable_node()->add_addresses("not-an-ip");
   EXPECT_THAT(refused(bad), HasSubstr("join.node.addresses has 'not-an-ip'; each must be an IP"));
   bad = message;
+  bad.mutable_join()->mutable_node()->add_addresses("10.0.0.1%" + std::string(1 << 20, 'z'));
+  EXPECT_THAT(refused(bad), HasSubstr("join.node.addresses has 1048585 bytes; the limit is 64"));
+  bad = message;
   for (int i = 0; i < 65; ++i) bad.mutable_join()->mutable_node()->add_addresses("10.0.0.1");
   EXPECT_THAT(refused(bad), HasSubstr("join.node.addresses (count) is 65"));
   pb::AgentMessage report;

@@ -61,6 +61,14 @@ class DdpAcrossHosts : public ::testing::Test {
     return options;
   }
 
+  // `out`/<prefix><rank> exists for every one of `ranks` ranks.
+  static bool EveryRankWrote(const TempDir& out, const std::string& prefix, int ranks) {
+    for (int rank = 0; rank < ranks; ++rank) {
+      if (!FileExists(out / absl::StrCat(prefix, rank))) return false;
+    }
+    return true;
+  }
+
   static void ExpectExit0(ChildProcess& agent, absl::Duration timeout = absl::Seconds(180)) {
     ProcessResult r = agent.Wait(timeout);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -203,14 +211,7 @@ TEST_F(DdpAcrossHosts, WorkersThatCannotMeetAreStoppedWithTheirMeetingPointNamed
   const std::string nobody = NetnsCluster::Address(1);  // no store there
   auto a = Ddprun(2, C10d("2", NetnsCluster::Address(1), {"--local_addr=" + nobody}), out);
   auto b = Ddprun(3, C10d("2", NetnsCluster::Address(1)), out);
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        for (int rank = 0; rank < 4; ++rank) {
-          if (!FileExists(out / absl::StrCat("meeting.", rank))) return false;
-        }
-        return true;
-      },
-      absl::Seconds(60)))
+  ASSERT_TRUE(WaitUntil([&] { return EveryRankWrote(out, "meeting.", 4); }, absl::Seconds(60)))
       << a->ErrSoFar() << b->ErrSoFar();
   // They wait for each other; give them a moment to be well into init_process_group's
   // connection retries (nothing to wait on: they only retry).
@@ -281,14 +282,7 @@ TEST_F(DdpAcrossHosts, AnOutsiderCannotUseTheWorkersStoreWhileTheJobsHostsDo) {
   // --world 8: each rank does one all_reduce in a world of 4 and waits to be stopped.
   auto a = Ddprun(1, C10d("2", NetnsCluster::Address(1)), out, {"--world", "8"});
   auto b = Ddprun(2, C10d("2", NetnsCluster::Address(1)), out, {"--world", "8"});
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        for (int rank = 0; rank < 4; ++rank) {
-          if (!FileExists(out / absl::StrCat("ready.4.", rank))) return false;
-        }
-        return true;
-      },
-      absl::Seconds(120)))
+  ASSERT_TRUE(WaitUntil([&] { return EveryRankWrote(out, "ready.4.", 4); }, absl::Seconds(120)))
       << a->ErrSoFar() << b->ErrSoFar();
   auto outsider = cluster_->Start(3, {kPython, kSourceDir + "/tests/compat/tcpstore_client.py",
                                       "intrude", NetnsCluster::Address(1), absl::StrCat(kPort)});

@@ -24,8 +24,8 @@ absl::StatusOr<std::vector<UniqueFd>> ListenTcp(const std::string& host, int por
 /// The local port of socket `fd` (0 when it has none).
 int BoundPort(int fd);
 
-/// A connection from `listen_fd` (non-blocking, close-on-exec), or -1 with errno set:
-/// EAGAIN when none waits. When this process is out of descriptors (EMFILE, ENFILE), the
+/// A connection from `listen_fd` (non-blocking, close-on-exec, TCP_NODELAY), or -1 with
+/// errno set: EAGAIN when none waits. When this process is out of descriptors (EMFILE, ENFILE), the
 /// waiting connection is accepted into `reserve`'s slot and closed, so that the listener
 /// neither stays readable forever nor stops; -1 with errno EMFILE then. `reserve` is an
 /// open descriptor kept for this (see OpenReserveFd).

@@ -36,7 +36,11 @@ struct MasterLimits {
   absl::Duration idle_run_ttl = absl::Minutes(10);
   // A Session stream that has not joined by then is closed.
   absl::Duration join_deadline = absl::Seconds(30);
-  int max_streams_per_connection = 128;
+  // Session streams on one connection that have not joined yet (a stream is opened, then
+  // joins at once): what a client that never joins can hold. Joined ones are not counted, so
+  // that a proxy, or the load generator, may carry thousands of agents on one connection.
+  int max_unjoined_streams_per_connection = 1024;
+  int max_streams_per_connection = 65536;        // every stream, joined or not (gRPC's limit)
   int64_t grpc_memory_bytes = int64_t{1} << 30;  // gRPC's resource quota
 };
 

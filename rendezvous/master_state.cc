@@ -73,11 +73,33 @@ void MasterState::SendGathering(Run& run, SessionReactor& reactor, absl::Time no
   reactor.Send(std::move(out));
 }
 
-void MasterState::OnSessionOpened(SessionReactor* reactor) {
+absl::Status MasterState::OnSessionOpened(SessionReactor* reactor) {
   absl::MutexLock lock(&mu_);
+  int& on_connection = unjoined_by_peer_[reactor->peer()];
+  if (on_connection >= options_.limits.max_unjoined_streams_per_connection) {
+    const absl::Status refused = absl::ResourceExhaustedError(
+        absl::StrCat("this connection has ", on_connection,
+                     " sessions open that have not joined yet, the most one connection may have"));
+    LogRefusal(*reactor, refused);
+    return refused;
+  }
+  ++on_connection;
   const absl::Time deadline = MonotonicNow() + options_.limits.join_deadline;
   unjoined_[reactor->id()] = {deadline, reactor};
   WakeTickerBefore(deadline);
+  return absl::OkStatus();
+}
+
+MasterState::Unjoined::iterator MasterState::ForgetUnjoined(Unjoined::iterator it) {
+  auto on_connection = unjoined_by_peer_.find(it->second.second->peer());
+  if (on_connection != unjoined_by_peer_.end() && --on_connection->second <= 0) {
+    unjoined_by_peer_.erase(on_connection);
+  }
+  return unjoined_.erase(it);
+}
+
+void MasterState::ForgetUnjoined(SessionId id) {
+  if (auto it = unjoined_.find(id); it != unjoined_.end()) ForgetUnjoined(it);
 }
 
 void MasterState::LogRefusal(const SessionReactor& reactor, const absl::Status& why) {
@@ -166,14 +188,14 @@ absl::Status MasterState::Join(SessionReactor* reactor, const pb::Join& join) {
   }
   reactor->run_id = join.run_id();
   reactor->joined = true;
-  unjoined_.erase(reactor->id());
+  ForgetUnjoined(reactor->id());
   run.sessions[reactor->id()] = reactor;
   return absl::OkStatus();
 }
 
 void MasterState::OnSessionClosed(SessionReactor* reactor) {
   absl::ReleasableMutexLock lock(&mu_);
-  unjoined_.erase(reactor->id());
+  ForgetUnjoined(reactor->id());
   if (reactor->joined) {
     auto it = runs_.find(reactor->run_id);
     if (it != runs_.end() && it->second.sessions.erase(reactor->id()) > 0) {
@@ -284,7 +306,7 @@ absl::Time MasterState::ForgetIdle(absl::Time now) {
         grpc::StatusCode::DEADLINE_EXCEEDED,
         absl::StrCat("no join within ", absl::FormatDuration(options_.limits.join_deadline),
                      " of opening the session")));
-    it = unjoined_.erase(it);
+    it = ForgetUnjoined(it);
   }
   if (options_.store_only) return next;  // its one run lives as long as the server
   for (auto it = runs_.begin(); it != runs_.end();) {

@@ -86,8 +86,9 @@ class MasterState {
 
   // --- Sessions (called from gRPC threads) ---
   SessionId NewSessionId() { return next_session_.fetch_add(1); }
-  /// A new stream: it is closed unless it joins within limits.join_deadline.
-  void OnSessionOpened(SessionReactor* reactor);
+  /// A new stream: it is closed unless it joins within limits.join_deadline. Refused while
+  /// its connection has limits.max_unjoined_streams_per_connection others that have not.
+  absl::Status OnSessionOpened(SessionReactor* reactor);
   absl::Status OnAgentMessage(SessionReactor* reactor, const v1::AgentMessage& message);
   void OnSessionClosed(SessionReactor* reactor);
 
@@ -249,8 +250,12 @@ class MasterState {
   std::map<std::string, Run> runs_ ABSL_GUARDED_BY(mu_);
   int64_t store_bytes_ ABSL_GUARDED_BY(mu_) = 0;                     // every run's store together
   std::map<std::string, int> waiters_by_peer_ ABSL_GUARDED_BY(mu_);  // parked reads per client
-  // Streams that have not joined yet, and when they must have.
-  std::map<SessionId, std::pair<absl::Time, SessionReactor*>> unjoined_ ABSL_GUARDED_BY(mu_);
+  // Streams that have not joined yet, and when they must have; how many on each connection.
+  using Unjoined = std::map<SessionId, std::pair<absl::Time, SessionReactor*>>;
+  Unjoined unjoined_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int> unjoined_by_peer_ ABSL_GUARDED_BY(mu_);
+  Unjoined::iterator ForgetUnjoined(Unjoined::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetUnjoined(SessionId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // LogRefusal's rate limit: refusals logged in the current second, and those not logged.
   absl::Time refusal_window_ ABSL_GUARDED_BY(mu_);
   int refusals_logged_ ABSL_GUARDED_BY(mu_) = 0;

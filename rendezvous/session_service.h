@@ -22,7 +22,10 @@ class SessionReactor : public grpc::ServerBidiReactor<v1::AgentMessage, v1::Mast
  public:
   SessionReactor(MasterState* master, std::string peer)
       : master_(master), id_(master->NewSessionId()), peer_(std::move(peer)) {
-    master_->OnSessionOpened(this);
+    if (absl::Status opened = master_->OnSessionOpened(this); !opened.ok()) {
+      FinishOnce(ToGrpcStatus(opened));
+      return;
+    }
     StartRead(&in_);
   }
 

@@ -6,6 +6,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "common/unique_fd.h"
 #include "rendezvous/tests/tcp_store_requests.h"
 #include "tests/support/child_process.h"
+#include "tests/support/tcp_sockets.h"
 
 namespace ddprun {
 namespace {
@@ -33,6 +35,8 @@ using tcpstore::Verb;
 using tcpstore::testing::RequestBytes;
 using tcpstore::testing::ValidateBytes;
 using ::testing::HasSubstr;
+using testing::TcpConnectionsOn;
+using testing::TcpConnectionsOnPort;
 using testing::WaitUntil;
 
 // A blocking client on 127.0.0.1 (or ::1) that reads with a deadline.
@@ -160,13 +164,18 @@ TEST(TcpStoreServerTest, ABadRequestClosesOnlyItsConnectionAndIsReported) {
 }
 
 // The port shared with the master: a gRPC client's connection (plaintext HTTP/2 or TLS) is
-// handed over before a byte of it is read; a TCPStore client's is served here.
+// handed over before a byte of it is read; a TCPStore client's is served here. Both without
+// Nagle's delay (TCP_NODELAY), which held every small reply ~40 ms.
 TEST(TcpStoreServerTest, ConnectionsThatOpenAsGrpcAreHandedOverUnread) {
   std::mutex mu;
   std::vector<std::string> handed;  // what each handed-over connection still has to read
   TcpStoreServerOptions options;
   options.grpc_handoff = [&](int listen_fd, int fd) {
     EXPECT_GE(listen_fd, 0);
+    int nodelay = 0;
+    socklen_t length = sizeof nodelay;
+    EXPECT_EQ(::getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &nodelay, &length), 0);
+    EXPECT_EQ(nodelay, 1) << "a connection handed to gRPC waits for Nagle";
     char buffer[64] = {};
     pollfd p{fd, POLLIN, 0};
     ::poll(&p, 1, 5000);
@@ -183,6 +192,9 @@ TEST(TcpStoreServerTest, ConnectionsThatOpenAsGrpcAreHandedOverUnread) {
   tls.Send(std::string("\x16\x03\x01\x00\x05hello", 10));
   store.Send(RequestBytes(Verb::kAdd, Dialect::kLegacy).Str("init/").I64(1));
   EXPECT_EQ(store.Read(8), EncodeI64(1));
+  const TcpConnectionsOnPort served = TcpConnectionsOn(server->port());
+  EXPECT_GE(served.accepted, 1);
+  EXPECT_EQ(served.accepted_without_nodelay, 0);
   ASSERT_TRUE(WaitUntil(
       [&] {
         std::lock_guard<std::mutex> l(mu);

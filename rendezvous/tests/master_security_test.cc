@@ -212,6 +212,44 @@ TEST_F(MasterSecurityTest, AStreamThatNeverJoinsIsClosed) {
   EXPECT_THAT(status.error_message(), HasSubstr("no join within"));
 }
 
+// The bound on streams that never join is per connection and counts only those: joined
+// sessions are not counted, so that a proxy (or the load generator: 10,000 agents over 64
+// connections) may carry any number of agents on one connection.
+TEST_F(MasterSecurityTest, StreamsThatHaveNotJoinedAreBoundedPerConnection) {
+  MasterOptions options;
+  options.limits.max_unjoined_streams_per_connection = 3;
+  options.limits.join_deadline = absl::Seconds(5);
+  StartMaster(options);
+  std::vector<std::unique_ptr<TestSession>> joined;  // on channel_, one connection
+  for (int i = 0; i < 10; ++i) {
+    joined.push_back(std::make_unique<TestSession>(channel_));
+    ASSERT_TRUE(joined.back()->Join("job", absl::StrCat("node", i), 10, 10));
+    ASSERT_TRUE(testing::WaitUntil([&] { return master_->SessionCount("job") == i + 1; },
+                                   absl::Seconds(10)));
+  }
+  for (auto& session : joined) {
+    std::optional<pb::MasterMessage> assigned = session->Read();
+    ASSERT_TRUE(assigned && assigned->has_assignment());
+  }
+  std::vector<std::unique_ptr<TestSession>> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(std::make_unique<TestSession>(channel_));
+  int refused = 0, expired = 0;
+  for (auto& session : idle) {
+    EXPECT_FALSE(session->Read().has_value());
+    grpc::Status status = session->Close();
+    if (status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      ++refused;
+      EXPECT_THAT(status.error_message(), HasSubstr("this connection has 3 sessions open that "
+                                                    "have not joined yet"));
+    } else {
+      ++expired;
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << status.error_message();
+    }
+  }
+  EXPECT_EQ(refused, 1);
+  EXPECT_EQ(expired, 3);
+}
+
 TEST_F(MasterSecurityTest, RunsPerMasterAreBounded) {
   MasterOptions options;
   options.limits.max_runs = 2;

@@ -24,6 +24,7 @@
 #include "rendezvous/wire.h"
 #include "tests/support/child_process.h"
 #include "tests/support/delay_proxy.h"
+#include "tests/support/tcp_sockets.h"
 
 namespace ddprun {
 namespace {
@@ -74,6 +75,22 @@ TEST_F(MasterServerTest, TwoAgentsGetRanksOfOneRound) {
   EXPECT_EQ(ma->assignment().world_size(), 4);
   EXPECT_EQ(mb->assignment().master_addr(), "node1.example");
   EXPECT_TRUE(a.Close().ok());
+}
+
+// Nagle's algorithm held each small message for the peer's delayed ACK, ~40 ms: a restart of
+// 2 agents took 45 ms instead of 7. Both ends of every connection send at once.
+TEST_F(MasterServerTest, EveryConnectionSendsSmallMessagesAtOnce) {
+  StartMaster();
+  TestSession a(NewChannel()), b(NewChannel());
+  ASSERT_TRUE(a.Join("job", "node1", 2, 2));
+  ASSERT_TRUE(b.Join("job", "node2", 2, 2));
+  ASSERT_TRUE(a.Read().has_value());
+  ASSERT_TRUE(b.Read().has_value());
+  const testing::TcpConnectionsOnPort sockets = testing::TcpConnectionsOn(master_->port());
+  EXPECT_GE(sockets.accepted, 2);
+  EXPECT_EQ(sockets.accepted_without_nodelay, 0);
+  EXPECT_GE(sockets.connected, 2);
+  EXPECT_EQ(sockets.connected_without_nodelay, 0);
 }
 
 TEST_F(MasterServerTest, ABrokenStreamIsToldToTheOthersAtOnce) {

@@ -127,14 +127,14 @@ def main():
         launchers += ["torchrun-0.1s", "torchrun-1.13-default"]
     for launcher in launchers:
         runs = ARGS.runs if launcher == "ddprun" else ARGS.torchrun_runs
-        r = {
-            "launch_ms_2_agents": summarize([run_launch(launcher, 2) for _ in range(runs)]),
-            "launch_ms_4_agents": summarize([run_launch(launcher, 4) for _ in range(runs)]),
-            "restart_ms_2_agents": summarize([run_restart(launcher, 2) for _ in range(runs)]),
-            "restart_ms_4_agents": summarize([run_restart(launcher, 4) for _ in range(runs)]),
-        }
+        r = {}
+        for case, run in (("launch", run_launch), ("restart", run_restart)):
+            if case in ARGS.cases:
+                for agents in (2, 4):
+                    r[f"{case}_ms_{agents}_agents"] = summarize(
+                        [run(launcher, agents) for _ in range(runs)])
         # torchrun never tells the survivor with either interval; once is enough to show it.
-        if launcher != "torchrun-1.13-default":
+        if "loss" in ARGS.cases and launcher != "torchrun-1.13-default":
             loss_runs = runs if launcher == "ddprun" else ARGS.loss_runs
             r["agent_loss_ms"] = summarize([run_loss(launcher) for _ in range(loss_runs)])
         results[launcher] = r
@@ -148,5 +148,7 @@ if __name__ == "__main__":
     parser.add_argument("--torchrun-runs", type=int, default=3)
     parser.add_argument("--loss-runs", type=int, default=1)
     parser.add_argument("--loss-timeout", type=float, default=60)
+    parser.add_argument("--cases", nargs="+", choices=["launch", "restart", "loss"],
+                        default=["launch", "restart", "loss"])
     ARGS = parse_launcher_args(parser)
     main()

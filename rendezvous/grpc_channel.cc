@@ -1,5 +1,7 @@
 #include "rendezvous/grpc_channel.h"
 
+#include <utility>
+
 namespace ddprun {
 
 void SetQuickReconnect(grpc::ChannelArguments& args) {
@@ -10,6 +12,37 @@ void SetQuickReconnect(grpc::ChannelArguments& args) {
   // got through: each attempt was abandoned before the busy master answered it, and retried.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+}
+
+std::vector<absl::Duration> QuickConnectPauses() {
+  std::vector<absl::Duration> pauses;
+  absl::Duration pause = absl::Milliseconds(5), total;
+  while (total + pause <= absl::Seconds(1)) {
+    pauses.push_back(pause);
+    total += pause;
+    pause = pause * 3 / 2;
+  }
+  return pauses;
+}
+
+QuickConnect::QuickConnect(std::shared_ptr<grpc::Channel> channel)
+    : channel_(std::move(channel)), thread_([this] { Run(); }) {}
+
+QuickConnect::~QuickConnect() {
+  stop_.Notify();
+  thread_.join();
+}
+
+void QuickConnect::Run() {
+  for (const absl::Duration pause : QuickConnectPauses()) {
+    const grpc_connectivity_state state = channel_->GetState(/*try_to_connect=*/true);
+    if (state == GRPC_CHANNEL_READY || state == GRPC_CHANNEL_SHUTDOWN) return;
+    // Failed and waiting out gRPC's back-off: try now. A try under way is left to finish.
+    if (state == GRPC_CHANNEL_TRANSIENT_FAILURE) {
+      grpc::experimental::ChannelResetConnectionBackoff(channel_.get());
+    }
+    if (stop_.WaitForNotificationWithTimeout(pause)) return;
+  }
 }
 
 }  // namespace ddprun

@@ -25,7 +25,7 @@ grpc::ChannelArguments AgentChannelArguments(const NetworkRendezvousOptions& opt
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(options.heartbeat_timeout));
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  // Agents started together often try before the hosting agent listens.
+  // Agents started together often try before the hosting agent listens (QuickConnect too).
   SetQuickReconnect(args);
   return args;
 }
@@ -95,6 +95,7 @@ GrpcRendezvous::GrpcRendezvous(NetworkRendezvousOptions options) : options_(std:
                                        AgentChannelArguments(options_));
   stub_ = pb::Rendezvous::NewStub(channel_);
   stream_ = OpenStream();
+  quick_connect_ = std::make_unique<QuickConnect>(channel_);
 }
 
 GrpcRendezvous::~GrpcRendezvous() {

@@ -94,6 +94,7 @@ class GrpcRendezvous : public RendezvousConnection {
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Rendezvous::Stub> stub_;
   std::unique_ptr<SessionStream> stream_;
+  std::unique_ptr<QuickConnect> quick_connect_;  // the first second's tries (grpc_channel.h)
   std::thread probe_;
   std::atomic<bool> probing_{false};
 };

@@ -2,19 +2,24 @@
 # Builds the libFuzzer targets (fuzz/) with clang in build-fuzz/ and runs each for a bounded
 # time. A crash stops the script with the fuzzer's report and the input that caused it
 # (build-fuzz/crash-*); make that input a regression test, then fix the bug.
-#   scripts/fuzz.sh                 15 s per target (90 s in all), as CI runs it
+#   scripts/fuzz.sh                 15 s per target (105 s in all), as CI runs it
 #   scripts/fuzz.sh --seconds 600   longer, on demand
+#   scripts/fuzz.sh --build-only    builds the targets, runs none (scripts/test.sh builds
+#                                   them while the tests run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=15
+build_only=false
 if [[ "${1:-}" == "--seconds" ]]; then seconds=$2; fi
+if [[ "${1:-}" == "--build-only" ]]; then build_only=true; fi
 targets=(fuzz_cli fuzz_rdzv_conf fuzz_rounds fuzz_kv_store fuzz_tcp_store fuzz_store_service
   fuzz_file_timers)
 
 CXX=clang++-14 CC=clang-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DDDPRUN_FUZZ=ON -DDDPRUN_BUILD_TESTS=OFF -DDDPRUN_WITH_NCCL=OFF >/dev/null
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
+if $build_only; then exit 0; fi
 for target in "${targets[@]}"; do
   corpus=build-fuzz/corpus/$target
   mkdir -p "$corpus"

@@ -68,7 +68,10 @@ void AgentStateMachine::SendJoin(const std::string& failed_check, absl::Time now
 }
 
 void AgentStateMachine::Assigned(const Assignment& assignment) {
-  if (phase_ != Phase::kJoining) return;
+  if (phase_ == Phase::kJoining) RunRound(assignment, /*in_place=*/false);
+}
+
+void AgentStateMachine::RunRound(const Assignment& assignment, bool in_place) {
   join_deadline_.reset();
   progress_deadline_.reset();
   phase_ = Phase::kRunning;
@@ -77,14 +80,17 @@ void AgentStateMachine::Assigned(const Assignment& assignment) {
   failure_reported_ = false;
   closing_ = false;
   after_stop_ = AfterStop::kNothing;
+  next_round_.reset();
   AgentAction start;
   start.kind = AgentAction::Kind::kStartWorkers;
   start.assignment = assignment;
+  start.store_waits = in_place;
   actions_.push_back(std::move(start));
 }
 
 void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail,
-                                    bool collect_stacks, absl::Time now) {
+                                    bool collect_stacks, const std::optional<Assignment>& next,
+                                    absl::Time now) {
   if (done()) return;
   CollectStacksIfRunning(collect_stacks);
   Emit(AgentAction::Kind::kEndStoreRound);
@@ -92,7 +98,10 @@ void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail
       absl::StrCat(detail, reason == StopReason::kMembershipChanged
                                ? ": restarting all workers (membership change, no restart spent)"
                                : ""));
-  StopThen(AfterStop::kRejoin, now);
+  // A round sent with an earlier order may itself have ended before this node ran it.
+  if (after_stop_ == AfterStop::kRunNext) after_stop_ = AfterStop::kNothing;
+  next_round_ = next;
+  StopThen(next ? AfterStop::kRunNext : AfterStop::kRejoin, now);
 }
 
 void AgentStateMachine::RunEnded(RunOutcome outcome, const std::string& detail,
@@ -309,6 +318,10 @@ void AgentStateMachine::Carry(AfterStop next, absl::Time now) {
       return;
     case AfterStop::kRejoin:
       return JoinNextRound(now);
+    case AfterStop::kRunNext:
+      if (interrupted_by_ != 0) return Exit(ExitCodeForSignal(interrupted_by_));
+      EmitForRound(AgentAction::Kind::kReportStopped);  // for the round that stopped
+      return RunRound(Assignment(*std::exchange(next_round_, std::nullopt)), /*in_place=*/true);
     case AfterStop::kReconnect:
       Emit(AgentAction::Kind::kReconnect);
       return JoinNextRound(now);

@@ -79,7 +79,7 @@ struct AgentAction {
     kJoin,                 // ask for the next round; `assignment`: the last one this node ran;
                            // `text`: why its health check failed (it then stays out)
     kReconnect,            // open a new session to the master (a kJoin follows)
-    kStartWorkers,         // `assignment`: the round to run
+    kStartWorkers,         // `assignment`: the round to run; `store_waits`: see below
     kStopWorkers,          // `signal` to every worker still running
     kKillWorkers,          // SIGKILL to every worker still running; `text` says why
     kCollectStacks,        // a rank hung: record where every worker is before stopping them
@@ -87,6 +87,7 @@ struct AgentAction {
     kLeave,                // tell the rendezvous this node leaves for good; `text`: why
     kReportFailure,        // this attempt's failures to the rendezvous, for `round`
     kReportSuccess,        // every worker of `round` exited 0
+    kReportStopped,        // a restart in place: every worker of `round` has exited
     kHeartbeat,            // proof of life to the master
     kCheckProgress,        // waiting for a round: find out how it goes; answer Progress
     kEndStoreRound,        // the round is over everywhere: the workers' store closes connections
@@ -98,6 +99,9 @@ struct AgentAction {
   };
   Kind kind = Kind::kLog;
   std::optional<Assignment> assignment;
+  // kStartWorkers of a restart in place: the workers' store holds the round's connections
+  // until the rendezvous says every node's workers of the last round have exited.
+  bool store_waits = false;
   int signal = 0;
   int64_t round = 0;
   int exit_code = 0;
@@ -117,10 +121,11 @@ class AgentStateMachine {
   void Start(absl::Time now);
   /// The rendezvous assigned this node a round (ignored unless joining).
   void Assigned(const Assignment& assignment);
-  /// The round ended for every node: stop, then join the next one.
+  /// The round ended for every node: stop, then join the next one, or run `next` when the
+  /// rendezvous sent it with the order (a restart in place; the latest order wins).
   /// `collect_stacks`: a rank hung; record where the workers are first.
   void StopOrdered(StopReason reason, const std::string& detail, bool collect_stacks,
-                   absl::Time now);
+                   const std::optional<Assignment>& next, absl::Time now);
   /// The run is over (`root_cause`: the earliest failure anywhere, when it failed).
   void RunEnded(RunOutcome outcome, const std::string& detail,
                 const std::vector<ReportedFailure>& root_cause, bool collect_stacks,
@@ -163,9 +168,20 @@ class AgentStateMachine {
 
  private:
   // What to do once the running attempt's workers have exited; stronger values win.
-  enum class AfterStop { kNothing, kRejoin, kReconnect, kExcluded, kLeave, kUnhealthy, kEnd };
+  // kRunNext: run next_round_, sent with the stop order, without a join.
+  enum class AfterStop {
+    kNothing,
+    kRejoin,
+    kRunNext,
+    kReconnect,
+    kExcluded,
+    kLeave,
+    kUnhealthy,
+    kEnd
+  };
 
   void JoinNextRound(absl::Time now);
+  void RunRound(const Assignment& assignment, bool in_place);
   void SendJoin(const std::string& failed_check, absl::Time now);
   void CoolDown(absl::Time now);
   void StopThen(AfterStop next, absl::Time now);
@@ -189,6 +205,7 @@ class AgentStateMachine {
   bool failure_reported_ = false;         // this attempt's failure went to the rendezvous
   bool closing_ = false;                  // kCloseAttempt emitted, AttemptClosed not yet back
   AfterStop after_stop_ = AfterStop::kNothing;
+  std::optional<Assignment> next_round_;             // after_stop_ == kRunNext
   RunOutcome end_outcome_ = RunOutcome::kSucceeded;  // after_stop_ == kEnd
   std::string end_detail_;
   std::vector<ReportedFailure> end_root_cause_;

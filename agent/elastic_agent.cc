@@ -195,7 +195,10 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
       rules_.Assigned(event.assignment);
       break;
     case RendezvousEvent::Kind::kStop:
-      rules_.StopOrdered(event.stop_reason, event.detail, event.collect_stacks, now);
+      // A restart in place: the next round was decided with the order; RENDEZVOUS counts
+      // from it.
+      if (event.next) join_sent_at_ = now;
+      rules_.StopOrdered(event.stop_reason, event.detail, event.collect_stacks, event.next, now);
       break;
     case RendezvousEvent::Kind::kExcluded:
       rules_.Excluded(event.detail, event.cooldown, now);
@@ -206,6 +209,9 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
       run_excluded_ = event.excluded;
       WriteExclusions(event.excluded);
       rules_.RunEnded(event.outcome, event.detail, event.root_cause, event.collect_stacks, now);
+      break;
+    case RendezvousEvent::Kind::kStoreOpen:
+      if (store_) StoreMayOpen(event.store_round);
       break;
     case RendezvousEvent::Kind::kHangReport:
       break;  // handled as it arrives (WatchInputs)
@@ -284,7 +290,7 @@ void ElasticAgent::RunAction(const AgentAction& action) {
     case Kind::kReconnect:
       return rendezvous_.Reconnect();
     case Kind::kStartWorkers:
-      return StartAttempt(*action.assignment);
+      return StartAttempt(*action.assignment, action.store_waits);
     case Kind::kStopWorkers:
       if (workers_) workers_->Stop(action.signal);
       return;
@@ -303,6 +309,8 @@ void ElasticAgent::RunAction(const AgentAction& action) {
       return;
     case Kind::kReportSuccess:
       return rendezvous_.ReportSuccess(action.round);
+    case Kind::kReportStopped:
+      return rendezvous_.ReportStopped(action.round);
     case Kind::kHeartbeat:
       return rendezvous_.Heartbeat();
     case Kind::kCheckProgress:
@@ -337,6 +345,8 @@ void ElasticAgent::Join(const std::optional<Assignment>& last, const std::string
     node.fallback_addr = store_->offer.fallback_addr;
     node.master_port = store_->port;
     node.addresses = OwnIpAddresses();  // where this node's workers connect from
+    // The store's port serves every round; a health check must run before each round.
+    node.restarts_in_place = !config_.health_check.any();
   } else {  // one node: rank 0's worker hosts the TCPStore on a port free now
     node.addr = config_.master_addr;
     absl::StatusOr<int> port =
@@ -354,7 +364,7 @@ void ElasticAgent::Join(const std::optional<Assignment>& last, const std::string
   rendezvous_.Join(node);
 }
 
-void ElasticAgent::StartAttempt(const Assignment& assignment) {
+void ElasticAgent::StartAttempt(const Assignment& assignment, bool store_waits) {
   const absl::Time received = MonotonicNow();
   // Whatever a master sends, no worker starts with a rank outside its world, an empty or
   // forged MASTER_ADDR or a port that cannot be.
@@ -373,7 +383,7 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
           s.message());
       return rules_.Fatal(kExitRendezvous);
     }
-    if (store_->server) store_->server->BeginRound(assignment.round, assignment.store_clients);
+    OpenStoreRound(assignment, store_waits);
   }
   AttemptPlan plan;
   plan.assignment = assignment;
@@ -445,6 +455,25 @@ void ElasticAgent::KillWorkersNow() {
 
 void ElasticAgent::EndStoreRound() {
   if (store_ && store_->server) store_->server->EndRound();
+}
+
+void ElasticAgent::OpenStoreRound(const Assignment& round, bool store_waits) {
+  if (!store_->server) return;
+  if (store_waits && store_may_open_ < round.round) {
+    // Workers of the last round may still run on other nodes: new connections wait.
+    store_waits_for_ = round;
+    return;
+  }
+  store_waits_for_.reset();
+  store_->server->BeginRound(round.round, round.store_clients);
+}
+
+void ElasticAgent::StoreMayOpen(int64_t round) {
+  store_may_open_ = std::max(store_may_open_, round);
+  if (store_waits_for_ && store_waits_for_->round == round) {
+    const Assignment waiting = *std::exchange(store_waits_for_, std::nullopt);
+    OpenStoreRound(waiting, /*store_waits=*/false);
+  }
 }
 
 }  // namespace ddprun

@@ -2,16 +2,20 @@
 // the master at cluster scale. Each simulated agent is a real client of the protocol: its own
 // Session stream (the agent's SessionStream class), its own identity, the agent's channel
 // settings, heartbeats every keep_alive_interval from round 0 on, and the agent's answers (a stop
-// order is answered with a join for the next round). Streams share at most --connections
-// connections, or each has its own (--connections=0), as agents on separate hosts would.
+// order is answered with a join for the next round, unless it carries that round: a restart
+// in place, which the agents ask for as ddprun's do unless --restart-path=join). Streams share at
+// most --connections connections, or each has its own (--connections=0), as agents on separate
+// hosts would.
 //
 // Measured, from this side of the wire:
 //   connect  - every connection up (channels created and READY)
 //   open     - N Session streams opened (before any join, as agents on separate hosts
 //              would have theirs)
 //   round    - first join -> every agent holds its assignment for round 0
-//   restart  - one agent reports a failed worker -> every agent stopped, rejoined and holding
-//              its assignment for the next round (repeated --restarts times)
+//   restart  - one agent reports a failed worker -> every agent stopped and holding its
+//              assignment for the next round: rejoined for it on the join path; in place,
+//              each has also said it stopped and group rank 0 was told its store may open
+//              (repeated --restarts times)
 // and, read from /proc/<master pid>: the master's peak RSS and its CPU time per phase.
 // Every round is checked: group ranks 0..N-1 once each, one world size, one master address.
 // Prints one JSON object on stdout.
@@ -55,6 +59,9 @@ struct Options {
   int local_world_size = 8;
   int master_pid = 0;  // 0: no /proc readings
   double timeout_s = 120;
+  // The agents can be restarted in place (one message each), as ddprun's agents; false: they
+  // rejoin after every stop order (stop, join, assignment: three messages).
+  bool in_place = true;
 };
 
 /// The master's counters from /proc: CPU time (user + system) and peak RSS.
@@ -179,6 +186,7 @@ class Loadgen {
     for (double ms : restart_cpu_ms_) restart_cpu.push_back(absl::StrFormat("%.2f", ms * 1000 / n));
     return absl::StrCat(
         "{\"agents\": ", options_.agents, ", \"connections\": ", ChannelCount(),
+        ", \"restart_path\": \"", options_.in_place ? "in-place" : "join", "\"",
         ", \"connect_ms\": ", absl::StrFormat("%.2f", connect_ms_),
         ", \"round_ms\": ", absl::StrFormat("%.2f", round_ms_),
         ", \"open_ms\": ", absl::StrFormat("%.2f", open_ms_), ", \"restart_ms\": [",
@@ -240,6 +248,7 @@ class Loadgen {
       agent.node.incarnation = absl::StrCat("loadgen-", pid, "-", i);
       agent.node.local_world_size = options_.local_world_size;
       agent.node.master_port = 29500;
+      agent.node.restarts_in_place = options_.in_place;
       agent.stream = std::make_unique<SessionStream>(
           stubs_[i % stubs_.size()].get(), options_.endpoint,
           [this, &agent](RendezvousEvent event) { OnEvent(agent, std::move(event)); });
@@ -254,7 +263,16 @@ class Loadgen {
         CountAssignment(event.assignment);
         return;
       case RendezvousEvent::Kind::kStop:  // as an agent does once its workers are stopped
-        agent.stream->Send(JoinMessage(agent.node, options_.run_id, "", settings_));
+        if (event.next) {
+          agent.node.last_round = event.next->round;
+          agent.node.restarts_seen = event.next->restart_count;
+          v1::AgentMessage stopped;
+          stopped.mutable_stopped()->set_round(event.next->round - 1);
+          agent.stream->Send(std::move(stopped));
+          CountAssignment(*event.next);
+        } else {
+          agent.stream->Send(JoinMessage(agent.node, options_.run_id, "", settings_));
+        }
         return;
       case RendezvousEvent::Kind::kEnd:
         Fail(absl::StrCat(agent.node.host, ": the master ended the run: ", event.detail));
@@ -266,6 +284,12 @@ class Loadgen {
       case RendezvousEvent::Kind::kExcluded:  // the simulated agents never fail
         Fail(absl::StrCat(agent.node.host, ": the master excluded it: ", event.detail));
         return;
+      case RendezvousEvent::Kind::kStoreOpen: {
+        absl::MutexLock lock(&mu_);
+        store_open_round_ = std::max(store_open_round_, event.store_round);
+        MaybeRoundDone();
+        return;
+      }
       case RendezvousEvent::Kind::kHangReport:
         return;
     }
@@ -275,6 +299,7 @@ class Loadgen {
     absl::MutexLock lock(&mu_);
     expected_round_ = round;
     assigned_ = 0;
+    round_complete_ = false;
     rank_seen_.assign(options_.agents, false);
   }
 
@@ -292,7 +317,19 @@ class Loadgen {
                                      a.world_size));
     }
     rank_seen_[a.group_rank] = true;
-    if (++assigned_ == options_.agents) round_done_ = absl::Now();
+    ++assigned_;
+    MaybeRoundDone();
+  }
+
+  // Every agent holds its assignment and, after a restart in place, group rank 0 may open
+  // its store: the round can make progress.
+  void MaybeRoundDone() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const bool store_open =
+        !options_.in_place || expected_round_ == 0 || store_open_round_ >= expected_round_;
+    if (!round_complete_ && assigned_ == options_.agents && store_open) {
+      round_complete_ = true;
+      round_done_ = absl::Now();
+    }
   }
 
   void ReportFailureFromAgentZero(int64_t round) {
@@ -307,9 +344,8 @@ class Loadgen {
 
   absl::Status AwaitRound() {
     absl::MutexLock lock(&mu_);
-    auto done = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return assigned_ == options_.agents || !error_.empty();
-    };
+    auto done = [this]()
+                    ABSL_SHARED_LOCKS_REQUIRED(mu_) { return round_complete_ || !error_.empty(); };
     if (!mu_.AwaitWithTimeout(absl::Condition(&done), absl::Seconds(options_.timeout_s))) {
       return absl::DeadlineExceededError(
           absl::StrCat("round ", expected_round_, ": only ", assigned_, " of ", options_.agents,
@@ -345,6 +381,8 @@ class Loadgen {
   absl::Mutex mu_;
   int64_t expected_round_ ABSL_GUARDED_BY(mu_) = 0;
   int assigned_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t store_open_round_ ABSL_GUARDED_BY(mu_) = -1;  // the last kStoreOpen's
+  bool round_complete_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<bool> rank_seen_ ABSL_GUARDED_BY(mu_);
   absl::Time round_done_ ABSL_GUARDED_BY(mu_);
   std::string error_ ABSL_GUARDED_BY(mu_);
@@ -380,7 +418,13 @@ int main(int argc, char** argv) {
   app.add_option("--hold", options.hold_s,
                  "seconds to hold the job after the restarts, heartbeats only, timing the "
                  "master's CPU (master_cpu_pct_held)");
+  std::string restart_path = "in-place";
+  app.add_option("--restart-path", restart_path,
+                 "in-place: the agents take the next round sent with a stop order, as ddprun's "
+                 "do; join: they rejoin after every stop order (three messages each)")
+      ->check(CLI::IsMember({"in-place", "join"}));
   CLI11_PARSE(app, argc, argv);
+  options.in_place = restart_path == "in-place";
   ddprun::RouteGrpcLogsToSpdlog();
   ddprun::Loadgen loadgen(options);
   if (absl::Status status = loadgen.Run(); !status.ok()) {

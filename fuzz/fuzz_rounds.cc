@@ -1,9 +1,11 @@
 // The rendezvous rules: a RoundStateMachine fed an arbitrary sequence of joins (some with a
-// failed health check), heartbeats, broken streams, reports, unhealthy leaves and clock ticks
-// from up to 8 sessions, with node-health limits and an exclude list. Besides no crash, every
-// round it closes must be sound: no more members than --nnodes allows, group ranks 0..n-1,
-// RANK offsets that add up to WORLD_SIZE, and every assignment of a round the same; and
-// after every step, no host the run keeps out among a running round's members.
+// failed health check, some of agents that can be restarted in place), heartbeats, "stopped"
+// notes, broken streams, reports, unhealthy leaves and clock ticks from up to 8 sessions, with
+// node-health limits and an exclude list. Besides no crash, every round it closes must be
+// sound: no more members than --nnodes allows, group ranks 0..n-1, RANK offsets that add up to
+// WORLD_SIZE, and every assignment of a round the same, whether sent as the answer to joins or
+// with the stop orders of a restart in place; a store opens only for the running round, at
+// group rank 0; and after every step, no host the run keeps out among a running round's members.
 
 #include <cstdint>
 #include <map>
@@ -22,20 +24,30 @@ void Require(bool condition) {
   if (!condition) __builtin_trap();
 }
 
+// The round an outbound message begins for its session: an assignment, or the next round
+// sent with a stop order; nullptr for others.
+const ddprun::Assignment* Begun(const Outbound& o) {
+  if (o.kind == Outbound::Kind::kAssign) return &o.assignment;
+  if (o.kind == Outbound::Kind::kStop && o.next) return &*o.next;
+  return nullptr;
+}
+
 void CheckRound(const std::vector<Outbound>& out, const ddprun::RendezvousSettings& settings) {
   std::map<int64_t, std::vector<const Outbound*>> by_round;
   for (const Outbound& o : out) {
-    if (o.kind == Outbound::Kind::kAssign) by_round[o.assignment.round].push_back(&o);
+    if (const ddprun::Assignment* a = Begun(o)) by_round[a->round].push_back(&o);
   }
   for (const auto& [round, assigns] : by_round) {
     Require(static_cast<int>(assigns.size()) <= settings.max_nodes);
     std::set<int> group_ranks;
     int ranks = 0;
+    const ddprun::Assignment& first = *Begun(*assigns.front());
     for (const Outbound* o : assigns) {
-      const ddprun::Assignment& a = o->assignment;
+      const ddprun::Assignment& a = *Begun(*o);
+      Require(o->kind == assigns.front()->kind);  // one path per round
       Require(a.group_world_size == static_cast<int>(assigns.size()));
-      Require(a.world_size == assigns.front()->assignment.world_size);
-      Require(a.restart_count == assigns.front()->assignment.restart_count);
+      Require(a.world_size == first.world_size);
+      Require(a.restart_count == first.restart_count);
       Require(a.restart_count <= settings.max_restarts);
       Require(a.base_rank >= 0 && a.base_rank < a.world_size);
       group_ranks.insert(a.group_rank);
@@ -46,7 +58,7 @@ void CheckRound(const std::vector<Outbound>& out, const ddprun::RendezvousSettin
     for (const Outbound* o : assigns) sessions.insert(o->session);
     Require(sessions.size() == assigns.size());  // one assignment per session and round
     Require(*group_ranks.rbegin() == static_cast<int>(assigns.size()) - 1);
-    Require(assigns.front()->assignment.world_size == ranks);
+    Require(first.world_size == ranks);
   }
 }
 
@@ -85,6 +97,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         node.last_round = in.Below(4) - 1;
         node.restarts_seen = in.Below(3);
         if (in.Below(6) == 0) node.failed_check = "it ended with exit code 1";
+        node.restarts_in_place = in.Below(2) == 0;
         host_of[session] = node.host;
         (void)rounds.Join(session, node, now);
         break;
@@ -113,12 +126,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 4:
         rounds.ReportSuccess(session, rounds.round() - in.Below(2), now);
         break;
+      case 6:
+        rounds.ReportStopped(session, rounds.round() - in.Below(2));
+        break;
       default:
         now += absl::Milliseconds(in.Byte()) * (1 + in.Below(40));
         rounds.Tick(now);
         break;
     }
-    CheckRound(rounds.TakeOutbound(), settings);
+    const std::vector<Outbound> out = rounds.TakeOutbound();
+    CheckRound(out, settings);
+    for (const Outbound& o : out) {  // group rank 0's store opens for the running round only
+      Require(o.kind != Outbound::Kind::kOpenStore ||
+              (o.store_round == rounds.round() && !rounds.members().empty() &&
+               o.session == rounds.members().front()));
+    }
     // A host the run keeps out has no agent in a running round once a step is done. (While
     // finishing, its members may finish: stopping them would fail a run that may succeed.)
     for (ddprun::SessionId member : rounds.members()) {

@@ -125,6 +125,12 @@ void GrpcRendezvous::ReportFailure(int64_t round, std::vector<ReportedFailure> f
 
 void GrpcRendezvous::ReportSuccess(int64_t round) { stream_->Send(SuccessReportMessage(round)); }
 
+void GrpcRendezvous::ReportStopped(int64_t round) {
+  pb::AgentMessage message;
+  message.mutable_stopped()->set_round(round);
+  stream_->Send(std::move(message));
+}
+
 void GrpcRendezvous::Heartbeat() { stream_->Send(HeartbeatMessage()); }
 
 void GrpcRendezvous::ReportStacks(int64_t round, int world_size, const std::string& cause,

@@ -70,6 +70,7 @@ class GrpcRendezvous : public RendezvousConnection {
   void Join(const NodeInfo& node) override;
   void ReportFailure(int64_t round, std::vector<ReportedFailure> failures) override;
   void ReportSuccess(int64_t round) override;
+  void ReportStopped(int64_t round) override;
   void Heartbeat() override;
   void ReportStacks(int64_t round, int world_size, const std::string& cause,
                     const std::vector<RankStack>& stacks) override;

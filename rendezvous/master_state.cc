@@ -42,6 +42,8 @@ absl::Status MasterState::OnAgentMessage(SessionReactor* reactor, const pb::Agen
       } else {
         run.rounds->ReportFailure(reactor->id(), report.round(), FromWire(report.failures()), now);
       }
+    } else if (message.has_stopped()) {
+      run.rounds->ReportStopped(reactor->id(), message.stopped().round());
     } else if (message.has_stacks()) {
       MergeHangReport(run, *reactor, message.stacks());
     } else if (message.has_leave()) {
@@ -213,8 +215,15 @@ void MasterState::Dispatch(Run& run) {
   bool said_stop = false, said_end = false;  // one line per change, not one per node
   for (Outbound& out : run.rounds->TakeOutbound()) {
     if (out.kind == Outbound::Kind::kStop && !std::exchange(said_stop, true)) {
-      spdlog::info("run '{}': round {} stops: {}", run.id, run.rounds->round(),
-                   Printable(out.detail));
+      if (out.next) {
+        spdlog::info(
+            "run '{}': round {} stops: {}; round {} begins at once, the same nodes in "
+            "the same order",
+            run.id, out.next->round - 1, Printable(out.detail), out.next->round);
+      } else {
+        spdlog::info("run '{}': round {} stops: {}", run.id, run.rounds->round(),
+                     Printable(out.detail));
+      }
     } else if (out.kind == Outbound::Kind::kEnd && !std::exchange(said_end, true)) {
       spdlog::info("run '{}': ends: {}", run.id, Printable(out.detail));
       const uint64_t one = 1;  // an agent that serves this master for others may stop now
@@ -225,12 +234,15 @@ void MasterState::Dispatch(Run& run) {
     } else if (out.kind == Outbound::Kind::kExclude) {
       spdlog::warn("run '{}': {}", run.id, Printable(out.detail));
     }
-    if (out.kind == Outbound::Kind::kAssign && out.assignment.round != run.store_round) {
+    const Assignment* begun = out.kind == Outbound::Kind::kAssign ? &out.assignment
+                              : out.next                          ? &*out.next
+                                                                  : nullptr;
+    if (begun != nullptr && begun->round != run.store_round) {
       // A new round: the store starts empty, and reads still waiting belong to the old one.
       DropStore(run, absl::AbortedError(
                          absl::StrCat("the round ended while waiting for store keys (round ",
-                                      out.assignment.round, " has begun)")));
-      run.store_round = out.assignment.round;
+                                      begun->round, " has begun)")));
+      run.store_round = begun->round;
     }
     auto it = run.sessions.find(out.session);
     if (it == run.sessions.end()) continue;  // gone; the state machine knows by now

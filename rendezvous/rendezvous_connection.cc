@@ -61,6 +61,7 @@ std::vector<RendezvousEvent> EventsFor(SessionId session, std::vector<Outbound> 
         event.kind = RendezvousEvent::Kind::kStop;
         event.stop_reason = out.stop_reason;
         event.detail = std::move(out.detail);
+        event.next = std::move(out.next);
         break;
       case Outbound::Kind::kEnd:
         event.kind = RendezvousEvent::Kind::kEnd;
@@ -73,6 +74,10 @@ std::vector<RendezvousEvent> EventsFor(SessionId session, std::vector<Outbound> 
         event.kind = RendezvousEvent::Kind::kExcluded;
         event.detail = std::move(out.detail);
         event.cooldown = out.cooldown;
+        break;
+      case Outbound::Kind::kOpenStore:
+        event.kind = RendezvousEvent::Kind::kStoreOpen;
+        event.store_round = out.store_round;
         break;
       case Outbound::Kind::kEvict:
         event.kind = RendezvousEvent::Kind::kLost;
@@ -127,6 +132,11 @@ void LocalRendezvous::ReportFailure(int64_t round, std::vector<ReportedFailure> 
 
 void LocalRendezvous::ReportSuccess(int64_t round) {
   rounds_.ReportSuccess(kSelf, round, Now());
+  Publish();
+}
+
+void LocalRendezvous::ReportStopped(int64_t round) {
+  rounds_.ReportStopped(kSelf, round);
   Publish();
 }
 

@@ -6,6 +6,7 @@
 // and GrpcRendezvous (a master over the network).
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,15 +25,31 @@ struct RendezvousEvent {
   // kExcluded: the rendezvous keeps this node out for `cooldown` (node_health.h).
   // kProgress: how the wait for a round goes (`detail`), after CheckProgress(): from the
   // master (`status` OK), or what answers at its address when it does not (`status` not OK).
-  enum class Kind { kAssigned, kStop, kEnd, kLost, kRefused, kHangReport, kExcluded, kProgress };
+  // kStoreOpen: group rank 0, after a restart in place: no worker of the last round runs
+  // anywhere any more; the workers' store may serve round `store_round`.
+  enum class Kind {
+    kAssigned,
+    kStop,
+    kEnd,
+    kLost,
+    kRefused,
+    kHangReport,
+    kExcluded,
+    kProgress,
+    kStoreOpen
+  };
   Kind kind = Kind::kAssigned;
   Assignment assignment;                               // kAssigned
   StopReason stop_reason = StopReason::kWorkerFailed;  // kStop
   RunOutcome outcome = RunOutcome::kSucceeded;         // kEnd
   std::string detail;           // kStop, kEnd: what happened; kHangReport: the whole report
   bool collect_stacks = false;  // kStop, kEnd: see Outbound
-  int64_t hang_round = 0;       // kHangReport
-  std::string hang_summary;     // kHangReport: for the console
+  // kStop: the next round, begun already (a restart in place): run it once the workers
+  // have stopped, without a join.
+  std::optional<Assignment> next;
+  int64_t store_round = 0;                  // kStoreOpen
+  int64_t hang_round = 0;                   // kHangReport
+  std::string hang_summary;                 // kHangReport: for the console
   std::vector<ReportedFailure> root_cause;  // kEnd, failed: the earliest failure anywhere
   std::vector<std::string> excluded;        // kEnd: the nodes the run kept out, a line each
   // kExcluded: how long (InfiniteDuration: for the rest of the job); `detail` says why.
@@ -52,6 +69,8 @@ class RendezvousConnection {
   virtual void Join(const NodeInfo& node) = 0;
   virtual void ReportFailure(int64_t round, std::vector<ReportedFailure> failures) = 0;
   virtual void ReportSuccess(int64_t round) = 0;
+  /// After a restart in place: every worker this node ran in `round` has exited.
+  virtual void ReportStopped(int64_t round) = 0;
   virtual void Heartbeat() = 0;
   /// This node's workers' stacks after a hang stop (see stack_report.h); the rendezvous
   /// answers with kHangReport events. A one-node rendezvous has nothing to merge: no-op.
@@ -109,6 +128,7 @@ class LocalRendezvous : public RendezvousConnection {
   void Join(const NodeInfo& node) override;
   void ReportFailure(int64_t round, std::vector<ReportedFailure> failures) override;
   void ReportSuccess(int64_t round) override;
+  void ReportStopped(int64_t round) override;
   void Heartbeat() override {}
   void ReportStacks(int64_t, int, const std::string&, const std::vector<RankStack>&) override {}
   void Leave(const std::string&) override {}

@@ -134,11 +134,14 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
                               " is excluded: ", health_.Excluded(first.host, now)->reason);
       KeepOutHost(first.host, /*round_ends_anyway=*/true, now);
     }
-    EndRound(
-        StopReason::kWorkerFailed,
+    const std::string detail =
         absl::StrCat(what, ": restarting all workers (", restarts_spent_,
-                     " of --max-restarts=", settings_.max_restarts, " restarts used)", excluded),
-        now);
+                     " of --max-restarts=", settings_.max_restarts, " restarts used)", excluded);
+    if (excluded.empty() && CanRestartInPlace(now)) {
+      RestartInPlace(detail, now);
+    } else {
+      EndRound(StopReason::kWorkerFailed, detail, now);
+    }
   } else if (phase_ == Phase::kRunning) {
     EndRun(
         RunOutcome::kFailed,
@@ -300,7 +303,41 @@ void RoundStateMachine::CloseRound(absl::Time now) {
     if (auto it = nodes_.find(s); it != nodes_.end()) SetMember(it->second, false);
   }
   members_ = OrderForNextRound();
+  BeginRound(std::nullopt, now);
+}
+
+bool RoundStateMachine::CanRestartInPlace(absl::Time now) const {
+  if (phase_ != Phase::kRunning || collect_stacks_ || joined_count_ > 0 || members_.empty()) {
+    return false;
+  }
+  for (SessionId s : members_) {
+    const Node& node = nodes_.at(s);
+    if (!node.info.restarts_in_place || health_.Excluded(node.info.host, now)) return false;
+  }
+  return true;
+}
+
+void RoundStateMachine::RestartInPlace(const std::string& detail, absl::Time now) {
+  EndRecord(detail, now);
+  gathering_since_ = now;  // the round that follows needs no gathering
+  BeginRound(detail, now);
+  still_stopping_.insert(members_.begin(), members_.end());
+}
+
+void RoundStateMachine::ReportStopped(SessionId session, int64_t round) {
+  if (round != round_ - 1 || still_stopping_.erase(session) == 0 || !still_stopping_.empty()) {
+    return;
+  }
+  Outbound out;
+  out.session = members_.front();
+  out.kind = Outbound::Kind::kOpenStore;
+  out.store_round = round_;
+  outbound_.push_back(std::move(out));
+}
+
+void RoundStateMachine::BeginRound(const std::optional<std::string>& stop_detail, absl::Time now) {
   departed_.clear();
+  still_stopping_.clear();
   failures_.clear();  // the root cause of a failed run is the earliest failure of its last round
   ++round_;
   phase_ = Phase::kRunning;
@@ -315,18 +352,27 @@ void RoundStateMachine::CloseRound(absl::Time now) {
     SetJoined(node, false);
     SetFinished(node, false);
     SetMember(node, true);
+    Assignment assignment;
+    assignment.round = round_;
+    assignment.restart_count = restarts_spent_;
+    assignment.group_rank = static_cast<int>(i);
+    assignment.group_world_size = static_cast<int>(members_.size());
+    assignment.base_rank = base_rank;
+    assignment.world_size = world_size;
+    assignment.master_addr = rank0.addr;
+    assignment.master_port = rank0.master_port;
+    if (i == 0) assignment.store_clients = StoreClients();
     Outbound out;
     out.session = members_[i];
-    out.kind = Outbound::Kind::kAssign;
-    out.assignment.round = round_;
-    out.assignment.restart_count = restarts_spent_;
-    out.assignment.group_rank = static_cast<int>(i);
-    out.assignment.group_world_size = static_cast<int>(members_.size());
-    out.assignment.base_rank = base_rank;
-    out.assignment.world_size = world_size;
-    out.assignment.master_addr = rank0.addr;
-    out.assignment.master_port = rank0.master_port;
-    if (i == 0) out.assignment.store_clients = StoreClients();
+    if (stop_detail) {
+      out.kind = Outbound::Kind::kStop;
+      out.stop_reason = StopReason::kWorkerFailed;
+      out.detail = *stop_detail;
+      out.next = std::move(assignment);
+    } else {
+      out.kind = Outbound::Kind::kAssign;
+      out.assignment = std::move(assignment);
+    }
     outbound_.push_back(std::move(out));
     node.base_rank = base_rank;
     node.round = round_;
@@ -345,6 +391,7 @@ void RoundStateMachine::CloseRound(absl::Time now) {
 
 void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, absl::Time now) {
   EndRecord(detail, now);
+  still_stopping_.clear();          // every member rejoins once its workers have exited
   std::vector<SessionId> excluded;  // told so instead of being stopped; not waited for
   for (SessionId s : members_) {
     if (auto exclusion = health_.Excluded(nodes_.at(s).info.host, now)) {
@@ -379,6 +426,7 @@ void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, a
 
 void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail, absl::Time now) {
   if (phase_ == Phase::kRunning || phase_ == Phase::kFinishing) EndRecord(detail, now);
+  still_stopping_.clear();
   phase_ = Phase::kEnded;
   outcome_ = outcome;
   end_detail_ = detail;

@@ -7,6 +7,8 @@
 //       ^                                           the previous round back)--> RUNNING
 //       |                                                                          |
 //       +--(a worker failed and the budget allows; a member died; a node waits)----+
+//   RUNNING --(a worker failed; every member connected, healthy, able to; none waits)-->
+//       RUNNING, the next round sent with the stop orders (a restart in place)
 //   RUNNING --(one node's workers all succeeded)--> FINISHING --(all done)--> ENDED
 //   any --(budget spent, join_timeout, fewer than min nodes for join_timeout)--> ENDED
 //
@@ -69,6 +71,9 @@ struct NodeInfo {
   std::vector<std::string> addresses;
   // The address its session came from, as the master saw it (not what the node says).
   std::string seen_from;
+  // Its agent runs a next round sent with a stop order (Outbound::next) without joining, and
+  // its workers' store keeps one port for every round: it may be restarted in place.
+  bool restarts_in_place = false;
 };
 
 /// One failed worker, as an agent reports it.
@@ -148,13 +153,19 @@ struct Outbound {
   // with `detail`, so that the agent stops its workers and joins again.
   // kExclude: the node is kept out (node_health.h) for `cooldown`: it stops its workers and
   // joins again after it (InfiniteDuration: it leaves the job). `detail` says why.
-  enum class Kind { kAssign, kStop, kEnd, kEvict, kExclude };
+  // kOpenStore: to group rank 0 after a restart in place, once every member's workers of the
+  // last round have exited: its TCPStore may serve round `store_round`.
+  enum class Kind { kAssign, kStop, kEnd, kEvict, kExclude, kOpenStore };
   SessionId session = 0;
   Kind kind = Kind::kAssign;
   Assignment assignment;                               // kAssign
   StopReason stop_reason = StopReason::kWorkerFailed;  // kStop
   RunOutcome outcome = RunOutcome::kSucceeded;         // kEnd
   std::string detail;  // kStop/kEnd: what happened, for the agent's log and summary
+  // kStop: the next round, begun already (a restart in place): once its workers have
+  // stopped, the node runs it without a join.
+  std::optional<Assignment> next;
+  int64_t store_round = 0;  // kOpenStore
   // kStop, kEnd: a rank hung; record where every worker is before stopping it.
   bool collect_stacks = false;
   std::vector<ReportedFailure> root_cause;         // kEnd with kFailed: the earliest failure
@@ -190,6 +201,9 @@ class RoundStateMachine {
   void Leave(SessionId session, const std::string& reason, absl::Time now);
   /// Every worker of `round` on this session's node exited 0.
   void ReportSuccess(SessionId session, int64_t round, absl::Time now);
+  /// After a restart in place: every worker this session's node ran in `round` has exited.
+  /// Once every member has said so, group rank 0 is sent kOpenStore.
+  void ReportStopped(SessionId session, int64_t round);
   /// An operator ends the run (`ddprun stop`): every node stops its workers and exits (0, or 143
   /// in a job without a token: the agents decide).
   /// Nothing once it has ended.
@@ -258,6 +272,16 @@ class RoundStateMachine {
   absl::Status JoinEndedRun(SessionId session);
   void MaybeCloseRound(absl::Time now);
   void CloseRound(absl::Time now);
+  // Begins the next round with members_ in group-rank order: each is sent its assignment,
+  // as the answer to its join, or with the stop order of the round that ends (`stop_detail`:
+  // a restart in place).
+  void BeginRound(const std::optional<std::string>& stop_detail, absl::Time now);
+  // A worker failed and the round ends: the next round can be the same members in the same
+  // order, told in one message each, when every member is connected (a member that is not
+  // has ended the round already), healthy and able to, no node waits to join and no rank
+  // hung. Otherwise every member rejoins (EndRound).
+  bool CanRestartInPlace(absl::Time now) const;
+  void RestartInPlace(const std::string& detail, absl::Time now);
   // A join with a failed health check excludes its host: only when every other agent in the
   // run under that host came from the same address (two agents on one host are one node; a
   // stranger elsewhere must not exclude a healthy node).
@@ -315,6 +339,9 @@ class RoundStateMachine {
   int keep_alive_misses_ = 0;
   std::map<std::pair<std::string, int>, int> failure_counts_;
   std::vector<std::string> departed_;  // hosts of members lost since the last round closed
+  // After a restart in place: the members whose workers of round round_ - 1 may still run.
+  // Group rank 0's store opens when none is left; a round that ends first forgets them.
+  std::set<SessionId> still_stopping_;
   std::vector<Outbound> outbound_;
 };
 

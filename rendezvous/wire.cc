@@ -63,6 +63,7 @@ NodeInfo NodeFromJoin(const v1::Join& join) {
   node.last_round = join.next_round() - 1;
   node.restarts_seen = join.restarts_seen();
   node.failed_check = PrintableLines(join.failed_check());
+  node.restarts_in_place = join.restarts_in_place();
   return node;
 }
 
@@ -84,6 +85,7 @@ v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::
   join.set_next_round(node.last_round + 1);
   join.set_restarts_seen(node.restarts_seen);
   join.set_failed_check(node.failed_check);
+  join.set_restarts_in_place(node.restarts_in_place);
   *join.mutable_settings() = ToWire(settings);
   return join;
 }
@@ -205,22 +207,42 @@ v1::WorkerFailure ToWire(const ReportedFailure& f) {
   return out;
 }
 
+namespace {
+
+void AssignmentToWire(const Assignment& from, v1::RoundAssignment& a) {
+  a.set_round(from.round);
+  a.set_restart_count(from.restart_count);
+  a.set_group_rank(from.group_rank);
+  a.set_group_world_size(from.group_world_size);
+  a.set_base_rank(from.base_rank);
+  a.set_world_size(from.world_size);
+  a.set_master_addr(from.master_addr);
+  a.set_master_port(from.master_port);
+  for (const std::string& c : from.store_clients) a.add_store_clients(c);
+}
+
+Assignment AssignmentFromWire(const v1::RoundAssignment& a) {
+  Assignment out;
+  out.round = a.round();
+  out.restart_count = a.restart_count();
+  out.group_rank = a.group_rank();
+  out.group_world_size = a.group_world_size();
+  out.base_rank = a.base_rank();
+  out.world_size = a.world_size();
+  out.master_addr = a.master_addr();
+  out.master_port = a.master_port();
+  out.store_clients.assign(a.store_clients().begin(), a.store_clients().end());
+  return out;
+}
+
+}  // namespace
+
 v1::MasterMessage ToWire(const Outbound& out) {
   v1::MasterMessage message;
   switch (out.kind) {
-    case Outbound::Kind::kAssign: {
-      v1::RoundAssignment* a = message.mutable_assignment();
-      a->set_round(out.assignment.round);
-      a->set_restart_count(out.assignment.restart_count);
-      a->set_group_rank(out.assignment.group_rank);
-      a->set_group_world_size(out.assignment.group_world_size);
-      a->set_base_rank(out.assignment.base_rank);
-      a->set_world_size(out.assignment.world_size);
-      a->set_master_addr(out.assignment.master_addr);
-      a->set_master_port(out.assignment.master_port);
-      for (const std::string& c : out.assignment.store_clients) a->add_store_clients(c);
+    case Outbound::Kind::kAssign:
+      AssignmentToWire(out.assignment, *message.mutable_assignment());
       break;
-    }
     case Outbound::Kind::kStop: {
       v1::StopOrder* stop = message.mutable_stop();
       stop->set_reason(out.stop_reason == StopReason::kWorkerFailed
@@ -228,9 +250,13 @@ v1::MasterMessage ToWire(const Outbound& out) {
                            : v1::StopOrder::MEMBERSHIP_CHANGED);
       stop->set_detail(out.detail);
       stop->set_collect_stacks(out.collect_stacks);
+      if (out.next) AssignmentToWire(*out.next, *stop->mutable_next());
       break;
     }
     case Outbound::Kind::kEvict:  // not a message: the master closes the stream instead
+      break;
+    case Outbound::Kind::kOpenStore:
+      message.mutable_store_open()->set_round(out.store_round);
       break;
     case Outbound::Kind::kEnd: {
       v1::RunEnd* end = message.mutable_end();
@@ -261,17 +287,8 @@ v1::MasterMessage ToWire(const Outbound& out) {
 RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
   RendezvousEvent event;
   if (message.has_assignment()) {
-    const v1::RoundAssignment& a = message.assignment();
     event.kind = RendezvousEvent::Kind::kAssigned;
-    event.assignment.round = a.round();
-    event.assignment.restart_count = a.restart_count();
-    event.assignment.group_rank = a.group_rank();
-    event.assignment.group_world_size = a.group_world_size();
-    event.assignment.base_rank = a.base_rank();
-    event.assignment.world_size = a.world_size();
-    event.assignment.master_addr = a.master_addr();
-    event.assignment.master_port = a.master_port();
-    event.assignment.store_clients.assign(a.store_clients().begin(), a.store_clients().end());
+    event.assignment = AssignmentFromWire(message.assignment());
   } else if (message.has_stop()) {
     event.kind = RendezvousEvent::Kind::kStop;
     event.stop_reason = message.stop().reason() == v1::StopOrder::WORKER_FAILED
@@ -279,6 +296,10 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
                             : StopReason::kMembershipChanged;
     event.detail = Printable(message.stop().detail());
     event.collect_stacks = message.stop().collect_stacks();
+    if (message.stop().has_next()) event.next = AssignmentFromWire(message.stop().next());
+  } else if (message.has_store_open()) {
+    event.kind = RendezvousEvent::Kind::kStoreOpen;
+    event.store_round = message.store_open().round();
   } else if (message.has_hang_report()) {
     event.kind = RendezvousEvent::Kind::kHangReport;
     event.hang_round = message.hang_report().round();

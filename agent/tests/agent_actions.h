@@ -22,7 +22,8 @@ inline std::string DescribeAction(const AgentAction& a) {
       return "reconnect";
     case Kind::kStartWorkers:
       return absl::StrCat("start-workers round=", a.assignment->round,
-                          " restarts=", a.assignment->restart_count);
+                          " restarts=", a.assignment->restart_count,
+                          a.store_waits ? " store-waits" : "");
     case Kind::kStopWorkers:
       return absl::StrCat("stop-workers ", SignalName(a.signal));
     case Kind::kKillWorkers:
@@ -37,6 +38,8 @@ inline std::string DescribeAction(const AgentAction& a) {
       return absl::StrCat("report-failure round=", a.round);
     case Kind::kReportSuccess:
       return absl::StrCat("report-success round=", a.round);
+    case Kind::kReportStopped:
+      return absl::StrCat("report-stopped round=", a.round);
     case Kind::kHeartbeat:
       return "heartbeat";
     case Kind::kCheckProgress:

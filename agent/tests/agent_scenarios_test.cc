@@ -69,10 +69,16 @@ class Scenario : public testing::ScenarioMachine {
                                                      testing::ScenarioInt(args, "code", 1)};
       }
       sm_->AttemptClosed(result, now_);
-    } else if (verb == "stop") {
+    } else if (verb == "stop") {  // next-round=N: a restart in place, round N sent with it
+      std::optional<Assignment> next;
+      if (args.count("next-round") > 0) {
+        next.emplace();
+        next->round = testing::ScenarioInt(args, "next-round", 0);
+        next->restart_count = testing::ScenarioInt(args, "restarts", 0);
+      }
       sm_->StopOrdered(
           args.count("membership") > 0 ? StopReason::kMembershipChanged : StopReason::kWorkerFailed,
-          "the round ended", args.count("stacks") > 0, now_);
+          "the round ended", args.count("stacks") > 0, next, now_);
     } else if (verb == "end") {
       std::vector<ReportedFailure> root;
       if (args.count("root-host") > 0) {

@@ -82,7 +82,7 @@ class AgentStateMachineTest : public ::testing::Test {
     return (sm_->AttemptClosed(result, now_), Take());
   }
   std::vector<std::string> Stop(StopReason reason = StopReason::kWorkerFailed) {
-    return (sm_->StopOrdered(reason, "rank 1 on node1 failed", false, now_), Take());
+    return (sm_->StopOrdered(reason, "rank 1 on node1 failed", false, std::nullopt, now_), Take());
   }
   std::vector<std::string> End(RunOutcome outcome, std::vector<ReportedFailure> root = {}) {
     return (sm_->RunEnded(outcome, "the run ended", root, false, now_), Take());
@@ -393,7 +393,7 @@ TEST_F(AgentStateMachineTest, AFatalErrorExitsWithItsCode) {
   RunRoundZero();
   sm_->Fatal(kExitInternal);
   EXPECT_THAT(Take(), ElementsAre(absl::StrCat("exit ", kExitInternal)));
-  sm_->StopOrdered(StopReason::kWorkerFailed, "late", false, now_);
+  sm_->StopOrdered(StopReason::kWorkerFailed, "late", false, std::nullopt, now_);
   sm_->Signal(SIGTERM, now_);
   EXPECT_THAT(Take(), IsEmpty()) << "nothing happens after the end";
 }
@@ -466,7 +466,7 @@ TEST_F(AgentStateMachineTest, AHangIsReportedAndTheWorkersWaitForTheRendezvousOr
   WorkersView hang = Failed(false);
   hang.hang = true;
   EXPECT_THAT(Workers(hang), ElementsAre("report-failure round=0"));
-  sm_->StopOrdered(StopReason::kWorkerFailed, "rank 1 on node0 failed", true, now_);
+  sm_->StopOrdered(StopReason::kWorkerFailed, "rank 1 on node0 failed", true, std::nullopt, now_);
   EXPECT_THAT(Take(), ElementsAre("collect-stacks", "end-store-round", "stop-workers SIGTERM"));
 }
 
@@ -483,7 +483,7 @@ TEST_F(AgentStateMachineTest, AHangWithNoOrderIsKilledAfterTheGracePeriod) {
 
 TEST_F(AgentStateMachineTest, AStopOrderForAHungRankCollectsStacksBeforeStopping) {
   RunRoundZero();
-  sm_->StopOrdered(StopReason::kWorkerFailed, "rank 3 on node1 failed", true, now_);
+  sm_->StopOrdered(StopReason::kWorkerFailed, "rank 3 on node1 failed", true, std::nullopt, now_);
   EXPECT_THAT(Take(), ElementsAre("collect-stacks", "end-store-round", "stop-workers SIGTERM"));
   Workers(AllExited());
   Closed({false, std::nullopt});

@@ -62,8 +62,17 @@ std::string Describe(const Outbound& o) {
                           " restarts=", a.restart_count, " master=", a.master_addr, ":",
                           a.master_port);
     }
-    case Outbound::Kind::kStop:
-      return absl::StrCat(who, "stop ", StopName(o.stop_reason), ": ", o.detail);
+    case Outbound::Kind::kStop: {
+      std::string next;
+      if (o.next) {
+        const Assignment& a = *o.next;
+        next = absl::StrCat(" -> next round=", a.round, " rank=", a.group_rank, "/",
+                            a.group_world_size, " base=", a.base_rank, " world=", a.world_size,
+                            " restarts=", a.restart_count, " master=", a.master_addr, ":",
+                            a.master_port);
+      }
+      return absl::StrCat(who, "stop ", StopName(o.stop_reason), ": ", o.detail, next);
+    }
     case Outbound::Kind::kEnd:
       return absl::StrCat(who, "end ", OutcomeName(o.outcome), ": ", o.detail,
                           o.root_cause.empty()
@@ -74,6 +83,8 @@ std::string Describe(const Outbound& o) {
       return absl::StrCat(who, "evict: ", o.detail);
     case Outbound::Kind::kExclude:
       return absl::StrCat(who, "exclude for ", absl::FormatDuration(o.cooldown), ": ", o.detail);
+    case Outbound::Kind::kOpenStore:
+      return absl::StrCat(who, "open-store round=", o.store_round);
   }
   return "?";
 }
@@ -95,9 +106,11 @@ class Scenario : public testing::ScenarioMachine {
     sm_ = std::make_unique<RoundStateMachine>(s, now_);
   }
 
-  // join S HOST [rank=HINT] [nproc=N] | heartbeat S | disconnect S | fail S round=R rank=K
-  // | succeed S round=R | stop REASON... (`ddprun stop`) | tick DURATION (time passes, nobody
-  // beats) | pass DURATION (time passes second by second, every session that joined beating)
+  // join S HOST [rank=HINT] [nproc=N] [in-place] (it can be restarted in place) | heartbeat S
+  // | disconnect S | fail S round=R rank=K | succeed S round=R | stopped S round=R (after a
+  // restart in place, its workers of R exited) | stop REASON... (`ddprun stop`) | tick
+  // DURATION (time passes, nobody beats) | pass DURATION (time passes second by second, every
+  // session that joined beating)
   std::vector<std::string> Apply(const std::string& line) override {
     const std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
     const std::string& verb = words[0];
@@ -121,6 +134,7 @@ class Scenario : public testing::ScenarioMachine {
       n.local_world_size = testing::ScenarioInt(args, "nproc", 2);
       n.node_rank_hint = testing::ScenarioInt(args, "rank", -1);
       n.master_port = 29000 + static_cast<int>(session);
+      n.restarts_in_place = args.count("in-place") > 0;
       if (absl::Status s = sm_->Join(session, n, now_); !s.ok()) {
         out.push_back(absl::StrCat("refused: ", s.message()));
       }
@@ -139,6 +153,8 @@ class Scenario : public testing::ScenarioMachine {
       sm_->ReportFailure(session, testing::ScenarioInt(args, "round", 0), {f}, now_);
     } else if (verb == "stop") {
       sm_->Stop(absl::StrJoin(words.begin() + 1, words.end(), " "), now_);
+    } else if (verb == "stopped") {
+      sm_->ReportStopped(session, testing::ScenarioInt(args, "round", 0));
     } else if (verb == "succeed") {
       sm_->ReportSuccess(session, testing::ScenarioInt(args, "round", 0), now_);
     } else if (verb == "tick") {

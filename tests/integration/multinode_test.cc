@@ -106,6 +106,34 @@ TEST(MultiNode, ACrashOnOneNodeRestartsAllFourWithOneCount) {
   EXPECT_THAT(ra.err, HasSubstr("rank 3 on 127.0.0.2 failed"));
 }
 
+// The common restart: every node connected and healthy. The master sends the next round with
+// the stop order (one message per node, no rejoin); a node with a health check, which must run
+// before every round, has every node rejoin instead. Both restart every rank.
+TEST(MultiNode, ACrashRestartsInPlaceUnlessAHealthCheckMustRunFirst) {
+  for (const bool health_check : {false, true}) {
+    SCOPED_TRACE(health_check ? "with --health-check" : "in place");
+    TempDir dir;
+    const int port = FreeLoopbackPort();
+    std::vector<std::string> extra = {"--max-restarts=1"};
+    if (health_check) extra.push_back("--health-check=true");
+    auto a = ChildProcess::Start(Agent(port, 1, "2", {"crash-once", "3", "7", dir.path()}, extra),
+                                 {{"LOGLEVEL", "INFO"}});
+    auto b = ChildProcess::Start(Agent(port, 2, "2", {"crash-once", "3", "7", dir.path()}, extra));
+    ProcessResult ra = a->Wait(absl::Seconds(30));
+    ProcessResult rb = b->Wait(absl::Seconds(30));
+    ASSERT_EQ(ra.exit_code, 0) << ra.err;
+    ASSERT_EQ(rb.exit_code, 0) << rb.err;
+    EXPECT_TRUE(AllExist(dir, {"ran.0.1", "ran.1.1", "ran.2.1", "ran.3.1"}));
+    const std::string in_place = "round 1 begins at once, the same nodes in the same order";
+    if (health_check) {
+      EXPECT_THAT(ra.err, ::testing::Not(HasSubstr(in_place)));
+      EXPECT_THAT(ra.err, HasSubstr("round 0 stops: rank 3 on 127.0.0.2 failed"));
+    } else {
+      EXPECT_THAT(ra.err, HasSubstr(in_place)) << ra.err;
+    }
+  }
+}
+
 TEST(MultiNode, BudgetSpentFailsEveryNodeWithTheRootCause) {
   TempDir dir;
   const int port = FreeLoopbackPort();

@@ -260,7 +260,7 @@ class Loadgen {
       case RendezvousEvent::Kind::kAssigned:
         agent.node.last_round = event.assignment.round;
         agent.node.restarts_seen = event.assignment.restart_count;
-        CountAssignment(event.assignment);
+        CountAssignment(event.assignment, /*in_place=*/false);
         return;
       case RendezvousEvent::Kind::kStop:  // as an agent does once its workers are stopped
         if (event.next) {
@@ -269,7 +269,7 @@ class Loadgen {
           v1::AgentMessage stopped;
           stopped.mutable_stopped()->set_round(event.next->round - 1);
           agent.stream->Send(std::move(stopped));
-          CountAssignment(*event.next);
+          CountAssignment(*event.next, /*in_place=*/true);
         } else {
           agent.stream->Send(JoinMessage(agent.node, options_.run_id, "", settings_));
         }
@@ -300,11 +300,13 @@ class Loadgen {
     expected_round_ = round;
     assigned_ = 0;
     round_complete_ = false;
+    round_in_place_ = false;
     rank_seen_.assign(options_.agents, false);
   }
 
-  void CountAssignment(const Assignment& a) {
+  void CountAssignment(const Assignment& a, bool in_place) {
     absl::MutexLock lock(&mu_);
+    round_in_place_ = round_in_place_ || in_place;
     if (a.round != expected_round_) {
       return FailLocked(absl::StrCat("an assignment for round ", a.round, " while round ",
                                      expected_round_, " was expected"));
@@ -324,8 +326,7 @@ class Loadgen {
   // Every agent holds its assignment and, after a restart in place, group rank 0 may open
   // its store: the round can make progress.
   void MaybeRoundDone() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    const bool store_open =
-        !options_.in_place || expected_round_ == 0 || store_open_round_ >= expected_round_;
+    const bool store_open = !round_in_place_ || store_open_round_ >= expected_round_;
     if (!round_complete_ && assigned_ == options_.agents && store_open) {
       round_complete_ = true;
       round_done_ = absl::Now();
@@ -383,6 +384,7 @@ class Loadgen {
   int assigned_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t store_open_round_ ABSL_GUARDED_BY(mu_) = -1;  // the last kStoreOpen's
   bool round_complete_ ABSL_GUARDED_BY(mu_) = false;
+  bool round_in_place_ ABSL_GUARDED_BY(mu_) = false;  // it came with stop orders
   std::vector<bool> rank_seen_ ABSL_GUARDED_BY(mu_);
   absl::Time round_done_ ABSL_GUARDED_BY(mu_);
   std::string error_ ABSL_GUARDED_BY(mu_);

@@ -78,14 +78,15 @@ def scale_plot(results):
                     series.append((path, name))
     plots = ", ".join(f"'{p}' using 1:2 with linespoints title '{t}'" for p, t in series)
     return f"""
-set terminal pngcairo size 900,560
+set terminal pngcairo size 900,760
 set output '{os.path.join(results, "scale.png")}'
 set title 'Rendezvous at scale: time for every agent to hold its assignment (ms)'
 set logscale xy
 set xrange [80:30000]
 set xlabel 'simulated agents'
 set ylabel 'ms'
-set key outside right top
+# Below the chart, in two columns: beside it, the legend took more room than the data.
+set key outside below maxrows 6
 set grid
 plot {plots}
 """

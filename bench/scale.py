@@ -8,7 +8,11 @@ started on a fresh loopback port and ddprun-loadgen plays N agents against it:
   connect   every connection up
   open      N Session streams opened (stream set-up, before any join)
   round     first join -> every agent holds its round-0 assignment
-  restart   one failure report -> every agent stopped, rejoined and assigned (median of 3)
+  restart   one failure report -> every agent stopped and holding the next round (median of 3):
+            ddprun-master restarts in place (the round comes with the stop order; group rank
+            0's store opens once every agent said it stopped); "ddprun-master-join" is the same
+            master with agents that rejoin (three messages per agent, over shared connections
+            only), as are all of the bare master's restarts
   cpu/agent the master's CPU time per agent for the round and for a restart
   rss       the master's peak RSS
 
@@ -31,14 +35,14 @@ from procs import free_port, start_server
 from report import write_json
 
 
-def run_one(master_cmd, agents, connections):
+def run_one(master_cmd, agents, connections, restart_path):
     port = free_port()
     master = start_server(master_cmd, port)
     try:
         out = subprocess.run(
             [os.path.join(ARGS.build, "bench", "ddprun-loadgen"), f"--endpoint=127.0.0.1:{port}",
              f"--agents={agents}", f"--connections={connections}", "--restarts=3",
-             f"--master-pid={master.pid}", "--timeout=120"],
+             f"--master-pid={master.pid}", "--timeout=120", f"--restart-path={restart_path}"],
             capture_output=True, text=True, timeout=600)
         if out.returncode != 0:
             return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else
@@ -56,21 +60,25 @@ def run_one(master_cmd, agents, connections):
 def main():
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # for the master; loadgen raises its own
+    master = [os.path.join(ARGS.build, "rendezvous", "ddprun-master"), "--host=127.0.0.1"]
+    # name: (command, the agents' restart path, over shared connections only)
     masters = {
-        "ddprun-master": [os.path.join(ARGS.build, "rendezvous", "ddprun-master"),
-                          "--host=127.0.0.1"],
-        "bare-grpc": [os.path.join(ARGS.build, "bench", "ddprun-bare-master")],
+        "ddprun-master": (master, "in-place", False),
+        "ddprun-master-join": (master, "join", True),
+        "bare-grpc": ([os.path.join(ARGS.build, "bench", "ddprun-bare-master")], "join", False),
     }
     results = {name: {} for name in masters}
     for mode, connections in (("shared-64", 64), ("one-per-agent", 0)):
         for n in ARGS.agents:
-            for name, cmd in masters.items():
-                r = run_one(cmd, n, connections)
+            for name, (cmd, restart_path, shared_only) in masters.items():
+                if shared_only and connections == 0:
+                    continue
+                r = run_one(cmd, n, connections, restart_path)
                 results[name][f"{mode}/{n}"] = r
                 if "error" in r:
-                    print(f"{name:>14} {mode:>14} N={n:>6}: {r['error']}", flush=True)
+                    print(f"{name:>18} {mode:>14} N={n:>6}: {r['error']}", flush=True)
                     continue
-                print(f"{name:>14} {mode:>14} N={n:>6}: connect {r['connect_ms']:8.1f}  open "
+                print(f"{name:>18} {mode:>14} N={n:>6}: connect {r['connect_ms']:8.1f}  open "
                       f"{r['open_ms']:8.1f}  round {r['round_ms']:8.1f}  restart "
                       f"{statistics.median(r['restart_ms']):8.1f} ms  master cpu/agent "
                       f"{r['master_cpu_us_per_agent_round']:6.1f} us  rss "

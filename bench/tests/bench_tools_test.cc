@@ -45,10 +45,12 @@ class Server {
   std::unique_ptr<ChildProcess> process_;
 };
 
-ProcessResult Loadgen(const Server& server, int agents, int connections) {
+ProcessResult Loadgen(const Server& server, int agents, int connections,
+                      const std::string& restart_path = "in-place") {
   return RunProcess({kLoadgen, "--endpoint=" + server.endpoint(), absl::StrCat("--agents=", agents),
                      absl::StrCat("--connections=", connections), "--restarts=2",
-                     absl::StrCat("--master-pid=", server.pid()), "--timeout=60"},
+                     absl::StrCat("--master-pid=", server.pid()), "--timeout=60",
+                     "--restart-path=" + restart_path},
                     {}, absl::Seconds(120));
 }
 
@@ -61,6 +63,17 @@ TEST(BenchTools, LoadgenRunsRoundsAndRestartsAgainstTheMaster) {
   EXPECT_THAT(shared.out, HasSubstr("\"agents\": 300, \"connections\": 2"));
   EXPECT_THAT(shared.out, ::testing::ContainsRegex("\"restart_ms\": \\[[0-9.]+, [0-9.]+\\]"));
   EXPECT_THAT(shared.out, ::testing::ContainsRegex("\"master_peak_rss_mib\": [1-9]"));
+  EXPECT_THAT(shared.out, HasSubstr("\"restart_path\": \"in-place\""));
+}
+
+// The same master with agents that rejoin after every stop order: the three-message path
+// every restart took before restarts in place, and still the one that follows a lost node.
+TEST(BenchTools, LoadgenAgentsThatRejoinAfterEveryStop) {
+  Server master(kMaster);
+  ProcessResult join = Loadgen(master, 100, 4, "join");
+  ASSERT_EQ(join.exit_code, 0) << join.err;
+  EXPECT_THAT(join.out, HasSubstr("\"restart_path\": \"join\""));
+  EXPECT_THAT(join.out, ::testing::ContainsRegex("\"restart_ms\": \\[[0-9.]+, [0-9.]+\\]"));
 }
 
 TEST(BenchTools, LoadgenWithOneConnectionPerAgentAgainstTheBareMaster) {

@@ -15,7 +15,7 @@ using ::testing::IsEmpty;
 using ::testing::Pair;
 using ::testing::UnorderedElementsAre;
 
-DeviceCounts FakeDevices(int gpus, int cpus) {
+DeviceCounts DevicesWith(int gpus, int cpus) {
   DeviceCounts devices;
   devices.count_gpus = [gpus]() -> absl::StatusOr<int> { return gpus; };
   devices.cpu_count = cpus;
@@ -66,34 +66,34 @@ INSTANTIATE_TEST_SUITE_P(BadValues, ParseNnodesBadTest,
 // ---------------------------------------------------------------------------- --nproc-per-node
 
 TEST(ParseNprocPerNodeTest, PositiveInteger) {
-  absl::StatusOr<int> n = ParseNprocPerNode("1", FakeDevices(0, 8));
+  absl::StatusOr<int> n = ParseNprocPerNode("1", DevicesWith(0, 8));
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 1);
-  n = ParseNprocPerNode("16", FakeDevices(0, 8));
+  n = ParseNprocPerNode("16", DevicesWith(0, 8));
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 16);
 }
 
 TEST(ParseNprocPerNodeTest, CpuUsesCpuCount) {
-  absl::StatusOr<int> n = ParseNprocPerNode("cpu", FakeDevices(4, 8));
+  absl::StatusOr<int> n = ParseNprocPerNode("cpu", DevicesWith(4, 8));
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 8);
 }
 
 TEST(ParseNprocPerNodeTest, CpuIsAtLeastOne) {
-  absl::StatusOr<int> n = ParseNprocPerNode("cpu", FakeDevices(0, 0));
+  absl::StatusOr<int> n = ParseNprocPerNode("cpu", DevicesWith(0, 0));
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 1);
 }
 
 TEST(ParseNprocPerNodeTest, GpuUsesGpuCount) {
-  absl::StatusOr<int> n = ParseNprocPerNode("gpu", FakeDevices(4, 8));
+  absl::StatusOr<int> n = ParseNprocPerNode("gpu", DevicesWith(4, 8));
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 4);
 }
 
 TEST(ParseNprocPerNodeTest, GpuWithNoGpuIsAnError) {
-  absl::StatusOr<int> n = ParseNprocPerNode("gpu", FakeDevices(0, 8));
+  absl::StatusOr<int> n = ParseNprocPerNode("gpu", DevicesWith(0, 8));
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(n.status().message()), HasSubstr("--nproc-per-node=gpu"));
@@ -101,13 +101,13 @@ TEST(ParseNprocPerNodeTest, GpuWithNoGpuIsAnError) {
 }
 
 TEST(ParseNprocPerNodeTest, AutoUsesGpusWhenThereAreSome) {
-  absl::StatusOr<int> n = ParseNprocPerNode("auto", FakeDevices(2, 8));
+  absl::StatusOr<int> n = ParseNprocPerNode("auto", DevicesWith(2, 8));
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 2);
 }
 
 TEST(ParseNprocPerNodeTest, AutoWithNoGpuFallsBackToCpuCount) {
-  absl::StatusOr<int> n = ParseNprocPerNode("auto", FakeDevices(0, 6));
+  absl::StatusOr<int> n = ParseNprocPerNode("auto", DevicesWith(0, 6));
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 6);
 }
@@ -142,7 +142,7 @@ class ParseNprocBadTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(ParseNprocBadTest, IsInvalidAndNamesOptionAndValue) {
   const std::string value = GetParam();
-  absl::StatusOr<int> n = ParseNprocPerNode(value, FakeDevices(2, 8));
+  absl::StatusOr<int> n = ParseNprocPerNode(value, DevicesWith(2, 8));
   ASSERT_FALSE(n.ok()) << "accepted --nproc-per-node=" << value;
   EXPECT_EQ(n.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(n.status().message()), HasSubstr("--nproc-per-node"));

@@ -63,7 +63,7 @@ const std::vector<TorchrunOption> kTorchrunMainOptions = {
     {{"--print-completion", "--print_completion"}, "zsh"},
 };
 
-LaunchEnvironment Env() {
+LaunchEnvironment ShellEnvironment() {
   LaunchEnvironment env;
   env.vars["PATH"] = "/usr/bin:/bin";
   env.cwd = "/tmp";
@@ -95,7 +95,7 @@ TEST(TorchrunMainOptions, EveryOneIsAnOptionOfDdprun) {
   for (const TorchrunOption& option : kTorchrunMainOptions) {
     for (const std::string& spelling : option.spellings) {
       absl::StatusOr<CliOutcome> outcome =
-          ParseCommandLine(CommandWith(spelling, option), Devices(), Env());
+          ParseCommandLine(CommandWith(spelling, option), Devices(), ShellEnvironment());
       const std::string error = outcome.ok() ? "" : std::string(outcome.status().message());
       EXPECT_THAT(error, Not(HasSubstr("unknown option"))) << spelling;
       EXPECT_THAT(error, Not(HasSubstr("not expected"))) << spelling;
@@ -122,12 +122,13 @@ TEST(TorchrunMainOptions, TheLauncherKnowsTheSameListForAbbreviationsAndHelp) {
 TEST(TorchrunMainOptions, PrintCompletionPrintsAndExitsLikeHelp) {
   for (const std::string shell : {"bash", "zsh", "tcsh"}) {
     absl::StatusOr<CliOutcome> outcome =
-        ParseCommandLine({"--print-completion", shell}, Devices(), Env());
+        ParseCommandLine({"--print-completion", shell}, Devices(), ShellEnvironment());
     ASSERT_TRUE(outcome.ok()) << outcome.status();
     EXPECT_EQ(outcome->action, CliOutcome::Action::kPrint);
     EXPECT_THAT(outcome->text, HasSubstr("--nproc-per-node")) << shell;
   }
-  absl::StatusOr<CliOutcome> fish = ParseCommandLine({"--print-completion=fish"}, Devices(), Env());
+  absl::StatusOr<CliOutcome> fish =
+      ParseCommandLine({"--print-completion=fish"}, Devices(), ShellEnvironment());
   ASSERT_FALSE(fish.ok());
   EXPECT_EQ(fish.status().message(),
             "--print-completion='fish' is not valid: expected bash, zsh, tcsh");

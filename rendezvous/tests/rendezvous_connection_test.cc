@@ -8,7 +8,7 @@
 namespace ddprun {
 namespace {
 
-using Kind = RendezvousEvent::Kind;
+using EventKind = RendezvousEvent::Kind;
 using ::testing::HasSubstr;
 
 NodeInfo ThisNode(int nproc = 4, int port = 29555) {
@@ -44,7 +44,7 @@ TEST(LocalRendezvousTest, JoinAssignsRoundZeroWithThisNodeAsMaster) {
   auto events = rdzv.TakeEvents();
   EXPECT_FALSE(Readable(rdzv.event_fd()));
   ASSERT_EQ(events.size(), 1u);
-  EXPECT_EQ(events[0].kind, Kind::kAssigned);
+  EXPECT_EQ(events[0].kind, EventKind::kAssigned);
   EXPECT_EQ(events[0].assignment.round, 0);
   EXPECT_EQ(events[0].assignment.world_size, 4);
   EXPECT_EQ(events[0].assignment.group_rank, 0);
@@ -60,7 +60,7 @@ TEST(LocalRendezvousTest, FailureWithinTheBudgetStopsThenTheRejoinGetsANewRound)
   rdzv.ReportFailure(0, {Crash(2)});
   auto stop = rdzv.TakeEvents();
   ASSERT_EQ(stop.size(), 1u);
-  EXPECT_EQ(stop[0].kind, Kind::kStop);
+  EXPECT_EQ(stop[0].kind, EventKind::kStop);
   EXPECT_EQ(stop[0].stop_reason, StopReason::kWorkerFailed);
   EXPECT_THAT(stop[0].detail,
               HasSubstr("restarting all workers (1 of --max-restarts=1 restarts used)"));
@@ -79,7 +79,7 @@ TEST(LocalRendezvousTest, FailureOverTheBudgetEndsTheRunWithTheRootCause) {
   rdzv.ReportFailure(0, {Crash(1)});
   auto end = rdzv.TakeEvents();
   ASSERT_EQ(end.size(), 1u);
-  EXPECT_EQ(end[0].kind, Kind::kEnd);
+  EXPECT_EQ(end[0].kind, EventKind::kEnd);
   EXPECT_EQ(end[0].outcome, RunOutcome::kFailed);
   ASSERT_EQ(end[0].root_cause.size(), 1u);
   EXPECT_EQ(end[0].root_cause[0].rank, 1);
@@ -92,7 +92,7 @@ TEST(LocalRendezvousTest, SuccessEndsTheRun) {
   rdzv.ReportSuccess(0);
   auto end = rdzv.TakeEvents();
   ASSERT_EQ(end.size(), 1u);
-  EXPECT_EQ(end[0].kind, Kind::kEnd);
+  EXPECT_EQ(end[0].kind, EventKind::kEnd);
   EXPECT_EQ(end[0].outcome, RunOutcome::kSucceeded);
 }
 
@@ -107,8 +107,8 @@ TEST(EventsForTest, OnlyTheSessionsOwnMessagesAndEvictionIsALostMaster) {
   out[2].detail = "dropped";
   auto events = EventsFor(1, out);
   ASSERT_EQ(events.size(), 2u);
-  EXPECT_EQ(events[0].kind, Kind::kAssigned);
-  EXPECT_EQ(events[1].kind, Kind::kLost);
+  EXPECT_EQ(events[0].kind, EventKind::kAssigned);
+  EXPECT_EQ(events[1].kind, EventKind::kLost);
   EXPECT_EQ(events[1].status.code(), absl::StatusCode::kAborted);
 }
 
@@ -118,11 +118,11 @@ TEST(LossOrRefusalTest, ARefusalIsTypedApartFromALostMaster) {
        {absl::PermissionDeniedError("token"), absl::NotFoundError("run"),
         absl::FailedPreconditionError("ended"), absl::InvalidArgumentError("field"),
         absl::UnimplementedError("old master")}) {
-    EXPECT_EQ(LossOrRefusal(refused), Kind::kRefused) << refused;
+    EXPECT_EQ(LossOrRefusal(refused), EventKind::kRefused) << refused;
   }
   for (const absl::Status& lost : {absl::UnavailableError("closed"), absl::AbortedError("dropped"),
                                    absl::DeadlineExceededError("ping"), absl::InternalError("?")}) {
-    EXPECT_EQ(LossOrRefusal(lost), Kind::kLost) << lost;
+    EXPECT_EQ(LossOrRefusal(lost), EventKind::kLost) << lost;
   }
 }
 

@@ -11,10 +11,10 @@
 namespace ddprun::tcpstore {
 namespace {
 
+using tcpstore::testing::Hex;
+using tcpstore::testing::RequestBytes;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::Hex;
-using testing::RequestBytes;
 
 Parsed Parse(const std::string& bytes, Dialect dialect) { return ParseRequest(bytes, dialect); }
 Parsed Parse(absl::string_view bytes, Dialect dialect) { return ParseRequest(bytes, dialect); }

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "tests/compat/compat_paths.h"
 #include "tests/compat/ddp_results.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
@@ -19,9 +20,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-const std::string kPython = "/usr/bin/python3";
-const std::string kCompatDir = kSourceDir + "/tests/compat";
 
 TEST(Compat, DdpTrainsAndAllRanksEndWithIdenticalParameters) {
   TempDir out;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "tests/compat/compat_paths.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 
@@ -22,9 +23,6 @@ extern char** environ;
 
 namespace ddprun::testing {
 namespace {
-
-const std::string kPython = "/usr/bin/python3";
-const std::string kCompatDir = kSourceDir + "/tests/compat";
 
 // Variable -> the jobs it differs in ("all", "several nodes", "c10d", "static", ...), from
 // the rows of the user guide's table between its two markers.

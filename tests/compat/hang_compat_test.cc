@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/small_file.h"
+#include "tests/compat/compat_paths.h"
 #include "tests/compat/hang_job.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
@@ -19,7 +20,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-const std::string kPython = "/usr/bin/python3";
 const std::string kJob = kHangJob;
 
 // The hang report of attempt 0 under `log_dir` (run id `run`).

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "tests/compat/compat_paths.h"
 #include "tests/compat/ddp_results.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
@@ -21,9 +22,6 @@ namespace ddprun::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-const std::string kCompatDir = kSourceDir + "/tests/compat";
-const std::string kTorch2Python = kCompatDir + "/torch2_python.sh";
 
 class Torch2 : public ::testing::Test {
  protected:

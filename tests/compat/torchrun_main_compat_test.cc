@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_split.h"
+#include "tests/compat/compat_paths.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 
@@ -20,8 +21,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsSupersetOf;
-
-const std::string kTorch2Python = kSourceDir + "/tests/compat/torch2_python.sh";
 
 // The lines of `text` that contain `needle`, as a set: workers print in any order.
 std::multiset<std::string> LinesWith(const std::string& text, const std::string& needle) {

@@ -16,6 +16,11 @@
 //              assignment for the next round: rejoined for it on the join path; in place,
 //              each has also said it stopped and group rank 0 was told its store may open
 //              (repeated --restarts times)
+//   news     - in each restart, from the failure report to each agent's stop order: p50,
+//              p99 and max over every agent of every restart
+//   silent   - with --silent-node, last: agent 0 stops heartbeating, as a host that froze
+//              or fell off the network without a reset; from its last heartbeat to each
+//              other agent's stop order, against keep_alive_interval x keep_alive_max_attempt
 // and, read from /proc/<master pid>: the master's peak RSS and its CPU time per phase.
 // Every round is checked: group ranks 0..N-1 once each, one world size, one master address.
 // Prints one JSON object on stdout.
@@ -26,12 +31,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -42,6 +45,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/measure.h"
 #include "rendezvous/grpc_rendezvous.h"
 #include "rendezvous/master_server.h"
 #include "rendezvous/wire.h"
@@ -62,33 +66,9 @@ struct Options {
   // The agents can be restarted in place (one message each), as ddprun's agents; false: they
   // rejoin after every stop order (stop, join, assignment: three messages).
   bool in_place = true;
+  bool silent_node = false;
+  double keep_alive_s = 5;  // the run's keep_alive_interval (3 attempts)
 };
-
-/// The master's counters from /proc: CPU time (user + system) and peak RSS.
-struct ProcessReading {
-  double cpu_ms = 0;
-  double peak_rss_mib = 0;
-};
-
-ProcessReading ReadProcess(int pid) {
-  ProcessReading reading;
-  if (pid <= 0) return reading;
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  // Fields after the command name, which is in parentheses and may hold spaces.
-  std::istringstream fields(text.substr(text.rfind(')') + 2));
-  std::vector<std::string> f((std::istream_iterator<std::string>(fields)),
-                             std::istream_iterator<std::string>());
-  if (f.size() > 12) {
-    const double tick_ms = 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
-    reading.cpu_ms = (std::stod(f[11]) + std::stod(f[12])) * tick_ms;  // utime, stime
-  }
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) reading.peak_rss_mib = std::stod(line.substr(6)) / 1024.0;
-  }
-  return reading;
-}
 
 /// Raises the soft open-files limit to the hard one; one connection per agent needs one
 /// descriptor per agent, on this side and on the master's.
@@ -115,6 +95,7 @@ class Loadgen {
   explicit Loadgen(Options options) : options_(std::move(options)) {
     settings_.min_nodes = settings_.max_nodes = options_.agents;
     settings_.max_restarts = options_.restarts;
+    settings_.keep_alive_interval = absl::Seconds(options_.keep_alive_s);
   }
 
   absl::Status Run() {
@@ -155,6 +136,7 @@ class Loadgen {
       ExpectRound(i);
       ReportFailureFromAgentZero(i - 1);
       status = AwaitRound();
+      StopTimingNews();
       if (!status.ok()) break;
       restart_ms_.push_back(absl::ToDoubleMilliseconds(round_done_ - start));
       after = ReadProcess(options_.master_pid);
@@ -168,6 +150,7 @@ class Loadgen {
       after = ReadProcess(options_.master_pid);
       hold_cpu_pct_ = (after.cpu_ms - before.cpu_ms) / (options_.hold_s * 1000) * 100;
     }
+    if (status.ok() && options_.silent_node) status = TimeSilentNode();
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
@@ -193,6 +176,10 @@ class Loadgen {
         absl::StrJoin(restarts, ", "), "]",
         ", \"master_cpu_us_per_agent_round\": ", absl::StrFormat("%.2f", round_cpu_ms_ * 1000 / n),
         ", \"master_cpu_us_per_agent_restart\": [", absl::StrJoin(restart_cpu, ", "), "]",
+        ", \"stop_news_ms\": ", Distribution(crash_news_ms_),
+        ", \"silent_news_ms\": ", Distribution(silent_news_ms_), ", \"silent_bound_ms\": ",
+        absl::StrFormat("%.0f", absl::ToDoubleMilliseconds(settings_.keep_alive_interval *
+                                                           settings_.keep_alive_max_attempt)),
         ", \"master_peak_rss_mib\": ", absl::StrFormat("%.1f", master_peak_rss_mib_),
         ", \"master_cpu_pct_held\": ", absl::StrFormat("%.2f", hold_cpu_pct_),
         ", \"loadgen_peak_rss_mib\": ", absl::StrFormat("%.1f", ReadProcess(getpid()).peak_rss_mib),
@@ -200,6 +187,34 @@ class Loadgen {
   }
 
  private:
+  static std::string Distribution(const std::vector<double>& ms) {
+    if (ms.empty()) return "null";
+    return absl::StrFormat("{\"p50\": %.2f, \"p99\": %.2f, \"max\": %.2f, \"n\": %d}",
+                           Percentile(ms, 0.5), Percentile(ms, 0.99), Percentile(ms, 1.0),
+                           ms.size());
+  }
+
+  // Agent 0 goes silent: no heartbeat, no answer, its connection open. Every other agent
+  // must be told to stop within the keep-alive bound (the round cannot form again without
+  // it: the run waits for nodes, which this does not time).
+  absl::Status TimeSilentNode() {
+    absl::MutexLock lock(&mu_);
+    go_silent_ = true;  // after one more heartbeat, which the silence is timed from
+    auto told = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return static_cast<int>(silent_news_ms_.size()) == options_.agents - 1 || !error_.empty();
+    };
+    const absl::Duration bound =
+        settings_.keep_alive_interval * settings_.keep_alive_max_attempt + absl::Seconds(10);
+    if (!mu_.AwaitWithTimeout(absl::Condition(&told), bound)) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "agent 0 went silent, and only ", silent_news_ms_.size(), " of ", options_.agents - 1,
+          " agents were told to stop within ", absl::FormatDuration(bound)));
+    }
+    news_ms_ = nullptr;
+    if (!error_.empty()) return absl::InternalError(error_);
+    return absl::OkStatus();
+  }
+
   // --connections, or one per agent when it is 0.
   int ChannelCount() const {
     return options_.connections == 0 ? options_.agents
@@ -256,6 +271,10 @@ class Loadgen {
   }
 
   void OnEvent(SimulatedAgent& agent, RendezvousEvent event) {
+    if (&agent == &agents_.front()) {
+      absl::MutexLock lock(&mu_);
+      if (silent_) return;  // it hears nothing any more
+    }
     switch (event.kind) {
       case RendezvousEvent::Kind::kAssigned:
         agent.node.last_round = event.assignment.round;
@@ -263,6 +282,7 @@ class Loadgen {
         CountAssignment(event.assignment, /*in_place=*/false);
         return;
       case RendezvousEvent::Kind::kStop:  // as an agent does once its workers are stopped
+        RecordNews();
         if (event.next) {
           agent.node.last_round = event.next->round;
           agent.node.restarts_seen = event.next->restart_count;
@@ -291,8 +311,23 @@ class Loadgen {
         return;
       }
       case RendezvousEvent::Kind::kHangReport:
+      case RendezvousEvent::Kind::kProgress:
         return;
     }
+  }
+
+  // Later stop orders are not news of this failure: those of the run's end, when the streams
+  // close, came once in the restart's figures.
+  void StopTimingNews() {
+    absl::MutexLock lock(&mu_);
+    news_ms_ = nullptr;
+  }
+
+  // A stop order arrived: how long after the failure (or the silence) it was sent for.
+  void RecordNews() {
+    absl::MutexLock lock(&mu_);
+    if (news_ms_ != nullptr)
+      news_ms_->push_back(absl::ToDoubleMilliseconds(absl::Now() - news_from_));
   }
 
   void ExpectRound(int64_t round) {
@@ -340,6 +375,11 @@ class Loadgen {
     failure.pid = getpid();
     failure.time = absl::Now();
     failure.message = "simulated by ddprun-loadgen";
+    {
+      absl::MutexLock lock(&mu_);
+      news_from_ = absl::Now();
+      news_ms_ = &crash_news_ms_;
+    }
     agents_[0].stream->Send(FailureReportMessage(round, {failure}));
   }
 
@@ -356,13 +396,26 @@ class Loadgen {
     return absl::OkStatus();
   }
 
+  // The first at once: the master has heard nothing from the agents since their joins, which
+  // came before a round that takes seconds at 10,000 agents.
   void SendHeartbeats() {
     absl::MutexLock lock(&mu_);
     auto stopping = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_; };
-    while (!mu_.AwaitWithTimeout(absl::Condition(&stopping), settings_.keep_alive_interval)) {
+    absl::Duration wait = absl::ZeroDuration();
+    while (!mu_.AwaitWithTimeout(absl::Condition(&stopping),
+                                 std::exchange(wait, settings_.keep_alive_interval))) {
+      const bool silent = silent_;
       mu_.Unlock();
-      for (SimulatedAgent& agent : agents_) agent.stream->Send(HeartbeatMessage());
+      const absl::Time sent = absl::Now();  // agent 0's goes first
+      for (size_t i = silent ? 1 : 0; i < agents_.size(); ++i) {
+        agents_[i].stream->Send(HeartbeatMessage());
+      }
       mu_.Lock();
+      if (go_silent_ && !silent_) {
+        silent_ = true;
+        news_from_ = sent;
+        news_ms_ = &silent_news_ms_;
+      }
     }
   }
 
@@ -389,6 +442,14 @@ class Loadgen {
   absl::Time round_done_ ABSL_GUARDED_BY(mu_);
   std::string error_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Agent 0 is to go silent after its next heartbeat; it has.
+  bool go_silent_ ABSL_GUARDED_BY(mu_) = false;
+  bool silent_ ABSL_GUARDED_BY(mu_) = false;
+  // Stop orders are timed from news_from_ into *news_ms_ (null: not timed).
+  absl::Time news_from_ ABSL_GUARDED_BY(mu_);
+  std::vector<double>* news_ms_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::vector<double> crash_news_ms_ ABSL_GUARDED_BY(mu_);
+  std::vector<double> silent_news_ms_ ABSL_GUARDED_BY(mu_);
 
   double connect_ms_ = 0, round_ms_ = 0, open_ms_ = 0, round_cpu_ms_ = 0, master_peak_rss_mib_ = 0;
   double hold_cpu_pct_ = 0;  // the master's CPU while held, in percent of one core
@@ -425,6 +486,11 @@ int main(int argc, char** argv) {
                  "in-place: the agents take the next round sent with a stop order, as ddprun's "
                  "do; join: they rejoin after every stop order (three messages each)")
       ->check(CLI::IsMember({"in-place", "join"}));
+  app.add_flag("--silent-node", options.silent_node,
+               "last, agent 0 stops heartbeating: time until every other agent is told to stop");
+  app.add_option("--keep-alive", options.keep_alive_s,
+                 "the run's keep_alive_interval in seconds (3 attempts)")
+      ->check(CLI::Range(0.1, 60.0));
   CLI11_PARSE(app, argc, argv);
   options.in_place = restart_path == "in-place";
   ddprun::RouteGrpcLogsToSpdlog();

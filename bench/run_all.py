@@ -7,8 +7,9 @@ plots (RESULTS/restart.png, RESULTS/scale.png). scripts/bench.sh builds and call
   hangs.py        FileTimer expiry, uninterruptible sleep, the whole-job hang report (2, 4 agents)
   binding.py      launch and restart with --cpu-affinity and --numa-binding against none
   footprint.py    agents idling with their workers for 60 s: RSS, threads, CPU
-  scale.py        one master and 100 .. 20,000 simulated agents; the bare gRPC floor
+  scale.py        one master and 100 .. 16,384 simulated agents; the bare gRPC floor
   store.py        Store ops/s and latency with 1, 16 and 256 clients; the bare gRPC floor
+  store_scale.py  1,024 .. 16,384 torch clients meeting on ddprun's and torch's TCPStore
 
   bench/run_all.py --build build --out bench-results [--no-torchrun] [--quick]
 """
@@ -43,8 +44,11 @@ def main():
                         "--torchrun-runs", "1" if quick else "3", "--loss-timeout",
                         "10" if quick else "30"]),
         ("footprint", [*launcher, *torch, "--seconds", "10" if quick else "60"]),
-        ("scale", [f"--build={build}", *(["--agents", "100", "1000"] if quick else [])]),
+        ("scale", [f"--build={build}", *(["--agents", "100", "1000", "--news-agents", "1024"]
+                                          if quick else [])]),
         ("store", [f"--build={build}"]),
+        ("store_scale", [f"--build={build}", *(["--clients", "1024", "--runs", "1"] if quick
+                                               else [])]),
         ("hangs", [f"--ddprun={build}/launcher/ddprun",
                    f"--test-worker={build}/tests/integration/test_worker",
                    "--runs", "2" if quick else "5"]),

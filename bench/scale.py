@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One master against N simulated agents (ddprun-loadgen), and the bare-gRPC floor beside it.
 
-For each N (100, 1,000, 4,000, 10,000, 20,000) and each way of connecting (the sessions sharing at
+For each N (100, 1,000, 4,000, 10,000, 16,384) and each way of connecting (the sessions sharing at
 most 64 connections, or one connection per agent as on a real cluster), a fresh master is
 started on a fresh loopback port and ddprun-loadgen plays N agents against it:
 
@@ -13,8 +13,14 @@ started on a fresh loopback port and ddprun-loadgen plays N agents against it:
             0's store opens once every agent said it stopped); "ddprun-master-join" is the same
             master with agents that rejoin (three messages per agent, over shared connections
             only), as are all of the bare master's restarts
+  news      from the failure report to each agent's stop order, p50 / p99 over every agent
+            of the 3 restarts
   cpu/agent the master's CPU time per agent for the round and for a restart
   rss       the master's peak RSS
+
+Then failure news on its own, for N = 1,024 and 10,000 over 64 connections: 3 restarts, then
+one agent goes silent (no heartbeat, connection open) with a keep-alive of 2 s x 3 attempts:
+from its last heartbeat to each other agent's stop order, against that 6 s bound.
 
 The same load generator runs against ddprun-bare-master (a gRPC server that only counts
 joins and hands out ranks) in the same run: the difference is what ddprun's rules cost.
@@ -35,14 +41,15 @@ from procs import free_port, start_server
 from report import write_json
 
 
-def run_one(master_cmd, agents, connections, restart_path):
+def run_one(master_cmd, agents, connections, restart_path, extra=()):
     port = free_port()
     master = start_server(master_cmd, port)
     try:
         out = subprocess.run(
             [os.path.join(ARGS.build, "bench", "ddprun-loadgen"), f"--endpoint=127.0.0.1:{port}",
              f"--agents={agents}", f"--connections={connections}", "--restarts=3",
-             f"--master-pid={master.pid}", "--timeout=120", f"--restart-path={restart_path}"],
+             f"--master-pid={master.pid}", "--timeout=120", f"--restart-path={restart_path}",
+             *extra],
             capture_output=True, text=True, timeout=600)
         if out.returncode != 0:
             return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else
@@ -78,12 +85,32 @@ def main():
                 if "error" in r:
                     print(f"{name:>18} {mode:>14} N={n:>6}: {r['error']}", flush=True)
                     continue
+                news = r.get("stop_news_ms") or {}
                 print(f"{name:>18} {mode:>14} N={n:>6}: connect {r['connect_ms']:8.1f}  open "
                       f"{r['open_ms']:8.1f}  round {r['round_ms']:8.1f}  restart "
-                      f"{statistics.median(r['restart_ms']):8.1f} ms  master cpu/agent "
+                      f"{statistics.median(r['restart_ms']):8.1f} ms  news p50/p99 "
+                      f"{news.get('p50', 0):6.1f} /{news.get('p99', 0):6.1f} ms  master cpu/agent "
                       f"{r['master_cpu_us_per_agent_round']:6.1f} us  rss "
                       f"{r['master_peak_rss_mib']:6.1f} MiB", flush=True)
+    results["failure-news"] = failure_news(master)
     write_json(ARGS.json, results)
+
+
+def failure_news(master):
+    """A crash's and a silent node's news to every other agent, at 1,024 and 10,000 agents."""
+    cells = {}
+    for n in ARGS.news_agents:
+        r = run_one(master, n, 64, "in-place", ("--silent-node", "--keep-alive=2"))
+        cells[str(n)] = r
+        if "error" in r:
+            print(f"failure news N={n:>6}: {r['error']}", flush=True)
+            continue
+        crash, silent = r["stop_news_ms"], r["silent_news_ms"]
+        print(f"failure news N={n:>6}: crash -> told p50 {crash['p50']:.1f} p99 {crash['p99']:.1f} "
+              f"max {crash['max']:.1f} ms; silent -> told p50 {silent['p50']:.0f} p99 "
+              f"{silent['p99']:.0f} max {silent['max']:.0f} ms (keep-alive bound "
+              f"{r['silent_bound_ms']:.0f} ms)", flush=True)
+    return cells
 
 
 if __name__ == "__main__":
@@ -91,7 +118,8 @@ if __name__ == "__main__":
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build")
     # 4,000: the size of torchelastic's published rendezvous figure (docs/performance.md).
-    parser.add_argument("--agents", type=int, nargs="+", default=[100, 1000, 4000, 10000, 20000])
+    parser.add_argument("--agents", type=int, nargs="+", default=[100, 1000, 4000, 10000, 16384])
+    parser.add_argument("--news-agents", type=int, nargs="+", default=[1024, 10000])
     parser.add_argument("--json")
     ARGS = parser.parse_args()
     ARGS.build = os.path.abspath(ARGS.build)

@@ -24,6 +24,7 @@ const std::string kSource = SOURCE_DIR;
 const std::string kMaster = kBuild + "/rendezvous/ddprun-master";
 const std::string kBare = kBuild + "/bench/ddprun-bare-master";
 const std::string kLoadgen = kBuild + "/bench/ddprun-loadgen";
+const std::string kStoreLoad = kBuild + "/bench/ddprun-storeload";
 
 // A master of either kind on a free loopback port, stopped at the end.
 class Server {
@@ -76,6 +77,66 @@ TEST(BenchTools, LoadgenAgentsThatRejoinAfterEveryStop) {
   EXPECT_THAT(join.out, ::testing::ContainsRegex("\"restart_ms\": \\[[0-9.]+, [0-9.]+\\]"));
 }
 
+// The number after `"name": {` ... `"field": ` in the load generator's JSON; -1 if absent.
+double JsonNumber(const std::string& json, const std::string& name, const std::string& field) {
+  std::smatch found;
+  const std::regex pattern("\"" + name + "\": \\{[^}]*\"" + field + "\": ([0-9.]+)");
+  return std::regex_search(json, found, pattern) ? std::stod(found[1]) : -1;
+}
+
+// Failure news: every agent's stop order timed from the crash report, in every restart; and
+// a silent agent (no heartbeat, its connection open) told to every other agent, which cannot
+// happen before the keep-alive bound (0.2 s x 3) has passed since its last heartbeat, and
+// must within seconds of it (a margin for a loaded machine).
+TEST(BenchTools, LoadgenTimesFailureNewsAndASilentNode) {
+  Server master(kMaster);
+  ProcessResult r =
+      RunProcess({kLoadgen, "--endpoint=" + master.endpoint(), "--agents=50", "--connections=2",
+                  "--restarts=2", "--silent-node", "--keep-alive=0.2", "--timeout=60"},
+                 {}, absl::Seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(JsonNumber(r.out, "stop_news_ms", "n"), 100) << r.out;  // 50 agents x 2 restarts
+  EXPECT_GT(JsonNumber(r.out, "stop_news_ms", "p50"), 0) << r.out;
+  EXPECT_EQ(JsonNumber(r.out, "silent_news_ms", "n"), 49) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("\"silent_bound_ms\": 600"));
+  EXPECT_GE(JsonNumber(r.out, "silent_news_ms", "p50"), 600) << r.out;
+  EXPECT_LT(JsonNumber(r.out, "silent_news_ms", "max"), 600 + 10000) << r.out;
+}
+
+// The TCPStore load generator against ddprun's agent-served store: every client connects,
+// passes the barrier and reads its peer's key (it fails on a missing reply or a closed
+// connection), each phase after the one before.
+TEST(BenchTools, StoreLoadMeetsEveryClientOnDdprunsStore) {
+  auto server = ChildProcess::Start({kStoreLoad, "--serve=0"});
+  ASSERT_TRUE(WaitUntil([&] { return server->OutSoFar().find('\n') != std::string::npos; },
+                        absl::Seconds(20)))
+      << "no port from --serve: " << server->ErrSoFar();
+  const std::string port = server->OutSoFar().substr(0, server->OutSoFar().find('\n'));
+  ProcessResult r =
+      RunProcess({kStoreLoad, "--connect=127.0.0.1:" + port, "--clients=300", "--window=64",
+                  absl::StrCat("--server-pid=", server->pid()), "--timeout=60"},
+                 {}, absl::Seconds(90));
+  kill(server->pid(), SIGTERM);
+  EXPECT_EQ(server->Wait(absl::Seconds(20)).exit_code, 0);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::smatch found;
+  ASSERT_TRUE(std::regex_search(
+      r.out, found,
+      std::regex("\"connect_ms\": ([0-9.]+), \"barrier_ms\": ([0-9.]+), \"peer_ms\": ([0-9.]+)")))
+      << r.out;
+  EXPECT_LE(std::stod(found[1]), std::stod(found[2]));
+  EXPECT_LE(std::stod(found[2]), std::stod(found[3]));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("\"server_peak_rss_mib\": [1-9]"));
+}
+
+TEST(BenchTools, StoreLoadWithoutAServerSaysWhichClientFailed) {
+  ProcessResult r = RunProcess(
+      {kStoreLoad, absl::StrCat("--connect=127.0.0.1:", FreeLoopbackPort()), "--clients=3"}, {},
+      absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("connect (client 0)"));
+}
+
 TEST(BenchTools, LoadgenWithOneConnectionPerAgentAgainstTheBareMaster) {
   Server bare(kBare);
   ProcessResult own = Loadgen(bare, 40, 0);
@@ -104,10 +165,17 @@ TEST(BenchTools, ScaleStoreAndFootprintScriptsRunEndToEnd) {
   TempDir dir;
   ProcessResult scale =
       RunProcess({"/usr/bin/python3", kSource + "/bench/scale.py", "--build=" + kBuild, "--agents",
-                  "50", "--json", dir.path() + "/scale.json"},
+                  "50", "--news-agents", "50", "--json", dir.path() + "/scale.json"},
                  {}, absl::Seconds(120));
   ASSERT_EQ(scale.exit_code, 0) << scale.err;
   EXPECT_THAT(scale.out, HasSubstr("ddprun-master  one-per-agent N=    50: connect"));
+  EXPECT_THAT(scale.out, HasSubstr("failure news N=    50: crash -> told p50"));
+  ProcessResult store_scale =
+      RunProcess({"/usr/bin/python3", kSource + "/bench/store_scale.py", "--build=" + kBuild,
+                  "--clients", "64", "--runs", "1", "--json", dir.path() + "/store_scale.json"},
+                 {}, absl::Seconds(120));
+  ASSERT_EQ(store_scale.exit_code, 0) << store_scale.err;
+  EXPECT_THAT(store_scale.out, ::testing::ContainsRegex("ddprun +64 +[0-9]"));
   ProcessResult store =
       RunProcess({"/usr/bin/python3", kSource + "/bench/store.py", "--build=" + kBuild, "--ops=512",
                   "--json", dir.path() + "/store.json"},

@@ -93,6 +93,11 @@ std::string ChildProcess::ErrSoFar() const {
   return err_;
 }
 
+std::string ChildProcess::OutSoFar() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return out_;
+}
+
 ChildProcess::~ChildProcess() {
   if (!waited_) Wait(absl::ZeroDuration());
 }

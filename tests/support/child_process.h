@@ -38,6 +38,8 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   /// What the process wrote to stderr until now.
   std::string ErrSoFar() const;
+  /// What the process wrote to stdout until now.
+  std::string OutSoFar() const;
   /// Waits for exit; after `timeout` the process group is SIGKILLed and timed_out is set.
   ProcessResult Wait(absl::Duration timeout);
 

@@ -1,3 +1,11 @@
+# ddprun_test_code(TARGET): the target is test code, compiled at -O1 (the last -O given wins).
+# A test's own code is set-up and assertions, and GoogleTest's templates are most of what the
+# compiler works on: -O1 halves their compile time against Release's -O3 (a unity batch of
+# rendezvous tests: 29 s against 55). The code under test is the libraries', at -O3.
+function(ddprun_test_code target)
+  target_compile_options(${target} PRIVATE -O1)
+endfunction()
+
 # ddprun_test(NAME LABEL SOURCES... LIBS ...): one GoogleTest binary whose tests are
 # registered with ctest under LABEL (unit, integration, netns, compat, gpu; "a;b" for two).
 function(ddprun_test name label)
@@ -5,6 +13,7 @@ function(ddprun_test name label)
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} GTest::gtest_main GTest::gmock)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  ddprun_test_code(${name})
   if(DDPRUN_SANITIZE)
     target_compile_definitions(${name} PRIVATE DDPRUN_SANITIZED)  # for tests that skip there
   endif()

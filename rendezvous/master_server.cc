@@ -71,9 +71,11 @@ absl::StatusOr<std::unique_ptr<MasterServer>> MasterServer::Start(const MasterOp
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   // Bounds on what one client can hold: a connection that has not finished its handshake
-  // (TLS, or HTTP/2's settings) in 10 s is closed, an idle one after 10 minutes (a client
+  // (TLS, or HTTP/2's settings) in time is closed, an idle one after 10 minutes (a client
   // reconnects by itself), and one connection carries at most so many streams.
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
+  builder.AddChannelArgument(
+      GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options.limits.handshake_timeout)));
   builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 10 * 60'000);
   builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS,
                              options.limits.max_streams_per_connection);

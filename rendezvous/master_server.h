@@ -42,6 +42,11 @@ struct MasterLimits {
   int max_unjoined_streams_per_connection = 1024;
   int max_streams_per_connection = 65536;        // every stream, joined or not (gRPC's limit)
   int64_t grpc_memory_bytes = int64_t{1} << 30;  // gRPC's resource quota
+  // A connection whose TLS or HTTP/2 handshake has not finished by then is closed. Not 10 s:
+  // when 16,384 agents connect at once (2 shared cores), handshakes queue behind each other
+  // past 10 s; closed, their clients backed off and retried, and connecting took 47 s instead
+  // of 20. Out of descriptors, the master sheds new connections (MasterListener) either way.
+  absl::Duration handshake_timeout = absl::Seconds(60);
 };
 
 struct MasterOptions {

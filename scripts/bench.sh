@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every benchmark (bench/run_all.py) on a Release build: tables on the terminal, JSON
-# and PNG plots in bench-results/ (or the folder given). About 12 minutes on 2 cores.
+# and PNG plots in bench-results/ (or the folder given). About 25 minutes on 2 cores, 5 of
+# them torch's TCPStore serving 16,384 clients (bench/store_scale.py).
 #   scripts/bench.sh [RESULTS_DIR] [--no-torchrun] [--quick]
 set -euo pipefail
 cd "$(dirname "$0")/.."

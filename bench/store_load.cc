@@ -1,7 +1,7 @@
 // ddprun-storeload: N clients of PyTorch's TCPStore meeting on one server, as the ranks of a
 // job meet when they form their process group: the workers' store at scale.
 //
-//   ddprun-storeload --serve                     hosts the TCPStore a ddprun agent serves its
+//   ddprun-storeload --serve=0                   hosts the TCPStore a ddprun agent serves its
 //                                                workers (TcpStoreServer); prints its port
 //   ddprun-storeload --connect=127.0.0.1:PORT --clients=N [--server-pid=PID]
 //
@@ -88,8 +88,9 @@ enum class Step {
 struct Client {
   UniqueFd fd;
   Step step = Step::kConnecting;
-  std::string out;  // bytes not yet sent
-  std::string in;   // bytes received, not yet a whole reply
+  std::string out;           // bytes not yet sent
+  std::string in;            // bytes received, not yet a whole reply
+  bool watching_out = true;  // its epoll interest holds EPOLLOUT (from the connect on)
   absl::Time started;
 };
 
@@ -330,10 +331,14 @@ class StoreLoad {
       if (n < 0) return absl::ErrnoToStatus(errno, absl::StrCat("send (client ", rank, ")"));
       c.out.erase(0, static_cast<size_t>(n));
     }
-    epoll_event event{};
-    event.events = c.out.empty() ? EPOLLIN : EPOLLIN | EPOLLOUT;
-    event.data.u32 = static_cast<uint32_t>(rank);
-    ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &event);
+    // Asks for EPOLLOUT only while bytes wait, and says so to epoll only when that changes.
+    if (c.watching_out != !c.out.empty()) {
+      c.watching_out = !c.out.empty();
+      epoll_event event{};
+      event.events = c.watching_out ? EPOLLIN | EPOLLOUT : EPOLLIN;
+      event.data.u32 = static_cast<uint32_t>(rank);
+      ::epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &event);
+    }
     return absl::OkStatus();
   }
 
@@ -364,7 +369,7 @@ int Serve(int port) {
     return 1;
   }
   (*server)->BeginRound(0);
-  std::printf("%d\n", (*server)->port());
+  std::printf("%d\nddprun\n", (*server)->port());  // as torch_store_server.py: port, backend
   std::fflush(stdout);
   int signal = 0;
   sigwait(&stop, &signal);
@@ -393,7 +398,8 @@ int main(int argc, char** argv) {
   int serve_port = -1;
   CLI::App app{"N TCPStore clients meeting on one server (torch 2.2+'s protocol)"};
   app.add_option("--serve", serve_port,
-                 "Host ddprun's agent-served TCPStore on this port (0: any) and print it");
+                 "Host ddprun's agent-served TCPStore on this port (0: any); print the port, "
+                 "then \"ddprun\"");
   app.add_option("--connect", options.connect, "The server, IPv4:PORT");
   app.add_option("--clients", options.clients, "Clients, one connection each")
       ->check(CLI::Range(1, 65535));

@@ -30,11 +30,10 @@ PHASES = ("connect_ms", "barrier_ms", "peer_ms")
 
 
 def start(command):
-    """Starts a server that prints its port (and, torch's, its backend) on stdout."""
+    """Starts a server that prints its port, then its backend, on stdout."""
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, start_new_session=True)
     port = int(proc.stdout.readline())
-    backend = "ddprun" if "--serve=0" in command else proc.stdout.readline().strip()
-    return proc, port, backend
+    return proc, port, proc.stdout.readline().strip()
 
 
 def stop(proc):

@@ -5,7 +5,8 @@
 // order is answered with a join for the next round, unless it carries that round: a restart
 // in place, which the agents ask for as ddprun's do unless --restart-path=join). Streams share at
 // most --connections connections, or each has its own (--connections=0), as agents on separate
-// hosts would.
+// hosts would. With --tls-cert/--tls-key/--tls-ca every connection is mutual TLS, as an
+// agent's with the same --rdzv-conf keys.
 //
 // Measured, from this side of the wire:
 //   connect  - every connection up (channels created and READY)
@@ -48,6 +49,7 @@
 #include "common/listen_socket.h"
 #include "rendezvous/grpc_rendezvous.h"
 #include "rendezvous/master_server.h"
+#include "rendezvous/tls_config.h"
 #include "rendezvous/wire.h"
 
 namespace ddprun {
@@ -68,6 +70,7 @@ struct Options {
   bool in_place = true;
   bool silent_node = false;
   double keep_alive_s = 5;  // the run's keep_alive_interval (3 attempts)
+  TlsConfig tls;            // disabled: plaintext
 };
 
 class Loadgen;
@@ -159,7 +162,8 @@ class Loadgen {
     for (double ms : restart_cpu_ms_) restart_cpu.push_back(absl::StrFormat("%.2f", ms * 1000 / n));
     return absl::StrCat(
         "{\"agents\": ", options_.agents, ", \"connections\": ", ChannelCount(),
-        ", \"restart_path\": \"", options_.in_place ? "in-place" : "join", "\"",
+        ", \"tls\": ", options_.tls.enabled() ? "true" : "false", ", \"restart_path\": \"",
+        options_.in_place ? "in-place" : "join", "\"",
         ", \"connect_ms\": ", absl::StrFormat("%.2f", connect_ms_),
         ", \"round_ms\": ", absl::StrFormat("%.2f", round_ms_),
         ", \"open_ms\": ", absl::StrFormat("%.2f", open_ms_), ", \"restart_ms\": [",
@@ -215,14 +219,18 @@ class Loadgen {
     NetworkRendezvousOptions agent;
     agent.endpoint = options_.endpoint;
     agent.settings = settings_;
+    agent.tls = options_.tls;
+    // One set of credentials for every connection: each real agent loads its certificate
+    // once, on its own host; here a copy per connection would cost the shared cores that
+    // again per connection (OpenSSL 3 parses the PEM texts into a context of its own).
+    const std::shared_ptr<grpc::ChannelCredentials> credentials = AgentCredentials(agent);
     for (int i = 0; i < count; ++i) {
       grpc::ChannelArguments args = AgentChannelArguments(agent);
       // A distinct argument and a local subchannel pool: otherwise gRPC shares one
       // connection between channels to the same address.
       args.SetInt("ddprun.loadgen.connection", i);
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-      channels_.push_back(
-          grpc::CreateCustomChannel(options_.endpoint, AgentCredentials(agent), args));
+      channels_.push_back(grpc::CreateCustomChannel(options_.endpoint, credentials, args));
       stubs_.push_back(v1::Rendezvous::NewStub(channels_.back()));
     }
   }
@@ -234,9 +242,14 @@ class Loadgen {
         std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
     for (size_t i = 0; i < channels_.size(); ++i) {
       if (!channels_[i]->WaitForConnected(deadline)) {
+        int up = 0;
+        for (auto& channel : channels_) up += channel->GetState(false) == GRPC_CHANNEL_READY;
         return absl::DeadlineExceededError(absl::StrCat(
             "connection ", i, " of ", channels_.size(), " to ", options_.endpoint,
-            " was not up within ", options_.timeout_s, " s: is the master running there?"));
+            " was not up within ", options_.timeout_s, " s (", up, " were): ",
+            up == 0 ? "is the master running there?"
+                    : "the others' handshakes did not complete in time on the master or "
+                      "here (gRPC gives each attempt 20 s): fewer agents, or --connections=64"));
       }
     }
     return absl::OkStatus();
@@ -481,8 +494,19 @@ int main(int argc, char** argv) {
   app.add_option("--keep-alive", options.keep_alive_s,
                  "the run's keep_alive_interval in seconds (3 attempts)")
       ->check(CLI::Range(0.1, 60.0));
+  std::string tls_cert, tls_key, tls_ca;
+  app.add_option("--tls-cert", tls_cert, "TLS: the agents' certificate (PEM) [default: plaintext]");
+  app.add_option("--tls-key", tls_key, "TLS: the private key of --tls-cert (PEM)");
+  app.add_option("--tls-ca", tls_ca, "TLS: the CA that signs the master's certificate (PEM)");
   CLI11_PARSE(app, argc, argv);
   options.in_place = restart_path == "in-place";
+  absl::StatusOr<ddprun::TlsConfig> tls =
+      ddprun::ReadTlsFiles(tls_cert, tls_key, tls_ca, "ddprun-loadgen");
+  if (!tls.ok()) {
+    std::fprintf(stderr, "ddprun-loadgen: %s\n", std::string(tls.status().message()).c_str());
+    return 2;
+  }
+  options.tls = *std::move(tls);
   ddprun::RouteGrpcLogsToSpdlog();
   ddprun::Loadgen loadgen(options);
   if (absl::Status status = loadgen.Run(); !status.ok()) {

@@ -1,5 +1,7 @@
 """What the benchmark scripts share about processes: files workers write, ports, /proc."""
+import json
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -125,3 +127,28 @@ def start_server(cmd, port):
                             stderr=subprocess.DEVNULL, start_new_session=True)
     wait_for_port(port, 30)
     return proc
+
+
+def run_loadgen(build, master_cmd, agents, connections, restart_path, extra=(), master_extra=()):
+    """A fresh master (`master_cmd` `master_extra` on a fresh loopback port) against
+    ddprun-loadgen with `agents` agents: its JSON, or {"error": its last line}."""
+    port = free_port()
+    master = start_server([*master_cmd, *master_extra], port)
+    try:
+        out = subprocess.run(
+            [os.path.join(build, "bench", "ddprun-loadgen"), f"--endpoint=127.0.0.1:{port}",
+             f"--agents={agents}", f"--connections={connections}", "--restarts=3",
+             f"--master-pid={master.pid}", "--timeout=120", f"--restart-path={restart_path}",
+             *extra],
+            capture_output=True, text=True, timeout=600)
+        if out.returncode != 0:
+            return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else
+                    f"exit {out.returncode}"}
+        return json.loads(out.stdout)
+    finally:
+        os.killpg(master.pid, signal.SIGTERM)
+        try:
+            master.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(master.pid, signal.SIGKILL)
+            master.wait()

@@ -10,6 +10,7 @@ plots (RESULTS/restart.png, RESULTS/scale.png). scripts/bench.sh builds and call
   scale.py        one master and 100 .. 16,384 simulated agents; the bare gRPC floor
   store.py        Store ops/s and latency with 1, 16 and 256 clients; the bare gRPC floor
   store_scale.py  1,024 .. 16,384 torch clients meeting on ddprun's and torch's TCPStore
+  tls_scale.py    1,000 .. 10,000 simulated agents over mutual TLS against plaintext
 
   bench/run_all.py --build build --out bench-results [--no-torchrun] [--quick]
 """
@@ -49,6 +50,8 @@ def main():
         ("store", [f"--build={build}"]),
         ("store_scale", [f"--build={build}", *(["--clients", "1024", "--runs", "1"] if quick
                                                else [])]),
+        ("tls_scale", [f"--build={build}", *(["--agents", "1000", "--runs", "1"] if quick
+                                             else [])]),
         ("hangs", [f"--ddprun={build}/launcher/ddprun",
                    f"--test-worker={build}/tests/integration/test_worker",
                    "--runs", "2" if quick else "5"]),

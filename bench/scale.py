@@ -30,38 +30,12 @@ One connection per agent needs a file descriptor per agent on each side; where N
   bench/scale.py --build build --json /tmp/scale.json
 """
 import argparse
-import json
 import os
 import resource
-import signal
 import statistics
-import subprocess
 
-from procs import free_port, start_server
+from procs import run_loadgen
 from report import write_json
-
-
-def run_one(master_cmd, agents, connections, restart_path, extra=()):
-    port = free_port()
-    master = start_server(master_cmd, port)
-    try:
-        out = subprocess.run(
-            [os.path.join(ARGS.build, "bench", "ddprun-loadgen"), f"--endpoint=127.0.0.1:{port}",
-             f"--agents={agents}", f"--connections={connections}", "--restarts=3",
-             f"--master-pid={master.pid}", "--timeout=120", f"--restart-path={restart_path}",
-             *extra],
-            capture_output=True, text=True, timeout=600)
-        if out.returncode != 0:
-            return {"error": out.stderr.strip().splitlines()[-1] if out.stderr.strip() else
-                    f"exit {out.returncode}"}
-        return json.loads(out.stdout)
-    finally:
-        os.killpg(master.pid, signal.SIGTERM)
-        try:
-            master.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(master.pid, signal.SIGKILL)
-            master.wait()
 
 
 def main():
@@ -80,7 +54,7 @@ def main():
             for name, (cmd, restart_path, shared_only) in masters.items():
                 if shared_only and connections == 0:
                     continue
-                r = run_one(cmd, n, connections, restart_path)
+                r = run_loadgen(ARGS.build, cmd, n, connections, restart_path)
                 results[name][f"{mode}/{n}"] = r
                 if "error" in r:
                     print(f"{name:>18} {mode:>14} N={n:>6}: {r['error']}", flush=True)
@@ -100,7 +74,7 @@ def failure_news(master):
     """A crash's and a silent node's news to every other agent, at 1,024 and 10,000 agents."""
     cells = {}
     for n in ARGS.news_agents:
-        r = run_one(master, n, 64, "in-place", ("--silent-node", "--keep-alive=2"))
+        r = run_loadgen(ARGS.build, master, n, 64, "in-place", ("--silent-node", "--keep-alive=2"))
         cells[str(n)] = r
         if "error" in r:
             print(f"failure news N={n:>6}: {r['error']}", flush=True)

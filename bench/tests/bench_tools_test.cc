@@ -149,7 +149,7 @@ TEST(BenchTools, LoadgenWithoutAMasterSaysSoWithinItsTimeout) {
                                 "--agents=2", "--timeout=1"},
                                {}, absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("was not up within 1 s: is the master running there?"));
+  EXPECT_THAT(r.err, HasSubstr("was not up within 1 s (0 were): is the master running there?"));
 }
 
 TEST(BenchTools, LoadgenRefusesMoreConnectionsThanOpenFilesAllow) {
@@ -189,6 +189,25 @@ TEST(BenchTools, ScaleStoreAndFootprintScriptsRunEndToEnd) {
                  {}, absl::Seconds(120));
   ASSERT_EQ(footprint.exit_code, 0) << footprint.err;
   EXPECT_THAT(footprint.out, HasSubstr("ddprun c10d client"));
+}
+
+// TLS against plaintext: each run starts a master with --tls-* and gives the load generator the
+// same certificate, so a TLS cell that completes was served over TLS (a plaintext client of a
+// TLS master never connects); the ratio row needs both kinds to complete.
+TEST(BenchTools, TheTlsScaleScriptMeetsATlsMasterOverTls) {
+  TempDir dir;
+  ProcessResult r =
+      RunProcess({"/usr/bin/python3", kSource + "/bench/tls_scale.py", "--build=" + kBuild,
+                  "--agents", "40", "--runs", "1", "--json", dir.path() + "/tls_scale.json"},
+                 {}, absl::Seconds(180));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("      tls      shared-64 N=    40: connect"));
+  EXPECT_THAT(r.out, HasSubstr("      tls  one-per-agent N=    40: connect"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("tls/plain  one-per-agent N=    40: connect "
+                                              "[0-9.]+x  round [0-9.]+x  restart [0-9.]+x"));
+  const std::string json = ReadFile(dir.path() + "/tls_scale.json");
+  EXPECT_THAT(json, HasSubstr("\"tls\": true"));
+  EXPECT_THAT(json, HasSubstr("\"tls\": false"));
 }
 
 TEST(BenchTools, TheLaunchScriptsRunEndToEnd) {

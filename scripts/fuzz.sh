@@ -16,7 +16,11 @@ if [[ "${1:-}" == "--build-only" ]]; then build_only=true; fi
 targets=(fuzz_cli fuzz_rdzv_conf fuzz_rounds fuzz_kv_store fuzz_tcp_store fuzz_store_service
   fuzz_file_timers)
 
+# -O1 as libFuzzer's tutorial builds, and line tables only (reports keep file:line): a sixth
+# less CPU to build than RelWithDebInfo's -O2 -g (560 s against 665 s on 2 cores here).
+flags="-O1 -gline-tables-only -DNDEBUG"
 CXX=clang++-14 CC=clang-14 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$flags" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$flags" \
   -DDDPRUN_FUZZ=ON -DDDPRUN_BUILD_TESTS=OFF -DDDPRUN_WITH_NCCL=OFF >/dev/null
 cmake --build build-fuzz -j "$(nproc)" --target "${targets[@]}"
 if $build_only; then exit 0; fi

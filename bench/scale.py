@@ -2,8 +2,9 @@
 """One master against N simulated agents (ddprun-loadgen), and the bare-gRPC floor beside it.
 
 For each N (100, 1,000, 4,000, 10,000, 16,384) and each way of connecting (the sessions sharing at
-most 64 connections, or one connection per agent as on a real cluster), a fresh master is
-started on a fresh loopback port and ddprun-loadgen plays N agents against it:
+most 64 connections, or one connection per agent as on a real cluster), --runs runs (3),
+each against a fresh master on a fresh loopback port, in which ddprun-loadgen plays N agents
+against it; each figure is the median over the runs, with their min and max:
 
   connect   every connection up
   open      N Session streams opened (stream set-up, before any join)
@@ -13,8 +14,8 @@ started on a fresh loopback port and ddprun-loadgen plays N agents against it:
             0's store opens once every agent said it stopped); "ddprun-master-join" is the same
             master with agents that rejoin (three messages per agent, over shared connections
             only), as are all of the bare master's restarts
-  news      from the failure report to each agent's stop order, p50 / p99 over every agent
-            of the 3 restarts
+  news      from the failure report to each agent's stop order, p99 over every agent of
+            the run's 3 restarts
   cpu/agent the master's CPU time per agent for the round and for a restart
   rss       the master's peak RSS
 
@@ -27,7 +28,7 @@ joins and hands out ranks) in the same run: the difference is what ddprun's rule
 One connection per agent needs a file descriptor per agent on each side; where N is over
 `ulimit -Hn` that cell is reported as not possible here, with the limit.
 
-  bench/scale.py --build build --json /tmp/scale.json
+  bench/scale.py --build build --json /tmp/scale.json [--agents 1000 10000] [--runs 3]
 """
 import argparse
 import os
@@ -35,7 +36,7 @@ import resource
 import statistics
 
 from procs import run_loadgen
-from report import write_json
+from report import summarize, write_json
 
 
 def main():
@@ -54,20 +55,47 @@ def main():
             for name, (cmd, restart_path, shared_only) in masters.items():
                 if shared_only and connections == 0:
                     continue
-                r = run_loadgen(ARGS.build, cmd, n, connections, restart_path)
+                r = run_cell(cmd, n, connections, restart_path)
                 results[name][f"{mode}/{n}"] = r
                 if "error" in r:
                     print(f"{name:>18} {mode:>14} N={n:>6}: {r['error']}", flush=True)
                     continue
-                news = r.get("stop_news_ms") or {}
+                spread = lambda m: "{min:.0f}-{max:.0f}".format(**r["spread"][m])  # noqa: E731
                 print(f"{name:>18} {mode:>14} N={n:>6}: connect {r['connect_ms']:8.1f}  open "
-                      f"{r['open_ms']:8.1f}  round {r['round_ms']:8.1f}  restart "
-                      f"{statistics.median(r['restart_ms']):8.1f} ms  news p50/p99 "
-                      f"{news.get('p50', 0):6.1f} /{news.get('p99', 0):6.1f} ms  master cpu/agent "
+                      f"{r['open_ms']:8.1f}  round {r['round_ms']:8.1f} ({spread('round_ms')})"
+                      f"  restart {r['restart_ms']:8.1f} ({spread('restart_ms')}) ms  news p99 "
+                      f"{r['news_p99_ms']:6.1f} ms  master cpu/agent "
                       f"{r['master_cpu_us_per_agent_round']:6.1f} us  rss "
-                      f"{r['master_peak_rss_mib']:6.1f} MiB", flush=True)
+                      f"{r['master_peak_rss_mib']:6.1f} MiB  ({len(r['runs'])} runs)", flush=True)
     results["failure-news"] = failure_news(master)
     write_json(ARGS.json, results)
+
+
+# Each cell's figures: one value per run (a restart: the median of the run's 3).
+FIGURES = {
+    "connect_ms": lambda r: r["connect_ms"],
+    "open_ms": lambda r: r["open_ms"],
+    "round_ms": lambda r: r["round_ms"],
+    "restart_ms": lambda r: statistics.median(r["restart_ms"]),
+    "news_p99_ms": lambda r: (r.get("stop_news_ms") or {}).get("p99", 0),
+    "master_cpu_us_per_agent_round": lambda r: r["master_cpu_us_per_agent_round"],
+    "master_peak_rss_mib": lambda r: r["master_peak_rss_mib"],
+}
+
+
+def run_cell(cmd, agents, connections, restart_path):
+    """--runs runs of one cell, each against a fresh master: the median of each figure over
+    the runs that completed, their min / median / max ("spread"), and every run's JSON."""
+    runs = [run_loadgen(ARGS.build, cmd, agents, connections, restart_path)
+            for _ in range(ARGS.runs)]
+    done = [r for r in runs if "error" not in r]
+    if not done:
+        return {"error": runs[-1]["error"], "runs": runs}
+    values = {name: [figure(r) for r in done] for name, figure in FIGURES.items()}
+    cell = {name: statistics.median(v) for name, v in values.items()}
+    cell["spread"] = {name: summarize(v) for name, v in values.items()}
+    cell["runs"] = runs
+    return cell
 
 
 def failure_news(master):
@@ -94,6 +122,7 @@ if __name__ == "__main__":
     # 4,000: the size of torchelastic's published rendezvous figure (docs/performance.md).
     parser.add_argument("--agents", type=int, nargs="+", default=[100, 1000, 4000, 10000, 16384])
     parser.add_argument("--news-agents", type=int, nargs="+", default=[1024, 10000])
+    parser.add_argument("--runs", type=int, default=3, help="runs per cell, fresh master each")
     parser.add_argument("--json")
     ARGS = parser.parse_args()
     ARGS.build = os.path.abspath(ARGS.build)

@@ -165,10 +165,12 @@ TEST(BenchTools, ScaleStoreAndFootprintScriptsRunEndToEnd) {
   TempDir dir;
   ProcessResult scale =
       RunProcess({"/usr/bin/python3", kSource + "/bench/scale.py", "--build=" + kBuild, "--agents",
-                  "50", "--news-agents", "50", "--json", dir.path() + "/scale.json"},
+                  "50", "--news-agents", "50", "--runs", "2", "--json", dir.path() + "/scale.json"},
                  {}, absl::Seconds(120));
   ASSERT_EQ(scale.exit_code, 0) << scale.err;
   EXPECT_THAT(scale.out, HasSubstr("ddprun-master  one-per-agent N=    50: connect"));
+  EXPECT_THAT(scale.out,
+              ::testing::ContainsRegex("round +[0-9.]+ \\([0-9]+-[0-9]+\\).*\\(2 runs\\)"));
   EXPECT_THAT(scale.out, HasSubstr("failure news N=    50: crash -> told p50"));
   ProcessResult store_scale =
       RunProcess({"/usr/bin/python3", kSource + "/bench/store_scale.py", "--build=" + kBuild,

@@ -45,8 +45,8 @@ def main():
                         "--torchrun-runs", "1" if quick else "3", "--loss-timeout",
                         "10" if quick else "30"]),
         ("footprint", [*launcher, *torch, "--seconds", "10" if quick else "60"]),
-        ("scale", [f"--build={build}", *(["--agents", "100", "1000", "--news-agents", "1024"]
-                                          if quick else [])]),
+        ("scale", [f"--build={build}", *(["--agents", "100", "1000", "--news-agents", "1024",
+                                           "--runs", "1"] if quick else [])]),
         ("store", [f"--build={build}"]),
         ("store_scale", [f"--build={build}", *(["--clients", "1024", "--runs", "1"] if quick
                                                else [])]),

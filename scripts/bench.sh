@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs every benchmark (bench/run_all.py) on a Release build: tables on the terminal, JSON
-# and PNG plots in bench-results/ (or the folder given). About 37 minutes on 2 cores: 5 of
-# them torch's TCPStore serving 16,384 clients (bench/store_scale.py), 12 TLS at scale
-# (bench/tls_scale.py; 7 of those waiting for 10,000 TLS connections that do not come up here).
+# and PNG plots in bench-results/ (or the folder given). About 45 minutes on 2 cores: 12 of
+# them 3 runs of every cell of bench/scale.py, 12 TLS at scale (bench/tls_scale.py; 7 of
+# those waiting for 10,000 TLS connections that do not come up here), 5 torch's TCPStore
+# serving 16,384 clients (bench/store_scale.py).
 #   scripts/bench.sh [RESULTS_DIR] [--no-torchrun] [--quick]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -242,14 +242,23 @@ class Loadgen {
         std::chrono::milliseconds(static_cast<int64_t>(options_.timeout_s * 1000));
     for (size_t i = 0; i < channels_.size(); ++i) {
       if (!channels_[i]->WaitForConnected(deadline)) {
-        int up = 0;
-        for (auto& channel : channels_) up += channel->GetState(false) == GRPC_CHANNEL_READY;
+        int up = 0, connecting = 0;
+        for (auto& channel : channels_) {
+          const grpc_connectivity_state state = channel->GetState(false);
+          up += state == GRPC_CHANNEL_READY;
+          connecting += state == GRPC_CHANNEL_CONNECTING;
+        }
+        // Refused connections fail at once and wait out a back-off; connections still
+        // connecting at the deadline are handshakes a busy master (or this process) has not
+        // finished.
         return absl::DeadlineExceededError(absl::StrCat(
             "connection ", i, " of ", channels_.size(), " to ", options_.endpoint,
-            " was not up within ", options_.timeout_s, " s (", up, " were): ",
-            up == 0 ? "is the master running there?"
-                    : "the others' handshakes did not complete in time on the master or "
-                      "here (gRPC gives each attempt 20 s): fewer agents, or --connections=64"));
+            " was not up within ", options_.timeout_s, " s (", up, " up, ", connecting,
+            " connecting): ",
+            up + connecting == 0
+                ? "is the master running there?"
+                : "handshakes did not complete in time on the master or here (gRPC gives "
+                  "each attempt 20 s): fewer agents, or --connections=64"));
       }
     }
     return absl::OkStatus();
@@ -501,7 +510,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   options.in_place = restart_path == "in-place";
   absl::StatusOr<ddprun::TlsConfig> tls =
-      ddprun::ReadTlsFiles(tls_cert, tls_key, tls_ca, "ddprun-loadgen");
+      ddprun::ReadTlsFiles(tls_cert, tls_key, tls_ca, "--tls-cert/--tls-key/--tls-ca");
   if (!tls.ok()) {
     std::fprintf(stderr, "ddprun-loadgen: %s\n", std::string(tls.status().message()).c_str());
     return 2;

@@ -125,7 +125,12 @@ def start_server(cmd, port):
     """Starts a master (`cmd` --port=`port`) in its own session; returns once it listens."""
     proc = subprocess.Popen([*cmd, f"--port={port}"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
-    wait_for_port(port, 30)
+    try:
+        wait_for_port(port, 30)
+    except TimeoutError:
+        os.killpg(proc.pid, signal.SIGKILL)  # never left behind
+        proc.wait()
+        raise
     return proc
 
 
@@ -133,7 +138,10 @@ def run_loadgen(build, master_cmd, agents, connections, restart_path, extra=(), 
     """A fresh master (`master_cmd` `master_extra` on a fresh loopback port) against
     ddprun-loadgen with `agents` agents: its JSON, or {"error": its last line}."""
     port = free_port()
-    master = start_server([*master_cmd, *master_extra], port)
+    try:
+        master = start_server([*master_cmd, *master_extra], port)
+    except TimeoutError as e:  # this cell's error, not the whole run's
+        return {"error": f"{master_cmd[0]}: {e}"}
     try:
         out = subprocess.run(
             [os.path.join(build, "bench", "ddprun-loadgen"), f"--endpoint=127.0.0.1:{port}",

@@ -66,7 +66,8 @@ def main():
                       f"  restart {r['restart_ms']:8.1f} ({spread('restart_ms')}) ms  news p99 "
                       f"{r['news_p99_ms']:6.1f} ms  master cpu/agent "
                       f"{r['master_cpu_us_per_agent_round']:6.1f} us  rss "
-                      f"{r['master_peak_rss_mib']:6.1f} MiB  ({len(r['runs'])} runs)", flush=True)
+                      f"{r['master_peak_rss_mib']:6.1f} MiB  ({r['spread']['round_ms']['n']} of "
+                      f"{len(r['runs'])} runs)", flush=True)
     results["failure-news"] = failure_news(master)
     write_json(ARGS.json, results)
 
@@ -125,5 +126,7 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=3, help="runs per cell, fresh master each")
     parser.add_argument("--json")
     ARGS = parser.parse_args()
+    if ARGS.runs < 1:
+        parser.error("--runs must be at least 1")
     ARGS.build = os.path.abspath(ARGS.build)
     main()

@@ -119,5 +119,7 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json")
     ARGS = parser.parse_args()
+    if ARGS.runs < 1:
+        parser.error("--runs must be at least 1")
     ARGS.build = os.path.abspath(ARGS.build)
     main()

@@ -1,7 +1,7 @@
 # ddprun_test_code(TARGET): the target is test code, compiled at -O1 (the last -O given wins).
 # A test's own code is set-up and assertions, and GoogleTest's templates are most of what the
-# compiler works on: -O1 halves their compile time against Release's -O3 (a unity batch of
-# rendezvous tests: 29 s against 55). The code under test is the libraries', at -O2 (build.sh).
+# compiler works on: -O1 halves their compile time against -O3 (a unity batch of rendezvous
+# tests: 29 s against 55). The code under test is the libraries', at Release's -O2.
 function(ddprun_test_code target)
   target_compile_options(${target} PRIVATE -O1)
 endfunction()

@@ -149,7 +149,8 @@ TEST(BenchTools, LoadgenWithoutAMasterSaysSoWithinItsTimeout) {
                                 "--agents=2", "--timeout=1"},
                                {}, absl::Seconds(30));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("was not up within 1 s (0 were): is the master running there?"));
+  EXPECT_THAT(
+      r.err, HasSubstr("was not up within 1 s (0 up, 0 connecting): is the master running there?"));
 }
 
 TEST(BenchTools, LoadgenRefusesMoreConnectionsThanOpenFilesAllow) {
@@ -170,7 +171,7 @@ TEST(BenchTools, ScaleStoreAndFootprintScriptsRunEndToEnd) {
   ASSERT_EQ(scale.exit_code, 0) << scale.err;
   EXPECT_THAT(scale.out, HasSubstr("ddprun-master  one-per-agent N=    50: connect"));
   EXPECT_THAT(scale.out,
-              ::testing::ContainsRegex("round +[0-9.]+ \\([0-9]+-[0-9]+\\).*\\(2 runs\\)"));
+              ::testing::ContainsRegex("round +[0-9.]+ \\([0-9]+-[0-9]+\\).*\\(2 of 2 runs\\)"));
   EXPECT_THAT(scale.out, HasSubstr("failure news N=    50: crash -> told p50"));
   ProcessResult store_scale =
       RunProcess({"/usr/bin/python3", kSource + "/bench/store_scale.py", "--build=" + kBuild,

@@ -1,6 +1,15 @@
 """What the benchmarks share: summaries of repeated runs and the side-by-side table."""
+import argparse
 import json
 import statistics
+
+
+def at_least_one(text):
+    """An argparse type: a count of runs, which must be 1 or more."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def summarize(values):

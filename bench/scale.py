@@ -36,11 +36,11 @@ import resource
 import statistics
 
 from procs import run_loadgen
-from report import summarize, write_json
+from report import at_least_one, summarize, write_json
 
 
 def main():
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # for the master; loadgen raises its own
     master = [os.path.join(ARGS.build, "rendezvous", "ddprun-master"), "--host=127.0.0.1"]
     # name: (command, the agents' restart path, over shared connections only)
@@ -123,10 +123,9 @@ if __name__ == "__main__":
     # 4,000: the size of torchelastic's published rendezvous figure (docs/performance.md).
     parser.add_argument("--agents", type=int, nargs="+", default=[100, 1000, 4000, 10000, 16384])
     parser.add_argument("--news-agents", type=int, nargs="+", default=[1024, 10000])
-    parser.add_argument("--runs", type=int, default=3, help="runs per cell, fresh master each")
+    parser.add_argument("--runs", type=at_least_one, default=3,
+                        help="runs per cell, fresh master each")
     parser.add_argument("--json")
     ARGS = parser.parse_args()
-    if ARGS.runs < 1:
-        parser.error("--runs must be at least 1")
     ARGS.build = os.path.abspath(ARGS.build)
     main()

@@ -22,7 +22,7 @@ import signal
 import subprocess
 import time
 
-from report import summarize, write_json
+from report import at_least_one, summarize, write_json
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TORCH2_PYTHON = os.path.join(HERE, "..", "tests", "compat", "torch2_python.sh")
@@ -122,7 +122,7 @@ if __name__ == "__main__":
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build")
     parser.add_argument("--clients", type=int, nargs="+", default=[1024, 4096, 16384])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=at_least_one, default=3)
     parser.add_argument("--timeout", type=float, default=300,
                         help="seconds one run may take before it counts as failed")
     parser.add_argument("--json")

@@ -29,7 +29,7 @@ import subprocess
 import tempfile
 
 from procs import run_loadgen
-from report import summarize, write_json
+from report import at_least_one, summarize, write_json
 
 METRICS = ("connect_ms", "open_ms", "round_ms", "restart_ms", "master_cpu_us_per_agent_round",
            "master_peak_rss_mib")
@@ -59,7 +59,7 @@ def one_value(result, metric):
 
 
 def main():
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # for the master; loadgen raises its own
     master = [os.path.join(ARGS.build, "rendezvous", "ddprun-master"), "--host=127.0.0.1"]
     with tempfile.TemporaryDirectory(prefix="ddprun-tls-bench-") as folder:
@@ -116,10 +116,8 @@ if __name__ == "__main__":
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build")
     parser.add_argument("--agents", type=int, nargs="+", default=[1000, 4000, 10000])
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=at_least_one, default=3)
     parser.add_argument("--json")
     ARGS = parser.parse_args()
-    if ARGS.runs < 1:
-        parser.error("--runs must be at least 1")
     ARGS.build = os.path.abspath(ARGS.build)
     main()

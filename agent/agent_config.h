@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/time/time.h"
-#include "agent/cpu_binding.h"
-#include "agent/event_log.h"
 #include "agent/failure_summary.h"
-#include "agent/health_check.h"
+#include "agent/health/health_check.h"
+#include "node/cpu_binding.h"
+#include "observability/event_log.h"
 #include "rendezvous/node_health.h"
 #include "rendezvous/tls_config.h"
 
@@ -124,7 +124,7 @@ struct AgentConfig {
   HealthCheckSettings health_check;
   NodeHealthSettings node_health;
 
-  // --event-log-handler: where torchelastic's events go (agent/event_log.h).
+  // --event-log-handler: where torchelastic's events go (observability/event_log.h).
   EventLogSettings event_log;
   // --metrics-port: serve Prometheus metrics (and, on the node hosting the master, the
   // status page) on this port; 0: any free port; unset: off (docs/observability.md).

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/elastic_agent.h"
-#include "agent/log_layout.h"
+#include "agent/logs/log_layout.h"
 #include "common/clock.h"
 #include "common/unique_fd.h"
 #include "spdlog/spdlog.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "agent/elastic_agent.h"
-#include "agent/worker_process.h"
+#include "agent/process/worker_process.h"
 #include "common/clock.h"
 #include "common/small_file.h"
 #include "spdlog/spdlog.h"

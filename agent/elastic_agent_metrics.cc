@@ -1,5 +1,5 @@
 // The agent's metrics (--metrics-port): what its workers do, published to the board the
-// metrics server reads (rendezvous/agent_metrics.h).
+// metrics server reads (observability/agent_metrics.h).
 
 #include <sys/wait.h>
 

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/elastic_agent.h"
-#include "agent/host_info.h"
+#include "node/host_info.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {

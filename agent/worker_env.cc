@@ -1,11 +1,7 @@
 #include "agent/worker_env.h"
 
-#include <unistd.h>
-
 #include "absl/strings/str_replace.h"
 #include "common/worker_env_names.h"
-
-extern char** environ;
 
 namespace ddprun {
 
@@ -69,24 +65,6 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const WorkerPlacement& p) {
     env[worker_env::kHeartbeatFd] = std::to_string(p.heartbeat_fd);
   }
   return env;
-}
-
-EnvMap CurrentEnvironment() {
-  EnvMap env;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    const std::string kv(*entry);
-    const size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    env.emplace(kv.substr(0, eq), kv.substr(eq + 1));
-  }
-  return env;
-}
-
-std::vector<std::string> FlattenEnv(const EnvMap& env) {
-  std::vector<std::string> out;
-  out.reserve(env.size());
-  for (const auto& [key, value] : env) out.push_back(key + "=" + value);
-  return out;
 }
 
 std::string SubstituteLocalRank(const std::string& arg, int local_rank) {

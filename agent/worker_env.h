@@ -2,13 +2,11 @@
 // The environment each worker starts with: the agent's own, plus torchrun's contract
 // (docs/environment.md). Pure: no getenv, so every rule is unit-tested.
 
-#include <map>
 #include <string>
-#include <vector>
+
+#include "common/env_map.h"
 
 namespace ddprun {
-
-using EnvMap = std::map<std::string, std::string>;
 
 /// Where one worker sits in the job during one round.
 struct WorkerPlacement {
@@ -51,12 +49,6 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const WorkerPlacement& placement);
 
 /// Whether BuildWorkerEnv will set OMP_NUM_THREADS=1 (so the agent can say so once).
 bool WillDefaultOmpThreads(const EnvMap& base, int local_world_size);
-
-/// The environment of this process as a map.
-EnvMap CurrentEnvironment();
-
-/// "KEY=VALUE" strings, in the form execve takes.
-std::vector<std::string> FlattenEnv(const EnvMap& env);
 
 /// `arg` with every `${local_rank}` replaced by `local_rank`, as torchrun's macros do.
 std::string SubstituteLocalRank(const std::string& arg, int local_rank);

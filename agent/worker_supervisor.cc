@@ -9,11 +9,11 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "agent/error_file.h"
-#include "agent/host_info.h"
-#include "agent/log_format.h"
-#include "agent/worker_process.h"
+#include "agent/logs/error_file.h"
+#include "agent/logs/log_format.h"
+#include "agent/process/worker_process.h"
 #include "common/process_status.h"
+#include "node/host_info.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {

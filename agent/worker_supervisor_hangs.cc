@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "agent/proc_state.h"
+#include "agent/hangs/proc_state.h"
 #include "agent/worker_supervisor.h"
 #include "common/process_status.h"
 #include "spdlog/spdlog.h"

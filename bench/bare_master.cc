@@ -19,7 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "ddprun/v1/rendezvous.grpc.pb.h"
 #include "ddprun/v1/store.grpc.pb.h"
-#include "rendezvous/master_server.h"
+#include "master/master_server.h"
 
 namespace ddprun {
 namespace {

@@ -47,10 +47,10 @@
 #include "absl/time/clock.h"
 #include "bench/measure.h"
 #include "common/listen_socket.h"
-#include "rendezvous/grpc_rendezvous.h"
-#include "rendezvous/master_server.h"
+#include "master/master_server.h"
+#include "net/grpc_rendezvous.h"
 #include "rendezvous/tls_config.h"
-#include "rendezvous/wire.h"
+#include "rpc/wire.h"
 
 namespace ddprun {
 namespace {

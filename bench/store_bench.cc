@@ -28,7 +28,7 @@
 #include "absl/time/clock.h"
 #include "ddp/worker/store.h"
 #include "ddprun/v1/rendezvous.grpc.pb.h"
-#include "rendezvous/wire.h"
+#include "rpc/wire.h"
 
 namespace {
 

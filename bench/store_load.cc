@@ -51,11 +51,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "agent/tcp_store_server.h"
 #include "bench/measure.h"
 #include "common/listen_socket.h"
 #include "common/unique_fd.h"
-#include "rendezvous/tcp_store_protocol.h"
+#include "store/tcp_store_protocol.h"
+#include "store/tcp_store_server.h"
 
 namespace ddprun {
 namespace {

@@ -28,7 +28,7 @@ inline constexpr char kSignalsToHandle[] = "TORCHELASTIC_SIGNALS_TO_HANDLE";
 inline constexpr char kRound[] = "DDPRUN_ROUND";
 inline constexpr char kStoreAddr[] = "DDPRUN_STORE_ADDR";
 // A file holding the token Store calls must carry (never the token itself: see
-// agent/store_token_file.h).
+// store/store_token_file.h).
 inline constexpr char kStoreTokenFile[] = "DDPRUN_STORE_TOKEN_FILE";
 // The rendezvous token of the agent's own environment, which workers never get.
 inline constexpr char kRdzvToken[] = "DDPRUN_RDZV_TOKEN";

@@ -1,4 +1,4 @@
-// torch's FileTimer requests (agent/file_timers.h), as any process on the host may write them
+// torch's FileTimer requests (agent/hangs/file_timers.h), as any process on the host may write them
 // to the agent's FIFO: lines parsed by ParseTimerRequest, applied to FileTimers, with clock
 // steps between them. What is accepted must be a request the rules can hold (a process id,
 // a finite expiration, a signal number); the timers held stay within kMaxTimers; an expiry
@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "agent/file_timers.h"
+#include "agent/hangs/file_timers.h"
 #include "fuzz/fuzz_input.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_input.h"
-#include "rendezvous/kv_store.h"
+#include "store/kv_store.h"
 
 namespace {
 

@@ -11,7 +11,7 @@
 
 #include "ddprun/v1/store.pb.h"
 #include "fuzz/fuzz_input.h"
-#include "rendezvous/master_state.h"
+#include "master/master_state.h"
 
 namespace {
 

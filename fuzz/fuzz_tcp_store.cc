@@ -11,8 +11,8 @@
 #include <string>
 
 #include "fuzz/fuzz_input.h"
-#include "rendezvous/tcp_store_service.h"
-#include "rendezvous/tests/tcp_store_requests.h"
+#include "store/tcp_store_service.h"
+#include "store/tests/tcp_store_requests.h"
 
 namespace {
 

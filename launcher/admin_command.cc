@@ -9,7 +9,7 @@
 #include "common/status_macros.h"
 #include "launcher/cli_rules.h"
 #include "launcher/cli_values.h"
-#include "rendezvous/network_plugin.h"
+#include "net/network_plugin.h"
 
 namespace ddprun {
 namespace {

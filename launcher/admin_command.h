@@ -5,7 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/cli.h"
+#include "launcher/launch_environment.h"
+#include "launcher/option_docs.h"
 
 namespace ddprun {
 

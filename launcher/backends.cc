@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "launcher/options.h"
+#include "launcher/option_values.h"
 #include "launcher/rendezvous_start.h"
 
 namespace ddprun {

@@ -1,8 +1,5 @@
 #include "launcher/cli.h"
 
-#include <sys/ioctl.h>
-#include <unistd.h>
-
 #include <algorithm>
 
 #include "CLI/CLI.hpp"
@@ -12,11 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "agent/worker_env.h"
 #include "common/status_macros.h"
 #include "launcher/cli_rules.h"
 #include "launcher/completion.h"
 #include "launcher/help_text.h"
+#include "launcher/option_docs.h"
 #include "launcher/option_prefixes.h"
 #include "launcher/options.h"
 #include "launcher/options_health.h"
@@ -28,80 +25,12 @@ namespace {
 constexpr char kDescription[] =
     "ddprun: a fast, torchrun-compatible launcher for distributed training.";
 
-constexpr char kFooter[] = R"(Positional:
-  training_script [args...]  The script (python -u <script>), module (-m) or program
-                             (--no-python), then its arguments, passed through verbatim;
-                             ${local_rank} in them becomes each worker's local rank.
-
-Commands (docs/observability.md):
-  ddprun status --rdzv-endpoint=HOST:PORT [--rdzv-id=ID] [--json]
-                 a running job's round, nodes, restarts and last failure
-  ddprun stop --rdzv-endpoint=HOST:PORT --rdzv-id=ID [--reason=TEXT]
-                 end a job; its agents exit 0 (143 if the job has no token)
-
-Environment:
-  PET_<OPTION>   default for each option above, e.g. PET_NPROC_PER_NODE=4
-  PYTHON_EXEC    interpreter for Python workers [default: python3 from PATH]
-  SLURM_JOB_ID   the run id when neither --rdzv-id nor PET_RDZV_ID is given
-  LOGLEVEL       ddprun's own messages: DEBUG, INFO, WARNING (default), ERROR, CRITICAL
-  TORCHELASTIC_ENABLE_FILE_TIMER=1  serve torch's FileTimer watchdog (docs/hangs.md)
-  CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES, ZE_AFFINITY_MASK
-                 the accelerators gpu/xpu/auto, --virtual-local-rank and --numa-binding
-                 count (docs/gpu.md)
-
-Signals:
-  SIGUSR2  (unless in --signals-to-handle) every worker's stack, written to the
-           attempt's log folder; the job runs on (docs/hangs.md)
-
-Exit status:
-  0        every worker succeeded, or `ddprun stop` ended the job
-  N        the root-cause worker's exit code (128+S if it died of signal S)
-  128+S    ddprun received signal S and stopped the workers
-  2        bad command line or environment: nothing was started
-  69       this node is unhealthy: a worker stuck in uninterruptible sleep, or
-           still there --kill-timeout after SIGKILL (docs/hangs.md); or the job
-           excluded it for good (--node-cooldown=0, --exclude-hosts;
-           docs/node-health.md)
-  70       ddprun could not set the job up (event loop, signals, log folder, port)
-  75       the rendezvous failed: timed out, refused this node (token, run id,
-           settings), or the master was unreachable within join_timeout; or
-           --metrics-port is in use
-)";
-
-// "--nproc-per-node" -> "--nproc-per-node,--nproc_per_node", with the short name first.
-std::string Spellings(const OptionSpec& spec) {
-  std::string names = spec.short_name.empty() ? "" : spec.short_name + ",";
-  absl::StrAppend(&names, spec.name);
-  if (spec.underscore_spelling) {
-    std::string underscored = spec.name;
-    for (size_t i = 2; i < underscored.size(); ++i) {
-      if (underscored[i] == '-') underscored[i] = '_';
-    }
-    if (underscored != spec.name) absl::StrAppend(&names, ",", underscored);
-  }
-  return names;
-}
-
-std::string HelpText(const OptionSpec& spec) {
-  if (spec.flag) return absl::StrCat(spec.help, " [default: off]");
-  const std::string shown = spec.default_value.empty() ? "unset" : "'" + spec.default_value + "'";
-  return absl::StrCat(spec.help, " [default: ", shown, "]");
-}
-
 // What CLI11 parses into: every option's text ("1" for a flag that is set).
 struct RawValues {
   std::map<std::string, std::string> text;
   std::map<std::string, bool> flags;
   std::string print_completion;  // --print-completion's shell; empty: not asked
 };
-
-constexpr char kHelpAllHelp[] =
-    "Print every option by section, with its spellings and PET_ variable, the environment, "
-    "signals and exit statuses, and exit";
-
-constexpr char kPrintCompletionHelp[] =
-    "Print the completion script for bash, zsh or tcsh and exit (e.g. ddprun "
-    "--print-completion zsh > ~/.zsh/completions/_ddprun)";
 
 // ddprun's command line, from the table, as ParseCommandLine parses it (--help's text is
 // help_text.h's). PET_ variables are read by ReadOptionValues, from the environment passed in.
@@ -257,54 +186,6 @@ absl::Status Configure(const OptionValues& values, const std::vector<std::string
 }  // namespace
 
 std::string VersionText() { return absl::StrCat("ddprun ", DDPRUN_VERSION); }
-
-LaunchEnvironment LaunchEnvironment::OfThisProcess() {
-  LaunchEnvironment env;
-  env.vars = CurrentEnvironment();
-  char cwd[4096];
-  if (::getcwd(cwd, sizeof(cwd)) != nullptr) env.cwd = cwd;
-  winsize size{};
-  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0) env.terminal_columns = size.ws_col;
-  return env;
-}
-
-std::vector<OptionDoc> DescribeOptions() {
-  std::vector<OptionDoc> docs = {
-      {{"-h", "--help"}, "", "Print this help message and exit", "Options", false, {}},
-      {{"--help-all"}, "", kHelpAllHelp, "Options", false, {}},
-      {{"--version"}, "", "Print ddprun's version and exit", "Options", false, {}},
-      {{"--print-completion", "--print_completion"},
-       "",
-       kPrintCompletionHelp,
-       "Options",
-       true,
-       CompletionShells()},
-  };
-  for (const OptionSpec& spec : Options()) {
-    OptionDoc doc;
-    doc.names = absl::StrSplit(Spellings(spec), ',');
-    doc.env = PetName(spec.name);
-    doc.help = HelpText(spec);
-    doc.group = spec.group;
-    doc.takes_value = !spec.flag;
-    doc.completion = spec.completion;
-    docs.push_back(std::move(doc));
-  }
-  // Each section together, in the order --help shows them (a section's first option).
-  std::vector<std::string> groups;
-  for (const OptionDoc& doc : docs) {
-    if (std::find(groups.begin(), groups.end(), doc.group) == groups.end()) {
-      groups.push_back(doc.group);
-    }
-  }
-  std::stable_sort(docs.begin(), docs.end(), [&groups](const OptionDoc& a, const OptionDoc& b) {
-    return std::find(groups.begin(), groups.end(), a.group) <
-           std::find(groups.begin(), groups.end(), b.group);
-  });
-  return docs;
-}
-
-std::string HelpFooter() { return kFooter; }
 
 absl::StatusOr<CliOutcome> ParseCommandLine(const std::vector<std::string>& args,
                                             const DeviceCounts& devices) {

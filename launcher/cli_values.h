@@ -33,7 +33,7 @@ absl::StatusOr<Endpoint> ParseEndpoint(const std::string& value, int default_por
 
 /// Where --nproc-per-node's gpu/auto/cpu values come from; injected so tests need no GPU.
 struct DeviceCounts {
-  // The node's accelerators, whichever vendor's (agent/accelerators.h): 'gpu' and 'auto'.
+  // The node's accelerators, whichever vendor's (node/accelerators.h): 'gpu' and 'auto'.
   std::function<absl::StatusOr<int>()> count_gpus;
   // Its Intel GPUs only: 'xpu', as torchrun's torch.xpu.device_count(); null: none.
   std::function<absl::StatusOr<int>()> count_xpus;

@@ -4,7 +4,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "launcher/admin_command.h"
-#include "launcher/cli.h"
+#include "launcher/option_docs.h"
 
 namespace ddprun {
 namespace {
@@ -192,11 +192,6 @@ std::string TcshCompletion() {
 }
 
 }  // namespace
-
-const std::vector<std::string>& CompletionShells() {
-  static const auto* shells = new std::vector<std::string>{"bash", "zsh", "tcsh"};
-  return *shells;
-}
 
 std::optional<std::string> CompletionScript(const std::string& shell) {
   if (shell == "bash") return BashCompletion();

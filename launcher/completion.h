@@ -9,10 +9,8 @@
 
 namespace ddprun {
 
-/// The shells --print-completion knows, in its --help order.
-const std::vector<std::string>& CompletionShells();
-
-/// The completion script for `shell` (one of CompletionShells()); nullopt for another.
+/// The completion script for `shell` (one of CompletionShells(), option_docs.h); nullopt for
+/// another.
 std::optional<std::string> CompletionScript(const std::string& shell);
 
 }  // namespace ddprun

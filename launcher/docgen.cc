@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "launcher/cli.h"
 #include "launcher/completion.h"
+#include "launcher/option_docs.h"
 
 namespace ddprun {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/cli.h"
+#include "launcher/option_docs.h"
 
 namespace ddprun {
 

@@ -13,16 +13,16 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
-#include "agent/accelerators.h"
 #include "agent/elastic_agent.h"
-#include "agent/health_check_process.h"
-#include "agent/log_format.h"
-#include "agent/orphan_guard.h"
+#include "agent/health/health_check_process.h"
+#include "agent/logs/log_format.h"
+#include "agent/process/orphan_guard.h"
 #include "common/exit_codes.h"
 #include "launcher/admin_command.h"
 #include "launcher/backends.h"
 #include "launcher/cli.h"
 #include "launcher/placement.h"
+#include "node/accelerators.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 
@@ -108,7 +108,7 @@ ddprun::DeviceCounts CountDevicesWith(const Accelerators& accelerators, const dd
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == ddprun::kHealthCheckMode) {
-    // The agent's node check, in a child process of its own (agent/health_check_process.h).
+    // The agent's node check, in a child process of its own (agent/health/health_check_process.h).
     return ddprun::RunHealthCheckProcess(std::vector<std::string>(argv, argv + argc));
   }
   // A closed console must not kill the agent (and with it every worker): writes just fail.

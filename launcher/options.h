@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "agent/agent_config.h"
 #include "launcher/cli_values.h"
+#include "launcher/option_values.h"
 
 namespace ddprun {
 
@@ -64,16 +65,5 @@ absl::Status SecondsInto(const std::string& option, const std::string& value, ab
 
 /// "--nproc-per-node" -> "PET_NPROC_PER_NODE".
 std::string PetName(const std::string& name);
-
-/// Every option's text after the command line, PET_ variables and torchrun's variables have
-/// been applied ("1" or "" for flags), and whether the user gave it.
-struct OptionValues {
-  std::map<std::string, std::string> text;
-  std::set<std::string> given;  // on the command line or in its PET_ variable
-
-  const std::string& operator[](const std::string& name) const { return text.at(name); }
-  bool flag(const std::string& name) const { return !text.at(name).empty(); }
-  bool was_given(const std::string& name) const { return given.count(name) > 0; }
-};
 
 }  // namespace ddprun

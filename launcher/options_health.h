@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "agent/agent_config.h"
-#include "launcher/cli.h"
+#include "launcher/launch_environment.h"
 #include "launcher/options.h"
 
 namespace ddprun {

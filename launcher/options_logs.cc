@@ -1,5 +1,5 @@
 #include "absl/strings/str_cat.h"
-#include "agent/duplicate_filter.h"
+#include "agent/logs/duplicate_filter.h"
 #include "launcher/options.h"
 
 namespace ddprun {

@@ -1,9 +1,9 @@
 #include "launcher/options.h"
 
 #include "absl/strings/str_cat.h"
-#include "agent/event_log.h"
 #include "common/status_macros.h"
 #include "launcher/cli_values.h"
+#include "observability/event_log.h"
 
 namespace ddprun {
 namespace {

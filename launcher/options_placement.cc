@@ -1,8 +1,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/cpu_binding.h"
 #include "common/status_macros.h"
 #include "launcher/options.h"
+#include "node/cpu_binding.h"
 
 namespace ddprun {
 namespace {

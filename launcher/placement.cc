@@ -1,10 +1,10 @@
 #include "launcher/placement.h"
 
 #include "absl/strings/str_cat.h"
-#include "agent/cpu_binding.h"
-#include "agent/cpu_topology.h"
-#include "agent/log_format.h"
+#include "agent/logs/log_format.h"
 #include "common/status_macros.h"
+#include "node/cpu_binding.h"
+#include "node/cpu_topology.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {

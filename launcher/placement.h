@@ -6,8 +6,8 @@
 #include <functional>
 
 #include "absl/status/status.h"
-#include "agent/accelerators.h"
 #include "agent/agent_config.h"
+#include "node/accelerators.h"
 
 namespace ddprun {
 

@@ -7,18 +7,18 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
-#include "agent/host_info.h"
-#include "agent/log_format.h"
-#include "agent/store_address.h"
-#include "agent/tcp_store_server.h"
+#include "agent/logs/log_format.h"
 #include "common/exit_codes.h"
+#include "common/ip_address.h"
 #include "common/listen_socket.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
-#include "rendezvous/network_plugin.h"
-#include "rendezvous/node_address.h"
+#include "net/network_plugin.h"
+#include "node/host_info.h"
 #include "rendezvous/run_access.h"
 #include "spdlog/spdlog.h"
+#include "store/store_address.h"
+#include "store/tcp_store_server.h"
 
 namespace ddprun {
 namespace {

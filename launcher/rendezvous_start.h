@@ -4,12 +4,32 @@
 // master and the workers' store when it is this node's to host, and connects.
 
 #include <memory>
+#include <optional>
 #include <string>
 
-#include "launcher/backends.h"
+#include "absl/status/status.h"
+#include "agent/agent_config.h"
+#include "agent/elastic_agent.h"
+#include "rendezvous/rendezvous_connection.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
+
+/// What a node runs for its rendezvous: the connection the agent uses, and what it serves
+/// the job while the agent runs (a master, the workers' store).
+class StartedRendezvous {
+ public:
+  virtual ~StartedRendezvous() = default;
+  virtual RendezvousConnection& connection() = 0;
+  /// The workers' TCPStore this agent serves (multi-node), or none.
+  virtual std::optional<WorkerStore> worker_store() const = 0;
+  /// After the agent's run: serve on while `others_still_run` if this node hosts what they
+  /// use, then stop.
+  virtual void Stop(bool others_still_run) = 0;
+  /// Serves --metrics-port: `agent`'s metrics, and the master's status and page when this
+  /// node hosts the master. The error says why it cannot (the port is taken).
+  virtual absl::Status ServeMetrics(int port, const AgentMetricsBoard* agent) = 0;
+};
 
 /// The rendezvous settings of the job, as every rendezvous (local or a master) applies them.
 RendezvousSettings RendezvousSettingsFrom(const AgentConfig& config);

@@ -6,8 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "rendezvous/natural_less.h"
-#include "rendezvous/node_address.h"
+#include "common/ip_address.h"
+#include "common/natural_less.h"
 
 namespace ddprun {
 

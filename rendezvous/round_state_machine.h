@@ -26,7 +26,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "rendezvous/natural_less.h"
+#include "common/natural_less.h"
 #include "rendezvous/node_health.h"
 #include "rendezvous/stack_report.h"
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "rendezvous/natural_less.h"
+#include "common/natural_less.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace ddprun {

@@ -1,4 +1,4 @@
-#include "agent/duplicate_filter.h"
+#include "agent/logs/duplicate_filter.h"
 
 #include <gtest/gtest.h>
 

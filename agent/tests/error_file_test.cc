@@ -1,4 +1,4 @@
-#include "agent/error_file.h"
+#include "agent/logs/error_file.h"
 
 #include <stdlib.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "agent/file_timers.h"
+#include "agent/hangs/file_timers.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

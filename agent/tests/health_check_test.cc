@@ -1,10 +1,10 @@
-#include "agent/health_check.h"
+#include "agent/health/health_check.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "agent/health_check_process.h"
+#include "agent/health/health_check_process.h"
 
 namespace ddprun {
 namespace {

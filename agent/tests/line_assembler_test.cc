@@ -1,4 +1,4 @@
-#include "agent/line_assembler.h"
+#include "agent/logs/line_assembler.h"
 
 #include <string>
 #include <vector>

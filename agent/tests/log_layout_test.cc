@@ -1,4 +1,4 @@
-#include "agent/log_layout.h"
+#include "agent/logs/log_layout.h"
 
 #include "gtest/gtest.h"
 

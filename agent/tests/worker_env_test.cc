@@ -7,7 +7,6 @@ namespace ddprun {
 namespace {
 
 using ::testing::Contains;
-using ::testing::ElementsAre;
 using ::testing::Key;
 using ::testing::Not;
 using ::testing::Pair;
@@ -151,12 +150,6 @@ TEST(SubstituteLocalRankTest, ReplacesEveryOccurrence) {
   EXPECT_EQ(SubstituteLocalRank("$local_rank {local_rank} ${rank}", 1),
             "$local_rank {local_rank} ${rank}");
   EXPECT_EQ(SubstituteLocalRank("", 0), "");
-}
-
-TEST(FlattenEnvTest, KeyEqualsValueInKeyOrder) {
-  EXPECT_THAT(FlattenEnv({{"B", "2"}, {"A", "1"}, {"EMPTY", ""}, {"EQ", "x=y"}}),
-              ElementsAre("A=1", "B=2", "EMPTY=", "EQ=x=y"));
-  EXPECT_THAT(FlattenEnv({}), ElementsAre());
 }
 
 }  // namespace

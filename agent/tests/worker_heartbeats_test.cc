@@ -1,4 +1,4 @@
-#include "agent/worker_heartbeats.h"
+#include "agent/hangs/worker_heartbeats.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // Starting a worker bound to CPUs and a preferred NUMA node (--numa-binding, --cpu-affinity):
 // the masks as the kernel takes them, and a real child reading its own affinity.
 
-#include "agent/worker_process.h"
+#include "agent/process/worker_process.h"
 
 #include <sched.h>
 #include <sys/wait.h>
@@ -10,8 +10,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "agent/cpu_topology.h"
 #include "common/unique_fd.h"
+#include "node/cpu_topology.h"
 #include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
 

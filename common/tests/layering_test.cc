@@ -1,9 +1,14 @@
-// Rules of the source tree. The include rules each folder's README states: a part may
-// include only the parts below it (common <- rendezvous <- agent <- launcher; the worker SDK
-// beside the agent), and nothing but the worker SDK includes CUDA or NCCL; and the size of a
-// production file.
+// Rules of the source tree (docs/architecture.md, "The tree"):
+// - the folders are layers, lowest first (kLayers): a production file includes only its own
+//   folder and the folders before it, so no folder reaches back up; nothing but the worker
+//   SDK includes CUDA or NCCL;
+// - no include cycle between modules (a module: x.h with x.cc and its x_*.cc sources);
+// - every module is named in its folder's README;
+// - no production file holds more than 500 lines.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -21,103 +26,289 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The folders of ddprun that production code may name in an #include.
-const std::set<std::string> kParts = {"common", "rendezvous", "agent", "launcher", "worker_sdk",
-                                      "tests",  "bench",      "fuzz",  "examples"};
-
-// Which parts each folder's production files may include (its own included).
-const std::map<std::string, std::set<std::string>> kMayInclude = {
-    {"common", {"common"}},
-    {"rendezvous", {"common", "rendezvous"}},
-    {"agent", {"common", "rendezvous", "agent"}},
-    {"launcher", {"common", "rendezvous", "agent", "launcher"}},
-    {"worker_sdk", {"common", "rendezvous", "worker_sdk"}},
+// The folders of production code, lowest layer first.
+const std::vector<std::string> kLayers = {
+    "common",         // base: files, fds, sockets, the clock, the event loop
+    "rendezvous",     // the rules of rounds and nodes, shared by master and agents
+    "node",           // facts about this host: accelerators, CPUs, names
+    "store",          // torch's TCPStore: protocol, key-value store, the agent's server
+    "observability",  // event records, run status, metrics, the HTTP page
+    "rpc",            // gRPC and protobuf glue
+    "master",         // the rendezvous master
+    "net",            // the network plugin: client, admin client, the hosted master
+    "agent/process",  // starting and killing workers
+    "agent/logs",     // workers' output and error files
+    "agent/hangs",    // hang detection and stack collection
+    "agent/health",   // node health checks
+    "agent",          // the agent's rules and shell
+    "launcher",       // the command line and main
+    "worker_sdk",     // the library workers link
 };
+
+// Folders whose files include ddprun's: what an #include's first part can name.
+const std::set<std::string> kIncludable = {
+    "common", "rendezvous", "node",     "store", "observability", "rpc",      "master",
+    "net",    "agent",      "launcher", "tests", "bench",         "examples", "fuzz"};
+
+fs::path Root() { return fs::path(DDPRUN_SOURCE_DIR); }
 
 bool IsSource(const fs::path& p) { return p.extension() == ".cc" || p.extension() == ".h"; }
 
-// The production files of `folder`: everything but its tests.
-std::vector<fs::path> ProductionFiles(const std::string& folder) {
-  std::vector<fs::path> files;
-  const fs::path root = fs::path(DDPRUN_SOURCE_DIR) / folder;
-  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator();
-       ++it) {
-    if (it->is_directory() && it->path().filename() == "tests") {
-      it.disable_recursion_pending();
-    } else if (it->is_regular_file() && IsSource(it->path())) {
-      files.push_back(it->path());
+// A file's layer: its folder below the root, with the worker SDK's subfolders as one.
+std::string LayerOf(const std::string& relative) {
+  if (absl::StartsWith(relative, "worker_sdk/")) return "worker_sdk";
+  return fs::path(relative).parent_path().string();
+}
+
+int LayerIndex(const std::string& layer) {
+  auto it = std::find(kLayers.begin(), kLayers.end(), layer);
+  return it == kLayers.end() ? -1 : static_cast<int>(it - kLayers.begin());
+}
+
+// Every production file below `root`, relative to it: sources of the layers' folders, not
+// their tests.
+std::vector<std::string> ProductionFiles(const fs::path& root) {
+  std::vector<std::string> files;
+  for (const std::string top : {"common", "rendezvous", "node", "store", "observability", "rpc",
+                                "master", "net", "agent", "launcher", "worker_sdk"}) {
+    if (!fs::exists(root / top)) continue;
+    for (auto it = fs::recursive_directory_iterator(root / top);
+         it != fs::recursive_directory_iterator(); ++it) {
+      if (it->is_directory() && it->path().filename() == "tests") {
+        it.disable_recursion_pending();
+      } else if (it->is_regular_file() && IsSource(it->path())) {
+        files.push_back(fs::relative(it->path(), root).string());
+      }
     }
   }
+  std::sort(files.begin(), files.end());
   return files;
 }
 
-// Every `#include "..."` and `#include <...>` target of `file`.
-std::vector<std::string> Includes(const fs::path& file) {
-  std::vector<std::string> out;
+struct Include {
+  std::string target;
+  bool quoted = false;  // "..." (ddprun's and its libraries'), not <...> (the system's)
+};
+
+// Every `#include "..."` and `#include <...>` of `file`.
+std::vector<Include> Includes(const fs::path& file) {
+  std::vector<Include> out;
   std::ifstream in(file);
   std::string line;
   while (std::getline(in, line)) {
     if (!absl::StartsWith(line, "#include ")) continue;
     const std::string target = line.substr(9);
-    if (target.size() > 2) out.push_back(target.substr(1, target.find_first_of("\">", 1) - 1));
+    if (target.size() > 2) {
+      out.push_back({target.substr(1, target.find_first_of("\">", 1) - 1), target[0] == '"'});
+    }
   }
   return out;
 }
 
-// What `file`, a production file of `folder`, includes that the folder's rule forbids.
-std::vector<std::string> ViolationsIn(const fs::path& file, const std::string& folder) {
+// What `file` (relative to `root`) includes that its layer may not: a later layer, or CUDA
+// outside the worker SDK. A folder not in kLayers is reported too.
+std::vector<std::string> LayerViolations(const fs::path& root, const std::string& file) {
   std::vector<std::string> bad;
-  const std::set<std::string>& allowed = kMayInclude.at(folder);
-  for (const std::string& target : Includes(file)) {
-    const std::string part = target.substr(0, target.find('/'));
+  const std::string layer = LayerOf(file);
+  const int index = LayerIndex(layer);
+  if (index < 0) return {absl::StrCat(file, ": its folder ", layer, " is in no layer")};
+  for (const auto& [target, quoted] : Includes(root / file)) {
     const bool cuda = absl::StartsWith(target, "cuda") || absl::StartsWith(target, "nccl");
-    if ((kParts.count(part) > 0 && allowed.count(part) == 0) || (cuda && folder != "worker_sdk")) {
-      bad.push_back(absl::StrCat(file.filename().string(), " includes ", target));
+    if (cuda && layer != "worker_sdk") bad.push_back(absl::StrCat(file, " includes ", target));
+    if (!quoted || kIncludable.count(target.substr(0, target.find('/'))) == 0) continue;
+    const int to = LayerIndex(LayerOf(target));
+    if (to < 0 || to > index) {
+      bad.push_back(absl::StrCat(file, " includes ", target, ", a layer above ", layer));
     }
   }
   return bad;
 }
 
-std::vector<std::string> Violations(const std::string& folder) {
+// The module a file belongs to: x.h, x.cc and x_*.cc of one folder are module "folder/x"
+// (the longest x with a header); any other source is a module of its own.
+std::string ModuleOf(const std::string& file, const std::set<std::string>& headers) {
+  const std::string stem = (fs::path(file).parent_path() / fs::path(file).stem()).string();
+  if (headers.count(stem)) return stem;
+  std::string best;
+  for (const std::string& h : headers) {
+    if (absl::StartsWith(stem, h + "_") && h.size() > best.size() &&
+        fs::path(h).parent_path() == fs::path(stem).parent_path()) {
+      best = h;
+    }
+  }
+  return best.empty() ? stem : best;
+}
+
+using Graph = std::map<std::string, std::set<std::string>>;
+
+// Module -> the modules it includes, over `files` (relative to `root`).
+Graph ModuleGraph(const fs::path& root, const std::vector<std::string>& files) {
+  std::set<std::string> headers;
+  for (const std::string& f : files) {
+    if (fs::path(f).extension() == ".h") {
+      headers.insert((fs::path(f).parent_path() / fs::path(f).stem()).string());
+    }
+  }
+  Graph graph;
+  for (const std::string& f : files) {
+    const std::string from = ModuleOf(f, headers);
+    graph[from];
+    for (const auto& [target, quoted] : Includes(root / f)) {
+      if (!quoted || !fs::exists(root / target) || !IsSource(target)) continue;
+      const std::string to = ModuleOf(target, headers);
+      if (to != from) graph[from].insert(to);
+    }
+  }
+  return graph;
+}
+
+// The cycles of `graph`: each strongly connected component of more than one module, its
+// members joined by " <-> ".
+std::vector<std::string> Cycles(const Graph& graph) {
+  std::map<std::string, int> index, low;
+  std::vector<std::string> stack;
+  std::set<std::string> on_stack;
+  std::vector<std::string> cycles;
+  int next = 0;
+  std::function<void(const std::string&)> visit = [&](const std::string& v) {
+    index[v] = low[v] = next++;
+    stack.push_back(v);
+    on_stack.insert(v);
+    auto edges = graph.find(v);
+    if (edges != graph.end()) {
+      for (const std::string& w : edges->second) {
+        if (!index.count(w)) {
+          visit(w);
+          low[v] = std::min(low[v], low[w]);
+        } else if (on_stack.count(w)) {
+          low[v] = std::min(low[v], index[w]);
+        }
+      }
+    }
+    if (low[v] != index[v]) return;
+    std::vector<std::string> component;
+    std::string w;
+    do {
+      w = stack.back();
+      stack.pop_back();
+      on_stack.erase(w);
+      component.push_back(w);
+    } while (w != v);
+    if (component.size() > 1) {
+      std::sort(component.begin(), component.end());
+      cycles.push_back(absl::StrJoin(component, " <-> "));
+    }
+  };
+  for (const auto& [v, edges] : graph) {
+    if (!index.count(v)) visit(v);
+  }
+  return cycles;
+}
+
+// The README that describes `layer`'s modules: its own, else its parent folder's.
+fs::path ReadmeOf(const fs::path& root, const std::string& layer) {
+  for (fs::path folder = layer; !folder.empty(); folder = folder.parent_path()) {
+    if (fs::exists(root / folder / "README.md")) return root / folder / "README.md";
+  }
+  return {};
+}
+
+// Whether `text` names `word` in backquotes: `word` or `word.h` (`word.cc`, ...).
+bool Mentions(const std::string& text, const std::string& word) {
+  return absl::StrContains(text, "`" + word + "`") || absl::StrContains(text, "`" + word + ".");
+}
+
+// Modules whose name (a header's or a source's file name without extension) their folder's
+// README does not mention in backquotes: `name`, or `path/name` from that README's folder.
+std::vector<std::string> Unlisted(const fs::path& root, const std::vector<std::string>& files) {
+  std::set<std::string> headers;
+  for (const std::string& f : files) {
+    if (fs::path(f).extension() == ".h") {
+      headers.insert((fs::path(f).parent_path() / fs::path(f).stem()).string());
+    }
+  }
+  std::set<std::string> modules;
+  for (const std::string& f : files) modules.insert(ModuleOf(f, headers));
+  std::vector<std::string> unlisted;
+  for (const std::string& module : modules) {
+    const fs::path readme = ReadmeOf(root, LayerOf(module + ".h"));
+    std::ifstream in(readme);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string name = fs::path(module).filename().string();
+    const std::string below =
+        fs::relative(root / module, readme.empty() ? root : readme.parent_path()).string();
+    if (!Mentions(text, name) && !Mentions(text, below)) {
+      unlisted.push_back(absl::StrCat(module, " (", readme.empty() ? "no README" : "README.md",
+                                      " of ", LayerOf(module + ".h"), ")"));
+    }
+  }
+  return unlisted;
+}
+
+TEST(LayeringTest, EveryFileIncludesOnlyItsLayerAndTheOnesBelow) {
+  const std::vector<std::string> files = ProductionFiles(Root());
+  ASSERT_GT(files.size(), 100u) << "no sources found below " << Root();
   std::vector<std::string> bad;
-  for (const fs::path& file : ProductionFiles(folder)) {
-    for (std::string& v : ViolationsIn(file, folder)) bad.push_back(std::move(v));
+  for (const std::string& f : files) {
+    for (std::string& v : LayerViolations(Root(), f)) bad.push_back(std::move(v));
   }
-  return bad;
+  EXPECT_THAT(bad, ::testing::IsEmpty())
+      << "layers, lowest first: " << absl::StrJoin(kLayers, ", ");
 }
 
-TEST(LayeringTest, EveryFolderIncludesOnlyWhatItsReadmeAllows) {
-  for (const auto& [folder, allowed] : kMayInclude) {
-    EXPECT_FALSE(ProductionFiles(folder).empty()) << folder << ": no sources found";
-    EXPECT_THAT(Violations(folder), ::testing::IsEmpty())
-        << folder << " may include only " << absl::StrJoin(allowed, ", ");
-  }
+TEST(LayeringTest, NoModulesIncludeEachOther) {
+  const Graph graph = ModuleGraph(Root(), ProductionFiles(Root()));
+  ASSERT_GT(graph.size(), 100u);
+  EXPECT_THAT(Cycles(graph), ::testing::IsEmpty());
 }
 
-TEST(LayeringTest, TheCheckReportsWhatARuleForbids) {
-  // Else the test above could pass on a reader that sees nothing.
+TEST(LayeringTest, EveryModuleIsNamedInItsFoldersReadme) {
+  EXPECT_THAT(Unlisted(Root(), ProductionFiles(Root())), ::testing::IsEmpty());
+}
+
+TEST(LayeringTest, TheChecksFindWhatTheyForbid) {
+  // Else the tests above could pass on a reader that sees nothing.
   testing::TempDir dir;
-  const fs::path file =
-      dir.Write("x.cc",
-                "#include <nccl.h>\n#include \"launcher/cli.h\"\n"
-                "#include \"rendezvous/kv_store.h\"\n#include \"absl/time/time.h\"\n");
-  EXPECT_THAT(ViolationsIn(file, "agent"),
-              ::testing::ElementsAre("x.cc includes nccl.h", "x.cc includes launcher/cli.h"));
-  EXPECT_THAT(ViolationsIn(file, "launcher"), ::testing::ElementsAre("x.cc includes nccl.h"));
-  EXPECT_THAT(ViolationsIn(file, "common"),
-              ::testing::ElementsAre("x.cc includes nccl.h", "x.cc includes launcher/cli.h",
-                                     "x.cc includes rendezvous/kv_store.h"));
+  const fs::path root = dir.path();
+  const auto put = [&](const std::string& name, const std::string& contents) {
+    fs::create_directories((root / name).parent_path());
+    dir.Write(name, contents);
+  };
+  put("common/a.h", "#include \"common/b.h\"\n");
+  put("common/a_more.cc", "#include \"common/a.h\"\n");
+  put("common/b.h", "#include <nccl.h>\n#include <net/if.h>\n");  // a system header
+  put("common/b.cc", "#include \"common/b.h\"\n#include \"common/a.h\"\n");
+  put("common/README.md", "- `a`: the first\n");
+  put("agent/hangs/c.h", "#include \"launcher/d.h\"\n#include \"rendezvous/e.h\"\n");
+  put("agent/README.md", "- `hangs/c`: hang detection\n");
+  put("launcher/d.h", "#include \"agent/hangs/c.h\"\n");
+  put("rendezvous/e.h", "");
+  put("odd/f.h", "");
+
+  const std::vector<std::string> files = ProductionFiles(root);
+  EXPECT_THAT(
+      LayerViolations(root, "agent/hangs/c.h"),
+      ::testing::ElementsAre("agent/hangs/c.h includes launcher/d.h, a layer above agent/hangs"));
+  EXPECT_THAT(LayerViolations(root, "common/b.h"),
+              ::testing::ElementsAre("common/b.h includes nccl.h"));
+  EXPECT_THAT(
+      Cycles(ModuleGraph(root, files)),
+      ::testing::UnorderedElementsAre("agent/hangs/c <-> launcher/d", "common/a <-> common/b"));
+  EXPECT_THAT(
+      Unlisted(root, files),
+      ::testing::ElementsAre("common/b (README.md of common)", "launcher/d (no README of launcher)",
+                             "rendezvous/e (no README of rendezvous)"));
+  EXPECT_THAT(LayerViolations(root, "odd/f.h"),
+              ::testing::ElementsAre("odd/f.h: its folder odd is in no layer"));
 }
 
 TEST(SourceSizeTest, NoProductionFileHoldsMoreThan500Lines) {
   // Past that a file holds more than one module: split it (the issue that set the limit).
-  for (const auto& [folder, allowed] : kMayInclude) {
-    for (const fs::path& file : ProductionFiles(folder)) {
-      std::ifstream in(file);
-      int lines = 0;
-      for (std::string line; std::getline(in, line);) ++lines;
-      EXPECT_LE(lines, 500) << fs::relative(file, DDPRUN_SOURCE_DIR).string();
-    }
+  for (const std::string& file : ProductionFiles(Root())) {
+    std::ifstream in(Root() / file);
+    int lines = 0;
+    for (std::string line; std::getline(in, line);) ++lines;
+    EXPECT_LE(lines, 500) << file;
   }
 }
 

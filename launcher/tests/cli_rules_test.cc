@@ -8,6 +8,7 @@
 #include "gtest/gtest.h"
 #include "launcher/backends.h"
 #include "launcher/cli.h"
+#include "launcher/option_docs.h"
 #include "launcher/options.h"
 #include "tests/support/temp_dir.h"
 

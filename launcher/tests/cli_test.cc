@@ -1,4 +1,5 @@
 #include "launcher/cli.h"
+#include "launcher/option_docs.h"
 
 #include <signal.h>
 #include <stdlib.h>

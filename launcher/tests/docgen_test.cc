@@ -10,6 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "launcher/cli.h"
 #include "launcher/completion.h"
+#include "launcher/option_docs.h"
 #include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "agent/tcp_store_server.h"
+#include "store/tcp_store_server.h"
 
 int main() {
   sigset_t stop;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every message ddprun can print when something is wrong, taken from the sources, must be
 in docs/troubleshooting.md: errors (absl::*Error, ErrnoStatus) and log lines at error and
-warning level in the agent, launcher, rendezvous master and worker SDK.
+warning level in every folder of production code.
 
 A message is made of the string literals of its call (absl::StrCat pieces, or a log format
 cut at each {}); every piece of at least 4 characters must appear in the document, which
@@ -14,7 +14,9 @@ import os
 import re
 import sys
 
-DIRS = ["agent", "launcher", "rendezvous", "worker_sdk/src"]
+# Every folder of production code (common/tests/layering_test.cc lists them as layers).
+DIRS = ["common", "rendezvous", "node", "store", "observability", "rpc", "master", "net", "agent",
+        "launcher", "worker_sdk/src"]
 CALL = re.compile(r"(absl::\w+Error|ErrnoStatus|spdlog::(?:error|warn|critical))\s*\(")
 LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
 MIN_PIECE = 4

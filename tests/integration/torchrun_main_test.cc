@@ -11,8 +11,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "agent/cpu_topology.h"
-#include "agent/host_info.h"
+#include "node/cpu_topology.h"
+#include "node/host_info.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 

@@ -94,5 +94,17 @@ TEST_F(PackageTest, RuntimeAndDevPackagesSplitTheFilesAndStateTheirDependencies)
   EXPECT_EQ(Field(dev_, "Package"), "ddprun-dev\n");
 }
 
+TEST_F(PackageTest, TheWorkerLibraryNeedsNoHttpServerAndNoMetricsLibrary) {
+  // Workers link libddp_worker for the Store and NCCL: the master's --metrics-port page
+  // (civetweb, prometheus-cpp) is not theirs to load.
+  ProcessResult dynamic =
+      RunProcess({"/usr/bin/readelf", "-d", root_ + "/usr/lib/libddp_worker.so"});
+  ASSERT_EQ(dynamic.exit_code, 0) << dynamic.err;
+  ASSERT_THAT(dynamic.out, HasSubstr("(NEEDED)"));
+  ASSERT_THAT(dynamic.out, HasSubstr("libgrpc++"));  // what it does need: the Store's gRPC
+  EXPECT_THAT(dynamic.out, Not(HasSubstr("civetweb")));
+  EXPECT_THAT(dynamic.out, Not(HasSubstr("prometheus")));
+}
+
 }  // namespace
 }  // namespace ddprun::testing

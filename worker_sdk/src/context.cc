@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "common/ip_address.h"
 #include "common/small_file.h"
-#include "rendezvous/node_address.h"
 #include "src/context_state.h"
 #include "src/root_blobs.h"
 

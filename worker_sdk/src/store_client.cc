@@ -10,10 +10,10 @@
 #include "absl/time/clock.h"
 #include "ddp/worker/store.h"
 #include "ddprun/v1/store.grpc.pb.h"
-#include "rendezvous/grpc_channel.h"
-#include "rendezvous/master_server.h"
+#include "master/master_server.h"
 #include "rendezvous/run_access.h"
-#include "rendezvous/wire.h"
+#include "rpc/grpc_channel.h"
+#include "rpc/wire.h"
 
 namespace ddp::worker {
 namespace {

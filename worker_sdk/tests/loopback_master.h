@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ddp/worker/environment.h"
-#include "rendezvous/master_server.h"
+#include "master/master_server.h"
 
 namespace ddp::worker {
 

@@ -1,0 +1,189 @@
+#include "net/grpc_rendezvous.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+#include "net/endpoint_probe.h"
+#include "rpc/wire.h"
+
+namespace ddprun {
+
+namespace pb = ::ddprun::v1;
+
+grpc::ChannelArguments AgentChannelArguments(const NetworkRendezvousOptions& options) {
+  grpc::ChannelArguments args;
+  // Notice a dead master or a partition even when idle: a ping every keep_alive_interval,
+  // answered within heartbeat_timeout. With the defaults (5 s + 5 s) a cut-off agent stops
+  // its workers before the master's 15 s keep-alive window gives its place away, so two
+  // rounds never train at once.
+  const auto ms = [](absl::Duration d) {
+    return static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(d), 100, INT32_MAX));
+  };
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, ms(options.settings.keep_alive_interval));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(options.heartbeat_timeout));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Agents started together often try before the hosting agent listens (QuickConnect too).
+  SetQuickReconnect(args);
+  return args;
+}
+
+std::shared_ptr<grpc::ChannelCredentials> AgentCredentials(
+    const NetworkRendezvousOptions& options) {
+  if (!options.tls.enabled()) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = options.tls.ca_pem;
+  ssl.pem_private_key = options.tls.key_pem;
+  ssl.pem_cert_chain = options.tls.cert_pem;
+  return grpc::SslCredentials(ssl);
+}
+
+SessionStream::SessionStream(pb::Rendezvous::Stub* stub, std::string endpoint, OnEvent on_event)
+    : endpoint_(std::move(endpoint)), on_event_(std::move(on_event)) {
+  // Wait for the master instead of failing at once: agents may start before it does.
+  // How long to wait is the agent's join timeout, not the stream's.
+  context_.set_wait_for_ready(true);
+  stub->async()->Session(&context_, this);
+  StartRead(&in_);
+  StartCall();
+}
+
+SessionStream::~SessionStream() {
+  context_.TryCancel();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&done_));
+}
+
+void SessionStream::Send(pb::AgentMessage message) {
+  if (const pb::AgentMessage* first = writes_.Push(std::move(message))) StartWrite(first);
+}
+
+void SessionStream::Abandon() {
+  absl::MutexLock lock(&mu_);
+  abandoned_ = true;
+}
+
+void SessionStream::OnReadDone(bool ok) {
+  if (!ok) return;  // OnDone follows with the stream's status
+  on_event_(EventFromWire(in_));
+  StartRead(&in_);
+}
+
+void SessionStream::OnWriteDone(bool ok) {
+  if (const pb::AgentMessage* next = writes_.Done(ok).write) StartWrite(next);
+}
+
+void SessionStream::OnDone(const grpc::Status& status) {
+  writes_.Finish();
+  absl::MutexLock lock(&mu_);
+  if (!abandoned_) {
+    RendezvousEvent ended;
+    absl::Status why = FromGrpcStatus(status);
+    if (why.ok()) why = absl::UnavailableError("the master closed the session");
+    ended.kind = LossOrRefusal(why);
+    ended.status = absl::Status(
+        why.code(), absl::StrCat("rendezvous master at ", endpoint_, ": ", why.message()));
+    on_event_(std::move(ended));
+  }
+  done_ = true;
+}
+
+GrpcRendezvous::GrpcRendezvous(NetworkRendezvousOptions options) : options_(std::move(options)) {
+  channel_ = grpc::CreateCustomChannel(options_.endpoint, AgentCredentials(options_),
+                                       AgentChannelArguments(options_));
+  stub_ = pb::Rendezvous::NewStub(channel_);
+  stream_ = OpenStream();
+  quick_connect_ = std::make_unique<QuickConnect>(channel_);
+}
+
+GrpcRendezvous::~GrpcRendezvous() {
+  if (stream_) stream_->Abandon();
+  stream_.reset();
+  if (probe_.joinable()) probe_.join();
+}
+
+std::unique_ptr<SessionStream> GrpcRendezvous::OpenStream() {
+  return std::make_unique<SessionStream>(
+      stub_.get(), options_.endpoint,
+      [events = &events_](RendezvousEvent event) { events->Push(std::move(event)); });
+}
+
+void GrpcRendezvous::Reconnect() {
+  if (stream_) stream_->Abandon();
+  stream_ = OpenStream();
+}
+
+void GrpcRendezvous::Join(const NodeInfo& node) {
+  stream_->Send(JoinMessage(node, options_.run_id, options_.token, options_.settings));
+}
+
+void GrpcRendezvous::ReportFailure(int64_t round, std::vector<ReportedFailure> failures) {
+  stream_->Send(FailureReportMessage(round, failures));
+}
+
+void GrpcRendezvous::ReportSuccess(int64_t round) { stream_->Send(SuccessReportMessage(round)); }
+
+void GrpcRendezvous::ReportStopped(int64_t round) {
+  pb::AgentMessage message;
+  message.mutable_stopped()->set_round(round);
+  stream_->Send(std::move(message));
+}
+
+void GrpcRendezvous::Heartbeat() { stream_->Send(HeartbeatMessage()); }
+
+void GrpcRendezvous::ReportStacks(int64_t round, int world_size, const std::string& cause,
+                                  const std::vector<RankStack>& stacks) {
+  stream_->Send(StackReportMessage(round, world_size, cause, stacks));
+}
+
+void GrpcRendezvous::CheckProgress() {
+  if (channel_->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
+    stream_->Send(HeartbeatMessage(/*want_gathering=*/true));
+    return;
+  }
+  if (probing_.exchange(true)) return;  // the last probe is still out
+  if (probe_.joinable()) probe_.join();
+  try {
+    probe_ = std::thread([this] { ProbeAddress(); });
+  } catch (const std::system_error&) {
+    probing_ = false;  // no thread to spare: the next check tries again
+  }
+}
+
+void GrpcRendezvous::ProbeAddress() {
+  const EndpointReach reach = ddprun::ProbeEndpoint(options_.endpoint, kProbeTimeout);
+  // A master that came up meanwhile answers the next check itself: nothing to say now.
+  if (channel_->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY) {
+    RendezvousEvent event;
+    event.kind = RendezvousEvent::Kind::kProgress;
+    event.status = absl::UnavailableError("no answer");
+    event.detail =
+        absl::StrCat("the rendezvous master at ", options_.endpoint,
+                     " does not answer: ", DescribeUnansweredMaster(options_.endpoint, reach));
+    events_.Push(std::move(event));
+  }
+  probing_ = false;
+}
+
+absl::Status ProbeMaster(const NetworkRendezvousOptions& options, absl::Duration timeout) {
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      options.endpoint, AgentCredentials(options), AgentChannelArguments(options));
+  if (channel->WaitForConnected(
+          gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                       gpr_time_from_millis(absl::ToInt64Milliseconds(timeout), GPR_TIMESPAN)))) {
+    return absl::OkStatus();
+  }
+  return absl::UnavailableError(
+      DescribeUnansweredMaster(options.endpoint, ddprun::ProbeEndpoint(options.endpoint, timeout)));
+}
+
+void GrpcRendezvous::Leave(const std::string& reason) {
+  stream_->Send(LeaveMessage(reason));
+  // The agent exits next and its session's end would cancel the write: a short, bounded
+  // wait lets the master hear why this node went.
+  stream_->AwaitWritten(absl::Seconds(2));
+}
+
+}  // namespace ddprun

@@ -1,0 +1,94 @@
+#pragma once
+// The multi-node half of the agent (gRPC, protobuf's services) lives in a shared library,
+// libddprun_network.so, that `ddprun` loads only when a job spans several nodes. A one-node
+// job therefore maps none of gRPC: it starts faster and stays smaller (docs/performance.md).
+// This header is all the agent sees of it: plain C entry points and abstract classes.
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "master/master_options.h"
+#include "observability/agent_metrics.h"
+#include "rendezvous/rendezvous_connection.h"
+#include "rendezvous/tls_config.h"
+
+namespace ddprun {
+
+/// A rendezvous master served inside this process.
+class HostedMaster {
+ public:
+  virtual ~HostedMaster() = default;
+  virtual int port() const = 0;
+  /// Stops accepting, lets open sessions finish until `grace` has passed, then cancels.
+  virtual void Shutdown(absl::Duration grace) = 0;
+  /// How many agents hold a session in `run_id`, and an eventfd readable when one leaves or
+  /// a run ends.
+  virtual int SessionCount(const std::string& run_id) const = 0;
+  /// `run_id` has not ended, or agents still hold sessions in it: others may need it still.
+  virtual bool RunGoesOn(const std::string& run_id) const = 0;
+  virtual int session_end_fd() const = 0;
+  /// With MasterOptions::adopt_connections: serves a connection accepted on the port this
+  /// master shares with the workers' TCPStore (MasterServer::AdoptConnection).
+  virtual void AdoptConnection(int listen_fd, int fd) = 0;
+};
+
+struct NetworkRendezvousOptions {
+  std::string endpoint;  // host:port of the master
+  std::string run_id;
+  std::string token;
+  RendezvousSettings settings;
+  absl::Duration heartbeat_timeout = absl::Seconds(5);  // see AgentConfig
+  TlsConfig tls;
+};
+
+/// `ddprun status` and `ddprun stop`: one call to a master's Admin service.
+struct AdminCommand {
+  enum class Kind { kStatus, kStop };
+  Kind kind = Kind::kStatus;
+  std::string endpoint;  // host:port of the master
+  std::string run_id;    // kStatus: empty lists every run
+  std::string token;
+  TlsConfig tls;
+  bool json = false;   // kStatus: the StatusReply as JSON, not the table
+  std::string reason;  // kStop: said in every agent's log
+  absl::Duration timeout = absl::Seconds(10);
+};
+
+/// The HTTP server of --metrics-port (metrics_http.h), as the agent holds it.
+class MetricsEndpoint {
+ public:
+  virtual ~MetricsEndpoint() = default;
+  virtual int port() const = 0;
+};
+
+struct MetricsEndpointOptions {
+  std::string host = "0.0.0.0";
+  int port = 0;
+  HostedMaster* master = nullptr;            // set: its metrics, status and page too
+  const AgentMetricsBoard* agent = nullptr;  // set: the agent's own metrics
+};
+
+/// The plugin's entry points, looked up with dlsym.
+struct NetworkPlugin {
+  std::unique_ptr<RendezvousConnection> (*connect)(const NetworkRendezvousOptions&);
+  absl::StatusOr<std::unique_ptr<HostedMaster>> (*host_master)(const MasterOptions&);
+  /// What to print: the status (a table or JSON), or what the stop did.
+  absl::StatusOr<std::string> (*admin)(const AdminCommand&);
+  absl::StatusOr<std::unique_ptr<MetricsEndpoint>> (*serve_metrics)(const MetricsEndpointOptions&);
+  /// OK when a ddprun rendezvous master answers at options.endpoint within `timeout`; else
+  /// Unavailable, saying what answers there instead (a port held by another program).
+  absl::Status (*probe_master)(const NetworkRendezvousOptions&, absl::Duration timeout);
+};
+
+/// Loads libddprun_network.so from next to the running executable, then from
+/// ../lib/ddprun/, then from the library path. The error says where it looked.
+absl::StatusOr<NetworkPlugin> LoadNetworkPlugin();
+
+}  // namespace ddprun
+
+extern "C" {
+/// Defined in the plugin: fills `plugin` with its entry points.
+void ddprun_network_plugin_v3(ddprun::NetworkPlugin* plugin);
+}

@@ -1,0 +1,123 @@
+// The bounds every message from an agent is checked against before it touches a run
+// (docs/protocol.md#checks-on-join, docs/security.md): lengths, ranges, and text that the
+// master relays or logs.
+#include <string>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "common/ip_address.h"
+#include "rpc/wire.h"
+
+namespace ddprun {
+
+namespace {
+
+absl::Status CheckLength(const char* field, const std::string& value, size_t limit) {
+  if (value.size() <= limit) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " has ", value.size(), " bytes; the limit is ", limit));
+}
+
+absl::Status CheckRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
+  if (value >= lo && value <= hi) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " is ", value, "; it must be in [", lo, ", ", hi, "]"));
+}
+
+// An address the master relays to every worker as MASTER_ADDR, or a host name it puts in
+// messages: nothing else than a host or an address may pass (a newline would forge lines).
+absl::Status CheckText(const char* field, const std::string& value, bool may_be_empty) {
+  if ((may_be_empty && value.empty()) || IsHostOrAddressText(value)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, " is '", absl::CEscape(value.substr(0, 64)),
+      "'; it must be a host name or an IP address (letters, digits, '.', '-', '_', ':')"));
+}
+
+constexpr int64_t kMaxNodes = 1 << 20;
+constexpr int64_t kMaxNodeAddresses = 64;
+constexpr int64_t kMaxMs = int64_t{365} * 24 * 3600 * 1000;  // a year
+
+}  // namespace
+
+absl::Status CheckLimits(const v1::AgentMessage& message) {
+  std::vector<absl::Status> checks;
+  if (message.has_join()) {
+    const v1::Join& j = message.join();
+    const v1::RunSettings& s = j.settings();
+    checks = {
+        CheckLength("join.run_id", j.run_id(), 256), CheckLength("join.token", j.token(), 4096),
+        CheckLength("join.node.host", j.node().host(), 255),
+        CheckLength("join.node.addr", j.node().addr(), 255),
+        CheckLength("join.node.fallback_addr", j.node().fallback_addr(), 255),
+        CheckLength("join.node.incarnation", j.node().incarnation(), 64),
+        CheckText("join.node.host", j.node().host(), /*may_be_empty=*/false),
+        CheckText("join.node.addr", j.node().addr(), /*may_be_empty=*/true),
+        CheckText("join.node.fallback_addr", j.node().fallback_addr(), /*may_be_empty=*/true),
+        CheckRange("join.local_world_size", j.local_world_size(), 1, 1 << 16),
+        CheckRange("join.node_rank_hint", j.node_rank_hint(), -1, kMaxNodes),
+        // 0 is no port: a node given group rank 0 with it would end every other node.
+        CheckRange("join.master_port", j.master_port(), 1, 65535),
+        CheckRange("join.node.addresses (count)", j.node().addresses_size(), 0, kMaxNodeAddresses),
+        CheckRange("join.next_round", j.next_round(), 0, int64_t{1} << 40),
+        CheckRange("join.restarts_seen", j.restarts_seen(), 0, 1 << 30),
+        CheckRange("join.settings.min_nodes", s.min_nodes(), 1, kMaxNodes),
+        CheckRange("join.settings.max_nodes", s.max_nodes(), s.min_nodes(), kMaxNodes),
+        CheckRange("join.settings.max_restarts", s.max_restarts(), 0, 1 << 30),
+        CheckRange("join.settings.join_timeout_ms", s.join_timeout_ms(), 0, kMaxMs),
+        CheckRange("join.settings.last_call_timeout_ms", s.last_call_timeout_ms(), 0, kMaxMs),
+        CheckRange("join.settings.keep_alive_interval_ms", s.keep_alive_interval_ms(), 1, kMaxMs),
+        CheckRange("join.settings.keep_alive_max_attempt", s.keep_alive_max_attempt(), 1, 1 << 20),
+        CheckRange("join.settings.exit_barrier_timeout_ms", s.exit_barrier_timeout_ms(), 0, kMaxMs),
+        CheckRange("join.settings.max_node_failures", s.max_node_failures(), 0, 1 << 30),
+        CheckRange("join.settings.max_node_flaps", s.max_node_flaps(), 0, 1 << 30),
+        CheckRange("join.settings.node_cooldown_ms", s.node_cooldown_ms(), 0, kMaxMs),
+        CheckRange("join.settings.exclude_hosts (count)", s.exclude_hosts_size(), 0, 4096),
+        CheckLength("join.failed_check", j.failed_check(), 8192)};
+    for (const std::string& host : s.exclude_hosts()) {
+      checks.push_back(CheckLength("join.settings.exclude_hosts", host, 255));
+    }
+    for (const std::string& address : j.node().addresses()) {
+      // An IPv6 address with its zone ("fe80::1%eth0") fits in 64 bytes; a longer zone is
+      // none an interface has.
+      checks.push_back(CheckLength("join.node.addresses", address, 64));
+      if (CanonicalIp(address).empty()) {
+        checks.push_back(absl::InvalidArgumentError(
+            absl::StrCat("join.node.addresses has '", absl::CEscape(address.substr(0, 64)),
+                         "'; each must be an IP address")));
+      }
+    }
+  } else if (message.has_report()) {
+    const v1::WorkerReport& r = message.report();
+    checks.push_back(CheckRange("report.failures (count)", r.failures_size(), 0, 1 << 16));
+    for (const v1::WorkerFailure& f : r.failures()) {
+      checks.push_back(CheckLength("report.failures.host", f.host(), 255));
+      checks.push_back(CheckLength("report.failures.message", f.message(), 64 * 1024));
+    }
+  } else if (message.has_stacks()) {
+    const v1::StackReport& r = message.stacks();
+    checks.push_back(CheckRange("stacks.stacks (count)", r.stacks_size(), 0, 1 << 16));
+    checks.push_back(CheckRange("stacks.world_size", r.world_size(), 1, int64_t{1} << 30));
+    checks.push_back(CheckLength("stacks.cause", r.cause(), 4096));
+    for (const v1::RankStack& s : r.stacks()) {
+      checks.push_back(CheckLength("stacks.stacks.host", s.host(), 255));
+      checks.push_back(CheckLength("stacks.stacks.source", s.source(), 16));
+      checks.push_back(CheckLength("stacks.stacks.where", s.where(), 1024));
+      checks.push_back(CheckLength("stacks.stacks.text", s.text(), kMaxStackText));
+      checks.push_back(CheckRange("stacks.stacks.frames (count)", s.frames_size(), 0, 1024));
+    }
+  } else if (message.has_leave()) {
+    checks.push_back(CheckLength("leave.reason", message.leave().reason(), 4096));
+  }
+  for (absl::Status& s : checks) {
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(s.message(),
+                       ": the master refuses the message (is this a ddprun agent "
+                       "of the same version?)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ddprun

@@ -18,12 +18,7 @@ import threading
 import time
 import urllib.request
 
-
-def free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from procs import free_port, master_cmd
 
 
 def scrape(port, paths, stop, counts):
@@ -37,8 +32,7 @@ def scrape(port, paths, stop, counts):
 def run(args, scraped):
     port, metrics_port = free_port(), free_port()
     master = subprocess.Popen(
-        [os.path.join(args.build, "rendezvous", "ddprun-master"), "--host=127.0.0.1",
-         f"--port={port}", f"--metrics-port={metrics_port}"],
+        [*master_cmd(args.build), f"--port={port}", f"--metrics-port={metrics_port}"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         for line in master.stderr:

@@ -121,6 +121,11 @@ def parse_launcher_args(parser):
     return args
 
 
+def master_cmd(build):
+    """ddprun-master of the build in `build`, listening on loopback only."""
+    return [os.path.join(build, "master", "ddprun-master"), "--host=127.0.0.1"]
+
+
 def start_server(cmd, port):
     """Starts a master (`cmd` --port=`port`) in its own session; returns once it listens."""
     proc = subprocess.Popen([*cmd, f"--port={port}"], stdout=subprocess.DEVNULL,

@@ -35,14 +35,14 @@ import os
 import resource
 import statistics
 
-from procs import run_loadgen
+from procs import master_cmd, run_loadgen
 from report import at_least_one, summarize, write_json
 
 
 def main():
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # for the master; loadgen raises its own
-    master = [os.path.join(ARGS.build, "rendezvous", "ddprun-master"), "--host=127.0.0.1"]
+    master = master_cmd(ARGS.build)
     # name: (command, the agents' restart path, over shared connections only)
     masters = {
         "ddprun-master": (master, "in-place", False),

@@ -14,14 +14,13 @@ import os
 import signal
 import subprocess
 
-from procs import free_port, start_server
+from procs import free_port, master_cmd, start_server
 from report import write_json
 
 
 def main():
     master_port, bare_port = free_port(), free_port()
-    servers = [start_server([os.path.join(ARGS.build, "rendezvous", "ddprun-master"), "--host=127.0.0.1"],
-                     master_port),
+    servers = [start_server(master_cmd(ARGS.build), master_port),
                start_server([os.path.join(ARGS.build, "bench", "ddprun-bare-master")], bare_port)]
     try:
         out = subprocess.run([os.path.join(ARGS.build, "bench", "ddprun-storebench"),

@@ -28,7 +28,7 @@ import statistics
 import subprocess
 import tempfile
 
-from procs import run_loadgen
+from procs import master_cmd, run_loadgen
 from report import at_least_one, summarize, write_json
 
 METRICS = ("connect_ms", "open_ms", "round_ms", "restart_ms", "master_cpu_us_per_agent_round",
@@ -61,7 +61,7 @@ def one_value(result, metric):
 def main():
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # for the master; loadgen raises its own
-    master = [os.path.join(ARGS.build, "rendezvous", "ddprun-master"), "--host=127.0.0.1"]
+    master = master_cmd(ARGS.build)
     with tempfile.TemporaryDirectory(prefix="ddprun-tls-bench-") as folder:
         cert, key, ca = make_certificates(folder)
         flags = {"plaintext": ((), ()),

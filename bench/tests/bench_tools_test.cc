@@ -21,7 +21,7 @@ using ::testing::HasSubstr;
 
 const std::string kBuild = BUILD_DIR;
 const std::string kSource = SOURCE_DIR;
-const std::string kMaster = kBuild + "/rendezvous/ddprun-master";
+const std::string kMaster = MASTER_BIN;
 const std::string kBare = kBuild + "/bench/ddprun-bare-master";
 const std::string kLoadgen = kBuild + "/bench/ddprun-loadgen";
 const std::string kStoreLoad = kBuild + "/bench/ddprun-storeload";
@@ -30,6 +30,8 @@ const std::string kStoreLoad = kBuild + "/bench/ddprun-storeload";
 class Server {
  public:
   explicit Server(const std::string& binary) : port_(FreeLoopbackPort()) {
+    EXPECT_TRUE(FileExists(binary)) << binary << " is not built: the load generator would wait "
+                                    << "for a master that never listens";
     std::vector<std::string> argv = {binary, absl::StrCat("--port=", port_)};
     if (binary == kMaster) argv.push_back("--host=127.0.0.1");
     process_ = ChildProcess::Start(argv);

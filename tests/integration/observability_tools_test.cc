@@ -91,7 +91,9 @@ TEST(ObservabilityTools, PrometheusScrapesARestartIntoRestartsTotal) {
 TEST(ObservabilityTools, TheStatusPageShowsANewRoundAndItsFailureWithoutAReload) {
   PausedJob job(/*both=*/false);  // the page first shows the host alone, gathering
   ASSERT_TRUE(
-      WaitUntil([&] { return HttpGet(job.metrics_port, "/").status == 200; }, absl::Seconds(30)));
+      WaitUntil([&] { return HttpGet(job.metrics_port, "/").status == 200; }, absl::Seconds(30)))
+      << "the host agent's log:\n"
+      << job.host->ErrSoFar();
   // DDPRUN_DOCS_SCREENSHOT: where to keep the screenshot (docs/images/status-page.png).
   const char* keep = ::getenv("DDPRUN_DOCS_SCREENSHOT");
   const std::string screenshot = keep != nullptr ? keep : job.dir / "status-page.png";

@@ -54,12 +54,11 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> ServeMetrics(
   if (options.agent != nullptr) {
     http.agent_metrics = [board = options.agent] { return AgentMetricFamilies(board->Read()); };
   }
+  // Every HostedMaster is this plugin's own.
+  auto* master = static_cast<GrpcHostedMaster*>(options.master);
   absl::StatusOr<std::unique_ptr<MetricsHttp>> served =
-      options.master != nullptr
-          // Every HostedMaster is this plugin's own.
-          ? ServeMasterMetrics(static_cast<GrpcHostedMaster*>(options.master)->server(),
-                               static_cast<GrpcHostedMaster*>(options.master)->metrics(), http)
-          : MetricsHttp::Start(http);
+      master != nullptr ? ServeMasterMetrics(master->server(), master->metrics(), http)
+                        : MetricsHttp::Start(http);
   if (!served.ok()) return served.status();
   return std::unique_ptr<MetricsEndpoint>(new HttpEndpoint(std::move(*served)));
 }

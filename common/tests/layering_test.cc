@@ -45,10 +45,23 @@ const std::vector<std::string> kLayers = {
     "worker_sdk",     // the library workers link
 };
 
-// Folders whose files include ddprun's: what an #include's first part can name.
-const std::set<std::string> kIncludable = {
-    "common", "rendezvous", "node",     "store", "observability", "rpc",      "master",
-    "net",    "agent",      "launcher", "tests", "bench",         "examples", "fuzz"};
+// The top folders of kLayers ("agent" for "agent/hangs"), in order.
+std::vector<std::string> TopFolders() {
+  std::vector<std::string> tops;
+  for (const std::string& layer : kLayers) {
+    const std::string top = layer.substr(0, layer.find('/'));
+    if (std::find(tops.begin(), tops.end(), top) == tops.end()) tops.push_back(top);
+  }
+  return tops;
+}
+
+// Whether an #include's first folder is ddprun's: a layer's, or one of the folders that use
+// them (an include of those from production code is a layer violation too).
+bool IsOurs(const std::string& first) {
+  const std::vector<std::string> tops = TopFolders();
+  return std::find(tops.begin(), tops.end(), first) != tops.end() ||
+         std::set<std::string>{"tests", "bench", "examples", "fuzz"}.count(first) > 0;
+}
 
 fs::path Root() { return fs::path(DDPRUN_SOURCE_DIR); }
 
@@ -69,8 +82,7 @@ int LayerIndex(const std::string& layer) {
 // their tests.
 std::vector<std::string> ProductionFiles(const fs::path& root) {
   std::vector<std::string> files;
-  for (const std::string top : {"common", "rendezvous", "node", "store", "observability", "rpc",
-                                "master", "net", "agent", "launcher", "worker_sdk"}) {
+  for (const std::string& top : TopFolders()) {
     if (!fs::exists(root / top)) continue;
     for (auto it = fs::recursive_directory_iterator(root / top);
          it != fs::recursive_directory_iterator(); ++it) {
@@ -115,7 +127,7 @@ std::vector<std::string> LayerViolations(const fs::path& root, const std::string
   for (const auto& [target, quoted] : Includes(root / file)) {
     const bool cuda = absl::StartsWith(target, "cuda") || absl::StartsWith(target, "nccl");
     if (cuda && layer != "worker_sdk") bad.push_back(absl::StrCat(file, " includes ", target));
-    if (!quoted || kIncludable.count(target.substr(0, target.find('/'))) == 0) continue;
+    if (!quoted || !IsOurs(target.substr(0, target.find('/')))) continue;
     const int to = LayerIndex(LayerOf(target));
     if (to < 0 || to > index) {
       bad.push_back(absl::StrCat(file, " includes ", target, ", a layer above ", layer));
@@ -139,16 +151,22 @@ std::string ModuleOf(const std::string& file, const std::set<std::string>& heade
   return best.empty() ? stem : best;
 }
 
+// "folder/x" of every header folder/x.h among `files`.
+std::set<std::string> HeaderStems(const std::vector<std::string>& files) {
+  std::set<std::string> stems;
+  for (const std::string& f : files) {
+    if (fs::path(f).extension() == ".h") {
+      stems.insert((fs::path(f).parent_path() / fs::path(f).stem()).string());
+    }
+  }
+  return stems;
+}
+
 using Graph = std::map<std::string, std::set<std::string>>;
 
 // Module -> the modules it includes, over `files` (relative to `root`).
 Graph ModuleGraph(const fs::path& root, const std::vector<std::string>& files) {
-  std::set<std::string> headers;
-  for (const std::string& f : files) {
-    if (fs::path(f).extension() == ".h") {
-      headers.insert((fs::path(f).parent_path() / fs::path(f).stem()).string());
-    }
-  }
+  const std::set<std::string> headers = HeaderStems(files);
   Graph graph;
   for (const std::string& f : files) {
     const std::string from = ModuleOf(f, headers);
@@ -221,12 +239,7 @@ bool Mentions(const std::string& text, const std::string& word) {
 // Modules whose name (a header's or a source's file name without extension) their folder's
 // README does not mention in backquotes: `name`, or `path/name` from that README's folder.
 std::vector<std::string> Unlisted(const fs::path& root, const std::vector<std::string>& files) {
-  std::set<std::string> headers;
-  for (const std::string& f : files) {
-    if (fs::path(f).extension() == ".h") {
-      headers.insert((fs::path(f).parent_path() / fs::path(f).stem()).string());
-    }
-  }
+  const std::set<std::string> headers = HeaderStems(files);
   std::set<std::string> modules;
   for (const std::string& f : files) modules.insert(ModuleOf(f, headers));
   std::vector<std::string> unlisted;

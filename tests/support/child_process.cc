@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
 
@@ -187,18 +188,32 @@ void ReapZombies() {
   }
 }
 
-int FreeLoopbackPort() {
+namespace {
+
+constexpr int kFirstTestPort = 20000;
+constexpr int kTestPorts = 12000;  // up to 31999: below the ephemeral range
+
+bool FreeOnLoopback(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) abort();
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    abort();
-  }
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
   close(fd);
-  return ntohs(addr.sin_port);
+  return free;
+}
+
+}  // namespace
+
+int FreeLoopbackPort() {
+  static std::atomic<long> next{getpid() * 7919L};
+  for (int tries = 0; tries < kTestPorts; ++tries) {
+    const int port = kFirstTestPort + static_cast<int>(next.fetch_add(1) % kTestPorts);
+    if (FreeOnLoopback(port)) return port;
+  }
+  abort();  // every test port is taken
 }
 
 int CountLinesContaining(const std::string& text, const std::string& needle) {

@@ -76,7 +76,10 @@ bool ProcessAlive(pid_t pid);
 void BecomeSubreaper();
 void ReapZombies();
 
-/// A TCP port free on 127.0.0.1 right now (the kernel picks it; the socket is closed).
+/// A TCP port free on 127.0.0.1 right now, for a server the test starts later. It lies below
+/// the kernel's ephemeral range (32768 up), so no connection of a busy machine takes it in
+/// the meantime, and one process never gets the same port twice; each process starts at its
+/// own place in the range, so that tests running side by side rarely try the same ones.
 int FreeLoopbackPort();
 
 /// Number of lines in `text` that contain `needle`.

@@ -10,12 +10,6 @@
 #include "common/process_status.h"
 
 namespace ddprun {
-namespace {
-
-// torchrun's exit-code field (-N for signal N) as the status a shell reports.
-int ShellCodeFromTorch(int torch_code) { return torch_code < 0 ? 128 - torch_code : torch_code; }
-
-}  // namespace
 
 AgentStateMachine::AgentStateMachine(AgentSettings settings, absl::Time now)
     : settings_(std::move(settings)) {
@@ -33,7 +27,8 @@ void AgentStateMachine::JoinNextRound(absl::Time now) {
   cooldown_deadline_.reset();
   if (settings_.health_check) {
     phase_ = Phase::kChecking;
-    return Emit(AgentAction::Kind::kCheckHealth);
+    Emit(AgentAction::Kind::kCheckHealth);
+    return;
   }
   SendJoin("", now);
 }
@@ -79,6 +74,8 @@ void AgentStateMachine::RunRound(const Assignment& assignment, bool in_place) {
   stopping_ = false;
   failure_reported_ = false;
   closing_ = false;
+  stacks_ = Stacks::kNone;
+  held_stop_ = 0;
   after_stop_ = AfterStop::kNothing;
   next_round_.reset();
   AgentAction start;
@@ -91,7 +88,7 @@ void AgentStateMachine::RunRound(const Assignment& assignment, bool in_place) {
 void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail,
                                     bool collect_stacks, const std::optional<Assignment>& next,
                                     absl::Time now) {
-  if (done()) return;
+  if (over()) return;
   CollectStacksIfRunning(collect_stacks);
   Emit(AgentAction::Kind::kEndStoreRound);
   Log(LogLevel::kWarning,
@@ -104,19 +101,15 @@ void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail
   StopThen(next ? AfterStop::kRunNext : AfterStop::kRejoin, now);
 }
 
-void AgentStateMachine::RunEnded(RunOutcome outcome, const std::string& detail,
-                                 const std::vector<ReportedFailure>& root_cause,
-                                 bool collect_stacks, absl::Time now) {
-  if (done()) return;
+void AgentStateMachine::RunEnded(const RunEnd& end, bool collect_stacks, absl::Time now) {
+  if (over()) return;
   CollectStacksIfRunning(collect_stacks);
-  end_outcome_ = outcome;
-  end_detail_ = detail;
-  end_root_cause_ = root_cause;
+  run_end_ = end;
   StopThen(AfterStop::kEnd, now);
 }
 
 void AgentStateMachine::MasterLost(const std::string& detail, absl::Time now) {
-  if (done()) return;
+  if (over()) return;
   // A node cut off from the master must not go on training in a round that may be over.
   Log(LogLevel::kWarning, absl::StrCat("lost the rendezvous master: ", detail,
                                        "; stopping this node's workers and rejoining"));
@@ -125,7 +118,7 @@ void AgentStateMachine::MasterLost(const std::string& detail, absl::Time now) {
 }
 
 void AgentStateMachine::Refused(const std::string& detail, absl::Time now) {
-  if (done()) return;
+  if (over()) return;
   Log(LogLevel::kError, absl::StrCat("the rendezvous refused this node: ", detail));
   StopThen(AfterStop::kLeave, now);
 }
@@ -146,7 +139,7 @@ void AgentStateMachine::Progress(const std::string& text, bool master_answered, 
 
 void AgentStateMachine::Excluded(const std::string& detail, absl::Duration cooldown,
                                  absl::Time now) {
-  if (done()) return;
+  if (over()) return;
   cooldown_ = cooldown;
   Log(LogLevel::kError, absl::StrCat("the rendezvous keeps this node out of the job: ", detail,
                                      phase_ == Phase::kRunning ? "; stopping its workers" : ""));
@@ -171,6 +164,7 @@ void AgentStateMachine::CoolDown(absl::Time now) {
 }
 
 void AgentStateMachine::Signal(int signal, absl::Time now) {
+  if (phase_ == Phase::kExiting) return FinishExit();  // waiting for a hang report: not now
   if (done()) return;
   const bool running = phase_ == Phase::kRunning;
   if (interrupted_by_ == 0) {
@@ -193,23 +187,10 @@ void AgentStateMachine::Signal(int signal, absl::Time now) {
 
 void AgentStateMachine::WorkersChanged(const WorkersView& view, absl::Time now) {
   if (phase_ != Phase::kRunning || closing_) return;
-  if (!view.unhealthy.empty() && unhealthy_.empty()) {
-    // Not a failure of the job: this node cannot run it. No restart is spent on it here;
-    // the rendezvous hears that the node leaves.
-    unhealthy_ = view.unhealthy;
-    Log(LogLevel::kError,
-        absl::StrCat(unhealthy_, "; stopping this node's workers; this node leaves the job"));
-    StopThen(AfterStop::kUnhealthy, now);
-  }
   if (!failure_reported_ && view.any_failed && unhealthy_.empty()) {
-    // Tell the rendezvous at once, so that other nodes stop too, and stop ours meanwhile;
-    // after a hang ours wait, stopped where they are, for the order to record their stacks.
+    // Tell the rendezvous at once, so that other nodes stop too, and stop ours meanwhile.
     failure_reported_ = true;
-    if (view.hang) {
-      grace_deadline_ = now + settings_.shutdown_timeout;  // if no order ever comes
-    } else if (!stopping_) {
-      BeginStop(SIGTERM, now);
-    }
+    if (!stopping_) BeginStop(SIGTERM, now);
     EmitForRound(AgentAction::Kind::kReportFailure);
   }
   if (view.all_exited) {
@@ -220,10 +201,52 @@ void AgentStateMachine::WorkersChanged(const WorkersView& view, absl::Time now) 
   }
 }
 
+void AgentStateMachine::HangFound(const FoundHang& hang, absl::Time now) {
+  // The first hang only: once the workers are frozen or told to stop, the attempt is over.
+  if (phase_ != Phase::kRunning || closing_ || stopping_ || stacks_ != Stacks::kNone) return;
+  Log(LogLevel::kWarning,
+      absl::StrCat(hang.cause, "; recording where every worker is, then stopping it (local_rank ",
+                   hang.local_rank, ", pid ", hang.pid, ")"));
+  Freeze();
+  if (hang.node_unhealthy) {
+    // Not a failure of the job: this node cannot run it. No restart is spent on it here;
+    // the rendezvous hears that the node leaves. No order will ask for the stacks: the
+    // stop takes them first (BeginStop).
+    unhealthy_ = hang.cause;
+    Log(LogLevel::kError,
+        absl::StrCat(unhealthy_, "; stopping this node's workers; this node leaves the job"));
+    return StopThen(AfterStop::kUnhealthy, now);
+  }
+  // A failure: the rendezvous hears it at once and orders every node to record its stacks
+  // and stop; ours wait, frozen, for that order (or the grace period).
+  failure_reported_ = true;
+  grace_deadline_ = now + settings_.shutdown_timeout;
+  EmitForRound(AgentAction::Kind::kReportFailure);
+}
+
+void AgentStateMachine::StacksTaken() {
+  if (phase_ != Phase::kRunning || stacks_ != Stacks::kCollecting) return;
+  stacks_ = Stacks::kTaken;
+  Emit(AgentAction::Kind::kKillHung);
+  if (held_stop_ != 0)
+    EmitWithSignal(AgentAction::Kind::kStopWorkers, std::exchange(held_stop_, 0));
+}
+
+void AgentStateMachine::HangReportArrived(int64_t round) {
+  if (round != awaited_report_) return;
+  awaited_report_ = -1;
+  report_deadline_.reset();
+  if (phase_ == Phase::kExiting) FinishExit();
+}
+
 void AgentStateMachine::AttemptClosed(const AttemptResult& result, absl::Time now) {
   if (phase_ != Phase::kRunning || !closing_) return;
   closing_ = false;
   if (result.root_cause) last_root_cause_ = result.root_cause;
+  if (result.awaits_hang_report && assignment_) {
+    awaited_report_ = assignment_->round;
+    report_deadline_ = now + settings_.hangs.report_wait;
+  }
   if (interrupted_by_ != 0) {
     EmitWithSignal(AgentAction::Kind::kWriteStopSummary, interrupted_by_);
     Log(LogLevel::kWarning, absl::StrCat("stopped by ", SignalName(interrupted_by_), ": exiting ",
@@ -240,7 +263,9 @@ void AgentStateMachine::AttemptClosed(const AttemptResult& result, absl::Time no
 }
 
 void AgentStateMachine::Fatal(int exit_code) {
-  if (!done()) Exit(exit_code);
+  if (done()) return;
+  awaited_report_ = -1;  // the shell cannot go on: nothing more is waited for
+  Exit(exit_code);
 }
 
 void AgentStateMachine::Tick(absl::Time now) {
@@ -284,6 +309,16 @@ void AgentStateMachine::Tick(absl::Time now) {
     cooldown_deadline_.reset();
     if (phase_ == Phase::kCoolingDown) JoinNextRound(now);
   }
+  if (report_deadline_ && now >= *report_deadline_) {
+    report_deadline_.reset();
+    awaited_report_ = -1;
+    if (phase_ == Phase::kExiting) {
+      Log(LogLevel::kWarning, absl::StrCat("the master's hang report did not come within ",
+                                           absl::FormatDuration(settings_.hangs.report_wait),
+                                           ": this node's hang_report.txt has its own ranks only"));
+      return FinishExit();
+    }
+  }
   if (heartbeat_deadline_ && now >= *heartbeat_deadline_) {
     Emit(AgentAction::Kind::kHeartbeat);
     heartbeat_deadline_ = now + settings_.heartbeat_interval;
@@ -299,7 +334,7 @@ std::vector<AgentAction> AgentStateMachine::TakeActions() {
 absl::Time AgentStateMachine::NextDeadline() const {
   absl::Time next = absl::InfiniteFuture();
   for (const auto& deadline : {grace_deadline_, kill_deadline_, join_deadline_, progress_deadline_,
-                               heartbeat_deadline_, cooldown_deadline_}) {
+                               heartbeat_deadline_, cooldown_deadline_, report_deadline_}) {
     if (deadline) next = std::min(next, *deadline);
   }
   return next;
@@ -344,121 +379,95 @@ void AgentStateMachine::Carry(AfterStop next, absl::Time now) {
 
 void AgentStateMachine::BeginStop(int signal, absl::Time now) {
   stopping_ = true;
-  EmitWithSignal(AgentAction::Kind::kStopWorkers, signal);
   grace_deadline_ = now + settings_.shutdown_timeout;
+  // Frozen after a hang: where every worker is comes first, then the stop goes out
+  // (StacksTaken). A stop no order asked stacks for (a lost master, a signal) takes them too.
+  if (stacks_ == Stacks::kFrozen) CollectStacks();
+  if (stacks_ == Stacks::kCollecting) {
+    if (held_stop_ == 0) held_stop_ = signal;
+    return;
+  }
+  EmitWithSignal(AgentAction::Kind::kStopWorkers, signal);
 }
 
 void AgentStateMachine::ExitAtRunEnd() {
-  switch (end_outcome_) {
-    case RunOutcome::kSucceeded:
-      return Exit(kExitSuccess);
-    case RunOutcome::kReleased:
-      Log(LogLevel::kWarning,
-          absl::StrCat(end_detail_, "; exiting 0 (their outcome is in their own logs)"));
-      others_still_run_ = true;
-      return Exit(kExitSuccess);
-    case RunOutcome::kStopped:
-      // "stopped by request from <client>[: <reason>]", as the master says it.
-      if (!settings_.has_token) {
-        Log(LogLevel::kWarning,
-            absl::StrCat(end_detail_, "; exiting ", kExitStoppedWithoutToken,
-                         ", not 0: this job has no token, so anyone who reaches its master "
-                         "could have sent this stop (docs/security.md)"));
-        return Exit(kExitStoppedWithoutToken);
-      }
-      Log(LogLevel::kWarning, absl::StrCat(end_detail_, "; exiting 0"));
-      return Exit(kExitSuccess);
-    case RunOutcome::kTimedOut:
-      Log(LogLevel::kError, end_detail_);
-      return Exit(kExitRendezvous);
-    case RunOutcome::kFailed:
-      return ExitAfterFailedRun();
-  }
+  NodeAtEnd node;
+  node.host = settings_.host;
+  node.has_token = settings_.has_token;
+  node.root_cause = last_root_cause_;
+  node.in_last_round = phase_ == Phase::kRunning || phase_ == Phase::kFinishing;
+  node.first_rank = assignment_ ? assignment_->base_rank : 0;
+  node.ranks = assignment_ ? settings_.nproc_per_node : 0;
+  RunExit exit = ExitForRunEnd(*run_end_, node);
+  if (exit.failure_summary) Emit(AgentAction::Kind::kWriteFailureSummary);
+  for (auto& [level, text] : exit.lines) Log(level, std::move(text));
+  if (exit.others_still_run) others_still_run_ = true;
+  Exit(exit.exit_code);
 }
 
-// The exit status of a failed job is its root cause's: this node's, unless the master knows
-// of one elsewhere. When the master's root cause is one of this node's ranks, this node's own
-// choice stands: it also saw the ranks that failed while the attempt was being stopped (the
-// one that raised, when its peer's "connection closed" reached the master first).
-void AgentStateMachine::ExitAfterFailedRun() {
-  int code = 1;
-  if (last_root_cause_) {
-    Emit(AgentAction::Kind::kWriteFailureSummary);
-    code = last_root_cause_->shell_exit_code;
-  }
-  if (!end_root_cause_.empty()) {
-    const ReportedFailure& root = end_root_cause_.front();
-    // A node that was not in the run's last round (waiting for a place, say) has only an
-    // older attempt's ranks: the same numbers may be another agent's now.
-    const bool in_last_round = phase_ == Phase::kRunning || phase_ == Phase::kFinishing;
-    const bool ours = in_last_round && root.host == settings_.host && last_root_cause_ &&
-                      assignment_ && root.rank >= assignment_->base_rank &&
-                      root.rank < assignment_->base_rank + settings_.nproc_per_node;
-    if (!ours) {
-      Log(LogLevel::kError,
-          absl::StrCat("root cause across the job: rank ", root.rank, " on ", root.host,
-                       " failed with exitcode ", root.exit_code, ": ", root.message));
-      code = ShellCodeFromTorch(root.exit_code);
-    }
-  }
-  Log(LogLevel::kError, absl::StrCat("job failed (", end_detail_, "); exiting with status ", code));
-  Exit(code);
-}
-
+// Every node's copy of a hang report is kept: one that sent its stacks of an incomplete
+// report waits a little for the master's merged one before it exits.
 void AgentStateMachine::Exit(int exit_code) {
-  phase_ = Phase::kDone;
+  phase_ = Phase::kExiting;
+  exit_code_ = exit_code;
   grace_deadline_.reset();
   kill_deadline_.reset();
   join_deadline_.reset();
   progress_deadline_.reset();
   heartbeat_deadline_.reset();
   cooldown_deadline_.reset();
-  AgentAction exit;
-  exit.kind = AgentAction::Kind::kExit;
-  exit.exit_code = exit_code;
-  actions_.push_back(std::move(exit));
+  if (awaited_report_ < 0) FinishExit();
+}
+
+void AgentStateMachine::FinishExit() {
+  phase_ = Phase::kDone;
+  report_deadline_.reset();
+  Emit(AgentAction::Kind::kExit).exit_code = exit_code_;
 }
 
 void AgentStateMachine::CollectStacksIfRunning(bool collect_stacks) {
-  if (collect_stacks && phase_ == Phase::kRunning && !closing_) {
-    Emit(AgentAction::Kind::kCollectStacks);
-  }
+  if (collect_stacks && phase_ == Phase::kRunning && !closing_) CollectStacks();
+}
+
+void AgentStateMachine::Freeze() {
+  stacks_ = Stacks::kFrozen;
+  Emit(AgentAction::Kind::kFreezeWorkers);
+}
+
+// Once per attempt: the workers are frozen first, and the stacks taken after the settle
+// between nodes (none on one node).
+void AgentStateMachine::CollectStacks() {
+  if (stacks_ == Stacks::kNone) Freeze();
+  if (stacks_ != Stacks::kFrozen) return;
+  stacks_ = Stacks::kCollecting;
+  Emit(AgentAction::Kind::kCollectStacks).settle = assignment_ && assignment_->group_world_size > 1
+                                                       ? settings_.hangs.freeze_settle
+                                                       : absl::ZeroDuration();
 }
 
 void AgentStateMachine::Kill(std::string why, absl::Time now) {
   kill_deadline_ = now + settings_.kill_timeout;
-  AgentAction kill;
-  kill.kind = AgentAction::Kind::kKillWorkers;
-  kill.text = std::move(why);
-  actions_.push_back(std::move(kill));
+  Emit(AgentAction::Kind::kKillWorkers).text = std::move(why);
 }
 
 void AgentStateMachine::Log(LogLevel level, std::string text) {
-  AgentAction log;
-  log.kind = AgentAction::Kind::kLog;
+  AgentAction& log = Emit(AgentAction::Kind::kLog);
   log.level = level;
   log.text = std::move(text);
-  actions_.push_back(std::move(log));
 }
 
-void AgentStateMachine::Emit(AgentAction::Kind kind) {
-  AgentAction action;
-  action.kind = kind;
-  actions_.push_back(std::move(action));
+AgentAction& AgentStateMachine::Emit(AgentAction::Kind kind) {
+  actions_.emplace_back();
+  actions_.back().kind = kind;
+  return actions_.back();
 }
 
 void AgentStateMachine::EmitWithSignal(AgentAction::Kind kind, int signal) {
-  AgentAction action;
-  action.kind = kind;
-  action.signal = signal;
-  actions_.push_back(std::move(action));
+  Emit(kind).signal = signal;
 }
 
 void AgentStateMachine::EmitForRound(AgentAction::Kind kind) {
-  AgentAction action;
-  action.kind = kind;
-  action.round = assignment_ ? assignment_->round : 0;
-  actions_.push_back(std::move(action));
+  Emit(kind).round = assignment_ ? assignment_->round : 0;
 }
 
 std::string AgentStateMachine::JoinTimeoutMessage() const {

@@ -13,6 +13,18 @@
 // While workers run, an order that ends the attempt (stop, master lost, refused, run ended,
 // signal) stops them first and is carried out when the last one has exited; when several
 // arrive, the strongest wins: signal > run ended > refused > master lost > stop order.
+//
+// A hang (docs/hangs.md) runs inside `running`. Where every rank was is recorded before any
+// rank is stopped, so that no hung rank's peer sees it die first:
+//
+//   hang found --> freeze (SIGSTOP all) --> report the failure, wait for the order (grace)
+//        |  in D state: the node is unhealthy --> collect --> stop, leave
+//   order with collect_stacks (or any stop while frozen) --> freeze, collect (after the
+//        settle between nodes); the stop signal is held
+//   stacks taken --> kill the hung, send the held stop
+//   the run over, this node's report incomplete --> wait report_wait for the master's
+//        merged report, then exit
+// Every bound is a HangTimings field (rendezvous/hang_timings.h).
 
 #include <cstdint>
 #include <optional>
@@ -20,6 +32,9 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "agent/agent_action.h"
+#include "agent/run_end.h"
+#include "rendezvous/hang_timings.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
@@ -47,73 +62,49 @@ struct AgentSettings {
   bool health_check = false;
   // The job has a token: only its own operators can stop it, and such a stop exits 0.
   bool has_token = false;
+  HangTimings hangs;
+};
+
+/// A worker of this attempt was taken for hung (agent/hangs/hang_watch.h found it).
+struct FoundHang {
+  int local_rank = 0;
+  int pid = 0;
+  std::string cause;            // names the rank and what was seen, for the log and summary
+  bool node_unhealthy = false;  // in uninterruptible sleep: the node is at fault, not the job
 };
 
 /// The state of this attempt's workers, as the shell sees them after anything happened.
 struct WorkersView {
   bool any_failed = false;  // a worker failed on its own (not one the agent stopped)
   bool all_exited = false;
-  // Why this node is unhealthy (a worker in uninterruptible sleep too long); empty: it is not.
-  std::string unhealthy;
-  // The failure is a hung worker: the workers wait, stopped where they are, until the
-  // rendezvous orders every node to record its stacks and stop (or the grace period ends).
-  bool hang = false;
 };
 
 /// What the shell found when it closed an attempt whose workers have all exited.
 struct AttemptResult {
   bool succeeded = false;
   // The attempt's root cause on this node, when a worker failed.
-  struct RootCause {
-    int rank = 0;
-    int shell_exit_code = 1;  // what a shell would report for it (128+N for signal N)
-  };
+  using RootCause = NodeRootCause;
   std::optional<RootCause> root_cause;
-};
-
-enum class LogLevel { kInfo, kWarning, kError };
-
-struct AgentAction {
-  enum class Kind {
-    kCheckHealth,          // run the node's health checks; answer HealthChecked
-    kJoin,                 // ask for the next round; `assignment`: the last one this node ran;
-                           // `text`: why its health check failed (it then stays out)
-    kReconnect,            // open a new session to the master (a kJoin follows)
-    kStartWorkers,         // `assignment`: the round to run; `store_waits`: see below
-    kStopWorkers,          // `signal` to every worker still running
-    kKillWorkers,          // SIGKILL to every worker still running; `text` says why
-    kCollectStacks,        // a rank hung: record where every worker is before stopping them
-    kAbandonWorkers,       // SIGKILL did not end them: report them unkillable, `text` says why
-    kLeave,                // tell the rendezvous this node leaves for good; `text`: why
-    kReportFailure,        // this attempt's failures to the rendezvous, for `round`
-    kReportSuccess,        // every worker of `round` exited 0
-    kReportStopped,        // a restart in place: every worker of `round` has exited
-    kHeartbeat,            // proof of life to the master
-    kCheckProgress,        // waiting for a round: find out how it goes; answer Progress
-    kEndStoreRound,        // the round is over everywhere: the workers' store closes connections
-    kCloseAttempt,         // all workers exited: drain output, kill strays; answer AttemptClosed
-    kWriteStopSummary,     // the job was stopped by `signal`: say so on stderr
-    kWriteFailureSummary,  // this node's failures of the last failed attempt, on stderr
-    kLog,                  // `text` at `level`
-    kExit,                 // the agent is done: exit with `exit_code`
-  };
-  Kind kind = Kind::kLog;
-  std::optional<Assignment> assignment;
-  // kStartWorkers of a restart in place: the workers' store holds the round's connections
-  // until the rendezvous says every node's workers of the last round have exited.
-  bool store_waits = false;
-  int signal = 0;
-  int64_t round = 0;
-  int exit_code = 0;
-  LogLevel level = LogLevel::kInfo;
-  std::string text;
+  // This node sent the rendezvous its stacks of a hang, and its own report lacks other
+  // nodes' ranks: the master's merged report is awaited (HangReportArrived).
+  bool awaits_hang_report = false;
 };
 
 class AgentStateMachine {
  public:
   // kChecking: the health check runs before a join. kCoolingDown: the rendezvous keeps this
-  // node out until the cooldown ends; it joins again then.
-  enum class Phase { kIdle, kChecking, kJoining, kRunning, kFinishing, kCoolingDown, kDone };
+  // node out until the cooldown ends; it joins again then. kExiting: the run is over here;
+  // only the master's hang report is awaited (HangTimings::report_wait) before kDone.
+  enum class Phase {
+    kIdle,
+    kChecking,
+    kJoining,
+    kRunning,
+    kFinishing,
+    kCoolingDown,
+    kExiting,
+    kDone
+  };
 
   AgentStateMachine(AgentSettings settings, absl::Time now);
 
@@ -127,9 +118,7 @@ class AgentStateMachine {
   void StopOrdered(StopReason reason, const std::string& detail, bool collect_stacks,
                    const std::optional<Assignment>& next, absl::Time now);
   /// The run is over (`root_cause`: the earliest failure anywhere, when it failed).
-  void RunEnded(RunOutcome outcome, const std::string& detail,
-                const std::vector<ReportedFailure>& root_cause, bool collect_stacks,
-                absl::Time now);
+  void RunEnded(const RunEnd& end, bool collect_stacks, absl::Time now);
   /// The master is out of reach: stop (a round may be over elsewhere), reconnect, rejoin.
   void MasterLost(const std::string& detail, absl::Time now);
   /// The rendezvous refused this node; trying again will not change that.
@@ -146,6 +135,12 @@ class AgentStateMachine {
   void Signal(int signal, absl::Time now);
   /// Something happened to this attempt's workers (an exit, a start that failed).
   void WorkersChanged(const WorkersView& view, absl::Time now);
+  /// A worker was taken for hung; only the attempt's first hang counts.
+  void HangFound(const FoundHang& hang, absl::Time now);
+  /// The shell ran kCollectStacks and every dump is in, or its time (dump_bound) is up.
+  void StacksTaken();
+  /// The master's merged hang report for `round` came (and was written).
+  void HangReportArrived(int64_t round);
   /// The shell ran kCloseAttempt.
   void AttemptClosed(const AttemptResult& result, absl::Time now);
   /// The shell cannot go on (it has logged why and killed what it started): exit.
@@ -159,12 +154,17 @@ class AgentStateMachine {
   absl::Time NextDeadline() const;
 
   Phase phase() const { return phase_; }
+  const AgentSettings& settings() const { return settings_; }
   bool done() const { return phase_ == Phase::kDone; }
   /// The current attempt's assignment, or the last one this node ran.
   const std::optional<Assignment>& assignment() const { return assignment_; }
   /// This node left the run while others may still run (the exit barrier timed out, or it
   /// left as unhealthy or excluded): a master it hosts must serve on until they end.
   bool others_still_run() const { return others_still_run_; }
+  /// How the run ended, once the rendezvous said so.
+  const std::optional<RunEnd>& run_end() const { return run_end_; }
+  /// The first terminating signal the agent received; 0: none.
+  int interrupted_by() const { return interrupted_by_; }
 
  private:
   // What to do once the running attempt's workers have exited; stronger values win.
@@ -188,12 +188,17 @@ class AgentStateMachine {
   void Carry(AfterStop next, absl::Time now);
   void BeginStop(int signal, absl::Time now);
   void ExitAtRunEnd();
-  void ExitAfterFailedRun();
   void Exit(int exit_code);
   void Kill(std::string why, absl::Time now);
   void CollectStacksIfRunning(bool collect_stacks);
+  void Freeze();
+  void CollectStacks();
+  void FinishExit();
+  // The run is over for this node (kExiting or kDone): events other than the hang report's
+  // change nothing.
+  bool over() const { return phase_ == Phase::kExiting || phase_ == Phase::kDone; }
   void Log(LogLevel level, std::string text);
-  void Emit(AgentAction::Kind kind);
+  AgentAction& Emit(AgentAction::Kind kind);  // valid until the next Emit
   void EmitWithSignal(AgentAction::Kind kind, int signal);
   void EmitForRound(AgentAction::Kind kind);
   std::string JoinTimeoutMessage() const;
@@ -204,12 +209,15 @@ class AgentStateMachine {
   bool stopping_ = false;                 // this attempt's workers were told to stop
   bool failure_reported_ = false;         // this attempt's failure went to the rendezvous
   bool closing_ = false;                  // kCloseAttempt emitted, AttemptClosed not yet back
+  // Where this attempt's stack collection stands: the workers are frozen (a hang here, or
+  // an order to collect), being collected (kCollectStacks out), or their stacks are taken.
+  enum class Stacks { kNone, kFrozen, kCollecting, kTaken };
+  Stacks stacks_ = Stacks::kNone;
+  int held_stop_ = 0;  // a stop signal that waits for the stacks (kCollecting)
   AfterStop after_stop_ = AfterStop::kNothing;
-  std::optional<Assignment> next_round_;             // after_stop_ == kRunNext
-  RunOutcome end_outcome_ = RunOutcome::kSucceeded;  // after_stop_ == kEnd
-  std::string end_detail_;
-  std::vector<ReportedFailure> end_root_cause_;
-  int interrupted_by_ = 0;  // the first terminating signal, 0 if none
+  std::optional<Assignment> next_round_;  // after_stop_ == kRunNext
+  std::optional<RunEnd> run_end_;         // as the rendezvous said it
+  int interrupted_by_ = 0;                // the first terminating signal, 0 if none
   std::optional<AttemptResult::RootCause> last_root_cause_;  // of the last failed attempt
   bool others_still_run_ = false;
   std::string unhealthy_;                         // why this node is unhealthy; empty: it is not
@@ -220,6 +228,9 @@ class AgentStateMachine {
   absl::Time joined_at_;                          // when this node last asked for a round
   std::optional<absl::Time> heartbeat_deadline_;  // tell the master this node lives
   std::optional<absl::Time> cooldown_deadline_;   // join again after an exclusion
+  int64_t awaited_report_ = -1;                   // the round whose hang report is awaited
+  std::optional<absl::Time> report_deadline_;     // give up waiting for it
+  int exit_code_ = 0;                             // kExiting: what kExit will carry
   absl::Duration cooldown_ = absl::ZeroDuration();
   std::vector<AgentAction> actions_;
 };

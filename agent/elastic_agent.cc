@@ -74,7 +74,8 @@ ElasticAgent::ElasticAgent(const AgentConfig& config, EnvMap base_env,
       // How this node is named in reports and ordered among nodes: --local-addr if given.
       host_(config.local_addr.empty() ? HostName() : config.local_addr),
       incarnation_(RandomIncarnation()),
-      rules_(SettingsFor(config, host_, rendezvous), MonotonicNow()) {}
+      rules_(SettingsFor(config, host_, rendezvous), MonotonicNow()),
+      metrics_(config.run_id) {}
 
 ElasticAgent::~ElasticAgent() = default;
 
@@ -109,7 +110,7 @@ absl::Status ElasticAgent::SetUp() {
     setup_exit_code_ = kExitUsage;
     return events.status();
   }
-  event_log_ = std::move(*events);
+  records_.emplace(std::move(*events), RecordSource::Of(config_, host_), MonotonicNow());
   if (!config_.token.empty() || config_.max_nodes == 1) {
     DDPRUN_ASSIGN_OR_RETURN(StoreTokenFile token, StoreTokenFile::Create(config_.token));
     store_token_.emplace(std::move(token));
@@ -142,7 +143,7 @@ absl::Status ElasticAgent::WatchInputs() {
   return loop_->WatchReadable(rendezvous_.event_fd(), [this](uint32_t) {
     for (RendezvousEvent& event : rendezvous_.TakeEvents()) {
       if (event.kind == RendezvousEvent::Kind::kHangReport) {
-        OnHangReport(event);  // also after the run's end (AwaitHangReport)
+        OnHangReport(event);  // also while the rules wait for it to exit (kExiting)
       } else if (!rules_.done()) {
         OnRendezvousEvent(event);
       }
@@ -155,8 +156,7 @@ int ElasticAgent::Run() {
     spdlog::error("cannot start the job: {}", s.message());
     return setup_exit_code_;
   }
-  started_at_ = MonotonicNow();
-  rules_.Start(started_at_);
+  rules_.Start(MonotonicNow());
   RunActions();
   while (!rules_.done()) {
     if (absl::Status s = loop_->RunOnce(absl::InfiniteDuration()); !s.ok()) {
@@ -166,8 +166,9 @@ int ElasticAgent::Run() {
       RunActions();
     }
   }
-  AwaitHangReport();
-  RecordRunEnd(run_ended_ && !signalled_);
+  // A run the rendezvous ended, unless a signal stopped this agent first, is SUCCEEDED.
+  records_->AgentExiting(rules_.interrupted_by() == 0 ? rules_.run_end() : std::nullopt, exit_code_,
+                         MonotonicNow());
   CleanUpLogRoot(log_root_, config_.run_id);
   return exit_code_;
 }
@@ -179,7 +180,6 @@ void ElasticAgent::OnSignals() {
     } else if (sig == kStackSignal && !ForwardsStackSignal()) {
       TakeStacksOnRequest();
     } else {
-      signalled_ = true;
       rules_.Signal(sig, MonotonicNow());
       RunActions();
     }
@@ -198,18 +198,16 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
     case RendezvousEvent::Kind::kStop:
       // A restart in place: the next round was decided with the order; RENDEZVOUS counts
       // from it.
-      if (event.next) join_sent_at_ = now;
+      if (event.next) records_->JoinSent(now);
       rules_.StopOrdered(event.stop_reason, event.detail, event.collect_stacks, event.next, now);
       break;
     case RendezvousEvent::Kind::kExcluded:
       rules_.Excluded(event.detail, event.cooldown, now);
       break;
     case RendezvousEvent::Kind::kEnd:
-      run_ended_ = true;
-      run_root_cause_ = event.root_cause;
-      run_excluded_ = event.excluded;
       WriteExclusions(event.excluded);
-      rules_.RunEnded(event.outcome, event.detail, event.root_cause, event.collect_stacks, now);
+      rules_.RunEnded(RunEnd{event.outcome, event.detail, event.root_cause, event.excluded},
+                      event.collect_stacks, now);
       break;
     case RendezvousEvent::Kind::kStoreOpen:
       if (store_) StoreMayOpen(event.store_round);
@@ -247,8 +245,6 @@ void ElasticAgent::FeedWorkers() {
   WorkersView view;
   view.any_failed = workers_->HasFailures();
   view.all_exited = workers_->AllExited();
-  view.unhealthy = workers_->unhealthy();
-  view.hang = workers_->hang_declared();
   rules_.WorkersChanged(view, MonotonicNow());
 }
 
@@ -298,8 +294,14 @@ void ElasticAgent::RunAction(const AgentAction& action) {
     case Kind::kKillWorkers:
       if (workers_) workers_->KillRemaining(action.text);
       return;
+    case Kind::kFreezeWorkers:
+      if (workers_) workers_->Freeze();
+      return;
     case Kind::kCollectStacks:
-      if (workers_) workers_->CollectStacks();
+      if (workers_) workers_->CollectStacks(action.settle);
+      return;
+    case Kind::kKillHung:
+      if (workers_) workers_->KillHung();
       return;
     case Kind::kAbandonWorkers:
       return AbandonWorkers(action.text);
@@ -336,7 +338,7 @@ void ElasticAgent::Join(const std::optional<Assignment>& last, const std::string
   NodeInfo node;
   node.host = host_;
   node.failed_check = failed_check;
-  join_sent_at_ = MonotonicNow();
+  records_->JoinSent(MonotonicNow());
   node.pid = static_cast<int>(::getpid());
   node.incarnation = incarnation_;
   node.local_world_size = config_.nproc_per_node;
@@ -388,11 +390,7 @@ void ElasticAgent::StartAttempt(const Assignment& assignment, bool store_waits) 
   }
   AttemptPlan plan;
   plan.assignment = assignment;
-  // Rounds only go up, also across a restarted master (agents tell it where they were);
-  // the folders must never be reused, whatever a master says.
-  plan.log_attempt = std::max(log_root_.attempt_offset + static_cast<int>(assignment.round),
-                              last_log_attempt_ + 1);
-  last_log_attempt_ = plan.log_attempt;
+  plan.log_attempt = log_root_.BeginAttempt(assignment.round);
   plan.agent_store = store_.has_value();
   plan.gloo_interface = GlooInterface(assignment.master_addr);
   plan.store_addr = rendezvous_.store_addr();
@@ -402,22 +400,36 @@ void ElasticAgent::StartAttempt(const Assignment& assignment, bool store_waits) 
   plan.log_run_dir = log_root_.run_dir;
   plan.timer_fifo = timer_fifo_ ? timer_fifo_->fd() : -1;
   plan.python_dumps = python_dumps_;
-  attempt_of_round_[assignment.round] = plan.log_attempt;
-  while (attempt_of_round_.size() > 8) attempt_of_round_.erase(attempt_of_round_.begin());
-  RecordRendezvousEvents(assignment, received);
-  workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *loop_, guard_, host_);
+  plan.stack_dump_bound = rules_.settings().hangs.dump_bound;
+  records_->RoundAssigned(assignment, received, MonotonicNow());
+  WorkerSupervisor::Hooks hooks;
+  hooks.hang_found = [this](const FoundHang& hang) {
+    rules_.HangFound(hang, MonotonicNow());
+    RunActions();
+  };
+  hooks.stacks_taken = [this] {
+    rules_.StacksTaken();
+    RunActions();
+  };
+  workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *loop_, guard_, host_,
+                                                std::move(hooks));
   if (absl::Status s = workers_->Start(plan); !s.ok()) {
     spdlog::error("cannot start the workers: {}", s.message());
     KillWorkersNow();
     return rules_.Fatal(kExitInternal);
   }
-  RecordWorkerStarts();
-  worker_starts_ += static_cast<int64_t>(workers_->size());
+  records_->WorkersStarted(workers_->Outcomes());
+  metrics_.WorkersStarted(workers_->size());
   PublishMetrics();
   spdlog::info("attempt {}: started {} workers (restart {}, MASTER_ADDR={} MASTER_PORT={})",
                assignment.round, workers_->size(), assignment.restart_count, assignment.master_addr,
                assignment.master_port);
   FeedWorkers();  // a worker that could not be started counts as failed at once
+}
+
+void ElasticAgent::PublishMetrics() {
+  metrics_.Publish(rules_.assignment(),
+                   workers_ ? std::optional(workers_->Outcomes()) : std::nullopt);
 }
 
 AttemptResult ElasticAgent::CloseAttempt() {
@@ -439,9 +451,11 @@ AttemptResult ElasticAgent::CloseAttempt() {
                  DescribeWaitStatus(root.wait_status));
     result.root_cause = AttemptResult::RootCause{root.rank, ShellExitCode(root.wait_status)};
   }
-  ReportStacks(workers_->TakeStacks());
-  KeepOutcomes();
-  CountWorkerExits(/*failed=*/result.root_cause.has_value());
+  result.awaits_hang_report = ReportStacks(workers_->TakeStacks());
+  const std::vector<WorkerFailure> failures =
+      result.root_cause ? last_failures_ : std::vector<WorkerFailure>();
+  records_->AttemptClosed(workers_->Outcomes(), failures);
+  metrics_.AttemptClosed(workers_->Outcomes(), failures);
   workers_.reset();
   return result;
 }

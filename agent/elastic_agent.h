@@ -16,18 +16,18 @@
 #include "absl/status/statusor.h"
 #include "agent/agent_config.h"
 #include "agent/agent_state_machine.h"
+#include "agent/elastic_records.h"
 #include "agent/failure_summary.h"
 #include "agent/hangs/timer_fifo.h"
 #include "agent/health/health_check.h"
 #include "agent/logs/log_root.h"
 #include "agent/process/orphan_guard.h"
 #include "agent/worker_env.h"
+#include "agent/worker_metrics.h"
 #include "agent/worker_supervisor.h"
 #include "common/event_loop.h"
 #include "common/exit_codes.h"
 #include "observability/agent_metrics.h"
-#include "observability/elastic_events.h"
-#include "observability/event_log.h"
 #include "rendezvous/rendezvous_connection.h"
 #include "store/store_address.h"
 #include "store/store_token_file.h"
@@ -62,7 +62,7 @@ class ElasticAgent {
   int Run();
   /// Publishes what its workers do to `board` from now on (--metrics-port).
   void PublishMetricsTo(AgentMetricsBoard* board) {
-    metrics_board_ = board;
+    metrics_.PublishTo(board);
     PublishMetrics();  // its run id and no worker, until the first round
   }
   /// This node left the run while others still ran (the exit barrier timed out).
@@ -88,15 +88,6 @@ class ElasticAgent {
   void StartHealthCheck();
   void OnHealthChecked(const std::string& failure);
   void WriteExclusions(const std::vector<std::string>& excluded);
-  // torchelastic events (elastic_agent_events.cc).
-  EventContext EventFacts() const;
-  WorkerFacts FactsOf(const WorkerSupervisor::Outcome& worker) const;
-  void RecordRendezvousEvents(const Assignment& assignment, absl::Time received);
-  void RecordWorkerStarts();
-  void RecordRunEnd(bool run_ended);
-  void KeepOutcomes();
-  // Metrics (elastic_agent_metrics.cc).
-  void CountWorkerExits(bool failed);
   void PublishMetrics();
   void StartAttempt(const Assignment& assignment, bool store_waits);
   // The workers' store serves `round` (BeginRound) once it may: at once on the join path;
@@ -107,7 +98,9 @@ class ElasticAgent {
   void KillWorkersNow();
   // Hangs (elastic_agent_hangs.cc).
   absl::Status SetUpHangChecks();
-  void ReportStacks(std::vector<RankStack> stacks);
+  // Writes this node's report and sends its stacks; true when the report lacks other
+  // nodes' ranks, so that the master's merged one is awaited.
+  bool ReportStacks(std::vector<RankStack> stacks);
   void OnHangReport(const RendezvousEvent& event);
   void WriteHangReport(int64_t round, const std::string& text);
   void AbandonWorkers(const std::string& why);
@@ -118,10 +111,6 @@ class ElasticAgent {
   void TakeStacksOnRequest();
   // Writes `text` to `name` in `round`'s attempt folder; its path, or "" (no log files).
   std::string WriteAttemptFile(int64_t round, const std::string& name, const std::string& text);
-  // After this node sent its stacks of a hang: wait a little for the master's report of
-  // every rank before exiting, so that each node's log dir has it.
-  void AwaitHangReport();
-  static constexpr absl::Duration kHangReportWait = absl::Seconds(5);
   void WriteFailureSummary();
   void WriteStopSummary(int signal);
 
@@ -148,8 +137,6 @@ class ElasticAgent {
   // The workers' Store token (the rendezvous token, or a random one for the store rank 0
   // serves in a one-node job); none in a multi-node job without a token.
   std::optional<StoreTokenFile> store_token_;
-  int last_log_attempt_ =
-      -1;  // attempt_<n> folders only go up, even if a new master restarts rounds
   std::unique_ptr<EventLoop> loop_;
   std::unique_ptr<SignalChannel> signals_;
   std::unique_ptr<OneShotTimer> deadline_timer_;  // armed for rules_.NextDeadline()
@@ -157,26 +144,13 @@ class ElasticAgent {
   std::vector<WorkerFailure> last_failures_;      // of the last attempt that had any
   std::optional<TimerFifo> timer_fifo_;           // TORCHELASTIC_ENABLE_FILE_TIMER=1
   std::unique_ptr<HealthCheckRun> health_check_;  // the last check run before a join
-  EventLog event_log_;                            // --event-log-handler
-  absl::Time started_at_;                         // for the events' total_run_time
-  absl::Time join_sent_at_;                       // for RENDEZVOUS's duration
-  std::optional<Assignment> events_round_;        // the round the events speak of
-  std::vector<WorkerSupervisor::Outcome> last_outcomes_;  // of the last attempt
-  std::map<int, std::string> last_raw_errors_;            // rank -> its error file, as JSON
-  bool run_ended_ = false;                                // the rendezvous ended the run
-  std::vector<ReportedFailure> run_root_cause_;           // as the run's end said
-  std::vector<std::string> run_excluded_;                 // likewise
-  bool signalled_ = false;                                // a handled signal stopped it
-  bool said_skipped_checks_ = false;                      // what the built-in check skipped, once
-  bool python_dumps_ = false;                             // see AttemptPlan::python_dumps
-  std::map<int64_t, int> attempt_of_round_;               // log attempt folders of recent rounds
-  std::string hang_report_path_;                          // the last hang report written
-  int64_t summary_said_round_ = -1;    // the round whose hang summary is on stderr
-  int64_t awaited_report_round_ = -1;  // stacks sent, the whole report not yet back
+  std::optional<ElasticRecords> records_;         // --event-log-handler (made in SetUp)
+  WorkerMetrics metrics_;                         // --metrics-port
+  bool said_skipped_checks_ = false;              // what the built-in check skipped, once
+  bool python_dumps_ = false;                     // see AttemptPlan::python_dumps
+  std::string hang_report_path_;                  // the last hang report written
+  int64_t summary_said_round_ = -1;               // the round whose hang summary is on stderr
   std::string gloo_said_;  // the GLOO_SOCKET_IFNAME last logged ("?": the warning that none)
-  AgentMetricsBoard* metrics_board_ = nullptr;  // --metrics-port
-  int64_t worker_starts_ = 0;
-  std::map<std::pair<std::string, std::string>, int64_t> worker_exits_;  // see AgentMetricsSnapshot
   int exit_code_ = 0;
 };
 

@@ -52,8 +52,8 @@ absl::Status ElasticAgent::SetUpHangChecks() {
   return absl::OkStatus();
 }
 
-void ElasticAgent::ReportStacks(std::vector<RankStack> stacks) {
-  if (stacks.empty() || !rules_.assignment()) return;
+bool ElasticAgent::ReportStacks(std::vector<RankStack> stacks) {
+  if (stacks.empty() || !rules_.assignment()) return false;
   const Assignment& a = *rules_.assignment();
   // This node's ranks at once (in rank order, as its workers are), in case the master's
   // report of every node never comes; that one replaces it.
@@ -64,36 +64,24 @@ void ElasticAgent::ReportStacks(std::vector<RankStack> stacks) {
   local.cause = cause.empty() ? "a rank on another node hung (its node says which)" : cause;
   local.stacks = stacks;
   WriteHangReport(local.round, FormatHangReport(local));
-  if (Complete(local)) {
+  const bool complete = Complete(local);
+  if (complete) {
     spdlog::warn("{}", FormatHangSummary(local));
     summary_said_round_ = local.round;
-  } else {
-    awaited_report_round_ = local.round;
   }
   rendezvous_.ReportStacks(a.round, a.world_size, cause, stacks);
+  return !complete;
 }
 
 void ElasticAgent::OnHangReport(const RendezvousEvent& event) {
   // The master sends a round's report once: complete, or what came within its time.
   WriteHangReport(event.hang_round, event.detail);
-  if (awaited_report_round_ == event.hang_round) awaited_report_round_ = -1;
   if (summary_said_round_ != event.hang_round) {
     summary_said_round_ = event.hang_round;
     spdlog::warn("{}", event.hang_summary);
   }
-}
-
-void ElasticAgent::AwaitHangReport() {
-  const absl::Time deadline = MonotonicNow() + kHangReportWait;
-  while (awaited_report_round_ >= 0 && MonotonicNow() < deadline) {
-    if (!loop_->RunOnce(deadline - MonotonicNow()).ok()) return;
-  }
-  if (awaited_report_round_ >= 0) {
-    spdlog::warn(
-        "the master's hang report did not come within {}: the one at {} has this node's "
-        "ranks only",
-        absl::FormatDuration(kHangReportWait), hang_report_path_);
-  }
+  rules_.HangReportArrived(event.hang_round);
+  RunActions();
 }
 
 void ElasticAgent::WriteHangReport(int64_t round, const std::string& text) {
@@ -105,23 +93,13 @@ void ElasticAgent::WriteHangReport(int64_t round, const std::string& text) {
 
 std::string ElasticAgent::WriteAttemptFile(int64_t round, const std::string& name,
                                            const std::string& text) {
-  auto attempt = attempt_of_round_.find(round);
-  if (attempt == attempt_of_round_.end() || log_root_.run_dir == nullptr) return "";
-  const std::string dir = AttemptLogDir(log_root_.path, config_.run_id, attempt->second);
-  const std::string path = absl::StrCat(dir, "/", name);
-  absl::Status written = MakeDirsBelow(log_root_.run_dir->get(), log_root_.run_path, dir);
-  if (written.ok()) {
-    absl::StatusOr<UniqueFd> file =
-        OpenForAppendBelow(log_root_.run_dir->get(), log_root_.run_path, path);
-    written = !file.ok()                         ? file.status()
-              : ::ftruncate(file->get(), 0) != 0 ? ErrnoStatus(errno, path)
-                                                 : WriteAll(file->get(), text);
-  }
-  if (!written.ok()) {
-    spdlog::warn("cannot write the hang report: {}", std::string(written.message()));
+  absl::StatusOr<std::string> path =
+      ddprun::WriteAttemptFile(log_root_, config_.run_id, round, name, text);
+  if (!path.ok()) {
+    spdlog::warn("cannot write the hang report: {}", std::string(path.status().message()));
     return "";
   }
-  return path;
+  return *path;
 }
 
 bool ElasticAgent::ForwardsStackSignal() const {

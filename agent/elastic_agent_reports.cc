@@ -73,7 +73,7 @@ std::vector<ReportedFailure> ElasticAgent::ForMaster(
     r.host = f.host;
     r.rank = f.rank;
     r.local_rank = f.local_rank;
-    r.exit_code = TorchExitCode(f.wait_status);
+    r.exit_code = f.ends_with != 0 ? -f.ends_with : TorchExitCode(f.wait_status);
     r.pid = f.pid;
     r.time = f.time;
     r.message =

@@ -17,7 +17,10 @@ struct WorkerFailure {
   std::string host;
   int rank = 0;
   int local_rank = 0;
-  int wait_status = 0;  // as from waitpid
+  int wait_status = 0;  // as from waitpid, once it has ended
+  // Taken for hung and not ended yet (its failure is reported at once): the signal that
+  // will end it. 0: it has ended, as `wait_status` says.
+  int ends_with = 0;
   pid_t pid = 0;
   std::string error_file;              // empty: the worker wrote none
   bool error_file_unreadable = false;  // it wrote one that is not torch's format: the

@@ -28,12 +28,14 @@ bool FilesEnabled(const std::string& log_root) {
 }  // namespace
 
 WorkerSupervisor::WorkerSupervisor(const AgentConfig& config, const EnvMap& base_env,
-                                   EventLoop& loop, OrphanGuard& guard, std::string host)
+                                   EventLoop& loop, OrphanGuard& guard, std::string host,
+                                   Hooks hooks)
     : config_(config),
       base_env_(base_env),
       loop_(loop),
       guard_(guard),
       host_(std::move(host)),
+      hooks_(std::move(hooks)),
       hostname_(HostName()) {
   for (const WorkerBinding& binding : config_.worker_bindings) {
     bindings_.push_back(MakeProcessBinding(binding.cpus, binding.preferred_node));
@@ -93,11 +95,11 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
   log_run_dir_ = plan.log_run_dir;
   GatherInCgroup(plan.log_attempt);
   python_dumps_ = plan.python_dumps;
+  dump_bound_ = plan.stack_dump_bound;
   stacks_taken_ = std::make_unique<StackCollection>(
       loop_, guard_,
       plan.python_dumps ? StackCollection::Method::kPython : StackCollection::Method::kNative,
-      [this] { OnStacksTaken(); });
-  freeze_settle_ = plan.assignment.group_world_size > 1 ? kFreezeSettle : absl::ZeroDuration();
+      dump_bound_, [this] { OnStacksTaken(); });
   HangSettings hang_settings;
   hang_settings.heartbeat_timeout = config_.worker_heartbeat_timeout;
   hang_settings.heartbeat_startup = config_.worker_heartbeat_startup_timeout;
@@ -298,20 +300,20 @@ bool WorkerSupervisor::OnProcessExited(pid_t pid, int wait_status) {
   if (snapshot_ && snapshot_->OnProcessExited(pid)) return true;
   if (stacks_taken_ && stacks_taken_->OnProcessExited(pid)) return true;
   for (auto& worker : workers_) {
-    if (worker->pid != pid || worker->state != WorkerState::kRunning) continue;
+    if (worker->pid != pid || !Alive(*worker)) continue;
     worker->wait_status = wait_status;
     worker->exited = absl::Now();  // a date, for the summary
     hangs_->WorkerEnded(worker->local_rank);
     const bool success = WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0;
     if (success) {
       worker->state = WorkerState::kSucceeded;
-    } else if (worker->hung && unhealthy_.empty()) {
+    } else if (worker->hang && !worker->hang->node_unhealthy) {
       worker->state = WorkerState::kFailed;  // killed by the agent, but as hung: a failure
-    } else if (stopping_ && EndedByStop(wait_status)) {
+    } else if (stopping() && EndedByStop(wait_status)) {
       worker->state = WorkerState::kStopped;  // ended by the agent's stop: not a failure
     } else {
       worker->state = WorkerState::kFailed;
-      worker->failed_in_stop = stopping_;
+      worker->failed_in_stop = stopping();
     }
     spdlog::debug("local_rank {} pid {} ended: {}", worker->local_rank, pid,
                   DescribeWaitStatus(wait_status));
@@ -329,25 +331,18 @@ bool WorkerSupervisor::EndedByStop(int wait_status) const {
 }
 
 void WorkerSupervisor::Stop(int signal) {
-  stopping_ = true;
   stop_signals_ |= uint64_t{1} << signal;
   if (hangs_) hangs_->Quiet();
-  if (signal != SIGKILL && stacks_taken_ && stacks_taken_->frozen() && !stacks_taken_->done()) {
-    // Stopped where they are after a hang: their stacks first (OnStacksTaken sends it). A
-    // stop without the rendezvous asking for stacks (a lost master, a signal) takes them too.
-    deferred_stop_ = signal;
-    return CollectStacks();
-  }
   for (auto& worker : workers_) {
-    if (worker->state == WorkerState::kRunning) ::killpg(worker->pid, signal);
+    if (Alive(*worker)) ::killpg(worker->pid, signal);
   }
 }
 
 void WorkerSupervisor::KillRemaining(const std::string& why) {
-  stopping_ = true;
+  stop_signals_ |= uint64_t{1} << SIGKILL;
   if (hangs_) hangs_->Quiet();
   for (auto& worker : workers_) {
-    if (worker->state != WorkerState::kRunning) continue;
+    if (!Alive(*worker)) continue;
     spdlog::warn("local_rank {} (pid {}) still running {}: SIGKILL", worker->local_rank,
                  worker->pid, why);
     ::killpg(worker->pid, SIGKILL);
@@ -356,7 +351,7 @@ void WorkerSupervisor::KillRemaining(const std::string& why) {
 
 bool WorkerSupervisor::AllExited() const {
   for (const auto& worker : workers_) {
-    if (worker->state == WorkerState::kRunning) return false;
+    if (Alive(*worker)) return false;
   }
   return true;
 }
@@ -372,7 +367,7 @@ bool WorkerSupervisor::Failed(const Worker& worker) const {
   // A hung worker is a failure from the moment it is declared (it waits, stopped, for every
   // node's stacks to be taken before it ends); on an unhealthy node it is not.
   return worker.state == WorkerState::kFailed ||
-         (worker.state == WorkerState::kRunning && worker.hung && unhealthy_.empty());
+         (worker.state == WorkerState::kHung && !worker.hang->node_unhealthy);
 }
 
 bool WorkerSupervisor::HasFailures() const {
@@ -415,7 +410,7 @@ void WorkerSupervisor::Close() {
   if (hangs_) hangs_->Close();
   if (stacks_taken_) {  // what CollectStacks recorded, now that the output is all in
     stacks_ = stacks_taken_->Take(host_);
-    for (RankStack& s : stacks_) s.hung = workers_[s.local_rank]->hung;
+    for (RankStack& s : stacks_) s.hung = workers_[s.local_rank]->hang.has_value();
   }
 }
 
@@ -442,9 +437,16 @@ WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
           absl::StrCat("(the error file is unreadable: ", report.status().message(), ")");
     }
   }
-  if (worker.hung && failure.error_message.empty()) failure.error_message = worker.hang_cause;
-  failure.hung = worker.hung;
-  failure.timer = worker.timer;
+  if (worker.hang) {
+    if (failure.error_message.empty()) failure.error_message = worker.hang->cause;
+    failure.hung = true;
+    failure.timer = worker.hang->timer;
+    // Reported at once, before it ends: with the signal that will end it (a Python
+    // worker's own SIGABRT, once it has printed its stack).
+    if (worker.state == WorkerState::kHung) {
+      failure.ends_with = python_dumps_ ? SIGABRT : worker.hang->signal;
+    }
+  }
   if (!worker.start_error.empty()) {
     failure.stderr_tail = {worker.start_error};
     failure.stderr_source = "ddprun";

@@ -1,11 +1,15 @@
 #pragma once
-// WorkerSupervisor: the workers of one attempt on this node. It starts them, routes their
-// output, records how each one ended, and stops the rest with a signal and then SIGKILL.
-// It does no waiting of its own: the agent's event loop calls it when something happens.
+// WorkerSupervisor: the workers of one attempt on this node. Mechanism only: it starts them,
+// routes their output, records how each one ended, and does what the agent's rules ask
+// (stop, kill, freeze, collect stacks, kill the hung). It decides nothing and does no waiting
+// of its own: the agent's event loop calls it when something happens, and it tells the
+// agent what the hang watch found and when the stacks are in (Hooks).
 //
-//   Start() --> running --(a worker fails / agent signalled)--> Stop(sig) --> stopping
-//      \                                                              |
-//       `--(all exit 0)--> done <------(all reaped, or KillRemaining)-'
+// Each worker's state:
+//   running --(exit)--> succeeded | failed | stopped (ended by the agent's stop)
+//   running --(Freeze)--> frozen --(stacks taken: continued)--> running
+//   running --(taken for hung)--> hung --(KillHung, or the dump's SIGABRT)--> failed
+//                                        (stopped on an unhealthy node)
 
 #include <signal.h>
 #include <sys/types.h>
@@ -20,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
+#include "agent/agent_state_machine.h"
 #include "agent/failure_summary.h"
 #include "agent/hangs/hang_watch.h"
 #include "agent/hangs/stack_collection.h"
@@ -53,14 +58,25 @@ struct AttemptPlan {
   // Workers are Python with faulthandler on (PYTHONFAULTHANDLER): SIGABRT makes them print
   // every thread's traceback on stderr.
   bool python_dumps = false;
+  absl::Duration stack_dump_bound = HangTimings().dump_bound;
 };
 
 class WorkerSupervisor {
  public:
-  enum class WorkerState { kRunning, kSucceeded, kFailed, kStopped };
+  enum class WorkerState { kRunning, kFrozen, kHung, kSucceeded, kFailed, kStopped };
+  static bool Ended(WorkerState state) {
+    return state == WorkerState::kSucceeded || state == WorkerState::kFailed ||
+           state == WorkerState::kStopped;
+  }
+
+  /// What the agent hears from it, besides exits: both run inside the event loop.
+  struct Hooks {
+    std::function<void(const FoundHang&)> hang_found;  // a worker was taken for hung
+    std::function<void()> stacks_taken;                // CollectStacks is done
+  };
 
   WorkerSupervisor(const AgentConfig& config, const EnvMap& base_env, EventLoop& loop,
-                   OrphanGuard& guard, std::string host);
+                   OrphanGuard& guard, std::string host, Hooks hooks = {});
   ~WorkerSupervisor();
 
   /// Starts every worker. A worker that cannot start counts as failed (with the reason).
@@ -73,30 +89,28 @@ class WorkerSupervisor {
   void Stop(int signal);
   /// SIGKILL to every worker group that is still running; `why` goes into the log line.
   void KillRemaining(const std::string& why);
-  /// Records where every running worker is (a stack per rank, see StackCollection) before
-  /// anything stops them: a rank hung here or on another node. A stop signal meanwhile
-  /// waits until the stacks are in (StackCollection::kDumpBound at most).
-  void CollectStacks();
+  /// Stops every running worker where it is (SIGSTOP), so that none sees another die first,
+  /// and declares no more hangs.
+  void Freeze();
+  /// After Freeze: records where every frozen worker is (a stack per rank, see
+  /// StackCollection), after `settle`; Hooks::stacks_taken runs when every dump is in or
+  /// AttemptPlan::stack_dump_bound has passed.
+  void CollectStacks(absl::Duration settle);
+  /// The workers taken for hung get what ends them (a FileTimer's signal, else SIGKILL).
+  void KillHung();
   /// After Close(): the stacks CollectStacks recorded (none if it was not called).
   std::vector<RankStack> TakeStacks() { return std::move(stacks_); }
   /// Why a worker of this attempt was taken for hung (the first); empty: none was.
-  const std::string& hang_cause() const { return hang_cause_; }
-  /// A worker was taken for hung and this node is not unhealthy: its failure is reported,
-  /// and the workers wait, stopped where they are (SIGSTOP), for the rendezvous to ask
-  /// every node for its stacks (see AgentStateMachine::WorkersChanged).
-  bool hang_declared() const { return !hang_cause_.empty() && unhealthy_.empty(); }
-  /// Between nodes, the time other nodes get to stop their workers where they are before
-  /// the stacks are taken (a hung rank's peers must not see it die first).
-  static constexpr absl::Duration kFreezeSettle = absl::Milliseconds(200);
-  /// Why this node is unhealthy (a worker in uninterruptible sleep too long); empty: it is not.
-  const std::string& unhealthy() const { return unhealthy_; }
+  std::string hang_cause() const;
   /// On request: every running worker's native stack (eu-stack) without stopping them for
   /// longer than the read; `done` gets them. False while an earlier one is being taken.
   bool SnapshotStacks(std::function<void(std::vector<RankStack>)> done);
   /// The workers still running, for the message when SIGKILL did not end them.
   std::vector<std::string> DescribeRemaining() const;
 
-  bool stopping() const { return stopping_; }
+  /// A stop (or a freeze) began: a worker's end is then its own failure only if no signal
+  /// of the agent's ended it.
+  bool stopping() const { return stop_signals_ != 0; }
   bool AllExited() const;
   bool AllSucceeded() const;
   /// Failures recorded (workers that failed on their own, not ones the agent stopped), before
@@ -124,8 +138,17 @@ class WorkerSupervisor {
   std::vector<Outcome> Outcomes() const;
 
  private:
+  // A worker taken for hung (see HangWatch): why, for the failure summary, and what ends it
+  // once its stack is recorded. Its end is a failure, unless the node is unhealthy.
+  struct TakenForHung {
+    std::string cause;
+    bool timer = false;           // a FileTimer expired (else: heartbeat or D state)
+    bool node_unhealthy = false;  // in uninterruptible sleep
+    int signal = SIGKILL;         // what ends it
+    pid_t target = 0;             // a FileTimer's process; 0: the worker's group
+  };
   struct Worker : Outcome {
-    absl::Time exited;
+    absl::Time exited;        // or when it was taken for hung: when its failure began
     std::string start_error;  // set when the worker could not be started at all
     WorkerLogPaths paths;
     bool error_file_enabled = false;
@@ -133,13 +156,7 @@ class WorkerSupervisor {
     LineTail stderr_tail{20};
     std::unique_ptr<PipedStream> out;
     std::unique_ptr<PipedStream> err;
-    // Taken for hung (see HangWatch): why, for the failure summary, and how to stop it once
-    // its stack is recorded. A hung worker's end is a failure, unless the node is unhealthy.
-    bool hung = false;
-    bool timer = false;  // hung: a FileTimer expired
-    std::string hang_cause;
-    int hang_signal = SIGKILL;
-    pid_t hang_target = 0;  // a FileTimer's process; 0: the worker's group
+    std::optional<TakenForHung> hang;
     // It failed after the stop had begun, not of the stop's signal (a rank that raised
     // while its peer's failure was being handled): listed in the summary and a candidate
     // for its root cause, but not a new failure to report.
@@ -159,25 +176,22 @@ class WorkerSupervisor {
   absl::Status SetUpStream(Worker& worker, int which, const std::string& file_path, int& child_fd,
                            std::vector<UniqueFd>& child_ends);
   WorkerFailure DescribeFailure(const Worker& worker) const;
+  static bool Alive(const Worker& worker) { return !Ended(worker.state); }
   bool Failed(const Worker& worker) const;
   bool EndedByStop(int wait_status) const;
   void CloseStream(std::unique_ptr<PipedStream>& stream);
-  // Hangs (worker_supervisor_hangs.cc): what HangWatch found, the stack dump, the kills
-  // that wait for it.
+  // Hangs (worker_supervisor_hangs.cc): what HangWatch found, and the stack dump.
   void OnHang(const Hang& hang);
   std::string HangCause(const Worker& worker, const Hang& hang) const;
-  // Stops every running worker where it is, and declares no more hangs.
-  void Freeze();
-  std::vector<StackCollection::Worker> Running() const;
-  // The stacks are in: the hung workers get what ends them, and a stop that waited goes out.
+  std::vector<StackCollection::Worker> StackTargets() const;  // every live worker
   void OnStacksTaken();
-  void KillHung(Worker& worker);
 
   const AgentConfig& config_;
   const EnvMap& base_env_;
   EventLoop& loop_;
   OrphanGuard& guard_;
   std::string host_;
+  const Hooks hooks_;
   const std::string hostname_;            // ${hostname} in --log-line-prefix-template
   std::vector<ProcessBinding> bindings_;  // per local rank; empty: workers are not bound
   // --duplicate-*-filters: this attempt's filtered_stdout.log and filtered_stderr.log; null:
@@ -186,7 +200,6 @@ class WorkerSupervisor {
   bool files_enabled_ = false;
   std::string log_run_path_;  // see AttemptPlan
   std::shared_ptr<const UniqueFd> log_run_dir_;
-  bool stopping_ = false;
   // Every signal this attempt's stop sent (Stop's, and SIGABRT for the Python workers'
   // tracebacks after a hang), as bits: a worker that dies of one of them, or of SIGKILL,
   // was stopped; any other end during a stop is its own.
@@ -195,11 +208,8 @@ class WorkerSupervisor {
   std::unique_ptr<HangWatch> hangs_;
   std::unique_ptr<StackCollection> stacks_taken_;  // made at Start, used after a hang
   std::unique_ptr<StackCollection> snapshot_;      // the last SnapshotStacks
-  absl::Duration freeze_settle_;                   // kFreezeSettle with other nodes, else 0
   bool python_dumps_ = false;                      // see AttemptPlan
-  int deferred_stop_ = 0;                          // a stop signal that waits for the stacks
-  std::string hang_cause_;
-  std::string unhealthy_;
+  absl::Duration dump_bound_;                      // AttemptPlan::stack_dump_bound
   std::vector<RankStack> stacks_;
   std::vector<std::unique_ptr<Worker>> workers_;
 };

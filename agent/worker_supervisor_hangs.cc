@@ -53,81 +53,91 @@ std::string WorkerSupervisor::HangCause(const Worker& worker, const Hang& hang) 
 
 void WorkerSupervisor::OnHang(const Hang& hang) {
   Worker& worker = *workers_[hang.local_rank];
-  if (worker.state != WorkerState::kRunning || worker.hung || stopping_) return;
-  worker.hung = true;
-  worker.timer = hang.kind == Hang::Kind::kTimer;
-  worker.hang_cause = HangCause(worker, hang);
+  if (worker.state != WorkerState::kRunning || stopping()) return;
+  TakenForHung taken;
+  taken.cause = HangCause(worker, hang);
+  taken.node_unhealthy = hang.kind == Hang::Kind::kUninterruptible;
   if (hang.kind == Hang::Kind::kTimer) {
-    worker.hang_signal = hang.signal;
-    worker.hang_target = hang.pid;
+    taken.timer = true;
+    taken.signal = hang.signal;
+    taken.target = hang.pid;
   }
-  // Reported at once (see Failed), before it ends: as the signal that will end it (a Python
-  // worker's own SIGABRT, once it has printed its stack).
-  worker.wait_status = __W_EXITCODE(0, python_dumps_ ? SIGABRT : worker.hang_signal);
-  worker.exited = absl::Now();
-  hang_cause_ = worker.hang_cause;
-  spdlog::warn("{}; recording where every worker is, then stopping it (local_rank {}, pid {})",
-               worker.hang_cause, worker.local_rank, worker.pid);
-  Freeze();
-  if (hang.kind == Hang::Kind::kUninterruptible) {
-    unhealthy_ = worker.hang_cause;
-    CollectStacks();  // no rendezvous order will ask: this node leaves
+  worker.hang = taken;
+  worker.state = WorkerState::kHung;
+  worker.exited = absl::Now();  // a failure from now on (see Failed), though it still runs
+  if (hooks_.hang_found) {
+    hooks_.hang_found(FoundHang{worker.local_rank, worker.pid, taken.cause, taken.node_unhealthy});
   }
-  // Else the failure goes to the rendezvous, whose stop order asks every node for its stacks.
 }
 
 void WorkerSupervisor::Freeze() {
-  stopping_ = true;  // the attempt is over: the others' ends are stops, not failures
-  stop_signals_ |= uint64_t{1} << SIGABRT;  // a Python worker's traceback ends it
+  if (!stacks_taken_ || stacks_taken_->frozen()) return;
+  stop_signals_ |= uint64_t{1} << SIGABRT;  // a Python worker's traceback ends it: a stop
   hangs_->Quiet();  // stopped workers send no heartbeat: no more hangs to declare
-  stacks_taken_->Freeze(Running());
+  stacks_taken_->Freeze(StackTargets());
+  for (auto& worker : workers_) {
+    if (worker->state == WorkerState::kRunning) worker->state = WorkerState::kFrozen;
+  }
 }
 
-std::vector<StackCollection::Worker> WorkerSupervisor::Running() const {
-  std::vector<StackCollection::Worker> running;
+std::vector<StackCollection::Worker> WorkerSupervisor::StackTargets() const {
+  std::vector<StackCollection::Worker> targets;
   for (const auto& worker : workers_) {
-    if (worker->state != WorkerState::kRunning) continue;
-    running.push_back({worker->local_rank, worker->rank, worker->pid, worker->err.get(),
+    if (!Alive(*worker)) continue;
+    targets.push_back({worker->local_rank, worker->rank, worker->pid, worker->err.get(),
                        worker->stderr_in_file ? worker->paths.stderr_log : std::string()});
   }
-  return running;
+  return targets;
 }
 
 bool WorkerSupervisor::SnapshotStacks(std::function<void(std::vector<RankStack>)> done) {
   if (snapshot_ && !snapshot_->done()) return false;
   snapshot_ = std::make_unique<StackCollection>(
-      loop_, guard_, StackCollection::Method::kSnapshot,
+      loop_, guard_, StackCollection::Method::kSnapshot, dump_bound_,
       [this, done = std::move(done)] { done(snapshot_->Take(host_)); });
-  snapshot_->Freeze(Running());  // kSnapshot: recorded, not stopped
+  snapshot_->Freeze(StackTargets());  // kSnapshot: recorded, not stopped
   snapshot_->Begin(absl::ZeroDuration());
   return true;
 }
 
-void WorkerSupervisor::CollectStacks() {
+void WorkerSupervisor::CollectStacks(absl::Duration settle) {
   Freeze();
-  stacks_taken_->Begin(freeze_settle_);
+  // Nothing was left to freeze (every worker had exited): nothing to wait for.
+  if (!stacks_taken_->frozen()) return OnStacksTaken();
+  stacks_taken_->Begin(settle);
 }
 
+// Every dump is in, or its time is up: the frozen workers were continued.
 void WorkerSupervisor::OnStacksTaken() {
   for (auto& worker : workers_) {
-    if (worker->hung) KillHung(*worker);
+    if (worker->state == WorkerState::kFrozen) worker->state = WorkerState::kRunning;
   }
-  if (deferred_stop_ != 0) Stop(std::exchange(deferred_stop_, 0));
+  if (hooks_.stacks_taken) hooks_.stacks_taken();
 }
 
-void WorkerSupervisor::KillHung(Worker& worker) {
-  if (worker.state != WorkerState::kRunning) return;
-  if (worker.hang_target > 0 && worker.hang_target != worker.pid) {
-    ::kill(worker.hang_target, worker.hang_signal);  // what the FileTimerClient asked for
-  } else {
-    ::killpg(worker.pid, worker.hang_signal);
+void WorkerSupervisor::KillHung() {
+  for (auto& worker : workers_) {
+    if (worker->state != WorkerState::kHung) continue;
+    const TakenForHung& hang = *worker->hang;
+    if (hang.target > 0 && hang.target != worker->pid) {
+      ::kill(hang.target, hang.signal);  // what the FileTimerClient asked for
+    } else {
+      ::killpg(worker->pid, hang.signal);
+    }
   }
+}
+
+std::string WorkerSupervisor::hang_cause() const {
+  for (const auto& worker : workers_) {
+    if (worker->hang) return worker->hang->cause;
+  }
+  return "";
 }
 
 std::vector<std::string> WorkerSupervisor::DescribeRemaining() const {
   std::vector<std::string> out;
   for (const auto& worker : workers_) {
-    if (worker->state != WorkerState::kRunning) continue;
+    if (!Alive(*worker)) continue;
     out.push_back(absl::StrCat("rank ", worker->rank, " (local_rank ", worker->local_rank, ", pid ",
                                worker->pid, ", state ", DescribeProcessState(worker->pid), ")"));
   }

@@ -17,7 +17,7 @@ struct AgentMetricsSnapshot {
   std::string run_id;
   int64_t round = -1;     // the round its workers run in (or last ran in); -1 before any
   int restart_count = 0;  // TORCHELASTIC_RESTART_COUNT of that round
-  // Its workers now: running, succeeded, failed, stopped.
+  // Its workers now: running, frozen, hung, succeeded, failed, stopped.
   std::map<std::string, int> workers;
   int64_t worker_starts = 0;  // workers started, over every round
   // Workers that ended, by cause (exit_code, signal, hang, stopped) and code (the exit code

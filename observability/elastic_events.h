@@ -1,7 +1,7 @@
 #pragma once
 // The events torchrun's agent records (torch's SimpleElasticAgent._construct_event), built
 // from what ddprun knows: every key torch writes, in torch's order, then ddprun's own.
-// Pure; the shell (elastic_agent_events.cc) decides when and writes them (event_log.h).
+// Pure; the agent's ElasticRecords (agent/elastic_records.h) decides when, EventLog writes them.
 
 #include <optional>
 #include <string>

@@ -83,9 +83,10 @@ std::vector<PerRun> PerRunMetrics() {
 
 std::vector<MetricFamily> AgentMetricFamilies(const AgentMetricsSnapshot& agent) {
   const ClientMetric::Label id{"run_id", agent.run_id};
-  MetricFamily workers = Family(
-      "ddprun_agent_workers", "This node's workers, by state (running, succeeded, failed, stopped)",
-      MetricType::Gauge);
+  MetricFamily workers =
+      Family("ddprun_agent_workers",
+             "This node's workers, by state (running, frozen, hung, succeeded, failed, stopped)",
+             MetricType::Gauge);
   for (const auto& [state, n] : agent.workers) AddValue(workers, {id, {"state", state}}, n);
   MetricFamily round = Family(
       "ddprun_agent_round", "The round this node's workers run in (or last ran in); -1 before any",

@@ -12,7 +12,7 @@ std::optional<HangReport> HangReports::Add(int64_t round, int world_size, const 
   if (added) {
     g.report.round = round;
     g.report.world_size = world_size;
-    g.due = now + kGatherFor;
+    g.due = now + gather_for_;
     // A job that hangs every round must not grow the master.
     while (rounds_.size() > kRoundsKept) rounds_.erase(rounds_.begin());
   }

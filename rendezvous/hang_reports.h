@@ -1,7 +1,7 @@
 #pragma once
 // HangReports: the master's rule for gathering one run's hang reports (stack_report.h), pure.
 // After a hang stop every node sends its workers' stacks; the merged report goes to every
-// node once: when every rank has a stack, or kGatherFor after the first node's stacks came
+// node once: when every rank has a stack, or HangTimings::gather after the first node's stacks came
 // (a node that died or never answers must not keep the others waiting). Sending it once, not
 // at every node's stacks, keeps a 10,000-node job from sending 10,000 growing copies to
 // each node. Time comes in (monotonic).
@@ -13,14 +13,17 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "rendezvous/hang_timings.h"
 #include "rendezvous/stack_report.h"
 
 namespace ddprun {
 
 class HangReports {
  public:
-  static constexpr absl::Duration kGatherFor = absl::Seconds(3);
   static constexpr size_t kRoundsKept = 4;
+
+  explicit HangReports(absl::Duration gather_for = HangTimings().gather)
+      : gather_for_(gather_for) {}
 
   /// A node's stacks for `round` (already its own ranks only, see ClaimStacks). Returns the
   /// report when it has just become complete; stacks for a report already sent are dropped.
@@ -37,6 +40,7 @@ class HangReports {
     absl::Time due;
     bool sent = false;
   };
+  absl::Duration gather_for_;
   std::map<int64_t, Gathering> rounds_;
 };
 

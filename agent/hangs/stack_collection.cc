@@ -21,8 +21,12 @@ std::string ReadAll(int fd) { return ReadFdPart(fd, 0, kMaxStackText * 4); }
 }  // namespace
 
 StackCollection::StackCollection(EventLoop& loop, OrphanGuard& guard, Method method,
-                                 std::function<void()> on_done)
-    : loop_(loop), guard_(guard), method_(method), on_done_(std::move(on_done)) {}
+                                 absl::Duration dump_bound, std::function<void()> on_done)
+    : loop_(loop),
+      guard_(guard),
+      method_(method),
+      dump_bound_(dump_bound),
+      on_done_(std::move(on_done)) {}
 
 StackCollection::~StackCollection() {
   if (timer_) loop_.Unwatch(timer_->fd());
@@ -58,7 +62,7 @@ void StackCollection::Begin(absl::Duration settle) {
 
 void StackCollection::OnTimer() {
   if (!timer_->Acknowledge()) return;
-  if (phase_ == Phase::kDumping) return Done();  // kDumpBound: go on without the rest
+  if (phase_ == Phase::kDumping) return Done();  // dump_bound_: go on without the rest
   if (phase_ != Phase::kSettling) return;
   phase_ = Phase::kDumping;
   for (Target& t : workers_) {
@@ -69,7 +73,7 @@ void StackCollection::OnTimer() {
     // while eu-stack reads it, until Done.
     if (t.python_pending) ::kill(t.worker.pid, SIGCONT);
   }
-  timer_->Arm(kDumpBound);
+  timer_->Arm(dump_bound_);
   MaybeDone();
 }
 
@@ -153,7 +157,7 @@ void StackCollection::Done() {
     if (t.reader > 0) {
       ::kill(t.reader, SIGKILL);
       t.reader_error =
-          absl::StrCat("eu-stack did not finish within ", absl::FormatDuration(kDumpBound));
+          absl::StrCat("eu-stack did not finish within ", absl::FormatDuration(dump_bound_));
     }
     if (!t.exited && method_ != Method::kSnapshot) {
       ::kill(t.worker.pid, SIGCONT);  // so that the stop signals act

@@ -9,7 +9,7 @@
 //                 every thread's traceback on its stderr and exits
 //               in uninterruptible sleep: the kernel's wait (/proc), as no handler can run
 //               native: eu-stack (elfutils) reads it while it is stopped
-//   done      when every dump is in, or kDumpBound after Begin: the workers left are continued
+//   done      when every dump is in, or `dump_bound` after Begin: the workers left are continued
 //             (SIGCONT) and `on_done` runs, so that the stop that waited can go out
 //   Take()    once the attempt's output is drained: one RankStack per worker
 //
@@ -36,9 +36,6 @@ namespace ddprun {
 
 class StackCollection {
  public:
-  /// How long the dumps may take before the stop goes on without the missing ones.
-  static constexpr absl::Duration kDumpBound = absl::Seconds(3);
-
   struct Worker {
     int local_rank = 0;
     int rank = 0;
@@ -52,7 +49,9 @@ class StackCollection {
     kNative,    // stop them, then eu-stack
     kSnapshot,  // eu-stack while they run on (on request): nothing is stopped for good
   };
-  StackCollection(EventLoop& loop, OrphanGuard& guard, Method method,
+  /// `dump_bound`: how long the dumps may take before `on_done` runs without the missing
+  /// ones (HangTimings::dump_bound).
+  StackCollection(EventLoop& loop, OrphanGuard& guard, Method method, absl::Duration dump_bound,
                   std::function<void()> on_done);
   ~StackCollection();
   StackCollection(const StackCollection&) = delete;
@@ -94,9 +93,10 @@ class StackCollection {
   EventLoop& loop_;
   OrphanGuard& guard_;
   const Method method_;
+  const absl::Duration dump_bound_;
   const std::function<void()> on_done_;
   Phase phase_ = Phase::kIdle;
-  std::unique_ptr<OneShotTimer> timer_;  // the settle, then kDumpBound
+  std::unique_ptr<OneShotTimer> timer_;  // the settle, then dump_bound_
   std::vector<Target> workers_;
 };
 

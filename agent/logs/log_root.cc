@@ -112,6 +112,36 @@ absl::StatusOr<LogRoot> OpenLogRoot(const std::string& log_dir, const std::strin
   return root;
 }
 
+int LogRoot::BeginAttempt(int64_t round) {
+  last_attempt_ = std::max(attempt_offset + static_cast<int>(round), last_attempt_ + 1);
+  attempt_of_round_[round] = last_attempt_;
+  while (attempt_of_round_.size() > kRoundsKept) {
+    attempt_of_round_.erase(attempt_of_round_.begin());
+  }
+  return last_attempt_;
+}
+
+std::optional<int> LogRoot::AttemptOf(int64_t round) const {
+  auto attempt = attempt_of_round_.find(round);
+  if (attempt == attempt_of_round_.end()) return std::nullopt;
+  return attempt->second;
+}
+
+absl::StatusOr<std::string> WriteAttemptFile(const LogRoot& root, const std::string& run_id,
+                                             int64_t round, const std::string& name,
+                                             const std::string& text) {
+  const std::optional<int> attempt = root.AttemptOf(round);
+  if (!attempt || root.run_dir == nullptr) return std::string();
+  const std::string dir = AttemptLogDir(root.path, run_id, *attempt);
+  const std::string path = absl::StrCat(dir, "/", name);
+  DDPRUN_RETURN_IF_ERROR(MakeDirsBelow(root.run_dir->get(), root.run_path, dir));
+  DDPRUN_ASSIGN_OR_RETURN(UniqueFd file,
+                          OpenForAppendBelow(root.run_dir->get(), root.run_path, path));
+  if (::ftruncate(file.get(), 0) != 0) return ErrnoStatus(errno, path);
+  DDPRUN_RETURN_IF_ERROR(WriteAll(file.get(), text));
+  return path;
+}
+
 void CleanUpLogRoot(const LogRoot& root, const std::string& run_id) {
   if (!root.temporary) return;
   if (!RemoveEmptyDirs(root.path)) {

@@ -28,8 +28,12 @@ inline std::string DescribeAction(const AgentAction& a) {
       return absl::StrCat("stop-workers ", SignalName(a.signal));
     case Kind::kKillWorkers:
       return absl::StrCat("kill-workers (", a.text, ")");
+    case Kind::kFreezeWorkers:
+      return "freeze-workers";
     case Kind::kCollectStacks:
-      return "collect-stacks";
+      return absl::StrCat("collect-stacks settle=", absl::FormatDuration(a.settle));
+    case Kind::kKillHung:
+      return "kill-hung";
     case Kind::kAbandonWorkers:
       return absl::StrCat("abandon-workers (", a.text, ")");
     case Kind::kLeave:

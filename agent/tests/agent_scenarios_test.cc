@@ -31,8 +31,11 @@ int SignalNumber(const std::string& name) {
 
 class Scenario : public testing::ScenarioMachine {
  public:
-  Scenario() {
+  Scenario() { Make(/*health_check=*/false); }
+
+  void Make(bool health_check) {
     AgentSettings s;
+    s.health_check = health_check;
     s.host = "node0";
     s.nproc_per_node = 2;
     s.shutdown_timeout = absl::Seconds(30);
@@ -48,13 +51,42 @@ class Scenario : public testing::ScenarioMachine {
     const std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
     const std::string& verb = words[0];
     const std::map<std::string, std::string> args = testing::ScenarioArgs(words, 1);
-    if (verb == "start") {
+    if (verb == "health-checked-node") {  // before start: a health check before every join
+      Make(/*health_check=*/true);
+    } else if (verb == "start") {
       sm_->Start(now_);
     } else if (verb == "assigned") {
       Assignment a;
       a.round = testing::ScenarioInt(args, "round", 0);
       a.restart_count = testing::ScenarioInt(args, "restarts", 0);
       sm_->Assigned(a);
+    } else if (verb == "assigned-nodes") {  // assigned-nodes N round=R: a round of N nodes
+      Assignment a;
+      a.round = testing::ScenarioInt(args, "round", 0);
+      a.group_world_size = std::stoi(words.at(1));
+      sm_->Assigned(a);
+    } else if (verb == "hang") {  // hang local-rank=L [unhealthy]: HangWatch found one
+      FoundHang hang;
+      hang.local_rank = testing::ScenarioInt(args, "local-rank", 0);
+      hang.pid = 100 + hang.local_rank;
+      hang.cause = absl::StrCat("rank ", hang.local_rank,
+                                args.count("unhealthy") > 0 ? " has been in uninterruptible sleep"
+                                                            : " sent no heartbeat");
+      hang.node_unhealthy = args.count("unhealthy") > 0;
+      sm_->HangFound(hang, now_);
+    } else if (verb == "stacks-taken") {
+      sm_->StacksTaken();
+    } else if (verb == "hang-report") {  // hang-report round=R: the master's merged report
+      sm_->HangReportArrived(testing::ScenarioInt(args, "round", 0));
+    } else if (verb == "excluded") {  // excluded for=DURATION|forever
+      absl::Duration cooldown = absl::InfiniteDuration();
+      if (args.at("for") != "forever") {
+        EXPECT_TRUE(absl::ParseDuration(args.at("for"), &cooldown)) << line;
+      }
+      sm_->Excluded("node0 failed its health check", cooldown, now_);
+    } else if (verb == "health") {  // health ok | health failed TEXT...
+      const size_t text = line.find(' ', line.find(words.at(1)));
+      sm_->HealthChecked(words.at(1) == "ok" ? "" : line.substr(text + 1), now_);
     } else if (verb == "workers") {
       WorkersView view;
       view.any_failed = args.count("failed") > 0;
@@ -68,6 +100,7 @@ class Scenario : public testing::ScenarioMachine {
         result.root_cause = AttemptResult::RootCause{testing::ScenarioInt(args, "root-rank", 0),
                                                      testing::ScenarioInt(args, "code", 1)};
       }
+      result.awaits_hang_report = args.count("awaits-report") > 0;
       sm_->AttemptClosed(result, now_);
     } else if (verb == "stop") {  // next-round=N: a restart in place, round N sent with it
       std::optional<Assignment> next;
@@ -94,7 +127,7 @@ class Scenario : public testing::ScenarioMachine {
                            : outcome == "timed-out" ? RunOutcome::kTimedOut
                            : outcome == "released"  ? RunOutcome::kReleased
                                                     : RunOutcome::kSucceeded;
-      sm_->RunEnded(o, "the run ended", root, args.count("stacks") > 0, now_);
+      sm_->RunEnded(RunEnd{o, "the run ended", root, {}}, args.count("stacks") > 0, now_);
     } else if (verb == "lost") {
       sm_->MasterLost("connection reset", now_);
     } else if (verb == "refused") {
@@ -125,7 +158,7 @@ class Scenario : public testing::ScenarioMachine {
 };
 
 TEST(AgentScenarios, EveryScriptGivesItsActions) {
-  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "agent/tests/testdata", 10,
+  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "agent/tests/testdata", 19,
                               [] { return std::make_unique<Scenario>(); });
 }
 

@@ -85,9 +85,21 @@ class AgentStateMachineTest : public ::testing::Test {
     return (sm_->StopOrdered(reason, "rank 1 on node1 failed", false, std::nullopt, now_), Take());
   }
   std::vector<std::string> End(RunOutcome outcome, std::vector<ReportedFailure> root = {}) {
-    return (sm_->RunEnded(outcome, "the run ended", root, false, now_), Take());
+    return (sm_->RunEnded(RunEnd{outcome, "the run ended", root, {}}, false, now_), Take());
   }
   std::vector<std::string> Signal(int sig) { return (sm_->Signal(sig, now_), Take()); }
+  std::vector<std::string> Hang(int local_rank, bool unhealthy = false) {
+    FoundHang hang;
+    hang.local_rank = local_rank;
+    hang.pid = 100 + local_rank;
+    hang.cause = unhealthy ? absl::StrCat("rank ", local_rank,
+                                          " has been in uninterruptible sleep for 5s: the node "
+                                          "is unhealthy")
+                           : absl::StrCat("rank ", local_rank, " sent no heartbeat for 3s");
+    hang.node_unhealthy = unhealthy;
+    return (sm_->HangFound(hang, now_), Take());
+  }
+  std::vector<std::string> StacksTaken() { return (sm_->StacksTaken(), Take()); }
   std::vector<std::string> Advance(absl::Duration d) {
     now_ += d;
     sm_->Tick(now_);
@@ -440,19 +452,18 @@ TEST_F(AgentStateMachineTest, WorkersGoneWithinTheKillTimeoutEndTheAttemptAsUsua
 }
 
 // A worker in uninterruptible sleep: the node cannot run the job. No failure goes to the
-// rendezvous (no restart spent); the node says it leaves and exits 69.
-TEST_F(AgentStateMachineTest, AnUnhealthyNodeStopsItsWorkersLeavesAndSpendsNoRestart) {
+// rendezvous (no restart spent); the node takes its stacks, says it leaves and exits 69.
+TEST_F(AgentStateMachineTest, AnUnhealthyNodeTakesItsStacksStopsItsWorkersAndSpendsNoRestart) {
   RunRoundZero();
-  WorkersView unhealthy;
-  unhealthy.unhealthy = "rank 1 has been in uninterruptible sleep for 5s: the node is unhealthy";
-  EXPECT_THAT(Workers(unhealthy), ElementsAre("stop-workers SIGTERM"));
-  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("the node is unhealthy; stopping this node's "
+  EXPECT_THAT(Hang(1, /*unhealthy=*/true),
+              ElementsAre("freeze-workers", "collect-stacks settle=200ms"));
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("recording where every worker is, then stopping it "
+                                              "(local_rank 1, pid 101)"),
+                                    HasSubstr("the node is unhealthy; stopping this node's "
                                               "workers; this node leaves the job")));
-  WorkersView failed_too = unhealthy;
-  failed_too.any_failed = true;  // another worker failing meanwhile changes nothing
-  EXPECT_THAT(Workers(failed_too), IsEmpty());
-  failed_too.all_exited = true;
-  EXPECT_THAT(Workers(failed_too), ElementsAre("close-attempt"));
+  EXPECT_THAT(Workers(Failed(false)), IsEmpty()) << "another worker failing changes nothing";
+  EXPECT_THAT(StacksTaken(), ElementsAre("kill-hung", "stop-workers SIGTERM"));
+  EXPECT_THAT(Workers(AllExited()), ElementsAre("close-attempt"));
   EXPECT_THAT(Closed(FailedAt(1, 137)),
               ElementsAre("leave (rank 1 has been in uninterruptible sleep for 5s: the node is "
                           "unhealthy)",
@@ -460,21 +471,21 @@ TEST_F(AgentStateMachineTest, AnUnhealthyNodeStopsItsWorkersLeavesAndSpendsNoRes
 }
 
 // A hung worker is reported at once, but nothing is stopped: the node's workers wait,
-// stopped where they are, for the rendezvous to ask every node for its stacks.
-TEST_F(AgentStateMachineTest, AHangIsReportedAndTheWorkersWaitForTheRendezvousOrder) {
+// frozen, for the rendezvous to ask every node for its stacks; the stop waits for them.
+TEST_F(AgentStateMachineTest, AHangIsReportedAndTheStopWaitsForTheStacks) {
   RunRoundZero();
-  WorkersView hang = Failed(false);
-  hang.hang = true;
-  EXPECT_THAT(Workers(hang), ElementsAre("report-failure round=0"));
+  EXPECT_THAT(Hang(1), ElementsAre("freeze-workers", "report-failure round=0"));
+  EXPECT_THAT(Hang(0), IsEmpty()) << "only the attempt's first hang counts";
+  EXPECT_THAT(Workers(Failed(false)), IsEmpty()) << "the hang was the failure reported";
   sm_->StopOrdered(StopReason::kWorkerFailed, "rank 1 on node0 failed", true, std::nullopt, now_);
-  EXPECT_THAT(Take(), ElementsAre("collect-stacks", "end-store-round", "stop-workers SIGTERM"));
+  EXPECT_THAT(Take(), ElementsAre("collect-stacks settle=200ms", "end-store-round"));
+  EXPECT_THAT(StacksTaken(), ElementsAre("kill-hung", "stop-workers SIGTERM"));
+  EXPECT_THAT(StacksTaken(), IsEmpty()) << "once";
 }
 
 TEST_F(AgentStateMachineTest, AHangWithNoOrderIsKilledAfterTheGracePeriod) {
   RunRoundZero();
-  WorkersView hang = Failed(false);
-  hang.hang = true;
-  Workers(hang);
+  Hang(1);
   Advance(absl::Seconds(25));  // heartbeats
   EXPECT_THAT(
       Advance(absl::Seconds(5)),
@@ -484,18 +495,67 @@ TEST_F(AgentStateMachineTest, AHangWithNoOrderIsKilledAfterTheGracePeriod) {
 TEST_F(AgentStateMachineTest, AStopOrderForAHungRankCollectsStacksBeforeStopping) {
   RunRoundZero();
   sm_->StopOrdered(StopReason::kWorkerFailed, "rank 3 on node1 failed", true, std::nullopt, now_);
-  EXPECT_THAT(Take(), ElementsAre("collect-stacks", "end-store-round", "stop-workers SIGTERM"));
+  EXPECT_THAT(Take(),
+              ElementsAre("freeze-workers", "collect-stacks settle=200ms", "end-store-round"));
+  EXPECT_THAT(Signal(SIGTERM), IsEmpty()) << "the stop already waits for the stacks";
+  EXPECT_THAT(StacksTaken(), ElementsAre("kill-hung", "stop-workers SIGTERM"));
   Workers(AllExited());
   Closed({false, std::nullopt});
-  sm_->RunEnded(RunOutcome::kFailed, "the run ended", {}, true, now_);
-  EXPECT_THAT(Take(), ::testing::Not(::testing::Contains("collect-stacks")))
+  sm_->RunEnded(RunEnd{RunOutcome::kFailed, "the run ended", {}, {}}, true, now_);
+  EXPECT_THAT(Take(), ::testing::Not(::testing::Contains("freeze-workers")))
       << "no workers run between attempts";
 }
 
 TEST_F(AgentStateMachineTest, ARunEndForAHungRankCollectsStacksBeforeStopping) {
   RunRoundZero();
-  sm_->RunEnded(RunOutcome::kFailed, "rank 3 hung; restart budget spent", {}, true, now_);
-  EXPECT_THAT(Take(), ElementsAre("collect-stacks", "stop-workers SIGTERM"));
+  sm_->RunEnded(RunEnd{RunOutcome::kFailed, "rank 3 hung; restart budget spent", {}, {}}, true,
+                now_);
+  EXPECT_THAT(Take(), ElementsAre("freeze-workers", "collect-stacks settle=200ms"));
+  EXPECT_THAT(StacksTaken(), ElementsAre("kill-hung", "stop-workers SIGTERM"));
+}
+
+TEST_F(AgentStateMachineTest, OnOneNodeTheStacksAreTakenWithoutASettle) {
+  Make(/*networked=*/false);
+  Start();
+  sm_->Assigned(Assignment());  // one node: group_world_size 1
+  Take();
+  EXPECT_THAT(Hang(0), ElementsAre("freeze-workers", "report-failure round=0"));
+  sm_->RunEnded(RunEnd{RunOutcome::kFailed, "rank 0 hung", {}, {}}, true, now_);
+  EXPECT_THAT(Take(), ElementsAre("collect-stacks settle=0"));
+}
+
+// After its stacks went out with only its own ranks, the node waits for the master's merged
+// report before it exits: not past HangTimings::report_wait.
+TEST_F(AgentStateMachineTest, TheExitWaitsForTheMergedHangReportUntilItsBound) {
+  RunRoundZero();
+  Hang(1);
+  Workers(Failed(true));
+  AttemptResult closed = FailedAt(1, 134);
+  closed.awaits_hang_report = true;
+  Closed(closed);
+  EXPECT_THAT(End(RunOutcome::kFailed), ElementsAre("failure-summary"));
+  EXPECT_EQ(sm_->phase(), AgentStateMachine::Phase::kExiting);
+  EXPECT_EQ(sm_->NextDeadline(), now_ + absl::Seconds(5));
+  EXPECT_THAT(Signal(SIGTERM), ElementsAre("exit 134")) << "a signal ends the wait";
+
+  RunRoundZero();
+  Hang(1);
+  Workers(Failed(true));
+  Closed(closed);
+  End(RunOutcome::kFailed);
+  sm_->HangReportArrived(7);
+  EXPECT_THAT(Take(), IsEmpty()) << "another round's report";
+  sm_->HangReportArrived(0);
+  EXPECT_THAT(Take(), ElementsAre("exit 134"));
+  EXPECT_TRUE(sm_->done());
+
+  RunRoundZero();
+  Hang(1);
+  Workers(Failed(true));
+  Closed(closed);
+  End(RunOutcome::kFailed);
+  EXPECT_THAT(Advance(absl::Seconds(5)), ElementsAre("exit 134"));
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("hang report did not come within 5s")));
 }
 
 // --- Node health (docs/node-health.md) ---

@@ -165,7 +165,7 @@ TEST(HangReportsTest, AReportIsSentOnceWhenCompleteOrWhenItsTimeIsUp) {
   HangReports reports;
   const absl::Time t0 = absl::FromUnixSeconds(100);
   EXPECT_FALSE(reports.Add(0, 2, "rank 1 hung", {At(1, "n2", "x")}, t0));
-  EXPECT_EQ(reports.NextDeadline(), t0 + HangReports::kGatherFor);
+  EXPECT_EQ(reports.NextDeadline(), t0 + HangTimings().gather);
   std::optional<HangReport> done = reports.Add(0, 2, "", {At(0, "n1", "y")}, t0);
   ASSERT_TRUE(done);
   EXPECT_EQ(done->cause, "rank 1 hung") << "the declaring node's cause, not a later empty one";
@@ -174,8 +174,8 @@ TEST(HangReportsTest, AReportIsSentOnceWhenCompleteOrWhenItsTimeIsUp) {
   EXPECT_TRUE(reports.TakeDue(t0 + absl::Hours(1)).empty());
 
   EXPECT_FALSE(reports.Add(1, 4, "rank 3 hung", {At(3, "n2", "x")}, t0));
-  EXPECT_TRUE(reports.TakeDue(t0 + HangReports::kGatherFor - absl::Milliseconds(1)).empty());
-  std::vector<HangReport> due = reports.TakeDue(t0 + HangReports::kGatherFor);
+  EXPECT_TRUE(reports.TakeDue(t0 + HangTimings().gather - absl::Milliseconds(1)).empty());
+  std::vector<HangReport> due = reports.TakeDue(t0 + HangTimings().gather);
   ASSERT_EQ(due.size(), 1u);
   EXPECT_EQ(due[0].round, 1);
   EXPECT_FALSE(Complete(due[0]));

@@ -1,0 +1,56 @@
+#pragma once
+// AgentAction: what the agent's rules (agent_state_machine.h) ask their shell to do, in the
+// order they must run. The vocabulary between the two, apart from the rules themselves.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/time/time.h"
+#include "rendezvous/round_state_machine.h"
+
+namespace ddprun {
+
+enum class LogLevel { kInfo, kWarning, kError };
+
+struct AgentAction {
+  enum class Kind {
+    kCheckHealth,          // run the node's health checks; answer HealthChecked
+    kJoin,                 // ask for the next round; `assignment`: the last one this node ran;
+                           // `text`: why its health check failed (it then stays out)
+    kReconnect,            // open a new session to the master (a kJoin follows)
+    kStartWorkers,         // `assignment`: the round to run; `store_waits`: see below
+    kStopWorkers,          // `signal` to every worker still running
+    kKillWorkers,          // SIGKILL to every worker still running; `text` says why
+    kFreezeWorkers,        // stop every running worker where it is (SIGSTOP); no more hangs
+    kCollectStacks,        // record where every frozen worker is, after `settle` (other
+                           // nodes freeze theirs meanwhile); answer StacksTaken
+    kKillHung,             // the workers taken for hung get the signal that ends them
+    kAbandonWorkers,       // SIGKILL did not end them: report them unkillable, `text` says why
+    kLeave,                // tell the rendezvous this node leaves for good; `text`: why
+    kReportFailure,        // this attempt's failures to the rendezvous, for `round`
+    kReportSuccess,        // every worker of `round` exited 0
+    kReportStopped,        // a restart in place: every worker of `round` has exited
+    kHeartbeat,            // proof of life to the master
+    kCheckProgress,        // waiting for a round: find out how it goes; answer Progress
+    kEndStoreRound,        // the round is over everywhere: the workers' store closes connections
+    kCloseAttempt,         // all workers exited: drain output, kill strays; answer AttemptClosed
+    kWriteStopSummary,     // the job was stopped by `signal`: say so on stderr
+    kWriteFailureSummary,  // this node's failures of the last failed attempt, on stderr
+    kLog,                  // `text` at `level`
+    kExit,                 // the agent is done: exit with `exit_code`
+  };
+  Kind kind = Kind::kLog;
+  std::optional<Assignment> assignment;
+  // kStartWorkers of a restart in place: the workers' store holds the round's connections
+  // until the rendezvous says every node's workers of the last round have exited.
+  bool store_waits = false;
+  absl::Duration settle = absl::ZeroDuration();  // kCollectStacks
+  int signal = 0;
+  int64_t round = 0;
+  int exit_code = 0;
+  LogLevel level = LogLevel::kInfo;
+  std::string text;
+};
+
+}  // namespace ddprun

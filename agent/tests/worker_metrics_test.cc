@@ -1,0 +1,66 @@
+// WorkerMetrics: the snapshot an agent's --metrics-port shows, from what it was told.
+#include "agent/worker_metrics.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "gtest/gtest.h"
+
+namespace ddprun {
+namespace {
+
+using State = WorkerSupervisor::WorkerState;
+
+WorkerSupervisor::Outcome Worker(int rank, State state, int wait_status = 0) {
+  return {rank, rank, 100 + rank, state, wait_status};
+}
+
+TEST(WorkerMetricsTest, NothingIsPublishedWithoutABoard) {
+  WorkerMetrics metrics("job");
+  metrics.Publish(std::nullopt, std::nullopt);  // no board: nothing to do, nothing to crash
+  AgentMetricsBoard board;
+  metrics.PublishTo(&board);
+  metrics.Publish(std::nullopt, std::nullopt);
+  EXPECT_EQ(board.Read().run_id, "job");
+  EXPECT_EQ(board.Read().round, -1);
+}
+
+TEST(WorkerMetricsTest, StatesStartsAndExitsByCause) {
+  WorkerMetrics metrics("job");
+  AgentMetricsBoard board;
+  metrics.PublishTo(&board);
+  Assignment round;
+  round.round = 3;
+  round.restart_count = 2;
+  metrics.WorkersStarted(4);
+  metrics.Publish(round, std::vector<WorkerSupervisor::Outcome>{
+                             Worker(0, State::kRunning), Worker(1, State::kFrozen),
+                             Worker(2, State::kHung), Worker(3, State::kRunning)});
+  AgentMetricsSnapshot now = board.Read();
+  EXPECT_EQ(now.round, 3);
+  EXPECT_EQ(now.restart_count, 2);
+  EXPECT_EQ(now.worker_starts, 4);
+  EXPECT_EQ(now.workers["running"], 2);
+  EXPECT_EQ(now.workers["frozen"], 1);
+  EXPECT_EQ(now.workers["hung"], 1);
+
+  WorkerFailure hung;
+  hung.rank = 2;
+  hung.hung = true;
+  metrics.AttemptClosed({Worker(0, State::kSucceeded), Worker(1, State::kStopped),
+                         Worker(2, State::kFailed, SIGKILL), Worker(3, State::kFailed, 3 << 8)},
+                        {hung});
+  metrics.Publish(round, std::nullopt);  // between attempts: the last attempt's workers
+  AgentMetricsSnapshot after = board.Read();
+  EXPECT_EQ(after.workers["succeeded"], 1);
+  EXPECT_EQ(after.workers["failed"], 2);
+  EXPECT_EQ(after.workers["running"], 0);
+  using Cause = std::pair<std::string, std::string>;
+  EXPECT_EQ(after.worker_exits[Cause("exit_code", "0")], 1);
+  EXPECT_EQ(after.worker_exits[Cause("stopped", "")], 1);
+  EXPECT_EQ(after.worker_exits[Cause("hang", "")], 1) << "taken for hung, not SIGKILL";
+  EXPECT_EQ(after.worker_exits[Cause("exit_code", "3")], 1);
+}
+
+}  // namespace
+}  // namespace ddprun

@@ -1,0 +1,44 @@
+#pragma once
+// WorkerMetrics: what an agent's workers do, as its --metrics-port shows it
+// (observability/agent_metrics.h): how many run in each state, how many were started, and
+// how each one ended. An observer of the agent: it counts what it is told and publishes a
+// snapshot to the board the metrics server reads; it decides nothing.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/failure_summary.h"
+#include "agent/worker_supervisor.h"
+#include "observability/agent_metrics.h"
+#include "rendezvous/round_state_machine.h"
+
+namespace ddprun {
+
+class WorkerMetrics {
+ public:
+  explicit WorkerMetrics(std::string run_id) : run_id_(std::move(run_id)) {}
+
+  /// From now on each Publish goes to `board` (null: nowhere).
+  void PublishTo(AgentMetricsBoard* board) { board_ = board; }
+  void WorkersStarted(size_t count) { starts_ += static_cast<int64_t>(count); }
+  /// Every worker of an attempt has exited; `failures`: this attempt's.
+  void AttemptClosed(std::vector<WorkerSupervisor::Outcome> workers,
+                     const std::vector<WorkerFailure>& failures);
+  /// The snapshot now: `round` as the rules hold it, `workers` of the running attempt (none
+  /// between attempts: the last attempt's are shown).
+  void Publish(const std::optional<Assignment>& round,
+               const std::optional<std::vector<WorkerSupervisor::Outcome>>& workers) const;
+
+ private:
+  const std::string run_id_;
+  AgentMetricsBoard* board_ = nullptr;
+  int64_t starts_ = 0;
+  std::map<std::pair<std::string, std::string>, int64_t> exits_;  // see AgentMetricsSnapshot
+  std::vector<WorkerSupervisor::Outcome> last_workers_;
+};
+
+}  // namespace ddprun

@@ -19,7 +19,8 @@ struct AgentAction {
     kJoin,                 // ask for the next round; `assignment`: the last one this node ran;
                            // `text`: why its health check failed (it then stays out)
     kReconnect,            // open a new session to the master (a kJoin follows)
-    kStartWorkers,         // `assignment`: the round to run; `store_waits`: see below
+    kOpenStoreRound,       // the workers' store serves `assignment`'s round from now on
+    kStartWorkers,         // `assignment`: the round to run
     kStopWorkers,          // `signal` to every worker still running
     kKillWorkers,          // SIGKILL to every worker still running; `text` says why
     kFreezeWorkers,        // stop every running worker where it is (SIGSTOP); no more hangs
@@ -42,9 +43,6 @@ struct AgentAction {
   };
   Kind kind = Kind::kLog;
   std::optional<Assignment> assignment;
-  // kStartWorkers of a restart in place: the workers' store holds the round's connections
-  // until the rendezvous says every node's workers of the last round have exited.
-  bool store_waits = false;
   absl::Duration settle = absl::ZeroDuration();  // kCollectStacks
   int signal = 0;
   int64_t round = 0;

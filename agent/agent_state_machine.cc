@@ -78,11 +78,24 @@ void AgentStateMachine::RunRound(const Assignment& assignment, bool in_place) {
   held_stop_ = 0;
   after_stop_ = AfterStop::kNothing;
   next_round_.reset();
-  AgentAction start;
-  start.kind = AgentAction::Kind::kStartWorkers;
-  start.assignment = assignment;
-  start.store_waits = in_place;
-  actions_.push_back(std::move(start));
+  if (settings_.serves_store) {
+    // A round run in place may start while the last round's workers still run elsewhere:
+    // its store opens once the rendezvous says they are gone (StoreMayOpen).
+    store_held_.reset();
+    if (in_place && store_may_open_ < assignment.round) {
+      store_held_ = assignment;
+    } else {
+      Emit(AgentAction::Kind::kOpenStoreRound).assignment = assignment;
+    }
+  }
+  Emit(AgentAction::Kind::kStartWorkers).assignment = assignment;
+}
+
+void AgentStateMachine::StoreMayOpen(int64_t round) {
+  store_may_open_ = std::max(store_may_open_, round);
+  if (store_held_ && store_held_->round <= store_may_open_) {
+    Emit(AgentAction::Kind::kOpenStoreRound).assignment = *std::exchange(store_held_, std::nullopt);
+  }
 }
 
 void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail,

@@ -63,6 +63,9 @@ struct AgentSettings {
   // The job has a token: only its own operators can stop it, and such a stop exits 0.
   bool has_token = false;
   HangTimings hangs;
+  // This node's agent serves its workers' TCPStore (a multi-node job): each round's store
+  // opens with kOpenStoreRound (see StoreMayOpen).
+  bool serves_store = false;
 };
 
 /// A worker of this attempt was taken for hung (agent/hangs/hang_watch.h found it).
@@ -145,6 +148,10 @@ class AgentStateMachine {
   void AttemptClosed(const AttemptResult& result, absl::Time now);
   /// The shell cannot go on (it has logged why and killed what it started): exit.
   void Fatal(int exit_code);
+  /// The rendezvous says every node's workers of the rounds before `round` have exited: a
+  /// round run in place may open its store (until then, new connections wait, so that no
+  /// worker of the last round meets one of the new).
+  void StoreMayOpen(int64_t round);
   /// Applies every deadline that has passed by `now`.
   void Tick(absl::Time now);
 
@@ -228,6 +235,8 @@ class AgentStateMachine {
   absl::Time joined_at_;                          // when this node last asked for a round
   std::optional<absl::Time> heartbeat_deadline_;  // tell the master this node lives
   std::optional<absl::Time> cooldown_deadline_;   // join again after an exclusion
+  int64_t store_may_open_ = -1;                   // the last round StoreMayOpen allowed
+  std::optional<Assignment> store_held_;          // a round run in place, its store not open
   int64_t awaited_report_ = -1;                   // the round whose hang report is awaited
   std::optional<absl::Time> report_deadline_;     // give up waiting for it
   int exit_code_ = 0;                             // kExiting: what kExit will carry

@@ -30,7 +30,7 @@ std::string RandomIncarnation() {
 }
 
 AgentSettings SettingsFor(const AgentConfig& config, const std::string& host,
-                          const RendezvousConnection& rendezvous) {
+                          const RendezvousConnection& rendezvous, bool serves_store) {
   AgentSettings settings;
   settings.host = host;
   settings.nproc_per_node = config.nproc_per_node;
@@ -47,6 +47,7 @@ AgentSettings SettingsFor(const AgentConfig& config, const std::string& host,
   settings.tls = config.tls.enabled();
   settings.health_check = config.health_check.any();
   settings.has_token = !config.token.empty();
+  settings.serves_store = serves_store;
   return settings;
 }
 
@@ -74,7 +75,8 @@ ElasticAgent::ElasticAgent(const AgentConfig& config, EnvMap base_env,
       // How this node is named in reports and ordered among nodes: --local-addr if given.
       host_(config.local_addr.empty() ? HostName() : config.local_addr),
       incarnation_(RandomIncarnation()),
-      rules_(SettingsFor(config, host_, rendezvous), MonotonicNow()),
+      rules_(SettingsFor(config, host_, rendezvous, store_ && store_->server != nullptr),
+             MonotonicNow()),
       metrics_(config.run_id) {}
 
 ElasticAgent::~ElasticAgent() = default;
@@ -210,7 +212,7 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
                       event.collect_stacks, now);
       break;
     case RendezvousEvent::Kind::kStoreOpen:
-      if (store_) StoreMayOpen(event.store_round);
+      rules_.StoreMayOpen(event.store_round);
       break;
     case RendezvousEvent::Kind::kHangReport:
       break;  // handled as it arrives (WatchInputs)
@@ -287,7 +289,12 @@ void ElasticAgent::RunAction(const AgentAction& action) {
     case Kind::kReconnect:
       return rendezvous_.Reconnect();
     case Kind::kStartWorkers:
-      return StartAttempt(*action.assignment, action.store_waits);
+      return StartAttempt(*action.assignment);
+    case Kind::kOpenStoreRound:
+      if (store_ && store_->server) {
+        store_->server->BeginRound(action.assignment->round, action.assignment->store_clients);
+      }
+      return;
     case Kind::kStopWorkers:
       if (workers_) workers_->Stop(action.signal);
       return;
@@ -367,7 +374,7 @@ void ElasticAgent::Join(const std::optional<Assignment>& last, const std::string
   rendezvous_.Join(node);
 }
 
-void ElasticAgent::StartAttempt(const Assignment& assignment, bool store_waits) {
+void ElasticAgent::StartAttempt(const Assignment& assignment) {
   const absl::Time received = MonotonicNow();
   // Whatever a master sends, no worker starts with a rank outside its world, an empty or
   // forged MASTER_ADDR or a port that cannot be.
@@ -386,7 +393,6 @@ void ElasticAgent::StartAttempt(const Assignment& assignment, bool store_waits) 
           s.message());
       return rules_.Fatal(kExitRendezvous);
     }
-    OpenStoreRound(assignment, store_waits);
   }
   AttemptPlan plan;
   plan.assignment = assignment;
@@ -470,25 +476,6 @@ void ElasticAgent::KillWorkersNow() {
 
 void ElasticAgent::EndStoreRound() {
   if (store_ && store_->server) store_->server->EndRound();
-}
-
-void ElasticAgent::OpenStoreRound(const Assignment& round, bool store_waits) {
-  if (!store_->server) return;
-  if (store_waits && store_may_open_ < round.round) {
-    // Workers of the last round may still run on other nodes: new connections wait.
-    store_waits_for_ = round;
-    return;
-  }
-  store_waits_for_.reset();
-  store_->server->BeginRound(round.round, round.store_clients);
-}
-
-void ElasticAgent::StoreMayOpen(int64_t round) {
-  store_may_open_ = std::max(store_may_open_, round);
-  if (store_waits_for_ && store_waits_for_->round == round) {
-    const Assignment waiting = *std::exchange(store_waits_for_, std::nullopt);
-    OpenStoreRound(waiting, /*store_waits=*/false);
-  }
 }
 
 }  // namespace ddprun

@@ -89,11 +89,7 @@ class ElasticAgent {
   void OnHealthChecked(const std::string& failure);
   void WriteExclusions(const std::vector<std::string>& excluded);
   void PublishMetrics();
-  void StartAttempt(const Assignment& assignment, bool store_waits);
-  // The workers' store serves `round` (BeginRound) once it may: at once on the join path;
-  // after a restart in place, when the rendezvous says the last round's workers are gone.
-  void OpenStoreRound(const Assignment& round, bool store_waits);
-  void StoreMayOpen(int64_t round);
+  void StartAttempt(const Assignment& assignment);
   AttemptResult CloseAttempt();
   void KillWorkersNow();
   // Hangs (elastic_agent_hangs.cc).
@@ -127,8 +123,6 @@ class ElasticAgent {
   RendezvousConnection& rendezvous_;
   OrphanGuard& guard_;
   const std::optional<WorkerStore> store_;
-  std::optional<Assignment> store_waits_for_;  // the round OpenStoreRound holds back
-  int64_t store_may_open_ = -1;                // the last round kStoreOpen allowed
   const std::string host_;
   const std::string incarnation_;
   AgentStateMachine rules_;

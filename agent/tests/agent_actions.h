@@ -22,8 +22,9 @@ inline std::string DescribeAction(const AgentAction& a) {
       return "reconnect";
     case Kind::kStartWorkers:
       return absl::StrCat("start-workers round=", a.assignment->round,
-                          " restarts=", a.assignment->restart_count,
-                          a.store_waits ? " store-waits" : "");
+                          " restarts=", a.assignment->restart_count);
+    case Kind::kOpenStoreRound:
+      return absl::StrCat("open-store-round round=", a.assignment->round);
     case Kind::kStopWorkers:
       return absl::StrCat("stop-workers ", SignalName(a.signal));
     case Kind::kKillWorkers:

@@ -31,11 +31,12 @@ int SignalNumber(const std::string& name) {
 
 class Scenario : public testing::ScenarioMachine {
  public:
-  Scenario() { Make(/*health_check=*/false); }
+  Scenario() { Make(/*health_check=*/false, /*serves_store=*/false); }
 
-  void Make(bool health_check) {
+  void Make(bool health_check, bool serves_store) {
     AgentSettings s;
     s.health_check = health_check;
+    s.serves_store = serves_store;
     s.host = "node0";
     s.nproc_per_node = 2;
     s.shutdown_timeout = absl::Seconds(30);
@@ -52,7 +53,11 @@ class Scenario : public testing::ScenarioMachine {
     const std::string& verb = words[0];
     const std::map<std::string, std::string> args = testing::ScenarioArgs(words, 1);
     if (verb == "health-checked-node") {  // before start: a health check before every join
-      Make(/*health_check=*/true);
+      Make(/*health_check=*/true, /*serves_store=*/false);
+    } else if (verb == "store-serving-node") {  // before start: its agent serves the store
+      Make(/*health_check=*/false, /*serves_store=*/true);
+    } else if (verb == "store-may-open") {  // store-may-open round=R: kStoreOpen came
+      sm_->StoreMayOpen(testing::ScenarioInt(args, "round", 0));
     } else if (verb == "start") {
       sm_->Start(now_);
     } else if (verb == "assigned") {

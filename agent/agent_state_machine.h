@@ -162,6 +162,8 @@ class AgentStateMachine {
 
   Phase phase() const { return phase_; }
   const AgentSettings& settings() const { return settings_; }
+  /// What the agent exits with, once done() (kExit carries it too).
+  int exit_code() const { return exit_code_; }
   bool done() const { return phase_ == Phase::kDone; }
   /// The current attempt's assignment, or the last one this node ran.
   const std::optional<Assignment>& assignment() const { return assignment_; }

@@ -8,141 +8,96 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "agent/join_request.h"
 #include "agent/logs/log_format.h"
-#include "agent/logs/log_layout.h"
-#include "agent/process/worker_process.h"
+#include "agent/rules_settings.h"
 #include "common/clock.h"
 #include "common/exit_codes.h"
-#include "common/ip_address.h"
 #include "common/process_status.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "node/host_info.h"
-#include "rendezvous/node_address.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
 namespace {
+
+constexpr spdlog::level::level_enum kSpdlogLevels[] = {  // in LogLevel's order
+    spdlog::level::info, spdlog::level::warn, spdlog::level::err};
 
 std::string RandomIncarnation() {
   std::random_device rd;
   return absl::StrFormat("%08x%08x%08x%08x", rd(), rd(), rd(), rd());
 }
 
-AgentSettings SettingsFor(const AgentConfig& config, const std::string& host,
-                          const RendezvousConnection& rendezvous, bool serves_store) {
-  AgentSettings settings;
-  settings.host = host;
-  settings.nproc_per_node = config.nproc_per_node;
-  settings.shutdown_timeout = config.shutdown_timeout;
-  settings.kill_timeout = config.kill_timeout;
-  settings.heartbeat_interval = rendezvous.heartbeat_interval();
-  // A master over the network: give up a little after its own join_timeout, which names
-  // who is missing; this one catches a master that cannot be reached at all.
-  if (settings.heartbeat_interval != absl::InfiniteDuration()) {
-    settings.join_deadline = config.join_timeout + config.keep_alive_interval;
-  }
-  settings.join_timeout = config.join_timeout;
-  settings.master_endpoint = rendezvous.store_addr();
-  settings.tls = config.tls.enabled();
-  settings.health_check = config.health_check.any();
-  settings.has_token = !config.token.empty();
-  settings.serves_store = serves_store;
-  return settings;
-}
-
-void LogAt(LogLevel level, const std::string& text) {
-  switch (level) {
-    case LogLevel::kInfo:
-      return spdlog::info("{}", text);
-    case LogLevel::kWarning:
-      return spdlog::warn("{}", text);
-    case LogLevel::kError:
-      return spdlog::error("{}", text);
-  }
-}
-
 }  // namespace
 
 ElasticAgent::ElasticAgent(const AgentConfig& config, EnvMap base_env,
                            RendezvousConnection& rendezvous, OrphanGuard& guard,
-                           std::optional<WorkerStore> store)
+                           std::optional<WorkerStore> worker_store)
     : config_(config),
       base_env_(std::move(base_env)),
       rendezvous_(rendezvous),
       guard_(guard),
-      store_(std::move(store)),
       // How this node is named in reports and ordered among nodes: --local-addr if given.
-      host_(config.local_addr.empty() ? HostName() : config.local_addr),
-      incarnation_(RandomIncarnation()),
-      rules_(SettingsFor(config, host_, rendezvous, store_ && store_->server != nullptr),
+      node_{config.local_addr.empty() ? HostName() : config.local_addr, RandomIncarnation(),
+            std::move(worker_store), std::nullopt, ""},
+      rules_(RulesSettings(config, node_.host, rendezvous, store() && store()->server != nullptr),
              MonotonicNow()),
-      metrics_(config.run_id) {}
+      seen_{std::nullopt, WorkerMetrics(config.run_id), HangReportFiles(log_root_, config.run_id)},
+      gloo_(store() && store()->pick_gloo_interface && base_env_.count("GLOO_SOCKET_IFNAME") == 0,
+            config.endpoint_host) {}
 
 ElasticAgent::~ElasticAgent() = default;
 
-absl::Status ElasticAgent::SetUp() {
-  DDPRUN_ASSIGN_OR_RETURN(std::unique_ptr<EventLoop> loop, EventLoop::Create());
-  loop_ = std::move(loop);
+int ElasticAgent::Run() {
+  if (absl::Status s = OpenInputs(); !s.ok()) {
+    spdlog::error("cannot start the job: {}", s.message());
+    return kExitInternal;
+  }
+  if (absl::Status s = ApplyChoices(); !s.ok()) {
+    spdlog::error("cannot start the job: {}", s.message());
+    return kExitUsage;  // the user's choice, not ddprun's fault
+  }
+  rules_.Start(MonotonicNow());
+  RunActions();
+  while (!rules_.done()) {
+    if (absl::Status s = inputs_.loop->RunOnce(absl::InfiniteDuration()); !s.ok()) {
+      spdlog::error("the agent's event loop failed: {}; killing the workers", s.message());
+      KillWorkersNow();
+      rules_.Fatal(kExitInternal);
+      RunActions();
+    }
+  }
+  // A run the rendezvous ended, unless a signal stopped this agent first, is SUCCEEDED.
+  seen_.records->AgentExiting(rules_.interrupted_by() == 0 ? rules_.run_end() : std::nullopt,
+                              rules_.exit_code(), MonotonicNow());
+  CleanUpLogRoot(log_root_, config_.run_id);
+  return rules_.exit_code();
+}
 
+absl::Status ElasticAgent::OpenInputs() {
+  DDPRUN_ASSIGN_OR_RETURN(inputs_.loop, EventLoop::Create());
   std::vector<int> watched = config_.signals_to_handle;
   watched.push_back(SIGCHLD);
   if (!ForwardsStackSignal()) watched.push_back(kStackSignal);  // a stack report on request
   DDPRUN_ASSIGN_OR_RETURN(SignalChannel signals, SignalChannel::Open(watched));
-  signals_ = std::make_unique<SignalChannel>(std::move(signals));
-
+  inputs_.signals = std::make_unique<SignalChannel>(std::move(signals));
   DDPRUN_ASSIGN_OR_RETURN(OneShotTimer timer, OneShotTimer::Create());
-  deadline_timer_ = std::make_unique<OneShotTimer>(std::move(timer));
-
-  absl::StatusOr<LogRoot> log_root = OpenLogRoot(config_.log_dir, config_.run_id);
-  if (!log_root.ok()) {
-    setup_exit_code_ = kExitUsage;  // the user's choice of folder, not ddprun's fault
-    return absl::Status(
-        log_root.status().code(),
-        absl::StrCat(config_.log_dir.empty() ? "the log folder" : "--log-dir", ": ",
-                     log_root.status().message(),
-                     config_.log_dir.empty()
-                         ? "; set TMPDIR or --log-dir to a folder you can write"
-                         : "; choose a folder of your own that you can write, or leave out "
-                           "--log-dir"));
-  }
-  log_root_ = std::move(*log_root);
-  absl::StatusOr<EventLog> events = EventLog::Open(config_.event_log);
-  if (!events.ok()) {
-    setup_exit_code_ = kExitUsage;
-    return events.status();
-  }
-  records_.emplace(std::move(*events), RecordSource::Of(config_, host_), MonotonicNow());
+  inputs_.deadline = std::make_unique<OneShotTimer>(std::move(timer));
+  health_checks_.emplace(*inputs_.loop, guard_, config_.health_check);
   if (!config_.token.empty() || config_.max_nodes == 1) {
     DDPRUN_ASSIGN_OR_RETURN(StoreTokenFile token, StoreTokenFile::Create(config_.token));
     store_token_.emplace(std::move(token));
     guard_.RemoveIfAgentDies(store_token_->path());  // a kill -9 must not leave the secret
     guard_.RemoveIfAgentDies(store_token_->folder());
   }
-  if (absl::Status s = SetUpHangChecks(); !s.ok()) {
-    setup_exit_code_ = kExitUsage;
-    return s;
-  }
-  if (WillDefaultOmpThreads(base_env_, config_.nproc_per_node)) {
-    spdlog::warn(
-        "OMP_NUM_THREADS is not set: setting it to 1 for each worker so that {} workers "
-        "do not overload the CPUs; set it yourself to tune performance.",
-        config_.nproc_per_node);
-  }
-  return WatchInputs();
-}
-
-absl::Status ElasticAgent::WatchInputs() {
-  if (absl::Status s = loop_->WatchReadable(signals_->fd(), [this](uint32_t) { OnSignals(); });
-      !s.ok()) {
-    return s;
-  }
-  if (absl::Status s =
-          loop_->WatchReadable(deadline_timer_->fd(), [this](uint32_t) { OnDeadline(); });
-      !s.ok()) {
-    return s;
-  }
-  return loop_->WatchReadable(rendezvous_.event_fd(), [this](uint32_t) {
+  EventLoop& loop = *inputs_.loop;
+  DDPRUN_RETURN_IF_ERROR(
+      loop.WatchReadable(inputs_.signals->fd(), [this](uint32_t) { OnSignals(); }));
+  DDPRUN_RETURN_IF_ERROR(
+      loop.WatchReadable(inputs_.deadline->fd(), [this](uint32_t) { OnDeadline(); }));
+  return loop.WatchReadable(rendezvous_.event_fd(), [this](uint32_t) {
     for (RendezvousEvent& event : rendezvous_.TakeEvents()) {
       if (event.kind == RendezvousEvent::Kind::kHangReport) {
         OnHangReport(event);  // also while the rules wait for it to exit (kExiting)
@@ -153,30 +108,36 @@ absl::Status ElasticAgent::WatchInputs() {
   });
 }
 
-int ElasticAgent::Run() {
-  if (absl::Status s = SetUp(); !s.ok()) {
-    spdlog::error("cannot start the job: {}", s.message());
-    return setup_exit_code_;
+absl::Status ElasticAgent::ApplyChoices() {
+  absl::StatusOr<LogRoot> log_root = OpenLogRoot(config_.log_dir, config_.run_id);
+  if (!log_root.ok()) {
+    return absl::Status(
+        log_root.status().code(),
+        absl::StrCat(config_.log_dir.empty() ? "the log folder" : "--log-dir", ": ",
+                     log_root.status().message(),
+                     config_.log_dir.empty()
+                         ? "; set TMPDIR or --log-dir to a folder you can write"
+                         : "; choose a folder of your own that you can write, or leave out "
+                           "--log-dir"));
   }
-  rules_.Start(MonotonicNow());
-  RunActions();
-  while (!rules_.done()) {
-    if (absl::Status s = loop_->RunOnce(absl::InfiniteDuration()); !s.ok()) {
-      spdlog::error("the agent's event loop failed: {}; killing the workers", s.message());
-      KillWorkersNow();
-      rules_.Fatal(kExitInternal);
-      RunActions();
-    }
+  log_root_ = std::move(*log_root);
+  DDPRUN_ASSIGN_OR_RETURN(EventLog events, EventLog::Open(config_.event_log));
+  seen_.records.emplace(std::move(events), RecordSource::Of(config_, node_.host), MonotonicNow());
+  absl::StatusOr<HangChecks> hang_checks =
+      SetUpHangChecks(config_.python_workers, base_env_, guard_);
+  if (!hang_checks.ok()) return hang_checks.status();
+  hang_checks_.emplace(std::move(*hang_checks));
+  if (WillDefaultOmpThreads(base_env_, config_.nproc_per_node)) {
+    spdlog::warn(
+        "OMP_NUM_THREADS is not set: setting it to 1 for each worker so that {} workers "
+        "do not overload the CPUs; set it yourself to tune performance.",
+        config_.nproc_per_node);
   }
-  // A run the rendezvous ended, unless a signal stopped this agent first, is SUCCEEDED.
-  records_->AgentExiting(rules_.interrupted_by() == 0 ? rules_.run_end() : std::nullopt, exit_code_,
-                         MonotonicNow());
-  CleanUpLogRoot(log_root_, config_.run_id);
-  return exit_code_;
+  return absl::OkStatus();
 }
 
 void ElasticAgent::OnSignals() {
-  for (int sig : signals_->Drain()) {
+  for (int sig : inputs_.signals->Drain()) {
     if (sig == SIGCHLD) {
       ReapChildren();
     } else if (sig == kStackSignal && !ForwardsStackSignal()) {
@@ -200,14 +161,14 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
     case RendezvousEvent::Kind::kStop:
       // A restart in place: the next round was decided with the order; RENDEZVOUS counts
       // from it.
-      if (event.next) records_->JoinSent(now);
+      if (event.next) seen_.records->JoinSent(now);
       rules_.StopOrdered(event.stop_reason, event.detail, event.collect_stacks, event.next, now);
       break;
     case RendezvousEvent::Kind::kExcluded:
       rules_.Excluded(event.detail, event.cooldown, now);
       break;
     case RendezvousEvent::Kind::kEnd:
-      WriteExclusions(event.excluded);
+      (void)WriteAll(STDERR_FILENO, FormatExclusions(event.excluded));
       rules_.RunEnded(RunEnd{event.outcome, event.detail, event.root_cause, event.excluded},
                       event.collect_stacks, now);
       break;
@@ -230,8 +191,14 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
   ReportWorkers();
 }
 
+void ElasticAgent::OnHangReport(const RendezvousEvent& event) {
+  seen_.hang_files.WriteMerged(event.hang_round, event.detail, event.hang_summary);
+  rules_.HangReportArrived(event.hang_round);
+  RunActions();
+}
+
 void ElasticAgent::OnDeadline() {
-  if (!deadline_timer_->Acknowledge()) return;
+  if (!inputs_.deadline->Acknowledge()) return;
   rules_.Tick(MonotonicNow());
   RunActions();
 }
@@ -255,7 +222,7 @@ void ElasticAgent::ReapChildren() {
   pid_t pid;
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
     if (workers_ && workers_->OnProcessExited(pid, status)) continue;
-    if (health_check_ && health_check_->OnProcessExited(pid, status)) continue;
+    if (health_checks_ && health_checks_->OnProcessExited(pid, status)) continue;
     if (pid == guard_.pid()) {
       spdlog::warn(
           "the orphan guard (pid {}) exited: {}; workers still die with the agent via "
@@ -273,9 +240,9 @@ void ElasticAgent::RunActions() {
   }
   const absl::Time next = rules_.NextDeadline();
   if (next == absl::InfiniteFuture()) {
-    deadline_timer_->Disarm();
+    inputs_.deadline->Disarm();
   } else {
-    deadline_timer_->Arm(next - MonotonicNow());
+    inputs_.deadline->Arm(next - MonotonicNow());
   }
 }
 
@@ -283,7 +250,7 @@ void ElasticAgent::RunAction(const AgentAction& action) {
   using Kind = AgentAction::Kind;
   switch (action.kind) {
     case Kind::kCheckHealth:
-      return StartHealthCheck();
+      return CheckHealth();
     case Kind::kJoin:
       return Join(action.assignment, action.text);
     case Kind::kReconnect:
@@ -291,8 +258,8 @@ void ElasticAgent::RunAction(const AgentAction& action) {
     case Kind::kStartWorkers:
       return StartAttempt(*action.assignment);
     case Kind::kOpenStoreRound:
-      if (store_ && store_->server) {
-        store_->server->BeginRound(action.assignment->round, action.assignment->store_clients);
+      if (store() && store()->server) {
+        store()->server->BeginRound(action.assignment->round, action.assignment->store_clients);
       }
       return;
     case Kind::kStopWorkers:
@@ -315,7 +282,9 @@ void ElasticAgent::RunAction(const AgentAction& action) {
     case Kind::kLeave:
       return rendezvous_.Leave(action.text);
     case Kind::kReportFailure:
-      if (workers_) rendezvous_.ReportFailure(action.round, ForMaster(workers_->CollectFailures()));
+      if (workers_) {
+        rendezvous_.ReportFailure(action.round, ReportedFailures(workers_->CollectFailures()));
+      }
       return;
     case Kind::kReportSuccess:
       return rendezvous_.ReportSuccess(action.round);
@@ -326,7 +295,8 @@ void ElasticAgent::RunAction(const AgentAction& action) {
     case Kind::kCheckProgress:
       return rendezvous_.CheckProgress();
     case Kind::kEndStoreRound:
-      return EndStoreRound();
+      if (store() && store()->server) store()->server->EndRound();
+      return;
     case Kind::kCloseAttempt:
       return rules_.AttemptClosed(CloseAttempt(), MonotonicNow());
     case Kind::kWriteStopSummary:
@@ -334,80 +304,63 @@ void ElasticAgent::RunAction(const AgentAction& action) {
     case Kind::kWriteFailureSummary:
       return WriteFailureSummary();
     case Kind::kLog:
-      return LogAt(action.level, action.text);
+      return spdlog::log(kSpdlogLevels[static_cast<int>(action.level)], "{}", action.text);
     case Kind::kExit:
-      exit_code_ = action.exit_code;
-      return;
+      return;  // the loop ends: rules_.done()
   }
 }
 
+void ElasticAgent::CheckHealth() {
+  // What the agent knows of the round it is about to ask for.
+  const std::optional<Assignment>& last = rules_.assignment();
+  HealthCheckRound round;
+  round.round = last ? last->round + 1 : 0;
+  round.restart_count = last ? last->restart_count : 0;
+  round.run_id = config_.run_id;
+  round.local_world_size = config_.nproc_per_node;
+  round.host = node_.host;
+  health_checks_->Run(base_env_, round, [this](const std::string& failure) {
+    rules_.HealthChecked(failure, MonotonicNow());
+    RunActions();
+  });
+}
+
 void ElasticAgent::Join(const std::optional<Assignment>& last, const std::string& failed_check) {
-  NodeInfo node;
-  node.host = host_;
-  node.failed_check = failed_check;
-  records_->JoinSent(MonotonicNow());
-  node.pid = static_cast<int>(::getpid());
-  node.incarnation = incarnation_;
-  node.local_world_size = config_.nproc_per_node;
-  node.node_rank_hint = config_.node_rank_given || config_.fixed_node_rank ? config_.node_rank : -1;
-  if (store_) {  // where this node's agent serves the workers' TCPStore
-    node.addr = store_->offer.addr;
-    node.fallback_addr = store_->offer.fallback_addr;
-    node.master_port = store_->port;
-    node.addresses = OwnIpAddresses();  // where this node's workers connect from
-    // The store's port serves every round; a health check must run before each round.
-    node.restarts_in_place = !config_.health_check.any();
-  } else {  // one node: rank 0's worker hosts the TCPStore on a port free now
-    node.addr = config_.master_addr;
-    absl::StatusOr<int> port =
-        config_.master_port ? absl::StatusOr<int>(*config_.master_port) : FindFreePort();
-    if (!port.ok()) {
-      spdlog::error("{}", port.status().message());
-      return rules_.Fatal(kExitInternal);
-    }
-    node.master_port = *port;
+  JoiningNode joining = node_;
+  joining.last = last;
+  joining.failed_check = failed_check;
+  absl::StatusOr<NodeInfo> node = JoinRequest(config_, joining);
+  if (!node.ok()) {
+    spdlog::error("{}", node.status().message());
+    return rules_.Fatal(kExitInternal);
   }
-  if (last) {
-    node.last_round = last->round;
-    node.restarts_seen = last->restart_count;
-  }
-  rendezvous_.Join(node);
+  seen_.records->JoinSent(MonotonicNow());
+  rendezvous_.Join(*node);
 }
 
 void ElasticAgent::StartAttempt(const Assignment& assignment) {
   const absl::Time received = MonotonicNow();
-  // Whatever a master sends, no worker starts with a rank outside its world, an empty or
-  // forged MASTER_ADDR or a port that cannot be.
-  if (absl::Status s = CheckAssignment(assignment, config_.nproc_per_node); !s.ok()) {
+  if (absl::Status s = CheckRoundHere(assignment, config_.nproc_per_node, store().has_value());
+      !s.ok()) {
     spdlog::error("{}; this node leaves the job", s.message());
     return rules_.Fatal(kExitRendezvous);
-  }
-  if (store_) {
-    // Workers given a name that does not resolve here wait for each other until their
-    // timeout; better to say so now.
-    if (absl::Status s = CheckResolves(assignment.master_addr, "MASTER_ADDR"); !s.ok()) {
-      spdlog::error(
-          "{} (the address of group rank 0's store: the endpoint's host, that node's "
-          "--local-addr or its host name; start it with --local-addr=IP); this node "
-          "leaves the job",
-          s.message());
-      return rules_.Fatal(kExitRendezvous);
-    }
   }
   AttemptPlan plan;
   plan.assignment = assignment;
   plan.log_attempt = log_root_.BeginAttempt(assignment.round);
-  plan.agent_store = store_.has_value();
-  plan.gloo_interface = GlooInterface(assignment.master_addr);
+  plan.agent_store = store().has_value();
+  plan.gloo_interface =
+      gloo_.For(assignment.master_addr,
+                store() && store()->server != nullptr ? store()->server->ArrivalAddress() : "");
   plan.store_addr = rendezvous_.store_addr();
   if (store_token_) plan.store_token_file = store_token_->path();
   plan.log_root = log_root_.path;
   plan.log_run_path = log_root_.run_path;
   plan.log_run_dir = log_root_.run_dir;
-  plan.timer_fifo = timer_fifo_ ? timer_fifo_->fd() : -1;
-  plan.python_dumps = python_dumps_;
+  plan.timer_fifo = hang_checks_->timer_fifo ? hang_checks_->timer_fifo->fd() : -1;
+  plan.python_dumps = hang_checks_->python_dumps;
   plan.stack_dump_bound = rules_.settings().hangs.dump_bound;
-  records_->RoundAssigned(assignment, received, MonotonicNow());
+  seen_.records->RoundAssigned(assignment, received, MonotonicNow());
   WorkerSupervisor::Hooks hooks;
   hooks.hang_found = [this](const FoundHang& hang) {
     rules_.HangFound(hang, MonotonicNow());
@@ -417,15 +370,15 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
     rules_.StacksTaken();
     RunActions();
   };
-  workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *loop_, guard_, host_,
-                                                std::move(hooks));
+  workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *inputs_.loop, guard_,
+                                                node_.host, std::move(hooks));
   if (absl::Status s = workers_->Start(plan); !s.ok()) {
     spdlog::error("cannot start the workers: {}", s.message());
     KillWorkersNow();
     return rules_.Fatal(kExitInternal);
   }
-  records_->WorkersStarted(workers_->Outcomes());
-  metrics_.WorkersStarted(workers_->size());
+  seen_.records->WorkersStarted(workers_->Outcomes());
+  seen_.metrics.WorkersStarted(workers_->size());
   PublishMetrics();
   spdlog::info("attempt {}: started {} workers (restart {}, MASTER_ADDR={} MASTER_PORT={})",
                assignment.round, workers_->size(), assignment.restart_count, assignment.master_addr,
@@ -434,18 +387,12 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
 }
 
 void ElasticAgent::PublishMetrics() {
-  metrics_.Publish(rules_.assignment(),
-                   workers_ ? std::optional(workers_->Outcomes()) : std::nullopt);
+  seen_.metrics.Publish(rules_.assignment(),
+                        workers_ ? std::optional(workers_->Outcomes()) : std::nullopt);
 }
 
 AttemptResult ElasticAgent::CloseAttempt() {
   workers_->Close();
-  if (const int strays = KillStrayChildren(guard_.pid(), workers_->pids()); strays > 0) {
-    spdlog::warn(
-        "killed {} process(es) that workers had left running outside their process "
-        "groups",
-        strays);
-  }
   AttemptResult result;
   result.succeeded = workers_->AllSucceeded();
   if (workers_->HasFailures()) {
@@ -460,8 +407,8 @@ AttemptResult ElasticAgent::CloseAttempt() {
   result.awaits_hang_report = ReportStacks(workers_->TakeStacks());
   const std::vector<WorkerFailure> failures =
       result.root_cause ? last_failures_ : std::vector<WorkerFailure>();
-  records_->AttemptClosed(workers_->Outcomes(), failures);
-  metrics_.AttemptClosed(workers_->Outcomes(), failures);
+  seen_.records->AttemptClosed(workers_->Outcomes(), failures);
+  seen_.metrics.AttemptClosed(workers_->Outcomes(), failures);
   workers_.reset();
   return result;
 }
@@ -474,8 +421,52 @@ void ElasticAgent::KillWorkersNow() {
   workers_.reset();
 }
 
-void ElasticAgent::EndStoreRound() {
-  if (store_ && store_->server) store_->server->EndRound();
+bool ElasticAgent::ReportStacks(std::vector<RankStack> stacks) {
+  if (stacks.empty() || !rules_.assignment()) return false;
+  const Assignment& a = *rules_.assignment();
+  const std::string cause = workers_->hang_cause();
+  const bool awaits_merged = seen_.hang_files.WriteOwn(a, cause, stacks);
+  rendezvous_.ReportStacks(a.round, a.world_size, cause, stacks);
+  return awaits_merged;
+}
+
+void ElasticAgent::AbandonWorkers(const std::string& why) {
+  const std::string message =
+      absl::StrCat(workers_ ? workers_->DescribeRemaining() : "workers", " ", why);
+  spdlog::error(
+      "{}; this agent exits without them (the kernel holds them: look at dmesg, and "
+      "at the device or filesystem they wait on)",
+      message);
+  rendezvous_.Leave(message);
+}
+
+void ElasticAgent::TakeStacksOnRequest() {
+  if (!workers_ || !rules_.assignment() || rules_.phase() != AgentStateMachine::Phase::kRunning) {
+    spdlog::warn("SIGUSR2: no workers are running, so no stacks to take");
+    return;
+  }
+  const Assignment a = *rules_.assignment();
+  const bool began = workers_->SnapshotStacks([this, a](std::vector<RankStack> stacks) {
+    seen_.hang_files.WriteOnRequest(a, std::move(stacks), absl::Now());
+  });
+  if (!began) spdlog::warn("SIGUSR2: the stacks asked for before are still being read");
+}
+
+void ElasticAgent::WriteFailureSummary() {
+  SummaryContext context;
+  context.entrypoint = config_.entrypoint_name;
+  context.meeting = MeetingOf(rules_.assignment());
+  context.hang_report_path = seen_.hang_files.path();
+  context.interpreter = config_.interpreter;
+  (void)WriteAll(STDERR_FILENO, FormatFailureSummary(last_failures_, context));
+}
+
+void ElasticAgent::WriteStopSummary(int signal) {
+  const std::optional<Assignment>& assignment = rules_.assignment();
+  const int first = assignment ? assignment->base_rank : 0;
+  (void)WriteAll(STDERR_FILENO, FormatStopSummary(config_.entrypoint_name, signal, node_.host,
+                                                  first, first + config_.nproc_per_node - 1,
+                                                  MeetingOf(rules_.assignment())));
 }
 
 }  // namespace ddprun

@@ -7,6 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/process_status.h"
 
@@ -239,6 +240,46 @@ std::string FormatStopSummary(const std::string& entrypoint, int signal, const s
   AppendMeetingPoint(out, meeting);
   absl::StrAppend(&out, heavy, "\n");
   return out;
+}
+
+std::vector<ReportedFailure> ReportedFailures(const std::vector<WorkerFailure>& failures) {
+  constexpr size_t kMaxReported = 16 * 1024;
+  std::vector<ReportedFailure> out;
+  for (const WorkerFailure& f : failures) {
+    ReportedFailure r;
+    r.host = f.host;
+    r.rank = f.rank;
+    r.local_rank = f.local_rank;
+    r.exit_code = f.ends_with != 0 ? -f.ends_with : TorchExitCode(f.wait_status);
+    r.pid = f.pid;
+    r.time = f.time;
+    r.message =
+        f.error_message.empty() && !f.stderr_tail.empty() ? f.stderr_tail.back() : f.error_message;
+    r.hung = f.hung;
+    r.timer = f.timer;
+    r.peer_lost = FailedForALostPeer(f);
+    if (r.message.size() > kMaxReported) {
+      r.message = absl::StrCat(r.message.substr(0, kMaxReported), " ... (cut at 16 KiB)");
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string FormatExclusions(const std::vector<std::string>& excluded) {
+  if (excluded.empty()) return "";
+  std::string text =
+      absl::StrCat("ddprun: the job kept ", excluded.size(),
+                   excluded.size() == 1 ? " node" : " nodes", " out (docs/node-health.md):\n");
+  for (const std::string& line : excluded) {
+    absl::StrAppend(&text, "  ", absl::StrReplaceAll(line, {{"\n", "\n    "}}), "\n");
+  }
+  return text;
+}
+
+MeetingPoint MeetingOf(const std::optional<Assignment>& round) {
+  if (!round || round->group_world_size <= 1) return {};
+  return MeetingPoint{round->master_addr, round->master_port};
 }
 
 }  // namespace ddprun

@@ -5,10 +5,12 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
 
@@ -43,6 +45,15 @@ int TorchExitCode(int wait_status);
 /// The status ddprun exits with for this failure: the code, or 128+N for signal N.
 int ShellExitCode(int wait_status);
 
+/// `failures` as the rendezvous is told them: a message cut at 16 KiB (the master refuses
+/// one over 64 KiB; the whole stays in this node's summary), the stderr tail's last line
+/// when no error message was written, and a hung worker not ended yet with the signal
+/// that will end it.
+std::vector<ReportedFailure> ReportedFailures(const std::vector<WorkerFailure>& failures);
+
+/// The nodes the run kept out, and why (docs/node-health.md), as printed at its end.
+std::string FormatExclusions(const std::vector<std::string>& excluded);
+
 /// The worker died because a peer went away (gloo's "Connection closed by peer", a reset
 /// connection or broken pipe, NCCL's remote error or aborted communicator), as its error
 /// message or stderr tail says: a consequence of another rank's failure, not a cause.
@@ -65,6 +76,10 @@ struct MeetingPoint {
   std::string addr;  // empty: not said (one-node jobs: it is this host, it cannot matter)
   int port = 0;
 };
+
+/// Where `round`'s workers met, only where it can matter: a job of several nodes, whose
+/// workers must reach it across the network (a one-node job's workers meet on this host).
+MeetingPoint MeetingOf(const std::optional<Assignment>& round);
 
 /// The Python that ran the workers, and how it was chosen: a worker that dies of a missing
 /// module most often ran another interpreter than its user meant.

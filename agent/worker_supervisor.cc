@@ -402,6 +402,10 @@ void WorkerSupervisor::Close() {
     guard_.ForgetCgroup(path);
     cgroup_.reset();
   }
+  if (const int strays = KillStrayChildren(guard_.pid(), pids()); strays > 0) {
+    spdlog::warn("killed {} process(es) that workers had left running outside their process groups",
+                 strays);
+  }
   // Everything the workers wrote before exiting is in the pipes now: read it all.
   for (auto& worker : workers_) {
     CloseStream(worker->out);

@@ -105,8 +105,9 @@ class WorkerSupervisor {
   /// On request: every running worker's native stack (eu-stack) without stopping them for
   /// longer than the read; `done` gets them. False while an earlier one is being taken.
   bool SnapshotStacks(std::function<void(std::vector<RankStack>)> done);
-  /// The workers still running, for the message when SIGKILL did not end them.
-  std::vector<std::string> DescribeRemaining() const;
+  /// The workers still running ("workers" when none is known), for the message when
+  /// SIGKILL did not end them.
+  std::string DescribeRemaining() const;
 
   /// A stop (or a freeze) began: a worker's end is then its own failure only if no signal
   /// of the agent's ended it.
@@ -118,7 +119,8 @@ class WorkerSupervisor {
   bool HasFailures() const;
 
   /// After AllExited(): drains the output pipes, kills whatever the workers left behind in
-  /// their process groups, and closes everything.
+  /// their process groups or outside them (a stray child of the agent's), and closes
+  /// everything.
   void Close();
 
   /// The failures of this attempt, with error files read and stderr tails attached: also

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "agent/hangs/proc_state.h"
 #include "agent/worker_supervisor.h"
@@ -134,14 +135,14 @@ std::string WorkerSupervisor::hang_cause() const {
   return "";
 }
 
-std::vector<std::string> WorkerSupervisor::DescribeRemaining() const {
+std::string WorkerSupervisor::DescribeRemaining() const {
   std::vector<std::string> out;
   for (const auto& worker : workers_) {
     if (!Alive(*worker)) continue;
     out.push_back(absl::StrCat("rank ", worker->rank, " (local_rank ", worker->local_rank, ", pid ",
                                worker->pid, ", state ", DescribeProcessState(worker->pid), ")"));
   }
-  return out;
+  return out.empty() ? "workers" : absl::StrJoin(out, "; ");
 }
 
 }  // namespace ddprun

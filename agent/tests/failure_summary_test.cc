@@ -305,5 +305,32 @@ TEST(FormatStopSummaryTest, NamesTheSignalTheRanksAndWhereTheyMeet) {
   EXPECT_THAT(FormatStopSummary("x", SIGINT, "h", 0, 0, {}), HasSubstr("rank 0 on h"));
 }
 
+TEST(ReportedFailuresTest, WhatTheRendezvousIsToldOfEachFailure) {
+  WorkerFailure crashed = Failure(2, kT0, Killed(SIGSEGV));
+  crashed.stderr_tail = {"first line", "Segmentation fault"};
+  WorkerFailure raised = Failure(3, kT0, Exited(1));
+  raised.error_message = std::string(20 * 1024, 'x');
+  WorkerFailure hung = Failure(4, kT0, 0);
+  hung.hung = true;
+  hung.ends_with = SIGABRT;  // taken for hung, not ended yet
+  hung.error_message = "rank 4 sent no heartbeat for 3s";
+  std::vector<ReportedFailure> reported = ReportedFailures({crashed, raised, hung});
+  ASSERT_EQ(reported.size(), 3u);
+  EXPECT_EQ(reported[0].exit_code, -SIGSEGV);
+  EXPECT_EQ(reported[0].message, "Segmentation fault") << "no error file: the tail's last line";
+  EXPECT_EQ(reported[1].exit_code, 1);
+  EXPECT_THAT(reported[1].message, HasSubstr("(cut at 16 KiB)"));
+  EXPECT_LT(reported[1].message.size(), 17u * 1024);
+  EXPECT_EQ(reported[2].exit_code, -SIGABRT) << "the signal that will end it";
+  EXPECT_TRUE(reported[2].hung);
+}
+
+TEST(FormatExclusionsTest, EachNodeOnALineOfItsOwn) {
+  EXPECT_EQ(FormatExclusions({}), "");
+  EXPECT_EQ(FormatExclusions({"node3: its health check failed:\nno GPU"}),
+            "ddprun: the job kept 1 node out (docs/node-health.md):\n"
+            "  node3: its health check failed:\n    no GPU\n");
+}
+
 }  // namespace
 }  // namespace ddprun

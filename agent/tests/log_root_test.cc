@@ -2,21 +2,13 @@
 #include "agent/logs/log_root.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "gtest/gtest.h"
+#include "tests/support/child_process.h"
 #include "tests/support/temp_dir.h"
 
 namespace ddprun {
 namespace {
-
-std::string Slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 TEST(LogRootTest, AttemptFoldersFollowRoundsAfterEarlierRunsAndAreNeverReused) {
   LogRoot root;
@@ -42,7 +34,7 @@ TEST(LogRootTest, AnAttemptFileIsWrittenIntoItsRoundsFolderAndReplaced) {
   ASSERT_TRUE(path.ok()) << path.status();
   EXPECT_EQ(*path, dir.path() + "/job/attempt_2/hang_report.txt");
   ASSERT_TRUE(WriteAttemptFile(*root, "job", 2, "hang_report.txt", "two").ok());
-  EXPECT_EQ(Slurp(*path), "two") << "the whole report replaces this node's own";
+  EXPECT_EQ(testing::ReadFile(*path), "two") << "the whole report replaces this node's own";
   EXPECT_EQ(*WriteAttemptFile(*root, "job", 3, "hang_report.txt", "x"), "") << "no such round";
 }
 

@@ -249,6 +249,11 @@ double DocumentedRestartMs(int agents) {
 // sockets (2 agents: 45 ms for 7). The fastest of 5 runs, so that a loaded machine does not
 // fail it; the figures themselves are bench/'s.
 TEST(BenchTools, AMultiNodeRestartIsWithinTenTimesItsDocumentedFigure) {
+#ifdef DDPRUN_SANITIZED
+  // Every process of the restart (agents, workers) starts with ASan's shadow memory: 2 agents
+  // took 103 ms at best there against 8 ms in the Release build. The check runs in Release.
+  GTEST_SKIP() << "a time measured in an ASan+UBSan build is the sanitizers'";
+#endif
   TempDir dir;
   const std::string json = dir.path() + "/multi_node.json";
   ProcessResult run = RunProcess(

@@ -311,7 +311,6 @@ void ElasticAgent::RunAction(const AgentAction& action) {
 }
 
 void ElasticAgent::CheckHealth() {
-  // What the agent knows of the round it is about to ask for.
   const std::optional<Assignment>& last = rules_.assignment();
   HealthCheckRound round;
   round.round = last ? last->round + 1 : 0;
@@ -387,6 +386,7 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
 }
 
 void ElasticAgent::PublishMetrics() {
+  if (!seen_.metrics.publishing()) return;  // after every event: no copy without --metrics-port
   seen_.metrics.Publish(rules_.assignment(),
                         workers_ ? std::optional(workers_->Outcomes()) : std::nullopt);
 }

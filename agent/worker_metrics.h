@@ -24,6 +24,8 @@ class WorkerMetrics {
 
   /// From now on each Publish goes to `board` (null: nowhere).
   void PublishTo(AgentMetricsBoard* board) { board_ = board; }
+  /// A board is set: Publish has somewhere to go (callers skip building its input if not).
+  bool publishing() const { return board_ != nullptr; }
   void WorkersStarted(size_t count) { starts_ += static_cast<int64_t>(count); }
   /// Every worker of an attempt has exited; `failures`: this attempt's.
   void AttemptClosed(std::vector<WorkerSupervisor::Outcome> workers,

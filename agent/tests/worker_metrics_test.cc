@@ -18,8 +18,10 @@ WorkerSupervisor::Outcome Worker(int rank, State state, int wait_status = 0) {
 TEST(WorkerMetricsTest, NothingIsPublishedWithoutABoard) {
   WorkerMetrics metrics("job");
   metrics.Publish(std::nullopt, std::nullopt);  // no board: nothing to do, nothing to crash
+  EXPECT_FALSE(metrics.publishing());
   AgentMetricsBoard board;
   metrics.PublishTo(&board);
+  EXPECT_TRUE(metrics.publishing());
   metrics.Publish(std::nullopt, std::nullopt);
   EXPECT_EQ(board.Read().run_id, "job");
   EXPECT_EQ(board.Read().round, -1);

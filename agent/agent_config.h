@@ -12,7 +12,7 @@
 #include "agent/health/health_check.h"
 #include "node/cpu_binding.h"
 #include "observability/event_log.h"
-#include "rendezvous/node_health.h"
+#include "rendezvous/rendezvous_settings.h"
 #include "rendezvous/tls_config.h"
 
 namespace ddprun {
@@ -32,9 +32,11 @@ struct StdSpec {
 };
 
 struct AgentConfig {
+  // What every node of the run shares (--nnodes, --max-restarts, the rendezvous timeouts,
+  // --exit-barrier-timeout, node health): given to the rendezvous as it is.
+  RendezvousSettings rendezvous;
+
   // Membership.
-  int min_nodes = 1;
-  int max_nodes = 1;
   int nproc_per_node = 1;
   int node_rank = 0;
   bool node_rank_given = false;  // --node-rank was set: a rank-order hint for c10d
@@ -46,11 +48,7 @@ struct AgentConfig {
   std::string rdzv_endpoint;
   std::string run_id = "none";
   std::map<std::string, std::string> rdzv_conf;  // as given; the parsed values follow
-  absl::Duration join_timeout = absl::Seconds(600);
-  absl::Duration last_call_timeout = absl::Seconds(30);
   absl::Duration close_timeout = absl::Seconds(30);
-  absl::Duration keep_alive_interval = absl::Seconds(5);
-  int keep_alive_max_attempt = 3;
   // How long an agent waits for the master to answer one keep-alive ping before it takes
   // the master for lost (torchrun: the deadline of one keep-alive operation).
   absl::Duration heartbeat_timeout = absl::Seconds(5);
@@ -69,7 +67,6 @@ struct AgentConfig {
 
   // Workers.
   std::string role = "default";
-  int max_restarts = 0;
   /// The full command of one worker: interpreter and flags, script, its arguments.
   /// `${local_rank}` is substituted per worker.
   std::vector<std::string> worker_argv;
@@ -102,7 +99,6 @@ struct AgentConfig {
   // Shutdown.
   std::vector<int> signals_to_handle;  // signal numbers, in the order given
   absl::Duration shutdown_timeout = absl::Seconds(30);
-  absl::Duration exit_barrier_timeout = absl::Seconds(300);
   // --worker-heartbeat-timeout: a worker that has not written to its DDPRUN_HEARTBEAT_FD for
   // this long is taken for hung and killed, which fails the attempt. Zero: off.
   absl::Duration worker_heartbeat_timeout = absl::ZeroDuration();
@@ -119,10 +115,9 @@ struct AgentConfig {
   // Workers run Python (not --no-python): they get PYTHONFAULTHANDLER=1 unless it is set.
   bool python_workers = false;
 
-  // Node health (docs/node-health.md): this node's checks before each join, and when the
-  // rendezvous keeps nodes out (job-wide: the first join fixes them).
+  // Node health (docs/node-health.md): this node's checks before each join (when the
+  // rendezvous keeps nodes out is in `rendezvous.node_health`).
   HealthCheckSettings health_check;
-  NodeHealthSettings node_health;
 
   // --event-log-handler: where torchelastic's events go (observability/event_log.h).
   EventLogSettings event_log;

@@ -86,7 +86,7 @@ absl::Status ElasticAgent::OpenInputs() {
   DDPRUN_ASSIGN_OR_RETURN(OneShotTimer timer, OneShotTimer::Create());
   inputs_.deadline = std::make_unique<OneShotTimer>(std::move(timer));
   health_checks_.emplace(*inputs_.loop, guard_, config_.health_check);
-  if (!config_.token.empty() || config_.max_nodes == 1) {
+  if (!config_.token.empty() || config_.rendezvous.max_nodes == 1) {
     DDPRUN_ASSIGN_OR_RETURN(StoreTokenFile token, StoreTokenFile::Create(config_.token));
     store_token_.emplace(std::move(token));
     guard_.RemoveIfAgentDies(store_token_->path());  // a kill -9 must not leave the secret

@@ -13,9 +13,9 @@ AgentSettings RulesSettings(const AgentConfig& config, const std::string& host,
   // A master over the network: give up a little after its own join_timeout, which names
   // who is missing; this one catches a master that cannot be reached at all.
   if (settings.heartbeat_interval != absl::InfiniteDuration()) {
-    settings.join_deadline = config.join_timeout + config.keep_alive_interval;
+    settings.join_deadline = config.rendezvous.join_timeout + config.rendezvous.keep_alive_interval;
   }
-  settings.join_timeout = config.join_timeout;
+  settings.join_timeout = config.rendezvous.join_timeout;
   settings.master_endpoint = rendezvous.store_addr();
   settings.tls = config.tls.enabled();
   settings.health_check = config.health_check.any();

@@ -213,7 +213,7 @@ WorkerPlacement WorkerSupervisor::PlacementOf(const Worker& worker, const Attemp
   placement.agent_store = plan.agent_store;
   placement.gloo_interface = plan.gloo_interface;
   placement.restart_count = a.restart_count;
-  placement.max_restarts = config_.max_restarts;
+  placement.max_restarts = config_.rendezvous.max_restarts;
   placement.run_id = config_.run_id;
   placement.round = static_cast<int>(a.round);
   placement.error_file = worker.error_file_enabled ? worker.paths.error_file : "";

@@ -6,6 +6,7 @@
 
 #include "agent/agent_config.h"
 #include "launcher/cli_values.h"
+#include "launcher/rdzv_conf_keys.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);
@@ -16,10 +17,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!conf.ok()) return 0;
   ddprun::AgentConfig config;
   if (!ddprun::ApplyRdzvConf(*conf, config).ok()) return 0;
-  if (config.join_timeout <= absl::ZeroDuration() ||
-      config.last_call_timeout <= absl::ZeroDuration() ||
-      config.keep_alive_interval <= absl::ZeroDuration() ||
-      config.heartbeat_timeout <= absl::ZeroDuration() || config.keep_alive_max_attempt < 1) {
+  if (config.rendezvous.join_timeout <= absl::ZeroDuration() ||
+      config.rendezvous.last_call_timeout <= absl::ZeroDuration() ||
+      config.rendezvous.keep_alive_interval <= absl::ZeroDuration() ||
+      config.heartbeat_timeout <= absl::ZeroDuration() ||
+      config.rendezvous.keep_alive_max_attempt < 1) {
     __builtin_trap();  // accepted a setting the agent cannot use
   }
   return 0;

@@ -10,7 +10,7 @@ namespace {
 
 // c10d: any node may host the master (the --rdzv-endpoint host); ranks follow arrival.
 absl::Status CheckC10d(const OptionValues& values, AgentConfig& config) {
-  if (config.max_nodes > 1 && values["--rdzv-endpoint"].empty()) {
+  if (config.rendezvous.max_nodes > 1 && values["--rdzv-endpoint"].empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--nnodes=", values["--nnodes"],
         " with --rdzv-backend=c10d needs "
@@ -28,8 +28,8 @@ std::unique_ptr<StartedRendezvous> StartC10d(const AgentConfig& config, int& exi
 // --master-addr:--master-port.
 absl::Status CheckStatic(const OptionValues& values, AgentConfig& config) {
   config.fixed_node_rank = true;
-  if (config.max_nodes == 1) return absl::OkStatus();
-  if (config.min_nodes != config.max_nodes) {
+  if (config.rendezvous.max_nodes == 1) return absl::OkStatus();
+  if (config.rendezvous.min_nodes != config.rendezvous.max_nodes) {
     return absl::InvalidArgumentError(
         absl::StrCat("--nnodes=", values["--nnodes"],
                      " with --rdzv-backend=static must be a fixed count: "
@@ -40,9 +40,10 @@ absl::Status CheckStatic(const OptionValues& values, AgentConfig& config) {
         "--rdzv-backend=static with several nodes needs --master-addr and --master-port: "
         "the address and port of node 0, where the rendezvous master runs");
   }
-  if (config.node_rank >= config.max_nodes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--node-rank=", config.node_rank, " is not valid: expected 0 to ", config.max_nodes - 1));
+  if (config.node_rank >= config.rendezvous.max_nodes) {
+    return absl::InvalidArgumentError(absl::StrCat("--node-rank=", config.node_rank,
+                                                   " is not valid: expected 0 to ",
+                                                   config.rendezvous.max_nodes - 1));
   }
   config.endpoint_host = values["--master-addr"];
   config.endpoint_port = *config.master_port;

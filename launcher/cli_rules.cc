@@ -97,7 +97,7 @@ absl::Status ApplyBackendRules(const OptionValues& values, AgentConfig& config) 
   }
   // The master's rule (a folder name under --log-dir, a word in log lines): said here first.
   DDPRUN_RETURN_IF_ERROR(CheckRunId(config.run_id, "--rdzv-id"));
-  if (config.max_nodes > 1 && config.standalone) {
+  if (config.rendezvous.max_nodes > 1 && config.standalone) {
     return absl::InvalidArgumentError(
         absl::StrCat("--standalone is for one-node jobs, but --nnodes=", values["--nnodes"],
                      ": give every "

@@ -13,10 +13,9 @@
 #include "absl/strings/str_split.h"
 
 namespace ddprun {
-namespace {
 
-absl::Status Invalid(const std::string& option, const std::string& value,
-                     const std::string& expected) {
+absl::Status InvalidValue(const std::string& option, const std::string& value,
+                          const std::string& expected) {
   return absl::InvalidArgumentError(
       absl::StrCat(option, "='", value, "' is not valid: expected ", expected));
 }
@@ -30,8 +29,6 @@ bool ParseStrictInt(absl::string_view text, int& out) {
   return absl::SimpleAtoi(text, &out);
 }
 
-}  // namespace
-
 absl::StatusOr<NodeRange> ParseNnodes(const std::string& value) {
   const std::string expected = "a node count N or a range MIN:MAX with 1 <= MIN <= MAX";
   std::vector<std::string> parts = absl::StrSplit(value, ':');
@@ -40,10 +37,10 @@ absl::StatusOr<NodeRange> ParseNnodes(const std::string& value) {
     range.max_nodes = range.min_nodes;
   } else if (parts.size() != 2 || !ParseStrictInt(parts[0], range.min_nodes) ||
              !ParseStrictInt(parts[1], range.max_nodes)) {
-    return Invalid("--nnodes", value, expected);
+    return InvalidValue("--nnodes", value, expected);
   }
   if (range.min_nodes < 1 || range.max_nodes < range.min_nodes) {
-    return Invalid("--nnodes", value, expected);
+    return InvalidValue("--nnodes", value, expected);
   }
   return range;
 }
@@ -55,29 +52,30 @@ absl::StatusOr<Endpoint> ParseEndpoint(const std::string& value, int default_por
   if (!value.empty() && value.front() == '[') {
     const size_t close = value.find(']');
     if (close == std::string::npos || close == 1)
-      return Invalid("--rdzv-endpoint", value, expected);
+      return InvalidValue("--rdzv-endpoint", value, expected);
     endpoint.host = value.substr(1, close - 1);
     const std::string rest = value.substr(close + 1);
     if (!rest.empty()) {
-      if (rest.front() != ':') return Invalid("--rdzv-endpoint", value, expected);
+      if (rest.front() != ':') return InvalidValue("--rdzv-endpoint", value, expected);
       port_text = rest.substr(1);
-      if (port_text.empty()) return Invalid("--rdzv-endpoint", value, expected);
+      if (port_text.empty()) return InvalidValue("--rdzv-endpoint", value, expected);
     }
   } else {
     const size_t colon = value.find(':');
     if (colon != std::string::npos) {
       if (value.find(':', colon + 1) != std::string::npos) {
-        return Invalid("--rdzv-endpoint", value, expected + " (write IPv6 addresses in brackets)");
+        return InvalidValue("--rdzv-endpoint", value,
+                            expected + " (write IPv6 addresses in brackets)");
       }
       endpoint.host = value.substr(0, colon);
       port_text = value.substr(colon + 1);
-      if (port_text.empty()) return Invalid("--rdzv-endpoint", value, expected);
+      if (port_text.empty()) return InvalidValue("--rdzv-endpoint", value, expected);
     }
   }
-  if (endpoint.host.empty()) return Invalid("--rdzv-endpoint", value, expected);
+  if (endpoint.host.empty()) return InvalidValue("--rdzv-endpoint", value, expected);
   if (!port_text.empty() &&
       (!ParseStrictInt(port_text, endpoint.port) || endpoint.port < 0 || endpoint.port > 65535)) {
-    return Invalid("--rdzv-endpoint", value, expected);
+    return InvalidValue("--rdzv-endpoint", value, expected);
   }
   return endpoint;
 }
@@ -112,12 +110,13 @@ absl::StatusOr<int> ParseNprocPerNode(const std::string& value, const DeviceCoun
   }
   int n = 0;
   if (!ParseStrictInt(value, n) || n < 1) {
-    return Invalid("--nproc-per-node", value, "a positive integer, 'cpu', 'gpu', 'xpu' or 'auto'");
+    return InvalidValue("--nproc-per-node", value,
+                        "a positive integer, 'cpu', 'gpu', 'xpu' or 'auto'");
   }
   // A bound well above any machine's cores: 100,000 workers on one node is a typo.
   if (n > kMaxNprocPerNode) {
-    return Invalid("--nproc-per-node", value,
-                   absl::StrCat("at most ", kMaxNprocPerNode, " workers on one node"));
+    return InvalidValue("--nproc-per-node", value,
+                        absl::StrCat("at most ", kMaxNprocPerNode, " workers on one node"));
   }
   return n;
 }
@@ -129,7 +128,7 @@ absl::StatusOr<StdSpec> ParseStdSpec(const std::string& option, const std::strin
   StdSpec spec;
   int streams = 0;
   if (ParseStrictInt(value, streams)) {
-    if (streams < kStdNone || streams > kStdBoth) return Invalid(option, value, expected);
+    if (streams < kStdNone || streams > kStdBoth) return InvalidValue(option, value, expected);
     spec.all_ranks = streams;
     return spec;
   }
@@ -138,11 +137,12 @@ absl::StatusOr<StdSpec> ParseStdSpec(const std::string& option, const std::strin
     int rank = 0;
     if (kv.size() != 2 || !ParseStrictInt(kv[0], rank) || rank < 0 ||
         !ParseStrictInt(kv[1], streams) || streams < kStdNone || streams > kStdBoth) {
-      return Invalid(option, value, expected);
+      return InvalidValue(option, value, expected);
     }
     if (!spec.per_rank.emplace(rank, streams).second) {
-      return Invalid(option, value,
-                     absl::StrCat(expected, ", each local rank once (", rank, " is given twice)"));
+      return InvalidValue(
+          option, value,
+          absl::StrCat(expected, ", each local rank once (", rank, " is given twice)"));
     }
   }
   return spec;
@@ -154,64 +154,18 @@ absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::stri
   for (absl::string_view item : absl::StrSplit(value, ',')) {
     const size_t eq = item.find('=');
     if (eq == absl::string_view::npos || eq == 0 || eq + 1 == item.size()) {
-      return Invalid("--rdzv-conf", value,
-                     absl::StrCat("key=value pairs separated by commas, such as "
-                                  "join_timeout=600,last_call_timeout=30 ('",
-                                  item, "' is not key=value)"));
+      return InvalidValue("--rdzv-conf", value,
+                          absl::StrCat("key=value pairs separated by commas, such as "
+                                       "join_timeout=600,last_call_timeout=30 ('",
+                                       item, "' is not key=value)"));
     }
     const std::string key(item.substr(0, eq));
     if (!conf.emplace(key, std::string(item.substr(eq + 1))).second) {
-      return Invalid("--rdzv-conf", value, absl::StrCat("each key once ('", key, "' is repeated)"));
+      return InvalidValue("--rdzv-conf", value,
+                          absl::StrCat("each key once ('", key, "' is repeated)"));
     }
   }
   return conf;
-}
-
-absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, AgentConfig& config) {
-  const std::map<std::string, absl::Duration*> durations = {
-      {"join_timeout", &config.join_timeout},
-      {"last_call_timeout", &config.last_call_timeout},
-      {"close_timeout", &config.close_timeout},
-      {"keep_alive_interval", &config.keep_alive_interval},
-      {"heartbeat_timeout", &config.heartbeat_timeout},
-      {"read_timeout", &config.read_timeout},
-  };
-  for (const auto& [key, value] : conf) {
-    const std::string option = absl::StrCat("--rdzv-conf ", key);
-    if (auto it = durations.find(key); it != durations.end()) {
-      absl::StatusOr<absl::Duration> d = ParseSeconds(option, value, /*positive=*/true);
-      if (!d.ok()) return d.status();
-      // The master counts keep-alives in whole milliseconds and refuses 0.
-      if (key == "keep_alive_interval" && *d < absl::Milliseconds(1)) {
-        return Invalid(option, value, "at least 0.001 (one millisecond)");
-      }
-      *it->second = *d;
-    } else if (key == "keep_alive_max_attempt") {
-      int n = 0;
-      if (!ParseStrictInt(value, n) || n < 1) return Invalid(option, value, "a whole number >= 1");
-      config.keep_alive_max_attempt = n;
-    } else if (key == "is_host") {
-      const std::string v = absl::AsciiStrToLower(value);
-      if (v == "1" || v == "true" || v == "yes") {
-        config.is_host = true;
-      } else if (v == "0" || v == "false" || v == "no") {
-        config.is_host = false;
-      } else {
-        return Invalid(option, value, "true or false (1 or 0)");
-      }
-    } else if (key == "token_file" || key == "tls_cert" || key == "tls_key" || key == "tls_ca") {
-      // Files: read by ReadRdzvConfFiles (cli_rules.h), not here.
-    } else if (key == "timeout" || key == "store_type") {
-      // torchrun keys that do not apply to ddprun's c10d; accepted so command lines work.
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--rdzv-conf key '", key,
-          "' is not known: expected join_timeout, last_call_timeout, "
-          "close_timeout, keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout, "
-          "read_timeout, is_host, token_file, tls_cert, tls_key or tls_ca"));
-    }
-  }
-  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int>> ParseSignalList(const std::string& value) {
@@ -230,17 +184,17 @@ absl::StatusOr<std::vector<int>> ParseSignalList(const std::string& value) {
     if (name == "CLD") number = SIGCHLD;
     if (number == 0 || number == SIGKILL || number == SIGSTOP || number == SIGCHLD ||
         number == SIGSEGV || number == SIGBUS || number == SIGFPE || number == SIGILL) {
-      return Invalid("--signals-to-handle", value,
-                     absl::StrCat("signal names such as SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,"
-                                  "SIGUSR2 ('",
-                                  raw, "' is not a signal the agent can handle)"));
+      return InvalidValue("--signals-to-handle", value,
+                          absl::StrCat("signal names such as SIGTERM,SIGINT,SIGHUP,SIGQUIT,SIGUSR1,"
+                                       "SIGUSR2 ('",
+                                       raw, "' is not a signal the agent can handle)"));
     }
     if (std::find(signals.begin(), signals.end(), number) == signals.end()) {
       signals.push_back(number);
     }
   }
   if (signals.empty()) {
-    return Invalid("--signals-to-handle", value, "at least one signal name, such as SIGTERM");
+    return InvalidValue("--signals-to-handle", value, "at least one signal name, such as SIGTERM");
   }
   return signals;
 }
@@ -250,9 +204,9 @@ absl::StatusOr<std::set<int>> ParseLocalRanksFilter(const std::string& value, in
   for (absl::string_view item : absl::StrSplit(value, ',')) {
     int rank = 0;
     if (!ParseStrictInt(absl::StripAsciiWhitespace(item), rank) || rank < 0 || rank >= nproc) {
-      return Invalid("--local-ranks-filter", value,
-                     absl::StrCat("comma-separated local ranks from 0 to ", nproc - 1,
-                                  " (--nproc-per-node=", nproc, ")"));
+      return InvalidValue("--local-ranks-filter", value,
+                          absl::StrCat("comma-separated local ranks from 0 to ", nproc - 1,
+                                       " (--nproc-per-node=", nproc, ")"));
     }
     ranks.insert(rank);
   }
@@ -261,7 +215,7 @@ absl::StatusOr<std::set<int>> ParseLocalRanksFilter(const std::string& value, in
 
 absl::StatusOr<int> ParseNonNegativeInt(const std::string& option, const std::string& value) {
   int n = 0;
-  if (!ParseStrictInt(value, n) || n < 0) return Invalid(option, value, "a whole number >= 0");
+  if (!ParseStrictInt(value, n) || n < 0) return InvalidValue(option, value, "a whole number >= 0");
   return n;
 }
 
@@ -271,8 +225,8 @@ absl::StatusOr<absl::Duration> ParseSeconds(const std::string& option, const std
   if (value.empty() || absl::ascii_isspace(value.front()) || absl::ascii_isspace(value.back()) ||
       !absl::SimpleAtod(value, &seconds) || !(seconds >= 0) || (positive && seconds == 0) ||
       seconds > 1e9) {
-    return Invalid(option, value,
-                   positive ? "a number of seconds > 0" : "a number of seconds >= 0");
+    return InvalidValue(option, value,
+                        positive ? "a number of seconds > 0" : "a number of seconds >= 0");
   }
   return absl::Seconds(seconds);
 }

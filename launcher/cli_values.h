@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
 
@@ -40,6 +41,12 @@ struct DeviceCounts {
   int cpu_count = 1;
 };
 
+/// "OPTION='VALUE' is not valid: expected EXPECTED": the error of every parser here.
+absl::Status InvalidValue(const std::string& option, const std::string& value,
+                          const std::string& expected);
+/// A whole number without blanks or a '+' around it (absl::SimpleAtoi accepts them).
+bool ParseStrictInt(absl::string_view text, int& out);
+
 /// --nproc-per-node: a positive integer, "cpu", "gpu" (error when none is visible), "xpu"
 /// (Intel GPUs only) or "auto" (GPUs if any, else CPUs).
 /// The most workers one node may run (--nproc-per-node).
@@ -52,12 +59,6 @@ absl::StatusOr<StdSpec> ParseStdSpec(const std::string& option, const std::strin
 
 /// --rdzv-conf: "key=value,key=value" (empty: none). Every key and value non-empty, no key twice.
 absl::StatusOr<std::map<std::string, std::string>> ParseRdzvConf(const std::string& value);
-
-/// Applies the --rdzv-conf keys to `config` (join_timeout, last_call_timeout, close_timeout,
-/// keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout, read_timeout, is_host).
-/// An unknown key or a bad value is an error that lists what is accepted. The keys that name
-/// files (token_file, tls_*) are accepted here and read by ReadRdzvConfFiles (cli_rules.h).
-absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, AgentConfig& config);
 
 /// --signals-to-handle: comma-separated names such as SIGTERM,SIGUSR1 (the SIG may be left off).
 absl::StatusOr<std::vector<int>> ParseSignalList(const std::string& value);

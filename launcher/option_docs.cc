@@ -3,17 +3,20 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "launcher/rdzv_conf_keys.h"
 
 namespace ddprun {
 namespace {
 
-constexpr char kFooter[] = R"(Positional:
+constexpr char kPositional[] = R"(Positional:
   training_script [args...]  The script (python -u <script>), module (-m) or program
                              (--no-python), then its arguments, passed through verbatim;
                              ${local_rank} in them becomes each worker's local rank.
+)";
 
-Commands (docs/observability.md):
+constexpr char kFooter[] = R"(Commands (docs/observability.md):
   ddprun status --rdzv-endpoint=HOST:PORT [--rdzv-id=ID] [--json]
                  a running job's round, nodes, restarts and last failure
   ddprun stop --rdzv-endpoint=HOST:PORT --rdzv-id=ID [--reason=TEXT]
@@ -118,6 +121,29 @@ std::vector<OptionDoc> DescribeOptions() {
   return docs;
 }
 
-std::string HelpFooter() { return kFooter; }
+// One line per --rdzv-conf key, from their declarations (launcher/rdzv_conf_keys.h).
+std::string RdzvConfKeysSection() {
+  std::vector<std::pair<std::string, std::string>> rows;
+  std::vector<std::string> torchruns;
+  for (const RdzvConfKey& key : RdzvConfKeys()) {
+    if (key.torchrun_only) {
+      torchruns.push_back(key.name);
+    } else {
+      rows.emplace_back(key.name, absl::StrCat(key.help, " [default: ", key.default_value, "]"));
+    }
+  }
+  rows.emplace_back(absl::StrJoin(torchruns, ", "), "torchrun's: accepted and ignored");
+  size_t column = 0;
+  for (const auto& row : rows) column = std::max(column, row.first.size());
+  std::string out = "--rdzv-conf keys (key=value,...; durations in seconds; docs/cli.md):\n";
+  for (const auto& [name, text] : rows) {
+    absl::StrAppend(&out, "  ", name, std::string(column + 2 - name.size(), ' '), text, "\n");
+  }
+  return out;
+}
+
+std::string HelpFooter() {
+  return absl::StrCat(kPositional, "\n", RdzvConfKeysSection(), "\n", kFooter);
+}
 
 }  // namespace ddprun

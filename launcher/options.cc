@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "launcher/backends.h"
+#include "launcher/rdzv_conf_keys.h"
 
 namespace ddprun {
 namespace {
@@ -19,8 +20,8 @@ constexpr char kStaticGroup[] = "Node rank, master address and port";
 
 absl::Status Nnodes(const std::string& value, ParseState& s) {
   DDPRUN_ASSIGN_OR_RETURN(NodeRange nodes, ParseNnodes(value));
-  s.config.min_nodes = nodes.min_nodes;
-  s.config.max_nodes = nodes.max_nodes;
+  s.config.rendezvous.min_nodes = nodes.min_nodes;
+  s.config.rendezvous.max_nodes = nodes.max_nodes;
   return absl::OkStatus();
 }
 
@@ -30,7 +31,8 @@ absl::Status NprocPerNode(const std::string& value, ParseState& s) {
 }
 
 absl::Status MaxRestarts(const std::string& value, ParseState& s) {
-  DDPRUN_ASSIGN_OR_RETURN(s.config.max_restarts, ParseNonNegativeInt("--max-restarts", value));
+  DDPRUN_ASSIGN_OR_RETURN(s.config.rendezvous.max_restarts,
+                          ParseNonNegativeInt("--max-restarts", value));
   return absl::OkStatus();
 }
 
@@ -79,6 +81,15 @@ absl::Status RdzvEndpoint(const std::string& value, ParseState& s) {
 absl::Status RdzvId(const std::string& value, ParseState& s) {
   s.config.run_id = value;
   return absl::OkStatus();
+}
+
+// "join_timeout=", ...: what the shell completes after --rdzv-conf.
+std::vector<std::string> RdzvConfCompletions() {
+  std::vector<std::string> words;
+  for (const RdzvConfKey& key : RdzvConfKeys()) {
+    if (!key.torchrun_only) words.push_back(key.name + "=");
+  }
+  return words;
 }
 
 absl::Status RdzvConf(const std::string& value, ParseState& s) {
@@ -145,7 +156,7 @@ absl::Status ShutdownTimeout(const std::string& value, ParseState& s) {
 }
 
 absl::Status ExitBarrierTimeout(const std::string& value, ParseState& s) {
-  return SecondsInto("--exit-barrier-timeout", value, s.config.exit_barrier_timeout);
+  return SecondsInto("--exit-barrier-timeout", value, s.config.rendezvous.exit_barrier_timeout);
 }
 
 absl::Status NodeRank(const std::string& value, ParseState& s) {
@@ -262,16 +273,9 @@ std::vector<OptionSpec> MakeOptions() {
        "",
        {},
        RdzvId},
-      {"--rdzv-conf",
-       "",
-       true,
-       false,
-       "",
-       kRdzvGroup,
-       "Rendezvous settings as key=value,... (join_timeout, last_call_timeout, ...)",
-       "",
-       {},
-       RdzvConf},
+      {"--rdzv-conf", "", true, false, "", kRdzvGroup,
+       "Rendezvous settings as key=value,... (the keys: end of --help-all)", "",
+       RdzvConfCompletions(), RdzvConf},
       {"--standalone",
        "",
        false,

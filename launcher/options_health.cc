@@ -49,21 +49,21 @@ absl::Status MinFreeDisk(const std::string& value, ParseState& s) {
 
 absl::Status MaxNodeFailures(const std::string& value, ParseState& s) {
   if (value.empty()) return absl::OkStatus();  // ApplyNodeHealthRules
-  DDPRUN_ASSIGN_OR_RETURN(s.config.node_health.max_node_failures,
+  DDPRUN_ASSIGN_OR_RETURN(s.config.rendezvous.node_health.max_node_failures,
                           ParseNonNegativeInt("--max-node-failures", value));
   return absl::OkStatus();
 }
 
 absl::Status MaxNodeFlaps(const std::string& value, ParseState& s) {
   if (value.empty()) return absl::OkStatus();  // ApplyNodeHealthRules
-  DDPRUN_ASSIGN_OR_RETURN(s.config.node_health.max_node_flaps,
+  DDPRUN_ASSIGN_OR_RETURN(s.config.rendezvous.node_health.max_node_flaps,
                           ParseNonNegativeInt("--max-node-flaps", value));
   return absl::OkStatus();
 }
 
 absl::Status NodeCooldown(const std::string& value, ParseState& s) {
   DDPRUN_ASSIGN_OR_RETURN(absl::Duration cooldown, ParseSeconds("--node-cooldown", value));
-  s.config.node_health.node_cooldown =
+  s.config.rendezvous.node_health.node_cooldown =
       cooldown == absl::ZeroDuration() ? absl::InfiniteDuration() : cooldown;
   return absl::OkStatus();
 }
@@ -75,7 +75,7 @@ absl::Status ExcludeHosts(const std::string& value, ParseState& s) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--exclude-hosts: '", host, "' is not a host name; expected names separated by commas"));
     }
-    s.config.node_health.exclude_hosts.emplace_back(host);
+    s.config.rendezvous.node_health.exclude_hosts.emplace_back(host);
   }
   return absl::OkStatus();
 }
@@ -167,12 +167,12 @@ std::vector<OptionSpec> WithNodeHealthOptions(std::vector<OptionSpec> table) {
 
 void ApplyNodeHealthRules(const OptionValues& values, const LaunchEnvironment& env,
                           AgentConfig& config) {
-  const bool elastic = config.min_nodes < config.max_nodes;
+  const bool elastic = config.rendezvous.min_nodes < config.rendezvous.max_nodes;
   if (values["--max-node-failures"].empty()) {
-    config.node_health.max_node_failures = elastic ? kElasticNodeFailures : 0;
+    config.rendezvous.node_health.max_node_failures = elastic ? kElasticNodeFailures : 0;
   }
   if (values["--max-node-flaps"].empty()) {
-    config.node_health.max_node_flaps = elastic ? kElasticNodeFlaps : 0;
+    config.rendezvous.node_health.max_node_flaps = elastic ? kElasticNodeFlaps : 0;
   }
   HealthCheckSettings& check = config.health_check;
   if (values["--nproc-per-node"] == "gpu") {

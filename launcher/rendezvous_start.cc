@@ -71,7 +71,7 @@ absl::Status MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& co
   options.token = config.token;
   options.only_run_id = config.run_id;
   // The run's settings are this agent's: a stranger's early join cannot define them.
-  options.run_settings = RendezvousSettingsFrom(config);
+  options.run_settings = config.rendezvous;
   options.store_timeout = config.read_timeout;
   options.tls = config.tls;
   absl::StatusOr<std::unique_ptr<HostedMaster>> master = network.host_master(options);
@@ -195,7 +195,7 @@ NetworkRendezvousOptions RendezvousOptions(const AgentConfig& config) {
   options.endpoint = HostPort(config.endpoint_host, config.endpoint_port);
   options.run_id = config.run_id;
   options.token = config.token;
-  options.settings = RendezvousSettingsFrom(config);
+  options.settings = config.rendezvous;
   options.heartbeat_timeout = config.heartbeat_timeout;
   options.tls = config.tls;
   return options;
@@ -253,8 +253,7 @@ class NetworkRendezvous : public StartedRendezvous {
 // TORCHELASTIC_USE_AGENT_STORE=True. Otherwise rank 0's worker hosts it on a free port.
 class LocalStart : public StartedRendezvous {
  public:
-  explicit LocalStart(const AgentConfig& config)
-      : config_(config), local_(RendezvousSettingsFrom(config)) {}
+  explicit LocalStart(const AgentConfig& config) : config_(config), local_(config.rendezvous) {}
 
   int Start() {
     if (config_.standalone || config_.rdzv_endpoint.empty()) return 0;
@@ -315,24 +314,10 @@ class LocalStart : public StartedRendezvous {
 
 }  // namespace
 
-RendezvousSettings RendezvousSettingsFrom(const AgentConfig& config) {
-  RendezvousSettings settings;
-  settings.min_nodes = config.min_nodes;
-  settings.max_nodes = config.max_nodes;
-  settings.max_restarts = config.max_restarts;
-  settings.join_timeout = config.join_timeout;
-  settings.last_call_timeout = config.last_call_timeout;
-  settings.keep_alive_interval = config.keep_alive_interval;
-  settings.keep_alive_max_attempt = config.keep_alive_max_attempt;
-  settings.exit_barrier_timeout = config.exit_barrier_timeout;
-  settings.node_health = config.node_health;
-  return settings;
-}
-
 std::unique_ptr<StartedRendezvous> StartRendezvous(const AgentConfig& config,
                                                    const std::string& endpoint_option,
                                                    int& exit_code) {
-  if (config.max_nodes == 1) {
+  if (config.rendezvous.max_nodes == 1) {
     auto local = std::make_unique<LocalStart>(config);
     exit_code = local->Start();
     if (exit_code != 0) return nullptr;

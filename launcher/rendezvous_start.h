@@ -31,9 +31,6 @@ class StartedRendezvous {
   virtual absl::Status ServeMetrics(int port, const AgentMetricsBoard* agent) = 0;
 };
 
-/// The rendezvous settings of the job, as every rendezvous (local or a master) applies them.
-RendezvousSettings RendezvousSettingsFrom(const AgentConfig& config);
-
 /// Starts this node's side; null with `exit_code` set when it cannot (said in the log).
 /// `endpoint_option` names where the master is, for messages.
 std::unique_ptr<StartedRendezvous> StartRendezvous(const AgentConfig& config,

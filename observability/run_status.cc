@@ -195,6 +195,7 @@ v1::RunStatus RunStatusOf(const std::string& run_id, const RoundStateMachine& ro
   out.set_restarts_left(std::max(0, settings.max_restarts - rounds.restarts_spent()));
   out.set_keep_alive_misses(rounds.keep_alive_misses());
   out.set_waiting(rounds.WhyWaiting(clock.monotonic));
+  for (const auto& [name, text] : SettingsAsText(settings)) (*out.mutable_settings())[name] = text;
   FillNodes(rounds, clock, lists, out);
   FillExcluded(rounds.health(), clock, lists, out);
   FillFailureCounts(rounds, out);

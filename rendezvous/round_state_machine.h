@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "common/natural_less.h"
 #include "rendezvous/node_health.h"
+#include "rendezvous/rendezvous_settings.h"
 #include "rendezvous/stack_report.h"
 
 namespace ddprun {
@@ -36,18 +37,6 @@ using SessionId = uint64_t;
 
 /// The most workers one run may have: RANK and WORLD_SIZE are 32-bit integers in workers.
 inline constexpr int64_t kMaxWorldSize = int64_t{1} << 30;
-
-struct RendezvousSettings {
-  int min_nodes = 1;
-  int max_nodes = 1;
-  int max_restarts = 0;
-  absl::Duration join_timeout = absl::Seconds(600);
-  absl::Duration last_call_timeout = absl::Seconds(30);
-  absl::Duration keep_alive_interval = absl::Seconds(5);
-  int keep_alive_max_attempt = 3;
-  absl::Duration exit_barrier_timeout = absl::Seconds(300);
-  NodeHealthSettings node_health;  // when nodes are kept out (node_health.h)
-};
 
 /// What an agent says about itself when it joins.
 struct NodeInfo {

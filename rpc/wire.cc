@@ -10,45 +10,6 @@
 
 namespace ddprun {
 
-RendezvousSettings FromWire(const v1::RunSettings& s) {
-  RendezvousSettings out;
-  out.min_nodes = s.min_nodes();
-  out.max_nodes = s.max_nodes();
-  out.max_restarts = s.max_restarts();
-  out.join_timeout = absl::Milliseconds(s.join_timeout_ms());
-  out.last_call_timeout = absl::Milliseconds(s.last_call_timeout_ms());
-  out.keep_alive_interval = absl::Milliseconds(s.keep_alive_interval_ms());
-  out.keep_alive_max_attempt = s.keep_alive_max_attempt();
-  out.exit_barrier_timeout = absl::Milliseconds(s.exit_barrier_timeout_ms());
-  out.node_health.max_node_failures = s.max_node_failures();
-  out.node_health.max_node_flaps = s.max_node_flaps();
-  out.node_health.node_cooldown = s.node_cooldown_ms() == 0
-                                      ? absl::InfiniteDuration()
-                                      : absl::Milliseconds(s.node_cooldown_ms());
-  out.node_health.exclude_hosts.assign(s.exclude_hosts().begin(), s.exclude_hosts().end());
-  return out;
-}
-
-v1::RunSettings ToWire(const RendezvousSettings& s) {
-  v1::RunSettings out;
-  out.set_min_nodes(s.min_nodes);
-  out.set_max_nodes(s.max_nodes);
-  out.set_max_restarts(s.max_restarts);
-  out.set_join_timeout_ms(absl::ToInt64Milliseconds(s.join_timeout));
-  out.set_last_call_timeout_ms(absl::ToInt64Milliseconds(s.last_call_timeout));
-  out.set_keep_alive_interval_ms(absl::ToInt64Milliseconds(s.keep_alive_interval));
-  out.set_keep_alive_max_attempt(s.keep_alive_max_attempt);
-  out.set_exit_barrier_timeout_ms(absl::ToInt64Milliseconds(s.exit_barrier_timeout));
-  out.set_max_node_failures(s.node_health.max_node_failures);
-  out.set_max_node_flaps(s.node_health.max_node_flaps);
-  out.set_node_cooldown_ms(
-      s.node_health.node_cooldown == absl::InfiniteDuration()
-          ? 0
-          : std::max<int64_t>(1, absl::ToInt64Milliseconds(s.node_health.node_cooldown)));
-  for (const std::string& host : s.node_health.exclude_hosts) out.add_exclude_hosts(host);
-  return out;
-}
-
 NodeInfo NodeFromJoin(const v1::Join& join) {
   NodeInfo node;
   node.host = join.node().host();
@@ -339,39 +300,6 @@ void LogGrpc(gpr_log_func_args* args) {
 }  // namespace
 
 void RouteGrpcLogsToSpdlog() { gpr_set_log_function(&LogGrpc); }
-
-absl::Status SameJobSettings(const RendezvousSettings& run, const RendezvousSettings& joiner) {
-  if (run.min_nodes == joiner.min_nodes && run.max_nodes == joiner.max_nodes &&
-      run.max_restarts == joiner.max_restarts) {
-    return absl::OkStatus();
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "this node was started with --nnodes=", joiner.min_nodes, ":", joiner.max_nodes,
-      " --max-restarts=", joiner.max_restarts, " but the run uses --nnodes=", run.min_nodes, ":",
-      run.max_nodes, " --max-restarts=", run.max_restarts,
-      ": start every node with the same values"));
-}
-
-absl::Status SameRunSettings(const RendezvousSettings& run, const RendezvousSettings& joiner) {
-  if (absl::Status same = SameJobSettings(run, joiner); !same.ok()) return same;
-  // The run's timeouts (join, last call, exit barrier) are the master's to apply whatever a
-  // joiner says, as torchrun lets each node have its own; a node's keep-alive is not: a
-  // master that expects heartbeats more often than the node sends them would evict it.
-  const auto differs = [](absl::string_view key, const auto& joiner_value, const auto& run_value) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "this node was started with --rdzv-conf ", key, "=", joiner_value,
-        " but the run's master uses ", run_value, ": start every node with the same values"));
-  };
-  if (run.keep_alive_interval != joiner.keep_alive_interval) {
-    return differs("keep_alive_interval", absl::FormatDuration(joiner.keep_alive_interval),
-                   absl::FormatDuration(run.keep_alive_interval));
-  }
-  if (run.keep_alive_max_attempt != joiner.keep_alive_max_attempt) {
-    return differs("keep_alive_max_attempt", joiner.keep_alive_max_attempt,
-                   run.keep_alive_max_attempt);
-  }
-  return absl::OkStatus();
-}
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;

@@ -14,8 +14,12 @@
 
 namespace ddprun {
 
+/// The job-wide settings, field by field from the table in rendezvous_settings.h (each
+/// RunSettings field found by its name there).
 RendezvousSettings FromWire(const v1::RunSettings& settings);
 v1::RunSettings ToWire(const RendezvousSettings& settings);
+/// Every setting of a join within its bounds in the table; the error names the field.
+absl::Status CheckSettingsLimits(const v1::RunSettings& settings);
 
 NodeInfo NodeFromJoin(const v1::Join& join);
 /// The Join an agent sends (protocol version 2).
@@ -49,14 +53,6 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message);
 /// Sends gRPC's own log lines to spdlog at debug level (e.g. the failed bind of an agent
 /// that lost the race for the master's port is a detail, not an error).
 void RouteGrpcLogsToSpdlog();
-
-/// FailedPrecondition naming the difference when two agents disagree on the job's shape.
-absl::Status SameJobSettings(const RendezvousSettings& run, const RendezvousSettings& joiner);
-/// OK when `joiner` agrees with `run` on what must be the same on every node (SameJobSettings,
-/// and the keep-alive); else FailedPrecondition naming the setting, its option and both
-/// values. For a master whose hosting agent fixed the run's settings: the other settings
-/// (join, last call, exit barrier timeouts) are the run's, whatever a joiner says.
-absl::Status SameRunSettings(const RendezvousSettings& run, const RendezvousSettings& joiner);
 
 /// Every field of an agent's message within its limits (lengths, counts, ranges), so that a
 /// confused or hostile client cannot make the master hold huge strings or odd settings.

@@ -8,22 +8,23 @@
 #include "absl/strings/str_cat.h"
 #include "common/ip_address.h"
 #include "rpc/wire.h"
+#include "rpc/wire_limits.h"
 
 namespace ddprun {
 
-namespace {
-
-absl::Status CheckLength(const char* field, const std::string& value, size_t limit) {
+absl::Status CheckLength(const std::string& field, const std::string& value, size_t limit) {
   if (value.size() <= limit) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(field, " has ", value.size(), " bytes; the limit is ", limit));
 }
 
-absl::Status CheckRange(const char* field, int64_t value, int64_t lo, int64_t hi) {
+absl::Status CheckRange(const std::string& field, int64_t value, int64_t lo, int64_t hi) {
   if (value >= lo && value <= hi) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(field, " is ", value, "; it must be in [", lo, ", ", hi, "]"));
 }
+
+namespace {
 
 // An address the master relays to every worker as MASTER_ADDR, or a host name it puts in
 // messages: nothing else than a host or an address may pass (a newline would forge lines).
@@ -34,9 +35,7 @@ absl::Status CheckText(const char* field, const std::string& value, bool may_be_
       "'; it must be a host name or an IP address (letters, digits, '.', '-', '_', ':')"));
 }
 
-constexpr int64_t kMaxNodes = 1 << 20;
 constexpr int64_t kMaxNodeAddresses = 64;
-constexpr int64_t kMaxMs = int64_t{365} * 24 * 3600 * 1000;  // a year
 
 }  // namespace
 
@@ -60,23 +59,10 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
         CheckRange("join.master_port", j.master_port(), 1, 65535),
         CheckRange("join.node.addresses (count)", j.node().addresses_size(), 0, kMaxNodeAddresses),
         CheckRange("join.next_round", j.next_round(), 0, int64_t{1} << 40),
-        CheckRange("join.restarts_seen", j.restarts_seen(), 0, 1 << 30),
-        CheckRange("join.settings.min_nodes", s.min_nodes(), 1, kMaxNodes),
+        CheckRange("join.restarts_seen", j.restarts_seen(), 0, 1 << 30), CheckSettingsLimits(s),
+        // The one bound across settings.
         CheckRange("join.settings.max_nodes", s.max_nodes(), s.min_nodes(), kMaxNodes),
-        CheckRange("join.settings.max_restarts", s.max_restarts(), 0, 1 << 30),
-        CheckRange("join.settings.join_timeout_ms", s.join_timeout_ms(), 0, kMaxMs),
-        CheckRange("join.settings.last_call_timeout_ms", s.last_call_timeout_ms(), 0, kMaxMs),
-        CheckRange("join.settings.keep_alive_interval_ms", s.keep_alive_interval_ms(), 1, kMaxMs),
-        CheckRange("join.settings.keep_alive_max_attempt", s.keep_alive_max_attempt(), 1, 1 << 20),
-        CheckRange("join.settings.exit_barrier_timeout_ms", s.exit_barrier_timeout_ms(), 0, kMaxMs),
-        CheckRange("join.settings.max_node_failures", s.max_node_failures(), 0, 1 << 30),
-        CheckRange("join.settings.max_node_flaps", s.max_node_flaps(), 0, 1 << 30),
-        CheckRange("join.settings.node_cooldown_ms", s.node_cooldown_ms(), 0, kMaxMs),
-        CheckRange("join.settings.exclude_hosts (count)", s.exclude_hosts_size(), 0, 4096),
         CheckLength("join.failed_check", j.failed_check(), 8192)};
-    for (const std::string& host : s.exclude_hosts()) {
-      checks.push_back(CheckLength("join.settings.exclude_hosts", host, 255));
-    }
     for (const std::string& address : j.node().addresses()) {
       // An IPv6 address with its zone ("fe80::1%eth0") fits in 64 bytes; a longer zone is
       // none an interface has.

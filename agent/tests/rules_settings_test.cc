@@ -19,8 +19,8 @@ AgentConfig Config() {
   config.nproc_per_node = 4;
   config.shutdown_timeout = absl::Seconds(7);
   config.kill_timeout = absl::Seconds(3);
-  config.join_timeout = absl::Seconds(600);
-  config.keep_alive_interval = absl::Seconds(5);
+  config.rendezvous.join_timeout = absl::Seconds(600);
+  config.rendezvous.keep_alive_interval = absl::Seconds(5);
   config.token = "secret";
   return config;
 }

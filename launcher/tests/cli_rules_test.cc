@@ -144,24 +144,25 @@ TEST(NodeHealthOptionsTest, LimitsAreOnForElasticJobsOnlyUnlessGiven) {
              "/bin/sh"},
             Env());
   ASSERT_TRUE(elastic.ok()) << elastic.status();
-  EXPECT_EQ(elastic->config.node_health.max_node_failures, 3);
-  EXPECT_EQ(elastic->config.node_health.max_node_flaps, 3);
-  EXPECT_EQ(elastic->config.node_health.node_cooldown, absl::Seconds(300));
+  EXPECT_EQ(elastic->config.rendezvous.node_health.max_node_failures, 3);
+  EXPECT_EQ(elastic->config.rendezvous.node_health.max_node_flaps, 3);
+  EXPECT_EQ(elastic->config.rendezvous.node_health.node_cooldown, absl::Seconds(300));
   absl::StatusOr<CliOutcome> fixed = Parse(
       {"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=head:29400", "--no-python", "/bin/sh"},
       Env());
   ASSERT_TRUE(fixed.ok()) << fixed.status();
-  EXPECT_EQ(fixed->config.node_health.max_node_failures, 0);
-  EXPECT_EQ(fixed->config.node_health.max_node_flaps, 0);
+  EXPECT_EQ(fixed->config.rendezvous.node_health.max_node_failures, 0);
+  EXPECT_EQ(fixed->config.rendezvous.node_health.max_node_flaps, 0);
   absl::StatusOr<CliOutcome> given =
       Parse({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=head:29400",
              "--max-node-failures=2", "--node-cooldown=0", "--no-python", "/bin/sh"},
             Env({{"PET_MAX_NODE_FLAPS", "5"}, {"PET_EXCLUDE_HOSTS", "n1, n2.rack"}}));
   ASSERT_TRUE(given.ok()) << given.status();
-  EXPECT_EQ(given->config.node_health.max_node_failures, 2);
-  EXPECT_EQ(given->config.node_health.max_node_flaps, 5);
-  EXPECT_EQ(given->config.node_health.node_cooldown, absl::InfiniteDuration());
-  EXPECT_EQ(given->config.node_health.exclude_hosts, (std::vector<std::string>{"n1", "n2.rack"}));
+  EXPECT_EQ(given->config.rendezvous.node_health.max_node_failures, 2);
+  EXPECT_EQ(given->config.rendezvous.node_health.max_node_flaps, 5);
+  EXPECT_EQ(given->config.rendezvous.node_health.node_cooldown, absl::InfiniteDuration());
+  EXPECT_EQ(given->config.rendezvous.node_health.exclude_hosts,
+            (std::vector<std::string>{"n1", "n2.rack"}));
 }
 
 TEST(NodeHealthOptionsTest, HealthCheckTakesACommandTheBuiltinBothOrNone) {

@@ -123,8 +123,8 @@ TEST_F(ParseCommandLineTest, DefaultsForAProgram) {
   CliOutcome out = ParseOk({"--no-python", "/bin/sh"});
   EXPECT_EQ(out.action, CliOutcome::Action::kRun);
   const AgentConfig& c = out.config;
-  EXPECT_EQ(c.min_nodes, 1);
-  EXPECT_EQ(c.max_nodes, 1);
+  EXPECT_EQ(c.rendezvous.min_nodes, 1);
+  EXPECT_EQ(c.rendezvous.max_nodes, 1);
   EXPECT_EQ(c.nproc_per_node, 1);
   EXPECT_EQ(c.node_rank, 0);
   EXPECT_EQ(c.rdzv_backend, "static");
@@ -133,7 +133,7 @@ TEST_F(ParseCommandLineTest, DefaultsForAProgram) {
   EXPECT_EQ(c.master_addr, "localhost");
   EXPECT_FALSE(c.master_port.has_value());
   EXPECT_EQ(c.role, "default");
-  EXPECT_EQ(c.max_restarts, 0);
+  EXPECT_EQ(c.rendezvous.max_restarts, 0);
   EXPECT_THAT(c.worker_argv, ElementsAre("/bin/sh"));
   EXPECT_EQ(c.entrypoint_name, "/bin/sh");
   EXPECT_EQ(c.redirects.all_ranks, kStdNone);
@@ -141,7 +141,7 @@ TEST_F(ParseCommandLineTest, DefaultsForAProgram) {
   EXPECT_FALSE(c.local_ranks_filter.has_value());
   EXPECT_THAT(c.signals_to_handle, ElementsAre(SIGTERM, SIGINT, SIGHUP, SIGQUIT));
   EXPECT_EQ(c.shutdown_timeout, absl::Seconds(30));
-  EXPECT_EQ(c.exit_barrier_timeout, absl::Seconds(300));
+  EXPECT_EQ(c.rendezvous.exit_barrier_timeout, absl::Seconds(300));
   EXPECT_TRUE(out.notices.empty());
 }
 
@@ -181,7 +181,7 @@ TEST_F(ParseCommandLineTest, ValuesPastWhatAJobCanUseAreRefused) {
             4096);
   EXPECT_THAT(
       Message(ParseError({"--rdzv-conf=keep_alive_interval=0.0001", "--no-python", "/bin/sh"})),
-      HasSubstr("at least 0.001 (one millisecond)"));
+      HasSubstr("at least 0.001 (1ms)"));
 }
 
 TEST_F(ParseCommandLineTest, PetEnvironmentGivesTheDefault) {
@@ -317,10 +317,10 @@ TEST_F(ParseCommandLineTest, RdzvConfKeys) {
                "is_host=0,token_file=" +
                    token_file,
                "--no-python", "/bin/sh"});
-  EXPECT_EQ(out.config.join_timeout, absl::Seconds(5));
-  EXPECT_EQ(out.config.last_call_timeout, absl::Milliseconds(500));
-  EXPECT_EQ(out.config.keep_alive_interval, absl::Seconds(1));
-  EXPECT_EQ(out.config.keep_alive_max_attempt, 4);
+  EXPECT_EQ(out.config.rendezvous.join_timeout, absl::Seconds(5));
+  EXPECT_EQ(out.config.rendezvous.last_call_timeout, absl::Milliseconds(500));
+  EXPECT_EQ(out.config.rendezvous.keep_alive_interval, absl::Seconds(1));
+  EXPECT_EQ(out.config.rendezvous.keep_alive_max_attempt, 4);
   EXPECT_EQ(out.config.heartbeat_timeout, absl::Seconds(2));
   EXPECT_EQ(out.config.read_timeout, absl::Milliseconds(7500));
   EXPECT_EQ(out.config.is_host, std::optional<bool>(false));
@@ -367,7 +367,7 @@ TEST_F(ParseCommandLineTest, ScriptArgumentsPassVerbatim) {
   CliOutcome out = ParseOk({"--no-python", "/bin/sh", "-c", "echo --nnodes=5"});
   EXPECT_THAT(out.config.worker_argv, ElementsAre("/bin/sh", "-c", "echo --nnodes=5"));
   EXPECT_EQ(out.config.nproc_per_node, 1);
-  EXPECT_EQ(out.config.max_nodes, 1);
+  EXPECT_EQ(out.config.rendezvous.max_nodes, 1);
 }
 
 TEST_F(ParseCommandLineTest, OptionLikeScriptArgumentsAreNotParsed) {
@@ -393,7 +393,7 @@ TEST_F(ParseCommandLineTest, PythonScriptRunsWithPythonExec) {
   EXPECT_THAT(out.config.worker_argv,
               ElementsAre("/bin/sh", "-u", script, "--lr", "0.1", "--nnodes=7"));
   EXPECT_EQ(out.config.entrypoint_name, script);
-  EXPECT_EQ(out.config.max_nodes, 1);
+  EXPECT_EQ(out.config.rendezvous.max_nodes, 1);
 }
 
 TEST_F(ParseCommandLineTest, PythonScriptThatIsNotAFileIsAnError) {
@@ -591,14 +591,15 @@ TEST_F(ParseCommandLineTest, TorchElasticShutdownTimeoutEnvironmentWhenFlagAbsen
 
 TEST_F(ParseCommandLineTest, TorchElasticExitBarrierTimeoutEnvironmentWhenFlagAbsent) {
   ScopedEnv timeout("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT", "12");
-  EXPECT_EQ(ParseOk({"--no-python", "/bin/sh"}).config.exit_barrier_timeout, absl::Seconds(12));
+  EXPECT_EQ(ParseOk({"--no-python", "/bin/sh"}).config.rendezvous.exit_barrier_timeout,
+            absl::Seconds(12));
 }
 
 // ---------------------------------------------------------------------------- other options
 
 TEST_F(ParseCommandLineTest, MaxRestartsAndRole) {
   CliOutcome out = ParseOk({"--max-restarts=3", "--role=trainer", "--no-python", "/bin/sh"});
-  EXPECT_EQ(out.config.max_restarts, 3);
+  EXPECT_EQ(out.config.rendezvous.max_restarts, 3);
   EXPECT_EQ(out.config.role, "trainer");
   EXPECT_THAT(Message(ParseError({"--max-restarts=-1", "--no-python", "/bin/sh"})),
               HasSubstr("--max-restarts='-1'"));

@@ -61,6 +61,9 @@ TEST_F(RunStatusTest, ARunningRoundShowsItsNodesInGroupRankOrder) {
   EXPECT_DOUBLE_EQ(s.rounds(0).began_unix_s(), 1'800'000'000);
   EXPECT_EQ(s.rounds(0).ended_unix_s(), 0);
   EXPECT_FALSE(s.has_last_failure());
+  EXPECT_EQ(s.settings().at("max_restarts"), "3");
+  EXPECT_EQ(s.settings().at("node_cooldown"), "1m");
+  EXPECT_EQ(s.settings().size(), 12u) << "every setting of the table is shown";
 }
 
 TEST_F(RunStatusTest, AFailureIsTheLastFailureAndEndsItsRoundInTheRecord) {

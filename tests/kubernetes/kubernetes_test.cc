@@ -77,13 +77,13 @@ TEST(KubernetesManifests, EveryDdprunContainerGetsTheConfigurationItsManifestMea
     EXPECT_EQ(config->run_id, "0b7c6f3e-uid") << c.where;  // the Job's uid
     EXPECT_EQ(config->local_addr, "10.0.0.7") << c.where;  // the pod IP
     if (c.where.find("indexed-job") != std::string::npos) {
-      EXPECT_EQ(config->min_nodes, 2);
-      EXPECT_EQ(config->max_nodes, 2);
+      EXPECT_EQ(config->rendezvous.min_nodes, 2);
+      EXPECT_EQ(config->rendezvous.max_nodes, 2);
       EXPECT_EQ(config->endpoint_host, "ddprun-train-0.ddprun-train");
-      EXPECT_EQ(config->max_restarts, 3);
+      EXPECT_EQ(config->rendezvous.max_restarts, 3);
     } else {
-      EXPECT_EQ(config->min_nodes, 2);
-      EXPECT_EQ(config->max_nodes, 4);
+      EXPECT_EQ(config->rendezvous.min_nodes, 2);
+      EXPECT_EQ(config->rendezvous.max_nodes, 4);
       EXPECT_EQ(config->endpoint_host, "ddprun-master");
       EXPECT_EQ(config->is_host, std::optional<bool>(false));
       EXPECT_EQ(config->token, "s3cret");

@@ -1,0 +1,156 @@
+#include "launcher/rdzv_conf_keys.h"
+
+#include <type_traits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "launcher/cli_values.h"
+
+namespace ddprun {
+namespace {
+
+// A value of the settings table, from its text: seconds for a duration (> 0, and at least
+// the table's minimum), a whole number within the table's bounds.
+absl::Status SetFromText(const SettingField& field, const std::string& option,
+                         const std::string& value, absl::Duration& out) {
+  DDPRUN_ASSIGN_OR_RETURN(absl::Duration d, ParseSeconds(option, value, /*positive=*/true));
+  const absl::Duration least = absl::Milliseconds(field.min);
+  if (d < least) {
+    return InvalidValue(option, value,
+                        absl::StrCat("at least ", absl::ToDoubleSeconds(least), " (",
+                                     absl::FormatDuration(least), ")"));
+  }
+  out = d;
+  return absl::OkStatus();
+}
+
+absl::Status SetFromText(const SettingField& field, const std::string& option,
+                         const std::string& value, int& out) {
+  int n = 0;
+  if (!ParseStrictInt(value, n) || n < field.min || n > field.max) {
+    return InvalidValue(option, value,
+                        absl::StrCat("a whole number in [", field.min, ", ", field.max, "]"));
+  }
+  out = n;
+  return absl::OkStatus();
+}
+
+// The settings the table marks as --rdzv-conf keys.
+void AddSettingKeys(std::vector<RdzvConfKey>& keys) {
+  const RendezvousSettings defaults;
+  ForEachSetting(defaults, [&](const SettingField& field, const auto& value) {
+    if (field.rdzv_conf_help == nullptr) return;
+    using Value = std::decay_t<decltype(value)>;
+    std::string shown = SettingText(value);
+    if constexpr (std::is_same_v<Value, absl::Duration>) {
+      shown = absl::StrCat(absl::ToDoubleSeconds(value));
+    }
+    const std::string name = field.name;
+    keys.push_back(
+        {name, shown, field.rdzv_conf_help,
+         [name](const std::string& option, const std::string& text, AgentConfig& config) {
+           absl::Status status;
+           ForEachSetting(config.rendezvous, [&](const SettingField& f, auto& v) {
+             using Value = std::decay_t<decltype(v)>;
+             // A list (exclude_hosts) is an option's, never a key's.
+             if constexpr (!std::is_same_v<Value, std::vector<std::string>>) {
+               if (f.name == name) status = SetFromText(f, option, text, v);
+             }
+           });
+           return status;
+         }});
+  });
+}
+
+absl::Status DurationInto(absl::Duration AgentConfig::*member, const std::string& option,
+                          const std::string& value, AgentConfig& config) {
+  DDPRUN_ASSIGN_OR_RETURN(config.*member, ParseSeconds(option, value, /*positive=*/true));
+  return absl::OkStatus();
+}
+
+std::function<absl::Status(const std::string&, const std::string&, AgentConfig&)> Seconds(
+    absl::Duration AgentConfig::*member) {
+  return [member](const std::string& option, const std::string& value, AgentConfig& config) {
+    return DurationInto(member, option, value, config);
+  };
+}
+
+absl::Status IsHost(const std::string& option, const std::string& value, AgentConfig& config) {
+  const std::string v = absl::AsciiStrToLower(value);
+  if (v == "1" || v == "true" || v == "yes") {
+    config.is_host = true;
+  } else if (v == "0" || v == "false" || v == "no") {
+    config.is_host = false;
+  } else {
+    return InvalidValue(option, value, "true or false (1 or 0)");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<RdzvConfKey> MakeKeys() {
+  std::vector<RdzvConfKey> keys;
+  AddSettingKeys(keys);
+  const std::vector<RdzvConfKey> agent_keys = {
+      {"close_timeout", "30",
+       "only on the agent that hosts the master: how long its master serves the other agents' "
+       "sessions once its own job is over",
+       Seconds(&AgentConfig::close_timeout)},
+      {"heartbeat_timeout", "5",
+       "how long the agent waits for the master to answer a keepalive ping before it takes "
+       "the master for lost",
+       Seconds(&AgentConfig::heartbeat_timeout)},
+      {"read_timeout", "60",
+       "only on the agent that hosts the master: how long a blocking Store read without a "
+       "timeout of its own waits",
+       Seconds(&AgentConfig::read_timeout)},
+      {"is_host", "inferred", "whether this agent tries to host the master (1/0, true/false)",
+       IsHost},
+      {"token_file", "none", "a file holding the join token", nullptr},
+      {"tls_cert", "none", "this node's TLS certificate (with tls_key and tls_ca)", nullptr},
+      {"tls_key", "none", "this node's TLS key", nullptr},
+      {"tls_ca", "none", "the CA that signs the other side's certificate", nullptr},
+      // torchrun keys that do not apply to ddprun's c10d; accepted so command lines work.
+      {"timeout", "", "torchrun's; ignored", nullptr, /*torchrun_only=*/true},
+      {"store_type", "", "torchrun's; ignored", nullptr, /*torchrun_only=*/true},
+  };
+  keys.insert(keys.end(), agent_keys.begin(), agent_keys.end());
+  return keys;
+}
+
+}  // namespace
+
+const std::vector<RdzvConfKey>& RdzvConfKeys() {
+  static const auto* keys = new std::vector<RdzvConfKey>(MakeKeys());
+  return *keys;
+}
+
+std::string RdzvConfKeyList(const std::string& conjunction) {
+  std::vector<std::string> names;
+  for (const RdzvConfKey& key : RdzvConfKeys()) {
+    if (!key.torchrun_only) names.push_back(key.name);
+  }
+  const std::string last = names.back();
+  names.pop_back();
+  return absl::StrCat(absl::StrJoin(names, ", "), " ", conjunction, " ", last);
+}
+
+absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, AgentConfig& config) {
+  for (const auto& [name, value] : conf) {
+    const RdzvConfKey* key = nullptr;
+    for (const RdzvConfKey& k : RdzvConfKeys()) {
+      if (k.name == name) key = &k;
+    }
+    if (key == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rdzv-conf key '", name, "' is not known: expected ", RdzvConfKeyList("or")));
+    }
+    if (key->apply) {
+      DDPRUN_RETURN_IF_ERROR(key->apply(absl::StrCat("--rdzv-conf ", name), value, config));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace ddprun

@@ -1,0 +1,98 @@
+#include "launcher/rdzv_conf_keys.h"
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/option_docs.h"
+
+namespace ddprun {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The first column's `key`s of the table under "### --rdzv-conf keys" in docs/cli.md.
+std::set<std::string> KeysInDocs() {
+  std::ifstream in(std::string(DDPRUN_SOURCE_DIR) + "/docs/cli.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string doc = text.str();
+  const size_t begin = doc.find("### --rdzv-conf keys");
+  const size_t end = doc.find("\n### ", begin + 1);
+  std::set<std::string> keys;
+  for (absl::string_view line : absl::StrSplit(doc.substr(begin, end - begin), '\n')) {
+    if (!absl::StartsWith(line, "| `")) continue;
+    absl::string_view first = line.substr(2, line.find(" |", 2) - 2);
+    for (absl::string_view quoted : absl::StrSplit(first, ", ")) {
+      keys.insert(std::string(absl::StripPrefix(absl::StripSuffix(quoted, "`"), "`")));
+    }
+  }
+  return keys;
+}
+
+TEST(RdzvConfKeysTest, EveryKeyHasItsRowInDocsCliMdAndEveryRowIsAKey) {
+  std::set<std::string> declared;
+  for (const RdzvConfKey& key : RdzvConfKeys()) {
+    EXPECT_TRUE(declared.insert(key.name).second) << key.name << " is declared twice";
+  }
+  EXPECT_EQ(KeysInDocs(), declared);
+}
+
+TEST(RdzvConfKeysTest, TheRendezvousSettingsMarkedAsKeysAreKeysWithTheirDefaults) {
+  std::map<std::string, std::string> defaults;
+  for (const RdzvConfKey& key : RdzvConfKeys()) defaults[key.name] = key.default_value;
+  EXPECT_EQ(defaults["join_timeout"], "600");
+  EXPECT_EQ(defaults["last_call_timeout"], "30");
+  EXPECT_EQ(defaults["keep_alive_interval"], "5");
+  EXPECT_EQ(defaults["keep_alive_max_attempt"], "3");
+  EXPECT_EQ(defaults.count("max_restarts"), 0u) << "an option, not a key";
+}
+
+TEST(RdzvConfKeysTest, TheSettingsTablesBoundsAreTheKeysBounds) {
+  AgentConfig config;
+  EXPECT_THAT(ApplyRdzvConf({{"keep_alive_max_attempt", "0"}}, config).message(),
+              HasSubstr("keep_alive_max_attempt='0' is not valid: expected a whole number in "
+                        "[1, 1048576]"));
+  EXPECT_THAT(ApplyRdzvConf({{"keep_alive_interval", "0.0001"}}, config).message(),
+              HasSubstr("expected at least 0.001 (1ms)"));
+  ASSERT_TRUE(
+      ApplyRdzvConf({{"keep_alive_max_attempt", "7"}, {"join_timeout", "1.5"}}, config).ok());
+  EXPECT_EQ(config.rendezvous.keep_alive_max_attempt, 7);
+  EXPECT_EQ(config.rendezvous.join_timeout, absl::Milliseconds(1500));
+}
+
+TEST(RdzvConfKeysTest, AnUnknownKeyListsEveryKeyAndTorchrunsKeysAreAccepted) {
+  AgentConfig config;
+  const std::string message(ApplyRdzvConf({{"joint_timeout", "5"}}, config).message());
+  for (const RdzvConfKey& key : RdzvConfKeys()) {
+    if (key.torchrun_only) {
+      EXPECT_TRUE(ApplyRdzvConf({{key.name, "x"}}, config).ok()) << key.name;
+    } else {
+      EXPECT_THAT(message, HasSubstr(key.name));
+    }
+  }
+  EXPECT_THAT(message, HasSubstr("read_timeout, is_host, token_file, tls_cert, tls_key or tls_ca"));
+}
+
+TEST(RdzvConfKeysTest, HelpAndCompletionAreMadeFromTheKeys) {
+  for (const OptionDoc& option : DescribeOptions()) {
+    if (option.names[0] != "--rdzv-conf") continue;
+    EXPECT_THAT(option.help, HasSubstr("the keys: end of --help-all"));
+    EXPECT_THAT(option.completion, ::testing::Contains("keep_alive_max_attempt="));
+    EXPECT_THAT(HelpFooter(),
+                HasSubstr("  keep_alive_max_attempt  heartbeats missed in a row before the master "
+                          "drops a node [default: 3]\n"));
+    EXPECT_THAT(HelpFooter(), HasSubstr("  is_host                 whether this agent"));
+    EXPECT_THAT(HelpFooter(), HasSubstr("  timeout, store_type     torchrun's"));
+    return;
+  }
+  FAIL() << "no --rdzv-conf in DescribeOptions";
+}
+
+}  // namespace
+}  // namespace ddprun

@@ -1,6 +1,10 @@
 #include "agent/worker_env.h"
 
+#include <vector>
+
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/process_status.h"
 #include "common/worker_env_names.h"
 
 namespace ddprun {
@@ -9,61 +13,73 @@ bool WillDefaultOmpThreads(const EnvMap& base, int local_world_size) {
   return local_world_size > 1 && base.find("OMP_NUM_THREADS") == base.end();
 }
 
-EnvMap BuildWorkerEnv(const EnvMap& base, const WorkerPlacement& p) {
+namespace {
+
+// "SIGTERM,SIGINT,..." as torchrun exports TORCHELASTIC_SIGNALS_TO_HANDLE.
+std::string SignalNames(const std::vector<int>& signals) {
+  std::vector<std::string> names;
+  for (int sig : signals) names.push_back(SignalName(sig));
+  return absl::StrJoin(names, ",");
+}
+
+// A variable set to `value`, or removed when it is empty: never let a stale value from an
+// outer launch leak in.
+void SetOrErase(EnvMap& env, const char* name, const std::string& value) {
+  if (value.empty()) {
+    env.erase(name);
+  } else {
+    env[name] = value;
+  }
+}
+
+}  // namespace
+
+EnvMap BuildWorkerEnv(const EnvMap& base, const AgentConfig& config, const AttemptPlan& plan,
+                      const WorkerSeat& worker) {
+  const Assignment& round = plan.assignment;
   EnvMap env = base;
-  env[worker_env::kLocalRank] = std::to_string(p.virtual_local_rank ? 0 : p.local_rank);
-  if (p.virtual_local_rank) env[p.device_variable] = p.device_value;
-  env[worker_env::kRank] = std::to_string(p.rank);
-  env[worker_env::kGroupRank] = std::to_string(p.group_rank);
+  env[worker_env::kLocalRank] = std::to_string(config.virtual_local_rank ? 0 : worker.local_rank);
+  if (config.virtual_local_rank) {
+    env[config.device_variable] = config.device_values.at(worker.local_rank);
+  }
+  env[worker_env::kRank] = std::to_string(worker.rank);
+  env[worker_env::kGroupRank] = std::to_string(round.group_rank);
   // ddprun runs one role per job, so role ranks and sizes equal the global ones.
-  env[worker_env::kRoleRank] = std::to_string(p.rank);
-  env[worker_env::kRoleName] = p.role_name;
-  env[worker_env::kLocalWorldSize] = std::to_string(p.local_world_size);
-  env[worker_env::kWorldSize] = std::to_string(p.world_size);
-  env[worker_env::kGroupWorldSize] = std::to_string(p.group_world_size);
-  env[worker_env::kRoleWorldSize] = std::to_string(p.world_size);
-  env[worker_env::kMasterAddr] = p.master_addr;
-  env[worker_env::kMasterPort] = std::to_string(p.master_port);
-  env[worker_env::kRestartCount] = std::to_string(p.restart_count);
-  env[worker_env::kMaxRestarts] = std::to_string(p.max_restarts);
-  env[worker_env::kRunId] = p.run_id;
+  env[worker_env::kRoleRank] = std::to_string(worker.rank);
+  env[worker_env::kRoleName] = config.role;
+  env[worker_env::kLocalWorldSize] = std::to_string(config.nproc_per_node);
+  env[worker_env::kWorldSize] = std::to_string(round.world_size);
+  env[worker_env::kGroupWorldSize] = std::to_string(round.group_world_size);
+  env[worker_env::kRoleWorldSize] = std::to_string(round.world_size);
+  env[worker_env::kMasterAddr] = round.master_addr;
+  env[worker_env::kMasterPort] = std::to_string(round.master_port);
+  env[worker_env::kRestartCount] = std::to_string(round.restart_count);
+  env[worker_env::kMaxRestarts] = std::to_string(config.rendezvous.max_restarts);
+  env[worker_env::kRunId] = config.run_id;
   // "True": init_process_group("env://") connects to the TCPStore an agent serves at
   // MASTER_ADDR:MASTER_PORT, as under torchrun's static backend (and c10d since 2.4);
   // "False": rank 0's worker hosts it there (one-node jobs). torch compares the exact string.
-  env[worker_env::kUseAgentStore] = p.agent_store ? "True" : "False";
-  env[worker_env::kErrorFile] = p.error_file;
+  env[worker_env::kUseAgentStore] = plan.agent_store ? "True" : "False";
+  env[worker_env::kErrorFile] = worker.error_file;
   env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");  // emplace keeps the user's value
-  if (!p.gloo_interface.empty()) env.emplace("GLOO_SOCKET_IFNAME", p.gloo_interface);
+  if (!plan.gloo_interface.empty()) env.emplace("GLOO_SOCKET_IFNAME", plan.gloo_interface);
   env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
-  if (WillDefaultOmpThreads(base, p.local_world_size)) env["OMP_NUM_THREADS"] = "1";
-  if (!p.signals_to_handle.empty()) env[worker_env::kSignalsToHandle] = p.signals_to_handle;
-  env[worker_env::kRound] = std::to_string(p.round);
+  if (WillDefaultOmpThreads(base, config.nproc_per_node)) env["OMP_NUM_THREADS"] = "1";
+  if (!config.signals_to_handle.empty()) {
+    env[worker_env::kSignalsToHandle] = SignalNames(config.signals_to_handle);
+  }
+  env[worker_env::kRound] = std::to_string(round.round);
   env.erase(worker_env::kRdzvToken);  // the Store token comes in a file, not in the environment
-  if (p.store_token_file.empty()) {
-    env.erase(worker_env::kStoreTokenFile);
-  } else {
-    env[worker_env::kStoreTokenFile] = p.store_token_file;
-  }
-  if (p.store_addr.empty()) {
-    env.erase(worker_env::kStoreAddr);  // never let a stale value from an outer launch leak in
-  } else {
-    env[worker_env::kStoreAddr] = p.store_addr;
-  }
-  for (const auto& [name, value] :
-       {std::pair<const char*, const std::string&>{worker_env::kTlsCert, p.tls_cert},
-        {worker_env::kTlsKey, p.tls_key},
-        {worker_env::kTlsCa, p.tls_ca}}) {
-    if (value.empty() || p.store_addr.empty()) {
-      env.erase(name);
-    } else {
-      env[name] = value;
-    }
-  }
-  if (p.heartbeat_fd < 0) {
-    env.erase(worker_env::kHeartbeatFd);
-  } else {
-    env[worker_env::kHeartbeatFd] = std::to_string(p.heartbeat_fd);
-  }
+  SetOrErase(env, worker_env::kStoreTokenFile, plan.store_token_file);
+  SetOrErase(env, worker_env::kStoreAddr, plan.store_addr);
+  // The SDK's Store client needs the TLS files only where there is a Store to reach.
+  const TlsConfig& tls = config.tls;
+  const bool store = !plan.store_addr.empty();
+  SetOrErase(env, worker_env::kTlsCert, store ? tls.cert_path : "");
+  SetOrErase(env, worker_env::kTlsKey, store ? tls.key_path : "");
+  SetOrErase(env, worker_env::kTlsCa, store ? tls.ca_path : "");
+  SetOrErase(env, worker_env::kHeartbeatFd,
+             worker.heartbeat_fd < 0 ? "" : std::to_string(worker.heartbeat_fd));
   return env;
 }
 

@@ -164,7 +164,8 @@ absl::Status WorkerSupervisor::OpenFilteredLogs(const AttemptPlan& plan) {
 }
 
 absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& plan) {
-  WorkerPlacement placement = PlacementOf(worker, plan);
+  WorkerSeat seat{worker.local_rank, worker.rank,
+                  worker.error_file_enabled ? worker.paths.error_file : ""};
   SpawnSpec spec;
   for (const std::string& arg : config_.worker_argv) {
     spec.argv.push_back(SubstituteLocalRank(arg, worker.local_rank));
@@ -178,9 +179,9 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
         !s.ok()) {
       return s;
     }
-    placement.heartbeat_fd = spec.inherit_fd;
+    seat.heartbeat_fd = spec.inherit_fd;
   }
-  spec.env = FlattenEnv(BuildWorkerEnv(base_env_, placement));
+  spec.env = FlattenEnv(BuildWorkerEnv(base_env_, config_, plan, seat));
   spec.guard_fd = guard_.registration_fd();
   if (cgroup_) spec.cgroup_procs_fd = cgroup_->procs_fd();
   int mempolicy_errno = 0;
@@ -195,43 +196,6 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
   hangs_->WorkerStarted(worker.local_rank, worker.pid);
   spdlog::debug("started local_rank={} rank={} pid={}", worker.local_rank, worker.rank, worker.pid);
   return absl::OkStatus();
-}
-
-// Where `worker` sits in the job this round: what its environment is made of.
-WorkerPlacement WorkerSupervisor::PlacementOf(const Worker& worker, const AttemptPlan& plan) const {
-  const Assignment& a = plan.assignment;
-  WorkerPlacement placement;
-  placement.local_rank = worker.local_rank;
-  placement.rank = worker.rank;
-  placement.group_rank = a.group_rank;
-  placement.local_world_size = config_.nproc_per_node;
-  placement.world_size = a.world_size;
-  placement.group_world_size = a.group_world_size;
-  placement.role_name = config_.role;
-  placement.master_addr = a.master_addr;
-  placement.master_port = a.master_port;
-  placement.agent_store = plan.agent_store;
-  placement.gloo_interface = plan.gloo_interface;
-  placement.restart_count = a.restart_count;
-  placement.max_restarts = config_.rendezvous.max_restarts;
-  placement.run_id = config_.run_id;
-  placement.round = static_cast<int>(a.round);
-  placement.error_file = worker.error_file_enabled ? worker.paths.error_file : "";
-  placement.store_addr = plan.store_addr;
-  placement.store_token_file = plan.store_token_file;
-  placement.tls_cert = config_.tls.cert_path;
-  placement.tls_key = config_.tls.key_path;
-  placement.tls_ca = config_.tls.ca_path;
-  if (config_.virtual_local_rank) {
-    placement.virtual_local_rank = true;
-    placement.device_variable = config_.device_variable;
-    placement.device_value = config_.device_values.at(worker.local_rank);
-  }
-  for (int sig : config_.signals_to_handle) {
-    if (!placement.signals_to_handle.empty()) placement.signals_to_handle += ",";
-    placement.signals_to_handle += SignalName(sig);
-  }
-  return placement;
 }
 
 absl::Status WorkerSupervisor::SetUpStreams(Worker& worker, int& child_stdout, int& child_stderr,

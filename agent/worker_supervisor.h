@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
 #include "agent/agent_state_machine.h"
+#include "agent/attempt_plan.h"
 #include "agent/failure_summary.h"
 #include "agent/hangs/hang_watch.h"
 #include "agent/hangs/stack_collection.h"
@@ -41,25 +42,6 @@
 #include "rendezvous/stack_report.h"
 
 namespace ddprun {
-
-/// What the whole node's part of the job looks like in one round.
-struct AttemptPlan {
-  Assignment assignment;       // the round, as the rendezvous assigned it to this node
-  int log_attempt = 0;         // attempt_<n> folder: the round, after any attempts of earlier runs
-  bool agent_store = false;    // the agent serves the workers' TCPStore at MASTER_ADDR:MASTER_PORT
-  std::string gloo_interface;  // GLOO_SOCKET_IFNAME, unless set; empty: none
-  std::string store_addr;
-  std::string store_token_file;  // see StoreTokenFile; empty: none
-  std::string log_root;          // the log dir in use ("" or /dev/null: no files)
-  // The run's folder under it, held open (LogRoot::run_dir): files are made below it.
-  std::string log_run_path;
-  std::shared_ptr<const UniqueFd> log_run_dir;
-  int timer_fifo = -1;  // the agent's FileTimer FIFO (TimerFifo); -1: none
-  // Workers are Python with faulthandler on (PYTHONFAULTHANDLER): SIGABRT makes them print
-  // every thread's traceback on stderr.
-  bool python_dumps = false;
-  absl::Duration stack_dump_bound = HangTimings().dump_bound;
-};
 
 class WorkerSupervisor {
  public:
@@ -166,7 +148,6 @@ class WorkerSupervisor {
   };
 
   absl::Status StartWorker(Worker& worker, const AttemptPlan& plan);
-  WorkerPlacement PlacementOf(const Worker& worker, const AttemptPlan& plan) const;
   absl::Status SetUpStreams(Worker& worker, int& child_stdout, int& child_stderr,
                             std::vector<UniqueFd>& child_ends);
   // Makes this attempt's cgroup (see AttemptCgroup), or says once why it cannot.

@@ -1,5 +1,7 @@
 #include "agent/worker_env.h"
 
+#include <signal.h>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -11,27 +13,37 @@ using ::testing::Key;
 using ::testing::Not;
 using ::testing::Pair;
 
-WorkerPlacement SamplePlacement() {
-  WorkerPlacement p;
-  p.local_rank = 1;
-  p.rank = 5;
-  p.group_rank = 2;
-  p.local_world_size = 4;
-  p.world_size = 12;
-  p.group_world_size = 3;
-  p.role_name = "trainer";
-  p.master_addr = "10.0.0.1";
-  p.master_port = 29500;
-  p.restart_count = 2;
-  p.max_restarts = 3;
-  p.run_id = "job42";
-  p.round = 7;
-  p.error_file = "/logs/job42/attempt_7/1/error.json";
-  return p;
+// A worker of a three-node job: what its environment is made of.
+struct Sample {
+  AgentConfig config;
+  AttemptPlan plan;
+  WorkerSeat seat;
+
+  EnvMap Env(const EnvMap& base = {}) const { return BuildWorkerEnv(base, config, plan, seat); }
+};
+
+Sample SampleWorker() {
+  Sample s;
+  s.config.nproc_per_node = 4;
+  s.config.role = "trainer";
+  s.config.rendezvous.max_restarts = 3;
+  s.config.run_id = "job42";
+  Assignment& round = s.plan.assignment;
+  round.group_rank = 2;
+  round.world_size = 12;
+  round.group_world_size = 3;
+  round.master_addr = "10.0.0.1";
+  round.master_port = 29500;
+  round.restart_count = 2;
+  round.round = 7;
+  s.seat.local_rank = 1;
+  s.seat.rank = 5;
+  s.seat.error_file = "/logs/job42/attempt_7/1/error.json";
+  return s;
 }
 
 TEST(BuildWorkerEnvTest, SetsEveryTorchrunVariable) {
-  const EnvMap env = BuildWorkerEnv({}, SamplePlacement());
+  const EnvMap env = SampleWorker().Env();
   EXPECT_THAT(env, Contains(Pair("LOCAL_RANK", "1")));
   EXPECT_THAT(env, Contains(Pair("RANK", "5")));
   EXPECT_THAT(env, Contains(Pair("GROUP_RANK", "2")));
@@ -58,7 +70,7 @@ TEST(BuildWorkerEnvTest, SetsEveryTorchrunVariable) {
 
 TEST(BuildWorkerEnvTest, KeepsBaseVariables) {
   const EnvMap base = {{"PATH", "/usr/bin:/bin"}, {"HOME", "/home/u"}, {"EMPTY", ""}};
-  const EnvMap env = BuildWorkerEnv(base, SamplePlacement());
+  const EnvMap env = SampleWorker().Env(base);
   EXPECT_THAT(env, Contains(Pair("PATH", "/usr/bin:/bin")));
   EXPECT_THAT(env, Contains(Pair("HOME", "/home/u")));
   EXPECT_THAT(env, Contains(Pair("EMPTY", "")));
@@ -69,7 +81,7 @@ TEST(BuildWorkerEnvTest, OverridesStaleTorchrunVariablesFromBase) {
                        {"WORLD_SIZE", "99"},
                        {"MASTER_PORT", "1"},
                        {"TORCHELASTIC_USE_AGENT_STORE", "True"}};
-  const EnvMap env = BuildWorkerEnv(base, SamplePlacement());
+  const EnvMap env = SampleWorker().Env(base);
   EXPECT_THAT(env, Contains(Pair("RANK", "5")));
   EXPECT_THAT(env, Contains(Pair("WORLD_SIZE", "12")));
   EXPECT_THAT(env, Contains(Pair("MASTER_PORT", "29500")));
@@ -78,69 +90,94 @@ TEST(BuildWorkerEnvTest, OverridesStaleTorchrunVariablesFromBase) {
 
 // torch compares the exact string "True" (rendezvous.py, _torchelastic_use_agent_store).
 TEST(BuildWorkerEnvTest, AnAgentStoreIsExactlyTrue) {
-  WorkerPlacement p = SamplePlacement();
-  p.agent_store = true;
-  EXPECT_THAT(BuildWorkerEnv({{"TORCHELASTIC_USE_AGENT_STORE", "False"}}, p),
+  Sample p = SampleWorker();
+  p.plan.agent_store = true;
+  EXPECT_THAT(p.Env({{"TORCHELASTIC_USE_AGENT_STORE", "False"}}),
               Contains(Pair("TORCHELASTIC_USE_AGENT_STORE", "True")));
 }
 
 TEST(BuildWorkerEnvTest, AGlooInterfaceIsSetUnlessTheUserSetOne) {
-  WorkerPlacement p = SamplePlacement();
-  EXPECT_THAT(BuildWorkerEnv({}, p), Not(Contains(Key("GLOO_SOCKET_IFNAME"))));
-  p.gloo_interface = "eth0";
-  EXPECT_THAT(BuildWorkerEnv({}, p), Contains(Pair("GLOO_SOCKET_IFNAME", "eth0")));
-  EXPECT_THAT(BuildWorkerEnv({{"GLOO_SOCKET_IFNAME", "ib0"}}, p),
-              Contains(Pair("GLOO_SOCKET_IFNAME", "ib0")));
+  Sample p = SampleWorker();
+  EXPECT_THAT(p.Env(), Not(Contains(Key("GLOO_SOCKET_IFNAME"))));
+  p.plan.gloo_interface = "eth0";
+  EXPECT_THAT(p.Env(), Contains(Pair("GLOO_SOCKET_IFNAME", "eth0")));
+  EXPECT_THAT(p.Env({{"GLOO_SOCKET_IFNAME", "ib0"}}), Contains(Pair("GLOO_SOCKET_IFNAME", "ib0")));
 }
 
 TEST(BuildWorkerEnvTest, KeepsUsersNcclAsyncErrorHandling) {
   const EnvMap base = {{"NCCL_ASYNC_ERROR_HANDLING", "0"},
                        {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "3"}};
-  const EnvMap env = BuildWorkerEnv(base, SamplePlacement());
+  const EnvMap env = SampleWorker().Env(base);
   EXPECT_THAT(env, Contains(Pair("NCCL_ASYNC_ERROR_HANDLING", "0")));
   EXPECT_THAT(env, Contains(Pair("TORCH_NCCL_ASYNC_ERROR_HANDLING", "3")));
 }
 
 TEST(BuildWorkerEnvTest, OmpNumThreadsDefaultsOnlyWhenUnsetAndSeveralWorkers) {
-  WorkerPlacement p = SamplePlacement();
-  p.local_world_size = 4;
-  EXPECT_THAT(BuildWorkerEnv({}, p), Contains(Pair("OMP_NUM_THREADS", "1")));
+  Sample p = SampleWorker();
+  p.config.nproc_per_node = 4;
+  EXPECT_THAT(p.Env(), Contains(Pair("OMP_NUM_THREADS", "1")));
   EXPECT_TRUE(WillDefaultOmpThreads({}, 4));
 
-  EXPECT_THAT(BuildWorkerEnv({{"OMP_NUM_THREADS", "8"}}, p),
-              Contains(Pair("OMP_NUM_THREADS", "8")));
+  EXPECT_THAT(p.Env({{"OMP_NUM_THREADS", "8"}}), Contains(Pair("OMP_NUM_THREADS", "8")));
   EXPECT_FALSE(WillDefaultOmpThreads({{"OMP_NUM_THREADS", "8"}}, 4));
 
-  p.local_world_size = 1;
-  EXPECT_THAT(BuildWorkerEnv({}, p), Not(Contains(Key("OMP_NUM_THREADS"))));
+  p.config.nproc_per_node = 1;
+  EXPECT_THAT(p.Env(), Not(Contains(Key("OMP_NUM_THREADS"))));
   EXPECT_FALSE(WillDefaultOmpThreads({}, 1));
 }
 
 TEST(BuildWorkerEnvTest, StoreAddress) {
-  WorkerPlacement p = SamplePlacement();
-  p.store_addr = "10.0.0.1:29401";
-  EXPECT_THAT(BuildWorkerEnv({{"DDPRUN_STORE_ADDR", "stale:1"}}, p),
+  Sample p = SampleWorker();
+  p.plan.store_addr = "10.0.0.1:29401";
+  EXPECT_THAT(p.Env({{"DDPRUN_STORE_ADDR", "stale:1"}}),
               Contains(Pair("DDPRUN_STORE_ADDR", "10.0.0.1:29401")));
 }
 
 TEST(BuildWorkerEnvTest, RemovesStaleStoreAddressWhenNoneIsOffered) {
-  WorkerPlacement p = SamplePlacement();
-  p.store_addr = "";
-  EXPECT_THAT(BuildWorkerEnv({{"DDPRUN_STORE_ADDR", "stale:1"}}, p),
-              Not(Contains(Key("DDPRUN_STORE_ADDR"))));
+  Sample p = SampleWorker();
+  p.plan.store_addr = "";
+  EXPECT_THAT(p.Env({{"DDPRUN_STORE_ADDR", "stale:1"}}), Not(Contains(Key("DDPRUN_STORE_ADDR"))));
 }
 
 TEST(BuildWorkerEnvTest, SignalsToHandleWhenGiven) {
-  WorkerPlacement p = SamplePlacement();
-  p.signals_to_handle = "SIGTERM,SIGINT";
-  EXPECT_THAT(BuildWorkerEnv({}, p),
-              Contains(Pair("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT")));
+  Sample p = SampleWorker();
+  p.config.signals_to_handle = {SIGTERM, SIGINT};
+  EXPECT_THAT(p.Env(), Contains(Pair("TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGTERM,SIGINT")));
 }
 
 TEST(BuildWorkerEnvTest, EmptyErrorFileIsExportedEmpty) {
-  WorkerPlacement p = SamplePlacement();
-  p.error_file = "";
-  EXPECT_THAT(BuildWorkerEnv({}, p), Contains(Pair("TORCHELASTIC_ERROR_FILE", "")));
+  Sample p = SampleWorker();
+  p.seat.error_file = "";
+  EXPECT_THAT(p.Env(), Contains(Pair("TORCHELASTIC_ERROR_FILE", "")));
+}
+
+TEST(BuildWorkerEnvTest, TheMastersTlsFilesGoWithAStoreAddress) {
+  Sample p = SampleWorker();
+  p.config.tls.cert_path = "/etc/ddprun/node.pem";
+  p.config.tls.ca_path = "/etc/ddprun/ca.pem";
+  EXPECT_THAT(p.Env({{"DDPRUN_TLS_CERT", "stale"}}), Not(Contains(Key("DDPRUN_TLS_CERT"))))
+      << "no Store to reach: no TLS files";
+  p.plan.store_addr = "10.0.0.1:29401";
+  EXPECT_THAT(p.Env(), Contains(Pair("DDPRUN_TLS_CERT", "/etc/ddprun/node.pem")));
+  EXPECT_THAT(p.Env(), Contains(Pair("DDPRUN_TLS_CA", "/etc/ddprun/ca.pem")));
+  EXPECT_THAT(p.Env({{"DDPRUN_TLS_KEY", "stale"}}), Not(Contains(Key("DDPRUN_TLS_KEY"))));
+}
+
+TEST(BuildWorkerEnvTest, AVirtualLocalRankIsZeroAndSeesItsOwnAccelerator) {
+  Sample p = SampleWorker();
+  p.config.virtual_local_rank = true;
+  p.config.device_variable = "CUDA_VISIBLE_DEVICES";
+  p.config.device_values = {"0", "1", "2", "3"};
+  EXPECT_THAT(p.Env(), Contains(Pair("LOCAL_RANK", "0")));
+  EXPECT_THAT(p.Env(), Contains(Pair("CUDA_VISIBLE_DEVICES", "1")));
+  EXPECT_THAT(p.Env(), Contains(Pair("RANK", "5")));
+}
+
+TEST(BuildWorkerEnvTest, AHeartbeatFdOnlyWhenTheWorkerHasOne) {
+  Sample p = SampleWorker();
+  EXPECT_THAT(p.Env({{"DDPRUN_HEARTBEAT_FD", "9"}}), Not(Contains(Key("DDPRUN_HEARTBEAT_FD"))));
+  p.seat.heartbeat_fd = 5;
+  EXPECT_THAT(p.Env(), Contains(Pair("DDPRUN_HEARTBEAT_FD", "5")));
 }
 
 TEST(SubstituteLocalRankTest, ReplacesEveryOccurrence) {

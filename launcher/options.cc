@@ -180,254 +180,143 @@ absl::Status LocalAddr(const std::string& value, ParseState& s) {
   return absl::OkStatus();
 }
 
-// The table. Each entry: name, short name, underscore spelling, flag, default, group, help,
-// torchrun's variable, completion, parser.
+// The table, one Option(...) per option (options.h says what an entry may say).
 std::vector<OptionSpec> MakeOptions() {
   const std::vector<std::string> std_streams = {"0", "1", "2", "3"};
   return {
-      {"--nnodes",
-       "",
-       false,
-       false,
-       "1:1",
-       kWorkerGroup,
-       "Number of nodes, or MIN:MAX for an elastic job",
-       "",
-       {},
-       Nnodes},
-      {"--nproc-per-node",
-       "",
-       true,
-       false,
-       "1",
-       kWorkerGroup,
-       "Workers per node: a number (at most 4096), 'gpu' (one per visible NVIDIA, AMD or "
-       "Intel GPU), 'xpu' (Intel GPUs), 'cpu' (one per CPU) or 'auto' (GPUs if any, else CPUs)",
-       "",
-       {"gpu", "cpu", "auto", "xpu"},
-       NprocPerNode},
-      {"--max-restarts",
-       "",
-       true,
-       false,
-       "0",
-       kWorkerGroup,
-       "Times the whole job is restarted after a worker fails",
-       "",
-       {},
-       MaxRestarts},
-      {"--monitor-interval",
-       "",
-       true,
-       false,
-       "0.1",
-       kWorkerGroup,
-       "Accepted for torchrun compatibility; ddprun sees a worker exit at once instead of "
-       "polling",
-       "",
-       {},
-       MonitorInterval},
-      {"--start-method",
-       "",
-       true,
-       false,
-       "spawn",
-       kWorkerGroup,
-       "Accepted for torchrun compatibility (spawn, fork, forkserver); it has no effect: "
-       "every worker is a new process started with clone+exec",
-       "",
-       {"spawn", "fork", "forkserver"},
-       StartMethod},
-      {"--role",
-       "",
-       false,
-       false,
-       "default",
-       kWorkerGroup,
-       "Worker role: ROLE_NAME and the tee prefix [<role><local_rank>]:",
-       "",
-       {},
-       Role},
+      Option("--nnodes", Nnodes)
+          .In(kWorkerGroup)
+          .NoUnderscore()
+          .Default("1:1")
+          .Help("Number of nodes, or MIN:MAX for an elastic job"),
+      Option("--nproc-per-node", NprocPerNode)
+          .In(kWorkerGroup)
+          .Default("1")
+          .Completes({"gpu", "cpu", "auto", "xpu"})
+          .Help("Workers per node: a number (at most 4096), 'gpu' (one per visible NVIDIA, AMD or "
+                "Intel GPU), 'xpu' (Intel GPUs), 'cpu' (one per CPU) or 'auto' (GPUs if any, else "
+                "CPUs)"),
+      Option("--max-restarts", MaxRestarts)
+          .In(kWorkerGroup)
+          .Default("0")
+          .Help("Times the whole job is restarted after a worker fails"),
+      Option("--monitor-interval", MonitorInterval)
+          .In(kWorkerGroup)
+          .Default("0.1")
+          .Help("Accepted for torchrun compatibility; ddprun sees a worker exit at once instead of "
+                "polling"),
+      Option("--start-method", StartMethod)
+          .In(kWorkerGroup)
+          .Default("spawn")
+          .Completes({"spawn", "fork", "forkserver"})
+          .Help("Accepted for torchrun compatibility (spawn, fork, forkserver); it has no effect: "
+                "every worker is a new process started with clone+exec"),
+      Option("--role", Role)
+          .In(kWorkerGroup)
+          .NoUnderscore()
+          .Default("default")
+          .Help("Worker role: ROLE_NAME and the tee prefix [<role><local_rank>]:"),
 
-      {"--rdzv-backend", "", true, false, "static", kRdzvGroup,
-       "Rendezvous backend: " + RendezvousBackendChoices("or"), "", RendezvousBackendNames(),
-       RdzvBackend},
-      {"--rdzv-endpoint",
-       "",
-       true,
-       false,
-       "",
-       kRdzvGroup,
-       "Rendezvous master as HOST[:PORT] (c10d default port 29400)",
-       "",
-       {},
-       RdzvEndpoint},
-      {"--rdzv-id",
-       "",
-       true,
-       false,
-       "none",
-       kRdzvGroup,
-       "Job id shared by all nodes (TORCHELASTIC_RUN_ID); unset in a Slurm job: "
-       "$SLURM_JOB_ID",
-       "",
-       {},
-       RdzvId},
-      {"--rdzv-conf", "", true, false, "", kRdzvGroup,
-       "Rendezvous settings as key=value,... (the keys: end of --help-all)", "",
-       RdzvConfCompletions(), RdzvConf},
-      {"--standalone",
-       "",
-       false,
-       true,
-       "",
-       kRdzvGroup,
-       "One-node job: rendezvous in-process and a random run id (instead of --rdzv-id "
-       "and --rdzv-endpoint)",
-       "",
-       {},
-       Standalone},
+      Option("--rdzv-backend", RdzvBackend)
+          .In(kRdzvGroup)
+          .Default("static")
+          .Completes(RendezvousBackendNames())
+          .Help("Rendezvous backend: " + RendezvousBackendChoices("or")),
+      Option("--rdzv-endpoint", RdzvEndpoint)
+          .In(kRdzvGroup)
+          .Help("Rendezvous master as HOST[:PORT] (c10d default port 29400)"),
+      Option("--rdzv-id", RdzvId)
+          .In(kRdzvGroup)
+          .Default("none")
+          .Help("Job id shared by all nodes (TORCHELASTIC_RUN_ID); unset in a Slurm job: "
+                "$SLURM_JOB_ID"),
+      Option("--rdzv-conf", RdzvConf)
+          .In(kRdzvGroup)
+          .Completes(RdzvConfCompletions())
+          .Help("Rendezvous settings as key=value,... (the keys: end of --help-all)"),
+      Option("--standalone", Standalone)
+          .In(kRdzvGroup)
+          .NoUnderscore()
+          .Flag()
+          .Help("One-node job: rendezvous in-process and a random run id (instead of --rdzv-id "
+                "and --rdzv-endpoint)"),
 
-      {"--module",
-       "-m",
-       false,
-       true,
-       "",
-       kLaunchGroup,
-       "Run the script as a Python module: python -u -m <script>",
-       "",
-       {},
-       nullptr},
-      {"--no-python",
-       "",
-       true,
-       true,
-       "",
-       kLaunchGroup,
-       "Execute <script> directly instead of with python -u",
-       "",
-       {},
-       nullptr},
-      {"--run-path",
-       "",
-       true,
-       true,
-       "",
-       kLaunchGroup,
-       "Run <script> as a Python file path (ddprun always runs workers as separate "
-       "processes)",
-       "",
-       {},
-       nullptr},
+      Option("--module")
+          .In(kLaunchGroup)
+          .Short("-m")
+          .NoUnderscore()
+          .Flag()
+          .Help("Run the script as a Python module: python -u -m <script>"),
+      Option("--no-python")
+          .In(kLaunchGroup)
+          .Flag()
+          .Help("Execute <script> directly instead of with python -u"),
+      Option("--run-path")
+          .In(kLaunchGroup)
+          .Flag()
+          .Help("Run <script> as a Python file path (ddprun always runs workers as separate "
+                "processes)"),
 
-      {"--log-dir",
-       "",
-       true,
-       false,
-       "",
-       kLogGroup,
-       "Folder for <run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log and error.json; "
-       "unset: a temporary folder, removed unless it holds logs or error files",
-       "",
-       {"<dirs>"},
-       LogDir},
-      {"--redirects", "-r", true, false, "0", kLogGroup,
-       "Write worker streams to files instead of the console: 0 none, 1 stdout, 2 stderr, "
-       "3 both, or per local rank as 0:1,1:2",
-       "", std_streams, Redirects},
-      {"--tee", "-t", true, false, "0", kLogGroup,
-       "Like --redirects, and also show them on the console with a [<role><local_rank>]: "
-       "prefix",
-       "", std_streams, Tee},
-      {"--local-ranks-filter",
-       "",
-       true,
-       false,
-       "",
-       kLogGroup,
-       "Only these local ranks (e.g. 0,2) reach the console; the others still get their "
-       "log files",
-       "",
-       {},
-       LocalRanksFilter},
+      Option("--log-dir", LogDir)
+          .In(kLogGroup)
+          .Completes({"<dirs>"})
+          .Help("Folder for <run_id>/attempt_<n>/<local_rank>/{stdout,stderr}.log and error.json; "
+                "unset: a temporary folder, removed unless it holds logs or error files"),
+      Option("--redirects", Redirects)
+          .In(kLogGroup)
+          .Short("-r")
+          .Default("0")
+          .Completes(std_streams)
+          .Help("Write worker streams to files instead of the console: 0 none, 1 stdout, 2 stderr, "
+                "3 both, or per local rank as 0:1,1:2"),
+      Option("--tee", Tee)
+          .In(kLogGroup)
+          .Short("-t")
+          .Default("0")
+          .Completes(std_streams)
+          .Help("Like --redirects, and also show them on the console with a [<role><local_rank>]: "
+                "prefix"),
+      Option("--local-ranks-filter", LocalRanksFilter)
+          .In(kLogGroup)
+          .Help("Only these local ranks (e.g. 0,2) reach the console; the others still get their "
+                "log files"),
 
-      {"--signals-to-handle",
-       "",
-       true,
-       false,
-       "SIGTERM,SIGINT,SIGHUP,SIGQUIT",
-       kShutdownGroup,
-       "Signals the agent forwards to every worker before stopping them; SIGTERM, SIGINT, "
-       "SIGHUP and SIGQUIT always are, and the list adds to them (e.g. SIGUSR1,SIGUSR2)",
-       "TORCHELASTIC_SIGNALS_TO_HANDLE",
-       {},
-       SignalsToHandle},
-      {"--shutdown-timeout",
-       "",
-       true,
-       false,
-       "30",
-       kShutdownGroup,
-       "Seconds between the stop signal and SIGKILL",
-       "TORCH_ELASTIC_SHUTDOWN_TIMEOUT",
-       {},
-       ShutdownTimeout},
-      {"--exit-barrier-timeout",
-       "",
-       true,
-       false,
-       "300",
-       kShutdownGroup,
-       "Seconds a node that finished waits for the others (multi-node)",
-       "TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT",
-       {},
-       ExitBarrierTimeout},
-      {"--node-rank",
-       "",
-       true,
-       false,
-       "0",
-       kStaticGroup,
-       "This node's rank with the static backend; with c10d, a hint for the order of "
-       "new nodes",
-       "",
-       {},
-       NodeRank},
-      {"--master-addr",
-       "",
-       true,
-       false,
-       "",
-       kStaticGroup,
-       "MASTER_ADDR for the workers. One node: unset, --local-addr, else localhost. "
-       "Static backend: node 0's address, where its agent serves the rendezvous master "
-       "and the workers' TCPStore",
-       "",
-       {},
-       nullptr},
-      {"--master-port",
-       "",
-       true,
-       false,
-       "",
-       kStaticGroup,
-       "One node: MASTER_PORT for the workers (unset: a free port, new on every attempt). "
-       "Static backend: node 0's port for the rendezvous master and the workers' store "
-       "(their MASTER_PORT). c10d: the port of each other agent's store for its workers",
-       "",
-       {},
-       MasterPort},
-      {"--local-addr",
-       "",
-       true,
-       false,
-       "",
-       kStaticGroup,
-       "This node's address as other nodes reach it (c10d: MASTER_ADDR when it is rank 0, "
-       "unless the endpoint is on this machine; unset: where the master sees it connect from)",
-       "",
-       {},
-       LocalAddr},
+      Option("--signals-to-handle", SignalsToHandle)
+          .In(kShutdownGroup)
+          .Default("SIGTERM,SIGINT,SIGHUP,SIGQUIT")
+          .TorchEnv("TORCHELASTIC_SIGNALS_TO_HANDLE")
+          .Help("Signals the agent forwards to every worker before stopping them; SIGTERM, SIGINT, "
+                "SIGHUP and SIGQUIT always are, and the list adds to them (e.g. SIGUSR1,SIGUSR2)"),
+      Option("--shutdown-timeout", ShutdownTimeout)
+          .In(kShutdownGroup)
+          .Default("30")
+          .TorchEnv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")
+          .Help("Seconds between the stop signal and SIGKILL"),
+      Option("--exit-barrier-timeout", ExitBarrierTimeout)
+          .In(kShutdownGroup)
+          .Default("300")
+          .TorchEnv("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT")
+          .Help("Seconds a node that finished waits for the others (multi-node)"),
+      Option("--node-rank", NodeRank)
+          .In(kStaticGroup)
+          .Default("0")
+          .Help("This node's rank with the static backend; with c10d, a hint for the order of "
+                "new nodes"),
+      Option("--master-addr")
+          .In(kStaticGroup)
+          .Help("MASTER_ADDR for the workers. One node: unset, --local-addr, else localhost. "
+                "Static backend: node 0's address, where its agent serves the rendezvous master "
+                "and the workers' TCPStore"),
+      Option("--master-port", MasterPort)
+          .In(kStaticGroup)
+          .Help("One node: MASTER_PORT for the workers (unset: a free port, new on every attempt). "
+                "Static backend: node 0's port for the rendezvous master and the workers' store "
+                "(their MASTER_PORT). c10d: the port of each other agent's store for its workers"),
+      Option("--local-addr", LocalAddr)
+          .In(kStaticGroup)
+          .Help("This node's address as other nodes reach it (c10d: MASTER_ADDR when it is rank 0, "
+                "unless the endpoint is on this machine; unset: where the master sees it connect "
+                "from)"),
   };
 }
 

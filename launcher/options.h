@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -39,6 +40,41 @@ struct OptionSpec {
   std::vector<std::string> completion;
   // Parses the value into the config; null when only the rules of cli_rules.h read it.
   absl::Status (*parse)(const std::string& value, ParseState& state) = nullptr;
+};
+
+/// One entry of the table, said field by field:
+///   Option("--max-restarts", MaxRestarts).In(kWorkerGroup).Default("0").Help("...")
+/// What is not said keeps OptionSpec's default (no short name, the underscore spelling too,
+/// takes a value, no default, no torchrun variable, completes nothing).
+class Option {
+ public:
+  using Parser = absl::Status (*)(const std::string& value, ParseState& state);
+  /// `parse` null: only the rules of cli_rules.h read the option.
+  explicit Option(std::string name, Parser parse = nullptr) {
+    spec_.name = std::move(name);
+    spec_.parse = parse;
+  }
+  Option&& In(std::string group) && { return Set(&OptionSpec::group, std::move(group)); }
+  Option&& Short(std::string name) && { return Set(&OptionSpec::short_name, std::move(name)); }
+  Option&& NoUnderscore() && { return Set(&OptionSpec::underscore_spelling, false); }
+  Option&& Flag() && { return Set(&OptionSpec::flag, true); }
+  Option&& Default(std::string value) && {
+    return Set(&OptionSpec::default_value, std::move(value));
+  }
+  Option&& TorchEnv(std::string name) && { return Set(&OptionSpec::torch_env, std::move(name)); }
+  Option&& Completes(std::vector<std::string> words) && {
+    return Set(&OptionSpec::completion, std::move(words));
+  }
+  Option&& Help(std::string text) && { return Set(&OptionSpec::help, std::move(text)); }
+  operator OptionSpec() && { return std::move(spec_); }  // NOLINT: an entry of the table
+
+ private:
+  template <typename Field, typename Value>
+  Option&& Set(Field OptionSpec::*field, Value&& value) {
+    spec_.*field = std::forward<Value>(value);
+    return std::move(*this);
+  }
+  OptionSpec spec_;
 };
 
 /// Every option in --help's order, which is also the order of parsing.

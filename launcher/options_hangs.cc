@@ -28,55 +28,36 @@ absl::Status WorkerHeartbeatStartupTimeout(const std::string& value, ParseState&
 }  // namespace
 
 std::vector<OptionSpec> WithHangOptions(std::vector<OptionSpec> table) {
-  table.push_back({"--worker-heartbeat-timeout",
-                   "",
-                   true,
-                   false,
-                   "0",
-                   kHangGroup,
-                   "Seconds a worker may go without writing to the pipe in DDPRUN_HEARTBEAT_FD, "
-                   "once it has written to it, before it is taken for hung, killed and the "
-                   "attempt fails; 0: off (ddprun only)",
-                   "",
-                   {},
-                   WorkerHeartbeatTimeout});
-  table.push_back({"--worker-heartbeat-startup-timeout",
-                   "",
-                   true,
-                   false,
-                   "600",
-                   kHangGroup,
-                   "With --worker-heartbeat-timeout: seconds a worker may take from its start to "
-                   "its first heartbeat, at least that timeout (the interpreter, imports, the "
-                   "process group: a Python thread cannot beat while `import torch` holds the "
-                   "GIL); 0: no bound (ddprun only)",
-                   "",
-                   {},
-                   WorkerHeartbeatStartupTimeout});
-  table.push_back({"--uninterruptible-state-timeout",
-                   "",
-                   true,
-                   false,
-                   "0",
-                   kHangGroup,
-                   "Seconds a worker may stay in uninterruptible sleep (state D) before the node "
-                   "is taken for unhealthy: its workers stop, no restart is spent, the agent "
-                   "leaves the job and exits 69; 0: off",
-                   "TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT",
-                   {},
-                   UninterruptibleStateTimeout});
-  table.push_back({"--kill-timeout",
-                   "",
-                   true,
-                   false,
-                   "10",
-                   kHangGroup,
-                   "Seconds a worker may take to be gone after SIGKILL; one still there is "
-                   "reported unkillable with its state, and the agent leaves the job and exits "
-                   "69 (ddprun only)",
-                   "",
-                   {},
-                   KillTimeout});
+  table.push_back(
+      Option("--worker-heartbeat-timeout", WorkerHeartbeatTimeout)
+          .In(kHangGroup)
+          .Default("0")
+          .Help("Seconds a worker may go without writing to the pipe in DDPRUN_HEARTBEAT_FD, "
+                "once it has written to it, before it is taken for hung, killed and the "
+                "attempt fails; 0: off (ddprun only)"));
+  table.push_back(
+      Option("--worker-heartbeat-startup-timeout", WorkerHeartbeatStartupTimeout)
+          .In(kHangGroup)
+          .Default("600")
+          .Help("With --worker-heartbeat-timeout: seconds a worker may take from its start to "
+                "its first heartbeat, at least that timeout (the interpreter, imports, the "
+                "process group: a Python thread cannot beat while `import torch` holds the "
+                "GIL); 0: no bound (ddprun only)"));
+  table.push_back(
+      Option("--uninterruptible-state-timeout", UninterruptibleStateTimeout)
+          .In(kHangGroup)
+          .Default("0")
+          .TorchEnv("TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT")
+          .Help("Seconds a worker may stay in uninterruptible sleep (state D) before the node "
+                "is taken for unhealthy: its workers stop, no restart is spent, the agent "
+                "leaves the job and exits 69; 0: off"));
+  table.push_back(
+      Option("--kill-timeout", KillTimeout)
+          .In(kHangGroup)
+          .Default("10")
+          .Help("Seconds a worker may take to be gone after SIGKILL; one still there is "
+                "reported unkillable with its state, and the agent leaves the job and exits "
+                "69 (ddprun only)"));
   return table;
 }
 

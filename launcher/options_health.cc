@@ -84,82 +84,40 @@ absl::Status ExcludeHosts(const std::string& value, ParseState& s) {
 
 std::vector<OptionSpec> WithNodeHealthOptions(std::vector<OptionSpec> table) {
   std::vector<OptionSpec> health = {
-      {"--health-check",
-       "",
-       true,
-       false,
-       "",
-       kHealthGroup,
-       "Run before this node joins each round (/bin/sh -c CMD, in the node's environment): "
-       "exit 0 is healthy; else the node stays out for --node-cooldown and the master is "
-       "told why. 'builtin': the built-in check (GPUs, NVML, free disk; on by default with "
-       "--nproc-per-node=gpu), 'builtin,CMD': both, 'none': no check (ddprun only)",
-       "",
-       {},
-       HealthCheck},
-      {"--health-check-timeout",
-       "",
-       true,
-       false,
-       "60",
-       kHealthGroup,
-       "Seconds a health check may run; one still running is killed and failed",
-       "",
-       {},
-       HealthCheckTimeout},
-      {"--health-check-min-free-disk",
-       "",
-       true,
-       false,
-       "0",
-       kHealthGroup,
-       "GiB the built-in check wants free in the log dir's file system; 0: not checked",
-       "",
-       {},
-       MinFreeDisk},
-      {"--max-node-failures",
-       "",
-       true,
-       false,
-       "",
-       kHealthGroup,
-       "Failures a node may cause (as their root cause) before the master excludes it for "
-       "--node-cooldown; 0: never. Unset: 3 for elastic jobs (--nnodes=MIN:MAX), 0 for static",
-       "",
-       {},
-       MaxNodeFailures},
-      {"--max-node-flaps",
-       "",
-       true,
-       false,
-       "",
-       kHealthGroup,
-       "Times a node's connection may be lost while it runs a round before the master "
-       "excludes it for --node-cooldown; 0: never. Unset: 3 for elastic jobs, 0 for static",
-       "",
-       {},
-       MaxNodeFlaps},
-      {"--node-cooldown",
-       "",
-       true,
-       false,
-       "300",
-       kHealthGroup,
-       "Seconds an excluded or unhealthy node stays out before it may join again; 0: for "
-       "the rest of the job (its agent exits 69)",
-       "",
-       {},
-       NodeCooldown},
-      {"--exclude-hosts",
-       "",
-       true,
-       false,
-       "",
-       kHealthGroup,
-       "Hosts the job must not use, separated by commas: their agents are refused and exit 69",
-       "",
-       {},
-       ExcludeHosts},
+      Option("--health-check", HealthCheck)
+          .In(kHealthGroup)
+          .Help(
+              "Run before this node joins each round (/bin/sh -c CMD, in the node's environment): "
+              "exit 0 is healthy; else the node stays out for --node-cooldown and the master is "
+              "told why. 'builtin': the built-in check (GPUs, NVML, free disk; on by default with "
+              "--nproc-per-node=gpu), 'builtin,CMD': both, 'none': no check (ddprun only)"),
+      Option("--health-check-timeout", HealthCheckTimeout)
+          .In(kHealthGroup)
+          .Default("60")
+          .Help("Seconds a health check may run; one still running is killed and failed"),
+      Option("--health-check-min-free-disk", MinFreeDisk)
+          .In(kHealthGroup)
+          .Default("0")
+          .Help("GiB the built-in check wants free in the log dir's file system; 0: not checked"),
+      Option("--max-node-failures", MaxNodeFailures)
+          .In(kHealthGroup)
+          .Help("Failures a node may cause (as their root cause) before the master excludes it for "
+                "--node-cooldown; 0: never. Unset: 3 for elastic jobs (--nnodes=MIN:MAX), 0 for "
+                "static"),
+      Option("--max-node-flaps", MaxNodeFlaps)
+          .In(kHealthGroup)
+          .Help(
+              "Times a node's connection may be lost while it runs a round before the master "
+              "excludes it for --node-cooldown; 0: never. Unset: 3 for elastic jobs, 0 for static"),
+      Option("--node-cooldown", NodeCooldown)
+          .In(kHealthGroup)
+          .Default("300")
+          .Help("Seconds an excluded or unhealthy node stays out before it may join again; 0: for "
+                "the rest of the job (its agent exits 69)"),
+      Option("--exclude-hosts", ExcludeHosts)
+          .In(kHealthGroup)
+          .Help("Hosts the job must not use, separated by commas: their agents are refused and "
+                "exit 69"),
   };
   table.insert(table.end(), health.begin(), health.end());
   return table;

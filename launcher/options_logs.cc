@@ -51,51 +51,27 @@ absl::Status LogsSpecs(const std::string& value, ParseState&) {
 }  // namespace
 
 std::vector<OptionSpec> WithLogOptions(std::vector<OptionSpec> table) {
-  table.push_back({"--log-line-prefix-template",
-                   "",
-                   true,
-                   false,
-                   "",
-                   kLogGroup,
-                   "The prefix of tee'd lines, with ${role_name}, ${rank}, ${local_rank} and "
-                   "${hostname} (or $rank ...) filled in, e.g. '[${hostname}:${rank}]: '; unset: "
-                   "[<role><local_rank>]:",
-                   "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE",
-                   {},
-                   LogLinePrefixTemplate});
-  table.push_back({"--duplicate-stdout-filters",
-                   "",
-                   true,
-                   false,
-                   "",
-                   kLogGroup,
-                   "Comma-separated strings (',,' for a comma): tee'd stdout lines that contain "
-                   "any of them are also written to attempt_<n>/filtered_stdout.log",
-                   "",
-                   {},
-                   DuplicateStdoutFilters});
-  table.push_back({"--duplicate-stderr-filters",
-                   "",
-                   true,
-                   false,
-                   "",
-                   kLogGroup,
-                   "The same for tee'd stderr lines, into attempt_<n>/filtered_stderr.log "
-                   "(e.g. NCCL,CUDA error)",
-                   "",
-                   {},
-                   DuplicateStderrFilters});
-  table.push_back({"--logs-specs",
-                   "",
-                   true,
-                   false,
-                   "",
-                   kLogGroup,
-                   "torchrun's Python LogsSpecs plug-in: refused, as ddprun cannot load one; "
-                   "its log layout is fixed",
-                   "",
-                   {},
-                   LogsSpecs});
+  table.push_back(
+      Option("--log-line-prefix-template", LogLinePrefixTemplate)
+          .In(kLogGroup)
+          .TorchEnv("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")
+          .Help("The prefix of tee'd lines, with ${role_name}, ${rank}, ${local_rank} and "
+                "${hostname} (or $rank ...) filled in, e.g. '[${hostname}:${rank}]: '; unset: "
+                "[<role><local_rank>]:"));
+  table.push_back(
+      Option("--duplicate-stdout-filters", DuplicateStdoutFilters)
+          .In(kLogGroup)
+          .Help("Comma-separated strings (',,' for a comma): tee'd stdout lines that contain "
+                "any of them are also written to attempt_<n>/filtered_stdout.log"));
+  table.push_back(Option("--duplicate-stderr-filters", DuplicateStderrFilters)
+                      .In(kLogGroup)
+                      .Help("The same for tee'd stderr lines, into attempt_<n>/filtered_stderr.log "
+                            "(e.g. NCCL,CUDA error)"));
+  table.push_back(
+      Option("--logs-specs", LogsSpecs)
+          .In(kLogGroup)
+          .Help("torchrun's Python LogsSpecs plug-in: refused, as ddprun cannot load one; "
+                "its log layout is fixed"));
   return table;
 }
 

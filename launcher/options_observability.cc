@@ -31,30 +31,19 @@ absl::Status MetricsPort(const std::string& value, ParseState& s) {
 }  // namespace
 
 std::vector<OptionSpec> WithObservabilityOptions(std::vector<OptionSpec> table) {
-  table.push_back({"--event-log-handler",
-                   "",
-                   true,
-                   false,
-                   "null",
-                   kObservabilityGroup,
-                   "Where torchelastic's events go, one JSON line each as torch writes them: null "
-                   "(nowhere), console (stderr) or file:PATH (appended; ddprun only)",
-                   "",
-                   {},
-                   EventLogHandler});
-  table.push_back({"--metrics-port",
-                   "",
-                   true,
-                   false,
-                   "",
-                   kObservabilityGroup,
-                   "Serve Prometheus metrics on this port over HTTP (/metrics), on every "
-                   "address; the node that hosts the rendezvous master also serves the job's "
-                   "status (/api/v1/status) and a live status page (/). 0: any free port "
-                   "(ddprun only)",
-                   "",
-                   {},
-                   MetricsPort});
+  table.push_back(
+      Option("--event-log-handler", EventLogHandler)
+          .In(kObservabilityGroup)
+          .Default("null")
+          .Help("Where torchelastic's events go, one JSON line each as torch writes them: null "
+                "(nowhere), console (stderr) or file:PATH (appended; ddprun only)"));
+  table.push_back(
+      Option("--metrics-port", MetricsPort)
+          .In(kObservabilityGroup)
+          .Help("Serve Prometheus metrics on this port over HTTP (/metrics), on every "
+                "address; the node that hosts the rendezvous master also serves the job's "
+                "status (/api/v1/status) and a live status page (/). 0: any free port "
+                "(ddprun only)"));
   return table;
 }
 

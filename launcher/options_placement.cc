@@ -53,44 +53,29 @@ absl::Status CpuAffinity(const std::string& value, ParseState& s) {
 }  // namespace
 
 std::vector<OptionSpec> WithPlacementOptions(std::vector<OptionSpec> table) {
-  table.push_back({"--virtual-local-rank",
-                   "",
-                   true,
-                   true,
-                   "",
-                   kWorkerGroup,
-                   "Every worker gets LOCAL_RANK=0 and sees only its own accelerator "
-                   "(CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or ZE_AFFINITY_MASK set to the "
-                   "entry of the inherited list, or the index, at its local rank)",
-                   "",
-                   {},
-                   VirtualLocalRank});
-  table.push_back({"--numa-binding",
-                   "",
-                   true,
-                   false,
-                   "",
-                   kBindingGroup,
-                   "Bind each worker to the CPUs near its accelerator (local rank i uses device "
-                   "i), memory preferred on that NUMA node: node (the device's NUMA node), "
-                   "socket (its package), exclusive (an equal share of the node's cores per "
-                   "device) or core-complex (one L3 cache's cores); with no accelerator, local "
-                   "ranks take the NUMA nodes in turn (docs/numa.md)",
-                   "",
-                   {"node", "socket", "exclusive", "core-complex"},
-                   NumaBindingMode});
-  table.push_back({"--cpu-affinity",
-                   "",
-                   true,
-                   false,
-                   "",
-                   kBindingGroup,
-                   "Bind worker i to the i-th CPU list, e.g. 0-7:8-15 for two local ranks, or "
-                   "'auto': the allowed physical cores split evenly over the local ranks "
-                   "(ddprun only)",
-                   "",
-                   {"auto"},
-                   CpuAffinity});
+  table.push_back(
+      Option("--virtual-local-rank", VirtualLocalRank)
+          .In(kWorkerGroup)
+          .Flag()
+          .Help("Every worker gets LOCAL_RANK=0 and sees only its own accelerator "
+                "(CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or ZE_AFFINITY_MASK set to the "
+                "entry of the inherited list, or the index, at its local rank)"));
+  table.push_back(
+      Option("--numa-binding", NumaBindingMode)
+          .In(kBindingGroup)
+          .Completes({"node", "socket", "exclusive", "core-complex"})
+          .Help("Bind each worker to the CPUs near its accelerator (local rank i uses device "
+                "i), memory preferred on that NUMA node: node (the device's NUMA node), "
+                "socket (its package), exclusive (an equal share of the node's cores per "
+                "device) or core-complex (one L3 cache's cores); with no accelerator, local "
+                "ranks take the NUMA nodes in turn (docs/numa.md)"));
+  table.push_back(
+      Option("--cpu-affinity", CpuAffinity)
+          .In(kBindingGroup)
+          .Completes({"auto"})
+          .Help("Bind worker i to the i-th CPU list, e.g. 0-7:8-15 for two local ranks, or "
+                "'auto': the allowed physical cores split evenly over the local ranks "
+                "(ddprun only)"));
   return table;
 }
 

@@ -9,6 +9,9 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "agent/hangs/proc_state.h"
 #include "agent/logs/error_file.h"
 #include "agent/logs/log_format.h"
 #include "agent/process/worker_process.h"
@@ -20,6 +23,14 @@ namespace ddprun {
 namespace {
 
 constexpr size_t kStderrTailLines = 20;
+
+HangSettings HangSettingsOf(const AgentConfig& config) {
+  HangSettings settings;
+  settings.heartbeat_timeout = config.worker_heartbeat_timeout;
+  settings.heartbeat_startup = config.worker_heartbeat_startup_timeout;
+  settings.uninterruptible_timeout = config.uninterruptible_timeout;
+  return settings;
+}
 
 bool FilesEnabled(const std::string& log_root) {
   return !log_root.empty() && log_root != "/dev/null";
@@ -100,10 +111,7 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
       loop_, guard_,
       plan.python_dumps ? StackCollection::Method::kPython : StackCollection::Method::kNative,
       dump_bound_, [this] { OnStacksTaken(); });
-  HangSettings hang_settings;
-  hang_settings.heartbeat_timeout = config_.worker_heartbeat_timeout;
-  hang_settings.heartbeat_startup = config_.worker_heartbeat_startup_timeout;
-  hang_settings.uninterruptible_timeout = config_.uninterruptible_timeout;
+  HangSettings hang_settings = HangSettingsOf(config_);
   hang_settings.timer_fifo = plan.timer_fifo;
   hangs_ =
       std::make_unique<HangWatch>(hang_settings, loop_, [this](const Hang& hang) { OnHang(hang); });
@@ -459,6 +467,103 @@ std::vector<pid_t> WorkerSupervisor::pids() const {
   std::vector<pid_t> out;
   for (const auto& worker : workers_) out.push_back(worker->pid);
   return out;
+}
+
+// ---- Hangs: a worker taken for hung (HangWatch), and the record of where every worker was
+// (StackCollection) before any of them is stopped.
+
+void WorkerSupervisor::OnHang(const Hang& hang) {
+  Worker& worker = *workers_[hang.local_rank];
+  if (worker.state != WorkerState::kRunning || stopping()) return;
+  TakenForHung taken;
+  taken.node_unhealthy = hang.kind == Hang::Kind::kUninterruptible;
+  taken.cause = DescribeHang(hang, worker.rank, HangSettingsOf(config_),
+                             taken.node_unhealthy ? DescribeProcessState(worker.pid) : "");
+  if (hang.kind == Hang::Kind::kTimer) {
+    taken.timer = true;
+    taken.signal = hang.signal;
+    taken.target = hang.pid;
+  }
+  worker.hang = taken;
+  worker.state = WorkerState::kHung;
+  worker.exited = absl::Now();  // a failure from now on (see Failed), though it still runs
+  if (hooks_.hang_found) {
+    hooks_.hang_found(FoundHang{worker.local_rank, worker.pid, taken.cause, taken.node_unhealthy});
+  }
+}
+
+void WorkerSupervisor::Freeze() {
+  if (!stacks_taken_ || stacks_taken_->frozen()) return;
+  stop_signals_ |= uint64_t{1} << SIGABRT;  // a Python worker's traceback ends it: a stop
+  hangs_->Quiet();  // stopped workers send no heartbeat: no more hangs to declare
+  stacks_taken_->Freeze(StackTargets());
+  for (auto& worker : workers_) {
+    if (worker->state == WorkerState::kRunning) worker->state = WorkerState::kFrozen;
+  }
+}
+
+std::vector<StackCollection::Worker> WorkerSupervisor::StackTargets() const {
+  std::vector<StackCollection::Worker> targets;
+  for (const auto& worker : workers_) {
+    if (!Alive(*worker)) continue;
+    targets.push_back({worker->local_rank, worker->rank, worker->pid, worker->err.get(),
+                       worker->stderr_in_file ? worker->paths.stderr_log : std::string()});
+  }
+  return targets;
+}
+
+bool WorkerSupervisor::SnapshotStacks(std::function<void(std::vector<RankStack>)> done) {
+  if (snapshot_ && !snapshot_->done()) return false;
+  snapshot_ = std::make_unique<StackCollection>(
+      loop_, guard_, StackCollection::Method::kSnapshot, dump_bound_,
+      [this, done = std::move(done)] { done(snapshot_->Take(host_)); });
+  snapshot_->Freeze(StackTargets());  // kSnapshot: recorded, not stopped
+  snapshot_->Begin(absl::ZeroDuration());
+  return true;
+}
+
+void WorkerSupervisor::CollectStacks(absl::Duration settle) {
+  Freeze();
+  // Nothing was left to freeze (every worker had exited): nothing to wait for.
+  if (!stacks_taken_->frozen()) return OnStacksTaken();
+  stacks_taken_->Begin(settle);
+}
+
+// Every dump is in, or its time is up: the frozen workers were continued.
+void WorkerSupervisor::OnStacksTaken() {
+  for (auto& worker : workers_) {
+    if (worker->state == WorkerState::kFrozen) worker->state = WorkerState::kRunning;
+  }
+  if (hooks_.stacks_taken) hooks_.stacks_taken();
+}
+
+void WorkerSupervisor::KillHung() {
+  for (auto& worker : workers_) {
+    if (worker->state != WorkerState::kHung) continue;
+    const TakenForHung& hang = *worker->hang;
+    if (hang.target > 0 && hang.target != worker->pid) {
+      ::kill(hang.target, hang.signal);  // what the FileTimerClient asked for
+    } else {
+      ::killpg(worker->pid, hang.signal);
+    }
+  }
+}
+
+std::string WorkerSupervisor::hang_cause() const {
+  for (const auto& worker : workers_) {
+    if (worker->hang) return worker->hang->cause;
+  }
+  return "";
+}
+
+std::string WorkerSupervisor::DescribeRemaining() const {
+  std::vector<std::string> out;
+  for (const auto& worker : workers_) {
+    if (!Alive(*worker)) continue;
+    out.push_back(absl::StrCat("rank ", worker->rank, " (local_rank ", worker->local_rank, ", pid ",
+                               worker->pid, ", state ", DescribeProcessState(worker->pid), ")"));
+  }
+  return out.empty() ? "workers" : absl::StrJoin(out, "; ");
 }
 
 }  // namespace ddprun

@@ -163,9 +163,8 @@ class WorkerSupervisor {
   bool Failed(const Worker& worker) const;
   bool EndedByStop(int wait_status) const;
   void CloseStream(std::unique_ptr<PipedStream>& stream);
-  // Hangs (worker_supervisor_hangs.cc): what HangWatch found, and the stack dump.
+  // Hangs: what HangWatch found, and the stack dump.
   void OnHang(const Hang& hang);
-  std::string HangCause(const Worker& worker, const Hang& hang) const;
   std::vector<StackCollection::Worker> StackTargets() const;  // every live worker
   void OnStacksTaken();
 

@@ -5,13 +5,54 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "agent/hangs/proc_state.h"
 #include "common/clock.h"
 #include "common/printable.h"
+#include "common/process_status.h"
 #include "common/report_limiter.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
+
+namespace {
+
+std::string Seconds(absl::Duration d) {
+  return absl::FormatDuration(absl::Trunc(d, absl::Milliseconds(1)));
+}
+
+std::string WallTime(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%E3S", t, absl::LocalTimeZone());
+}
+
+}  // namespace
+
+std::string DescribeHang(const Hang& hang, int rank, const HangSettings& settings,
+                         const std::string& process_state) {
+  switch (hang.kind) {
+    case Hang::Kind::kHeartbeat:
+      if (hang.never_beat) {
+        return absl::StrCat("rank ", rank, " sent no first heartbeat in ", Seconds(hang.duration),
+                            " since its start (--worker-heartbeat-startup-timeout=",
+                            Seconds(settings.heartbeat_startup), "): taken for hung");
+      }
+      return absl::StrCat("rank ", rank, " sent no heartbeat for ", Seconds(hang.duration),
+                          " (--worker-heartbeat-timeout=", Seconds(settings.heartbeat_timeout),
+                          "): taken for hung");
+    case Hang::Kind::kTimer:
+      return absl::StrCat("rank ", rank, ": FileTimer scope '", hang.scope, "' expired at ",
+                          WallTime(hang.deadline), " (pid ", hang.pid,
+                          ", torch.distributed.elastic.timer.expires, signal ",
+                          SignalName(hang.signal), "): taken for hung");
+    case Hang::Kind::kUninterruptible:
+      return absl::StrCat("rank ", rank, " has been in uninterruptible sleep for ",
+                          Seconds(hang.duration), ": the node is unhealthy (", process_state,
+                          "; TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT=",
+                          Seconds(settings.uninterruptible_timeout), ")");
+  }
+  return "";
+}
+
 namespace {
 
 absl::StatusOr<std::unique_ptr<OneShotTimer>> NewTimer() {

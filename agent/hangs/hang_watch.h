@@ -44,6 +44,12 @@ struct Hang {
   pid_t pid = 0;            // kTimer: the process that asked (the worker or one of its group)
 };
 
+/// Why a worker is taken for hung (or the node unhealthy), for the log, the failure summary
+/// and the hang report: the rank, what was missed, and the option that set the bound.
+/// `process_state` describes the worker's process for a kUninterruptible hang (proc_state.h).
+std::string DescribeHang(const Hang& hang, int rank, const HangSettings& settings,
+                         const std::string& process_state);
+
 class HangWatch {
  public:
   HangWatch(HangSettings settings, EventLoop& loop, std::function<void(const Hang&)> on_hang);

@@ -16,6 +16,7 @@
 #include "agent/logs/log_format.h"
 #include "agent/process/worker_process.h"
 #include "common/process_status.h"
+#include "common/status_macros.h"
 #include "node/host_info.h"
 #include "spdlog/spdlog.h"
 
@@ -115,7 +116,7 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
   hang_settings.timer_fifo = plan.timer_fifo;
   hangs_ =
       std::make_unique<HangWatch>(hang_settings, loop_, [this](const Hang& hang) { OnHang(hang); });
-  if (absl::Status s = hangs_->Start(); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(hangs_->Start());
   for (int local_rank = 0; local_rank < config_.nproc_per_node; ++local_rank) {
     auto worker = std::make_unique<Worker>();
     worker->local_rank = local_rank;
@@ -124,10 +125,7 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
     if (files_enabled_) {
       worker->paths =
           WorkerLogPathsFor(plan.log_root, config_.run_id, plan.log_attempt, local_rank);
-      if (absl::Status s = MakeDirsBelow(log_run_dir_->get(), log_run_path_, worker->paths.dir);
-          !s.ok()) {
-        return s;
-      }
+      DDPRUN_RETURN_IF_ERROR(MakeDirsBelow(log_run_dir_->get(), log_run_path_, worker->paths.dir));
       // A stale file would blame this attempt. Below the held run folder: a folder swapped
       // for a link must not make the agent remove a file elsewhere.
       (void)UnlinkBelow(log_run_dir_->get(), log_run_path_, worker->paths.error_file);
@@ -137,7 +135,7 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
     }
     workers_.push_back(std::move(worker));
   }
-  if (absl::Status s = OpenFilteredLogs(plan); !s.ok()) return s;  // in the folders just made
+  DDPRUN_RETURN_IF_ERROR(OpenFilteredLogs(plan));  // in the folders just made
   for (auto& worker : workers_) {
     if (absl::Status s = StartWorker(*worker, plan); !s.ok()) {
       // The reason is kept for the summary; the agent stops the rest as for any failure.
@@ -179,14 +177,9 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
     spec.argv.push_back(SubstituteLocalRank(arg, worker.local_rank));
   }
   std::vector<UniqueFd> child_ends;  // closed in the agent once the child has them
-  if (absl::Status s = SetUpStreams(worker, spec.stdout_fd, spec.stderr_fd, child_ends); !s.ok()) {
-    return s;
-  }
+  DDPRUN_RETURN_IF_ERROR(SetUpStreams(worker, spec.stdout_fd, spec.stderr_fd, child_ends));
   if (config_.worker_heartbeat_timeout > absl::ZeroDuration()) {
-    if (absl::Status s = hangs_->SetUpHeartbeat(worker.local_rank, spec.inherit_fd, child_ends);
-        !s.ok()) {
-      return s;
-    }
+    DDPRUN_RETURN_IF_ERROR(hangs_->SetUpHeartbeat(worker.local_rank, spec.inherit_fd, child_ends));
     seat.heartbeat_fd = spec.inherit_fd;
   }
   spec.env = FlattenEnv(BuildWorkerEnv(base_env_, config_, plan, seat));
@@ -208,11 +201,8 @@ absl::Status WorkerSupervisor::StartWorker(Worker& worker, const AttemptPlan& pl
 
 absl::Status WorkerSupervisor::SetUpStreams(Worker& worker, int& child_stdout, int& child_stderr,
                                             std::vector<UniqueFd>& child_ends) {
-  if (absl::Status s =
-          SetUpStream(worker, kStdOut, worker.paths.stdout_log, child_stdout, child_ends);
-      !s.ok()) {
-    return s;
-  }
+  DDPRUN_RETURN_IF_ERROR(
+      SetUpStream(worker, kStdOut, worker.paths.stdout_log, child_stdout, child_ends));
   return SetUpStream(worker, kStdErr, worker.paths.stderr_log, child_stderr, child_ends);
 }
 

@@ -130,12 +130,9 @@ absl::Status MasterState::Join(Session* session, const pb::Join& join) {
         " but this master speaks version 2: run the same ddprun version on every node and "
         "on ddprun-master"));
   }
-  if (absl::Status s = CheckToken(options_.token, join.token(), "join token",
-                                  "set the same token on every node with --rdzv-conf "
-                                  "token_file=PATH or DDPRUN_RDZV_TOKEN");
-      !s.ok()) {
-    return s;
-  }
+  DDPRUN_RETURN_IF_ERROR(CheckToken(options_.token, join.token(), "join token",
+                                    "set the same token on every node with --rdzv-conf "
+                                    "token_file=PATH or DDPRUN_RDZV_TOKEN"));
   DDPRUN_RETURN_IF_ERROR(CheckRunId(join.run_id(), "join.run_id"));
   if (options_.only_run_id && join.run_id() != *options_.only_run_id) {
     // The run it does serve is not said: the caller may not know it for a reason.
@@ -182,7 +179,7 @@ absl::Status MasterState::Join(Session* session, const pb::Join& join) {
       node.addresses.push_back(a);
     }
   }
-  if (absl::Status s = run.rounds->Join(session->id(), node, MonotonicNow()); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(run.rounds->Join(session->id(), node, MonotonicNow()));
   if (run.rounds->phase() == RoundStateMachine::Phase::kRunning &&
       run.rounds->IsWaiting(session->id())) {
     spdlog::info("run '{}': {} waits for a place: the job runs at its --nnodes maximum ({})",

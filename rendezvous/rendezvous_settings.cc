@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace ddprun {
 
@@ -55,7 +56,7 @@ absl::Status SameJobSettings(const RendezvousSettings& run, const RendezvousSett
 }
 
 absl::Status SameRunSettings(const RendezvousSettings& run, const RendezvousSettings& joiner) {
-  if (absl::Status same = SameJobSettings(run, joiner); !same.ok()) return same;
+  DDPRUN_RETURN_IF_ERROR(SameJobSettings(run, joiner));
   std::map<std::string, std::string> ours = SettingsAsText(run);
   absl::Status differs;
   ForEachSetting(joiner, [&](const SettingField& field, const auto& value) {

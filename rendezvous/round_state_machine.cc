@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace ddprun {
 
@@ -28,7 +29,7 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
   }
   if (phase_ == Phase::kEnded) return JoinEndedRun(session);
   if (!node.failed_check.empty()) {
-    if (absl::Status s = CheckFailedCheckIsItsOwn(session, node); !s.ok()) return s;
+    DDPRUN_RETURN_IF_ERROR(CheckFailedCheckIsItsOwn(session, node));
   }
   if (phase_ == Phase::kGathering) {
     // A restarted master learns from the agents where the run was, so that rounds and

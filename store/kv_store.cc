@@ -5,6 +5,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 
 namespace ddprun {
 namespace {
@@ -77,7 +78,7 @@ absl::Status KvStore::Put(const std::string& key, std::string value) {
   const int64_t before =
       it == data_.end() ? 0 : static_cast<int64_t>(key.size() + it->second.size());
   const int64_t after = static_cast<int64_t>(key.size() + value.size());
-  if (absl::Status s = Admit(it == data_.end() ? 1 : 0, after - before, key); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(Admit(it == data_.end() ? 1 : 0, after - before, key));
   bytes_ += after - before;
   if (it == data_.end()) {
     data_.emplace(key, std::move(value));
@@ -88,35 +89,32 @@ absl::Status KvStore::Put(const std::string& key, std::string value) {
 }
 
 absl::Status KvStore::Set(const std::string& key, std::string value) {
-  if (absl::Status s = CheckKeyAndValue(key, value.size()); !s.ok()) return s;
-  if (absl::Status s = Put(key, std::move(value)); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(CheckKeyAndValue(key, value.size()));
+  DDPRUN_RETURN_IF_ERROR(Put(key, std::move(value)));
   Written(key);
   return absl::OkStatus();
 }
 
 absl::Status KvStore::MultiSet(const std::vector<std::string>& keys,
                                std::vector<std::string> values) {
-  if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(CheckKeyCount(keys.size()));
   if (keys.size() != values.size()) {
     return absl::InvalidArgumentError(
         absl::StrCat(keys.size(), " keys but ", values.size(), " values in multi_set"));
   }
   int64_t most_bytes = 0;  // as if every key were new: a bound, so that all or none is stored
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (absl::Status s = CheckKeyAndValue(keys[i], values[i].size()); !s.ok()) return s;
+    DDPRUN_RETURN_IF_ERROR(CheckKeyAndValue(keys[i], values[i].size()));
     most_bytes += static_cast<int64_t>(keys[i].size() + values[i].size());
   }
-  if (absl::Status s = Admit(static_cast<int64_t>(keys.size()), most_bytes, keys.front());
-      !s.ok()) {
-    return s;
-  }
+  DDPRUN_RETURN_IF_ERROR(Admit(static_cast<int64_t>(keys.size()), most_bytes, keys.front()));
   for (size_t i = 0; i < keys.size(); ++i) (void)Put(keys[i], std::move(values[i]));
   for (const std::string& key : keys) Written(key);
   return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> KvStore::Add(const std::string& key, int64_t delta) {
-  if (absl::Status s = CheckKeyAndValue(key, 0); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(CheckKeyAndValue(key, 0));
   absl::StatusOr<int64_t> value = IntegerAt(data_, key, "add()");
   if (!value.ok()) return value.status();
   int64_t sum = 0;
@@ -125,7 +123,7 @@ absl::StatusOr<int64_t> KvStore::Add(const std::string& key, int64_t delta) {
     return absl::OutOfRangeError(absl::StrCat("store key '", Shown(key), "': add(", delta,
                                               ") would overflow a 64-bit integer"));
   }
-  if (absl::Status s = Put(key, absl::StrCat(sum)); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(Put(key, absl::StrCat(sum)));
   Written(key);
   return sum;
 }
@@ -133,32 +131,32 @@ absl::StatusOr<int64_t> KvStore::Add(const std::string& key, int64_t delta) {
 absl::Status KvStore::Append(const std::string& key, const std::string& value) {
   auto it = data_.find(key);
   const size_t before = it == data_.end() ? 0 : it->second.size();
-  if (absl::Status s = CheckKeyAndValue(key, before + value.size()); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(CheckKeyAndValue(key, before + value.size()));
   std::string joined = it == data_.end() ? std::string() : it->second;
   joined.append(value);
-  if (absl::Status s = Put(key, std::move(joined)); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(Put(key, std::move(joined)));
   Written(key);
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> KvStore::CompareSet(const std::string& key, const std::string& expected,
                                                 std::string desired) {
-  if (absl::Status s = CheckKeyAndValue(key, desired.size()); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(CheckKeyAndValue(key, desired.size()));
   auto it = data_.find(key);
   const bool matches = it == data_.end() ? expected.empty() : it->second == expected;
   if (!matches) return it == data_.end() ? expected : it->second;
-  if (absl::Status s = Put(key, std::move(desired)); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(Put(key, std::move(desired)));
   Written(key);  // only a store wakes anyone (libuv's TCPStore also woke on a miss)
   return data_[key];
 }
 
 absl::StatusOr<bool> KvStore::Check(const std::vector<std::string>& keys) const {
-  if (absl::Status s = CheckKeyCount(keys.size()); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(CheckKeyCount(keys.size()));
   return std::all_of(keys.begin(), keys.end(), [this](const std::string& k) { return Present(k); });
 }
 
 absl::StatusOr<bool> KvStore::Delete(const std::string& key) {
-  if (absl::Status s = CheckKeyAndValue(key, 0); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(CheckKeyAndValue(key, 0));
   auto it = data_.find(key);
   if (it == data_.end()) return false;
   bytes_ -= static_cast<int64_t>(key.size() + it->second.size());
@@ -240,10 +238,10 @@ KvStore::WaiterId KvStore::Barrier(const std::string& key, int64_t world_size, D
 }
 
 absl::Status KvStore::QueuePush(const std::string& key, std::string value) {
-  if (absl::Status s = CheckKeyAndValue(key, value.size()); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(CheckKeyAndValue(key, value.size()));
   const bool new_queue = queues_.count(key) == 0;
   const int64_t grows = static_cast<int64_t>(value.size() + (new_queue ? key.size() : 0));
-  if (absl::Status s = Admit(0, grows, key); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(Admit(0, grows, key));
   bytes_ += grows;
   queues_[key].push_back(std::move(value));
   WakeOne(key);
@@ -251,7 +249,7 @@ absl::Status KvStore::QueuePush(const std::string& key, std::string value) {
 }
 
 absl::StatusOr<KvStore::Popped> KvStore::QueuePop(const std::string& key) {
-  if (absl::Status s = CheckKeyAndValue(key, 0); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(CheckKeyAndValue(key, 0));
   Popped popped;
   auto it = queues_.find(key);
   if (it == queues_.end()) return popped;
@@ -269,7 +267,7 @@ absl::StatusOr<KvStore::Popped> KvStore::QueuePop(const std::string& key) {
 }
 
 absl::StatusOr<int64_t> KvStore::QueueLength(const std::string& key) const {
-  if (absl::Status s = CheckKeyAndValue(key, 0); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(CheckKeyAndValue(key, 0));
   auto it = queues_.find(key);
   return it == queues_.end() ? 0 : static_cast<int64_t>(it->second.size());
 }

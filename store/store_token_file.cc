@@ -7,6 +7,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 
 namespace ddprun {
@@ -40,7 +41,7 @@ absl::StatusOr<StoreTokenFile> StoreTokenFile::Create(const std::string& token) 
   UniqueFd fd(
       ::open(file.path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd.valid()) return ErrnoStatus(errno, absl::StrCat("cannot create ", file.path_));
-  if (absl::Status s = WriteAll(fd.get(), value); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(WriteAll(fd.get(), value));
   return file;
 }
 

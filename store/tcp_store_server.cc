@@ -26,6 +26,7 @@
 #include "common/ip_address.h"
 #include "common/listen_socket.h"
 #include "common/report_limiter.h"
+#include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "node/host_info.h"
 #include "store/tcp_store_service.h"
@@ -414,7 +415,7 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
   if (!wake.valid()) return ErrnoStatus(errno, "eventfd");
   auto impl = std::make_unique<Impl>(std::move(options), std::move(listen->front()),
                                      std::move(*loop), std::move(wake));
-  if (absl::Status s = impl->Watch(); !s.ok()) return s;
+  DDPRUN_RETURN_IF_ERROR(impl->Watch());
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->Run(); });
   return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(std::move(impl)));

@@ -516,7 +516,15 @@ TEST_F(MasterServerTest, PortInUseIsAClearError) {
 TEST(WireTest, EveryOutboundSurvivesTheWireAsTheSameEvent) {
   std::vector<Outbound> all(3);
   all[0].kind = Outbound::Kind::kAssign;
-  all[0].assignment = {4, 1, 2, 3, 6, 12, "node9", 29511};
+  Assignment& a = all[0].assignment;  // by name: a new field must not shift the others
+  a.round = 4;
+  a.restart_count = 1;
+  a.group_rank = 2;
+  a.group_world_size = 3;
+  a.base_rank = 6;
+  a.world_size = 12;
+  a.master_addr = "node9";
+  a.master_port = 29511;
   all[1].kind = Outbound::Kind::kStop;
   all[1].stop_reason = StopReason::kMembershipChanged;
   all[1].detail = "b left";

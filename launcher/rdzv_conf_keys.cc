@@ -1,5 +1,6 @@
 #include "launcher/rdzv_conf_keys.h"
 
+#include <algorithm>
 #include <type_traits>
 
 #include "absl/strings/ascii.h"
@@ -11,16 +12,25 @@
 namespace ddprun {
 namespace {
 
-// A value of the settings table, from its text: seconds for a duration (> 0, and at least
-// the table's minimum), a whole number within the table's bounds.
+// Milliseconds as seconds: "0.001", "31536000".
+std::string SecondsText(int64_t ms) {
+  return ms % 1000 == 0 ? absl::StrCat(ms / 1000) : absl::StrCat(ms / 1000.0);
+}
+
+// A value of the settings table, from its text: seconds for a duration (> 0, within the
+// table's bounds), a whole number within the table's bounds.
 absl::Status SetFromText(const SettingField& field, const std::string& option,
                          const std::string& value, absl::Duration& out) {
   DDPRUN_ASSIGN_OR_RETURN(absl::Duration d, ParseSeconds(option, value, /*positive=*/true));
-  const absl::Duration least = absl::Milliseconds(field.min);
-  if (d < least) {
+  // The wire carries whole milliseconds: the value every node reads back, this one included
+  // (a hosting agent that kept 1.5 ms would refuse its own join for a 1 ms keep-alive).
+  d = absl::Trunc(d, absl::Milliseconds(1));
+  const int64_t least = std::max<int64_t>(field.min, 1), most = field.max;
+  if (d < absl::Milliseconds(least) || d > absl::Milliseconds(most)) {
     return InvalidValue(option, value,
-                        absl::StrCat("at least ", absl::ToDoubleSeconds(least), " (",
-                                     absl::FormatDuration(least), ")"));
+                        absl::StrCat("seconds from ", SecondsText(least), " to ", SecondsText(most),
+                                     " (", absl::FormatDuration(absl::Milliseconds(least)), " to ",
+                                     absl::FormatDuration(absl::Milliseconds(most)), ")"));
   }
   out = d;
   return absl::OkStatus();

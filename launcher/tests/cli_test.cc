@@ -181,7 +181,7 @@ TEST_F(ParseCommandLineTest, ValuesPastWhatAJobCanUseAreRefused) {
             4096);
   EXPECT_THAT(
       Message(ParseError({"--rdzv-conf=keep_alive_interval=0.0001", "--no-python", "/bin/sh"})),
-      HasSubstr("at least 0.001 (1ms)"));
+      HasSubstr("expected seconds from 0.001 to 31536000 (1ms to 8760h)"));
 }
 
 TEST_F(ParseCommandLineTest, PetEnvironmentGivesTheDefault) {

@@ -59,7 +59,13 @@ TEST(RdzvConfKeysTest, TheSettingsTablesBoundsAreTheKeysBounds) {
               HasSubstr("keep_alive_max_attempt='0' is not valid: expected a whole number in "
                         "[1, 1048576]"));
   EXPECT_THAT(ApplyRdzvConf({{"keep_alive_interval", "0.0001"}}, config).message(),
-              HasSubstr("expected at least 0.001 (1ms)"));
+              HasSubstr("expected seconds from 0.001 to 31536000 (1ms to 8760h)"));
+  EXPECT_THAT(ApplyRdzvConf({{"join_timeout", "40000000"}}, config).message(),
+              HasSubstr("join_timeout='40000000' is not valid: expected seconds from 0.001 to "
+                        "31536000"));
+  ASSERT_TRUE(ApplyRdzvConf({{"keep_alive_interval", "0.0015"}}, config).ok());
+  EXPECT_EQ(config.rendezvous.keep_alive_interval, absl::Milliseconds(1))
+      << "what the wire carries, so that the hosting agent and its joiners agree";
   ASSERT_TRUE(
       ApplyRdzvConf({{"keep_alive_max_attempt", "7"}, {"join_timeout", "1.5"}}, config).ok());
   EXPECT_EQ(config.rendezvous.keep_alive_max_attempt, 7);

@@ -47,7 +47,6 @@ absl::Status CheckStatic(const OptionValues& values, AgentConfig& config) {
   }
   config.endpoint_host = values["--master-addr"];
   config.endpoint_port = *config.master_port;
-  if (!config.is_host) config.is_host = config.node_rank == 0;
   return absl::OkStatus();
 }
 
@@ -55,14 +54,30 @@ std::unique_ptr<StartedRendezvous> StartStatic(const AgentConfig& config, int& e
   return StartRendezvous(config, "--master-addr", exit_code);
 }
 
-}  // namespace
-
-const std::vector<RendezvousBackend>& RendezvousBackends() {
-  static const auto* backends = new std::vector<RendezvousBackend>{
-      {"c10d", CheckC10d, StartC10d},
-      {"static", CheckStatic, StartStatic},
+std::vector<RendezvousBackend>& Registry() {
+  static auto* backends = new std::vector<RendezvousBackend>{
+      {"c10d", CheckC10d, StartC10d, HostingRule::kEndpointHost},
+      {"static", CheckStatic, StartStatic, HostingRule::kNodeRankZero},
   };
   return *backends;
+}
+
+}  // namespace
+
+const std::vector<RendezvousBackend>& RendezvousBackends() { return Registry(); }
+
+absl::Status RegisterRendezvousBackend(RendezvousBackend backend) {
+  if (FindRendezvousBackend(backend.name) != nullptr) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("a rendezvous backend named '", backend.name, "' is registered already"));
+  }
+  Registry().push_back(std::move(backend));
+  return absl::OkStatus();
+}
+
+void ApplyHostingRule(const RendezvousBackend& backend, AgentConfig& config) {
+  if (config.is_host || config.rendezvous.max_nodes == 1) return;
+  if (backend.hosting == HostingRule::kNodeRankZero) config.is_host = config.node_rank == 0;
 }
 
 const RendezvousBackend* FindRendezvousBackend(const std::string& name) {

@@ -106,7 +106,10 @@ absl::Status ApplyBackendRules(const OptionValues& values, AgentConfig& config) 
   // The workers' MASTER_ADDR and MASTER_PORT are where group rank 0's agent serves their
   // TCPStore (docs/environment.md): static, --master-addr:--master-port; c10d, an address
   // of that node (--master-port, when given, is the port of every node's store).
-  return FindRendezvousBackend(config.rdzv_backend)->check(values, config);
+  const RendezvousBackend& backend = *FindRendezvousBackend(config.rdzv_backend);
+  DDPRUN_RETURN_IF_ERROR(backend.check(values, config));
+  ApplyHostingRule(backend, config);
+  return absl::OkStatus();
 }
 
 void DeriveSettings(const OptionValues& values, AgentConfig& config) {

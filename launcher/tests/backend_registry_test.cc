@@ -1,0 +1,124 @@
+// A rendezvous backend defined outside backends.cc, registered before the command line is
+// parsed, runs a two-agent job: the registry, the declared hosting rule and the shared
+// start are all a new backend needs. The agents are this test binary again, run with
+// --as-agent: it registers the backend, then does what `ddprun` does (RunDdprun).
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "launcher/backends.h"
+#include "launcher/option_values.h"
+#include "launcher/run_ddprun.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ddprun_paths.h"
+
+namespace ddprun {
+namespace {
+
+constexpr char kAsAgent[] = "--as-agent";
+
+// "rank0": c10d's command line (an endpoint every node reaches, ranks by arrival), but the
+// agent with --node-rank=0 hosts the master, wherever the endpoint's host is.
+absl::Status CheckRankZero(const OptionValues& values, AgentConfig& config) {
+  if (values["--rdzv-endpoint"].empty()) {
+    return absl::InvalidArgumentError("--rdzv-backend=rank0 needs --rdzv-endpoint=HOST:PORT");
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<StartedRendezvous> StartRankZero(const AgentConfig& config, int& exit_code) {
+  return StartRendezvous(config, "--rdzv-endpoint host", exit_code);
+}
+
+void RegisterRankZero() {
+  absl::Status added = RegisterRendezvousBackend(
+      {"rank0", CheckRankZero, StartRankZero, HostingRule::kNodeRankZero});
+  if (!added.ok()) std::abort();
+}
+
+}  // namespace
+
+namespace testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+std::string Self() { return std::filesystem::read_symlink("/proc/self/exe"); }
+
+// One agent of the job on 127.0.0.1: both agents are on the endpoint's host, so only the
+// backend's rule says which one hosts.
+std::vector<std::string> Agent(int port, int node_rank, const TempDir& dir) {
+  return {Self(),
+          kAsAgent,
+          "--nnodes=2",
+          "--nproc-per-node=2",
+          "--rdzv-backend=rank0",
+          absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
+          "--rdzv-id=job",
+          absl::StrCat("--node-rank=", node_rank),
+          "--no-python",
+          kTestWorker,
+          "env",
+          dir.path()};
+}
+
+TEST(BackendRegistryTest, ARegisteredBackendRunsATwoAgentJobWithItsHostingRule) {
+  RegisterRankZero();
+  EXPECT_FALSE(RegisterRendezvousBackend({"rank0", CheckRankZero, StartRankZero}).ok())
+      << "a name is registered once";
+  TempDir dir;
+  const int port = FreeLoopbackPort();
+  // Node rank 1 starts first: under c10d's rule it would take the endpoint's port and host.
+  auto second = ChildProcess::Start(Agent(port, 1, dir), {{"LOGLEVEL", "INFO"}});
+  auto first = ChildProcess::Start(Agent(port, 0, dir), {{"LOGLEVEL", "INFO"}});
+  ProcessResult r1 = second->Wait(absl::Seconds(60));
+  ProcessResult r0 = first->Wait(absl::Seconds(60));
+  ASSERT_EQ(r0.exit_code, 0) << r0.err;
+  ASSERT_EQ(r1.exit_code, 0) << r1.err;
+  EXPECT_THAT(r0.err, HasSubstr("hosting the rendezvous master for run 'job'"));
+  EXPECT_THAT(r1.err, Not(HasSubstr("hosting the rendezvous master")));
+  for (int rank = 0; rank < 4; ++rank) {
+    SCOPED_TRACE(rank);
+    auto env = ParseEnvFile(dir / absl::StrCat("env.", rank, ".0"));
+    EXPECT_EQ(env["RANK"], std::to_string(rank));
+    EXPECT_EQ(env["WORLD_SIZE"], "4");
+    EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "job");
+  }
+}
+
+TEST(BackendRegistryTest, TheHostingRuleSetsIsHostUnlessTheCommandLineDid) {
+  AgentConfig config;
+  config.rendezvous.max_nodes = 2;
+  RendezvousBackend rule{"any", nullptr, nullptr, HostingRule::kNodeRankZero};
+  ApplyHostingRule(rule, config);
+  EXPECT_EQ(config.is_host, std::optional<bool>(true));
+  config.is_host.reset();
+  config.node_rank = 1;
+  ApplyHostingRule(rule, config);
+  EXPECT_EQ(config.is_host, std::optional<bool>(false));
+  config.is_host = true;  // --rdzv-conf is_host=1
+  ApplyHostingRule(rule, config);
+  EXPECT_EQ(config.is_host, std::optional<bool>(true));
+  config.is_host.reset();
+  rule.hosting = HostingRule::kEndpointHost;
+  ApplyHostingRule(rule, config);
+  EXPECT_FALSE(config.is_host.has_value()) << "decided at the start, where the host is known";
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace ddprun
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == ddprun::kAsAgent) {
+    ddprun::RegisterRankZero();
+    argv[1] = argv[0];
+    return ddprun::RunDdprun(argc - 1, argv + 1);
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "agent/agent_config.h"
+#include "launcher/rdzv_conf_keys.h"
 #include "launcher/rendezvous_start.h"
 
 namespace ddprun {
@@ -31,6 +32,8 @@ struct RendezvousBackend {
   // Starts this node's side, or says why it cannot; `exit_code` is set then.
   std::unique_ptr<StartedRendezvous> (*start)(const AgentConfig& config, int& exit_code) = nullptr;
   HostingRule hosting = HostingRule::kEndpointHost;
+  // The --rdzv-conf keys it reads besides every backend's (rdzv_conf_keys.h).
+  std::vector<RdzvConfKey> rdzv_conf_keys;
 };
 
 /// Adds `backend` to the registry (a name already there is an error), for a backend defined

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "launcher/backends.h"
 #include "launcher/rdzv_conf_keys.h"
 
 namespace ddprun {
@@ -133,6 +134,12 @@ std::string RdzvConfKeysSection() {
     }
   }
   rows.emplace_back(absl::StrJoin(torchruns, ", "), "torchrun's: accepted and ignored");
+  for (const RendezvousBackend& backend : RendezvousBackends()) {
+    for (const RdzvConfKey& key : backend.rdzv_conf_keys) {
+      rows.emplace_back(key.name, absl::StrCat("(--rdzv-backend=", backend.name, ") ", key.help,
+                                               " [default: ", key.default_value, "]"));
+    }
+  }
   size_t column = 0;
   for (const auto& row : rows) column = std::max(column, row.first.size());
   std::string out = "--rdzv-conf keys (key=value,...; durations in seconds; docs/cli.md):\n";

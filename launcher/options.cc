@@ -95,7 +95,10 @@ std::vector<std::string> RdzvConfCompletions() {
 absl::Status RdzvConf(const std::string& value, ParseState& s) {
   DDPRUN_ASSIGN_OR_RETURN(auto conf, ParseRdzvConf(value));
   s.config.rdzv_conf = conf;
-  return ApplyRdzvConf(s.config.rdzv_conf, s.config);
+  // --rdzv-backend is parsed before: its own keys are known.
+  const RendezvousBackend* backend = FindRendezvousBackend(s.config.rdzv_backend);
+  return ApplyRdzvConf(s.config.rdzv_conf, s.config,
+                       backend != nullptr ? backend->rdzv_conf_keys : std::vector<RdzvConfKey>{});
 }
 
 absl::Status Standalone(const std::string& value, ParseState& s) {

@@ -136,25 +136,32 @@ const std::vector<RdzvConfKey>& RdzvConfKeys() {
   return *keys;
 }
 
-std::string RdzvConfKeyList(const std::string& conjunction) {
+std::string RdzvConfKeyList(const std::string& conjunction,
+                            const std::vector<RdzvConfKey>& backend_keys) {
   std::vector<std::string> names;
-  for (const RdzvConfKey& key : RdzvConfKeys()) {
-    if (!key.torchrun_only) names.push_back(key.name);
+  for (const auto* keys : {&RdzvConfKeys(), &backend_keys}) {
+    for (const RdzvConfKey& key : *keys) {
+      if (!key.torchrun_only) names.push_back(key.name);
+    }
   }
   const std::string last = names.back();
   names.pop_back();
   return absl::StrCat(absl::StrJoin(names, ", "), " ", conjunction, " ", last);
 }
 
-absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, AgentConfig& config) {
+absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, AgentConfig& config,
+                           const std::vector<RdzvConfKey>& backend_keys) {
   for (const auto& [name, value] : conf) {
     const RdzvConfKey* key = nullptr;
-    for (const RdzvConfKey& k : RdzvConfKeys()) {
-      if (k.name == name) key = &k;
+    for (const auto* keys : {&RdzvConfKeys(), &backend_keys}) {
+      for (const RdzvConfKey& k : *keys) {
+        if (k.name == name) key = &k;
+      }
     }
     if (key == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--rdzv-conf key '", name, "' is not known: expected ", RdzvConfKeyList("or")));
+          "--rdzv-conf key '", name, "' is not known with --rdzv-backend=", config.rdzv_backend,
+          ": expected ", RdzvConfKeyList("or", backend_keys)));
     }
     if (key->apply) {
       DDPRUN_RETURN_IF_ERROR(key->apply(absl::StrCat("--rdzv-conf ", name), value, config));

@@ -27,14 +27,18 @@ struct RdzvConfKey {
   bool torchrun_only = false;  // accepted so that torchrun's command lines work; not listed
 };
 
-/// Every key, the rendezvous settings first.
+/// Every backend's keys, the rendezvous settings first. A backend may read keys of its own
+/// besides (RendezvousBackend::rdzv_conf_keys).
 const std::vector<RdzvConfKey>& RdzvConfKeys();
 
-/// "join_timeout, last_call_timeout, ... or tls_ca": the keys ddprun reads.
-std::string RdzvConfKeyList(const std::string& conjunction);
+/// "join_timeout, last_call_timeout, ... or tls_ca": the keys ddprun reads, with
+/// `backend_keys` (the chosen backend's own) last.
+std::string RdzvConfKeyList(const std::string& conjunction,
+                            const std::vector<RdzvConfKey>& backend_keys = {});
 
-/// Applies the --rdzv-conf keys to `config`. An unknown key or a bad value is an error that
-/// lists what is accepted.
-absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, AgentConfig& config);
+/// Applies the --rdzv-conf keys to `config`: every backend's, and `backend_keys`. An unknown
+/// key or a bad value is an error that lists what is accepted.
+absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, AgentConfig& config,
+                           const std::vector<RdzvConfKey>& backend_keys = {});
 
 }  // namespace ddprun

@@ -2,6 +2,7 @@
 // parsed, runs a two-agent job: the registry, the declared hosting rule and the shared
 // start are all a new backend needs. The agents are this test binary again, run with
 // --as-agent: it registers the backend, then does what `ddprun` does (RunDdprun).
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -33,9 +34,19 @@ std::unique_ptr<StartedRendezvous> StartRankZero(const AgentConfig& config, int&
   return StartRendezvous(config, "--rdzv-endpoint host", exit_code);
 }
 
+// Its own --rdzv-conf key: a word the agents print, so that the test sees it was read.
+absl::Status Greeting(const std::string& option, const std::string& value, AgentConfig&) {
+  std::fprintf(stderr, "rank0 backend: greeting=%s\n", value.c_str());
+  return absl::OkStatus();
+}
+
 void RegisterRankZero() {
-  absl::Status added = RegisterRendezvousBackend(
-      {"rank0", CheckRankZero, StartRankZero, HostingRule::kNodeRankZero});
+  absl::Status added =
+      RegisterRendezvousBackend({"rank0",
+                                 CheckRankZero,
+                                 StartRankZero,
+                                 HostingRule::kNodeRankZero,
+                                 {{"greeting", "none", "a word the agent prints", Greeting}}});
   if (!added.ok()) std::abort();
 }
 
@@ -60,6 +71,7 @@ std::vector<std::string> Agent(int port, int node_rank, const TempDir& dir) {
           absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
           "--rdzv-id=job",
           absl::StrCat("--node-rank=", node_rank),
+          "--rdzv-conf=greeting=hello,join_timeout=60",
           "--no-python",
           kTestWorker,
           "env",
@@ -81,6 +93,7 @@ TEST(BackendRegistryTest, ARegisteredBackendRunsATwoAgentJobWithItsHostingRule) 
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
   EXPECT_THAT(r0.err, HasSubstr("hosting the rendezvous master for run 'job'"));
   EXPECT_THAT(r1.err, Not(HasSubstr("hosting the rendezvous master")));
+  EXPECT_THAT(r0.err, HasSubstr("rank0 backend: greeting=hello")) << "its own key was read";
   for (int rank = 0; rank < 4; ++rank) {
     SCOPED_TRACE(rank);
     auto env = ParseEnvFile(dir / absl::StrCat("env.", rank, ".0"));

@@ -9,6 +9,7 @@
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "launcher/backends.h"
 #include "launcher/option_docs.h"
 
 namespace ddprun {
@@ -39,6 +40,11 @@ TEST(RdzvConfKeysTest, EveryKeyHasItsRowInDocsCliMdAndEveryRowIsAKey) {
   std::set<std::string> declared;
   for (const RdzvConfKey& key : RdzvConfKeys()) {
     EXPECT_TRUE(declared.insert(key.name).second) << key.name << " is declared twice";
+  }
+  for (const RendezvousBackend& backend : RendezvousBackends()) {
+    for (const RdzvConfKey& key : backend.rdzv_conf_keys) {
+      EXPECT_TRUE(declared.insert(key.name).second) << key.name << " is declared twice";
+    }
   }
   EXPECT_EQ(KeysInDocs(), declared);
 }
@@ -83,6 +89,26 @@ TEST(RdzvConfKeysTest, AnUnknownKeyListsEveryKeyAndTorchrunsKeysAreAccepted) {
     }
   }
   EXPECT_THAT(message, HasSubstr("read_timeout, is_host, token_file, tls_cert, tls_key or tls_ca"));
+}
+
+TEST(RdzvConfKeysTest, ABackendsOwnKeysAreKnownOnlyWithIt) {
+  AgentConfig config;
+  config.rdzv_backend = "c10d";
+  std::string seen;
+  const std::vector<RdzvConfKey> own = {
+      {"lease", "10", "how long a lease lasts",
+       [&seen](const std::string&, const std::string& value, AgentConfig&) {
+         seen = value;
+         return absl::OkStatus();
+       }}};
+  EXPECT_THAT(ApplyRdzvConf({{"lease", "3"}}, config).message(),
+              HasSubstr("--rdzv-conf key 'lease' is not known with --rdzv-backend=c10d"));
+  config.rdzv_backend = "etcd-like";
+  ASSERT_TRUE(ApplyRdzvConf({{"lease", "3"}, {"join_timeout", "9"}}, config, own).ok());
+  EXPECT_EQ(seen, "3");
+  EXPECT_EQ(config.rendezvous.join_timeout, absl::Seconds(9)) << "every backend's keys too";
+  EXPECT_THAT(ApplyRdzvConf({{"lase", "3"}}, config, own).message(),
+              HasSubstr("tls_key, tls_ca or lease"));
 }
 
 TEST(RdzvConfKeysTest, HelpAndCompletionAreMadeFromTheKeys) {

@@ -14,7 +14,14 @@ std::string OptionOf(const SettingField& field) {
 
 std::string SettingText(int value) { return absl::StrCat(value); }
 std::string SettingText(absl::Duration value) { return absl::FormatDuration(value); }
-std::string SettingText(const std::vector<std::string>& value) { return absl::StrJoin(value, ","); }
+// A list is shown by its first entries: the status must not grow with what a joiner sent
+// (4096 host names of 255 bytes pass the join's checks).
+std::string SettingText(const std::vector<std::string>& value) {
+  constexpr size_t kShown = 8;
+  if (value.size() <= kShown) return absl::StrJoin(value, ",");
+  return absl::StrCat(absl::StrJoin(value.begin(), value.begin() + kShown, ","), ",... (",
+                      value.size(), " in all)");
+}
 
 std::map<std::string, std::string> SettingsAsText(const RendezvousSettings& settings) {
   std::map<std::string, std::string> text;

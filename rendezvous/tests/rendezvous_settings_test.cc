@@ -21,6 +21,16 @@ TEST(RendezvousSettingsTest, TheStatusShowsEverySettingByName) {
   EXPECT_EQ(text["max_restarts"], "0");
 }
 
+// A hostile first joiner may send 4096 host names of 255 bytes (the join's bounds): the
+// status every `ddprun status` and page poll gets shows a few, not a megabyte.
+TEST(RendezvousSettingsTest, AHugeExcludeListStaysSmallInTheStatus) {
+  RendezvousSettings s;
+  s.node_health.exclude_hosts.assign(4096, std::string(255, 'h'));
+  const std::string shown = SettingsAsText(s)["exclude_hosts"];
+  EXPECT_LT(shown.size(), 8u * 256 + 64);
+  EXPECT_THAT(shown, ::testing::EndsWith(",... (4096 in all)"));
+}
+
 TEST(RendezvousSettingsTest, TheJobsShapeMustBeTheSameOnEveryNode) {
   RendezvousSettings run, joiner;
   run.min_nodes = 2;

@@ -35,17 +35,18 @@ constexpr char kSafetyHeaders[] =
     "style-src 'self' 'unsafe-inline'; script-src 'self' 'unsafe-inline'; "
     "frame-ancestors 'none'\r\n";
 
-// One URI: `respond` gives the status, the body and its type. It is a plain civetweb request
-// handler, not a CivetHandler: CivetHandler has no hook for WebDAV's methods (PROPFIND, MKCOL,
-// LOCK, ...), and civetweb's own answer to them, with no document root, crashes the process.
-// This handler answers every method itself.
+// One URI: `respond` gives the status, the body and its type. Not a CivetHandler: CivetHandler
+// has no hook for WebDAV's methods (PROPFIND, MKCOL, LOCK, ...), and civetweb's own answer to
+// them, with no document root, crashes the process. A route answers every method itself.
 class Route {
  public:
   explicit Route(std::function<HttpAnswer(mg_connection*)> respond)
       : respond_(std::move(respond)) {}
 
-  static int Serve(mg_connection* conn, void* route) {
-    const HttpAnswer response = static_cast<Route*>(route)->Answer(conn);
+  // Answers the request; what civetweb's begin_request returns (the status: 1-999 tells
+  // civetweb the request is answered).
+  static int Serve(mg_connection* conn, const Route& route) {
+    const HttpAnswer response = route.Answer(conn);
     Send(conn, response);
     return response.status;
   }
@@ -147,31 +148,15 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptio
   std::unique_ptr<MetricsHttp> http(new MetricsHttp());
   http->options_ = std::move(options);
   const MetricsHttpOptions& o = http->options_;
-  const std::string address = HostPort(o.host, o.port);
-  // Few threads: a scrape a second and a page or two. A client gets 3 s to send its request
-  // (an idle one holds a thread that long; Prometheus' scrape timeout is 10 s).
-  const std::vector<std::string> civet = {"listening_ports",    address, "num_threads", "4",
-                                          "request_timeout_ms", "3000"};
-  try {
-    http->server_ = std::make_unique<CivetServer>(civet);
-  } catch (const CivetException& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot serve metrics on ", address, ": ", e.what(),
-        " (is the port in use? choose another --metrics-port, or 0 for any free port)"));
-  }
-  const std::vector<int> ports = http->server_->getListeningPorts();
-  http->port_ = ports.empty() ? 0 : ports.front();
   auto add = [&](const std::string& uri, std::function<HttpAnswer(mg_connection*)> respond) {
-    http->routes_.push_back(std::make_unique<Route>(std::move(respond)));
-    mg_set_request_handler(const_cast<mg_context*>(http->server_->getContext()), uri.c_str(),
-                           &Route::Serve, http->routes_.back().get());
+    http->routes_.emplace(uri, std::make_unique<Route>(std::move(respond)));
   };
   add("/metrics", [&o](mg_connection*) { return Metrics(o); });
   if (o.master_status) {
     add("/api/v1/status", [&o](mg_connection* conn) { return StatusAnswer(o, conn); });
   }
   // Every other URI: civetweb's own answer (it has no document root here) must never run.
-  add("/", [&o](mg_connection* conn) {
+  http->other_ = std::make_unique<Route>([&o](mg_connection* conn) {
     HttpAnswer response;
     const mg_request_info* request = mg_get_request_info(conn);
     if (!o.master_status) {
@@ -188,7 +173,35 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptio
     }
     return response;
   });
+  // The routes are in place before the port listens, and every request goes through
+  // begin_request: a request that came in before handlers set after the start would get
+  // civetweb's own 404, whose page overflows civetweb's small thread stack (a crash of the
+  // agent that hosts the master, seen when a client polled the port as the agent started).
+  CivetCallbacks callbacks;
+  callbacks.begin_request = &MetricsHttp::BeginRequest;
+  const std::string address = HostPort(o.host, o.port);
+  // Few threads: a scrape a second and a page or two. A client gets 3 s to send its request
+  // (an idle one holds a thread that long; Prometheus' scrape timeout is 10 s).
+  const std::vector<std::string> civet = {"listening_ports",    address, "num_threads", "4",
+                                          "request_timeout_ms", "3000"};
+  try {
+    http->server_ = std::make_unique<CivetServer>(civet, &callbacks, http.get());
+  } catch (const CivetException& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "cannot serve metrics on ", address, ": ", e.what(),
+        " (is the port in use? choose another --metrics-port, or 0 for any free port)"));
+  }
+  const std::vector<int> ports = http->server_->getListeningPorts();
+  http->port_ = ports.empty() ? 0 : ports.front();
   return http;
+}
+
+int MetricsHttp::BeginRequest(mg_connection* conn) {
+  const auto* server = static_cast<const CivetServer*>(mg_get_user_data(mg_get_context(conn)));
+  const auto* http = static_cast<const MetricsHttp*>(server->getUserContext());
+  const char* uri = mg_get_request_info(conn)->local_uri;
+  const auto route = http->routes_.find(uri != nullptr ? uri : "");
+  return Route::Serve(conn, route != http->routes_.end() ? *route->second : *http->other_);
 }
 
 }  // namespace ddprun

@@ -7,6 +7,7 @@
 // civetweb's threads serve it; the master's state is read under the master's mutex.
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "prometheus/metric_family.h"
 
 class CivetServer;
+struct mg_connection;
 
 namespace ddprun {
 
@@ -43,8 +45,13 @@ class MetricsHttp {
 
  private:
   MetricsHttp() = default;
+  // civetweb's begin_request: every request, answered by its route.
+  static int BeginRequest(mg_connection* conn);
+
   MetricsHttpOptions options_;
-  std::vector<std::unique_ptr<Route>> routes_;  // before server_: it is stopped first
+  // Before server_, which is stopped first: by URI, and the one for every other URI.
+  std::map<std::string, std::unique_ptr<Route>> routes_;
+  std::unique_ptr<Route> other_;
   std::unique_ptr<CivetServer> server_;
   int port_ = 0;
 };

@@ -1,8 +1,10 @@
 // The Store service's requests as a client sends them: protobuf messages parsed from the
-// fuzzer's bytes, with or without the token, for runs of any id, applied through the
-// master's access checks and limits (MasterState, as the gRPC handlers call it). Every
-// blocking read completes exactly once with a reply within its bound, and the bytes the
-// master accounts for always equal what its stores hold and stay within its budget.
+// fuzzer's bytes, with or without the token, for runs of any id, applied through the access
+// checks and limits every Store host shares (CheckStoreAccess, RunStores), by a Store served
+// alone (StoreOnlyHost, as the gRPC handlers call it; runs are made by Store calls, with no
+// sessions in a fuzzer). Every blocking read completes exactly once with a reply within its
+// bound, and the bytes accounted for always equal what the stores hold and stay within the
+// budget.
 
 #include <cstdint>
 #include <memory>
@@ -11,7 +13,7 @@
 
 #include "ddprun/v1/store.pb.h"
 #include "fuzz/fuzz_input.h"
-#include "master/master_state.h"
+#include "rpc/store_only_server.h"
 
 namespace {
 
@@ -21,11 +23,10 @@ void Require(bool condition) {
   if (!condition) __builtin_trap();
 }
 
-ddprun::MasterOptions Options() {
-  ddprun::MasterOptions options;
-  options.store_only = true;  // runs are made by Store calls: no sessions in a fuzzer
+ddprun::StoreOnlyOptions Options() {
+  ddprun::StoreOnlyOptions options;
   options.token = "t0ken";
-  options.limits.max_runs = 4;
+  options.max_runs = 4;
   options.limits.max_keys_per_run = 64;
   options.limits.max_bytes_per_run = 16 * 1024;
   options.limits.max_store_bytes = 40 * 1024;
@@ -47,8 +48,8 @@ Request Parse(ddprun::fuzz::FuzzInput& in) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ddprun::fuzz::FuzzInput in(data, size);
-  const ddprun::MasterOptions options = Options();
-  ddprun::MasterState master(options);
+  const ddprun::StoreOnlyOptions options = Options();
+  ddprun::StoreOnlyHost master(options);
   std::vector<std::shared_ptr<int>> completions;
   for (int steps = 0; !in.empty() && steps < 500; ++steps) {
     const int pick = in.Below(3);
@@ -64,13 +65,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       case 1: {
         auto r = Parse<pb::AddRequest>(in);
         (void)master.WithStore(token, r.run_id(),
-                               [&](KvStore& s) { return s.Add(r.key(), r.delta()); });
+                               [&](KvStore& s) { return s.Add(r.key(), r.delta()).status(); });
         break;
       }
       case 2: {
         auto r = Parse<pb::CompareSetRequest>(in);
         (void)master.WithStore(token, r.run_id(), [&](KvStore& s) {
-          return s.CompareSet(r.key(), r.expected(), r.desired());
+          return s.CompareSet(r.key(), r.expected(), r.desired()).status();
         });
         break;
       }
@@ -84,7 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 4: {
         auto r = Parse<pb::DeleteRequest>(in);
-        (void)master.WithStore(token, r.run_id(), [&](KvStore& s) { return s.Delete(r.key()); });
+        (void)master.WithStore(token, r.run_id(),
+                               [&](KvStore& s) { return s.Delete(r.key()).status(); });
         break;
       }
       case 5: {

@@ -12,19 +12,14 @@
 #include "observability/master_metrics_sink.h"
 #include "rendezvous/round_state_machine.h"
 #include "rendezvous/tls_config.h"
+#include "store/run_stores.h"
 
 namespace ddprun {
 
-/// Everything a client can make the master hold is bounded (docs/security.md lists these).
-struct MasterLimits {
-  int max_runs = 1000;                              // runs held at once
-  int64_t max_keys_per_run = 1'000'000;             // Store keys of one run
-  int64_t max_bytes_per_run = int64_t{256} << 20;   // Store bytes of one run
-  int64_t max_store_bytes = int64_t{1} << 30;       // Store bytes of every run together
-  int64_t max_waiters_per_run = 100'000;            // blocking Store reads parked in one run
-  int max_waiters_per_connection = 10'000;          // and from one client connection
-  int64_t max_reply_bytes = int64_t{32} << 20;      // the values one Store read returns
-  absl::Duration max_store_wait = absl::Hours(24);  // the longest a blocking read may wait
+/// Everything a client can make the master hold is bounded (docs/security.md lists these):
+/// its runs' Stores (StoreLimits), and the master's own.
+struct MasterLimits : StoreLimits {
+  int max_runs = 1000;  // runs held at once
   // A run no agent holds a session in is forgotten after this (its Store too).
   absl::Duration idle_run_ttl = absl::Minutes(10);
   // A Session stream that has not joined by then is closed.
@@ -53,9 +48,6 @@ struct MasterOptions {
   // How long a blocking Store read without its own timeout waits (torchrun's read_timeout).
   absl::Duration store_timeout = absl::Seconds(60);
   TlsConfig tls;  // enabled: clients must show a certificate signed by tls.ca_pem
-  // Serve the Store service only, not Rendezvous (the worker SDK's rank-0 store). Without
-  // it, Store calls are served only for runs an agent has joined.
-  bool store_only = false;
   // Set: the run's settings, as the agent that hosts this master was started with; a join
   // with other settings is refused, naming the setting. Unset (ddprun-master): the first
   // join of a run fixes them.

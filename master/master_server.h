@@ -1,8 +1,8 @@
 #pragma once
 // MasterServer: the rendezvous master over gRPC. It serves the Rendezvous service (one
-// Session stream per agent, driving one RoundStateMachine per run id) and the Store service
-// (one KvStore per run id). Hosted inside an agent (--standalone, or on the --rdzv-endpoint
-// host) or alone as `ddprun-master`.
+// Session stream per agent, driving one RoundStateMachine per run id), the Admin service and
+// the Store service (one KvStore per run id that agents joined). Hosted inside an agent
+// (--standalone, or on the --rdzv-endpoint host) or alone as `ddprun-master`.
 //
 // Threads: gRPC's callback threads and one ticker thread that applies deadlines. All run
 // state is guarded by one mutex; the state machines and stores are pure and never block.
@@ -10,10 +10,12 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "master/master_options.h"
+#include "rpc/grpc_serving.h"
 
 namespace ddprun {
 
@@ -49,8 +51,13 @@ class MasterServer {
   void Shutdown(absl::Duration grace);
 
  private:
-  explicit MasterServer(std::unique_ptr<MasterState> impl);
-  std::unique_ptr<MasterState> impl_;
+  MasterServer(std::unique_ptr<MasterState> state,
+               std::vector<std::unique_ptr<grpc::Service>> services,
+               std::unique_ptr<GrpcServing> serving);
+  std::unique_ptr<MasterState> state_;
+  std::vector<std::unique_ptr<grpc::Service>> services_;  // what serving_ serves
+  std::unique_ptr<GrpcServing> serving_;                  // null once shut down
+  const int port_;
 };
 
 /// Turns off Abseil's mutex deadlock detection in this process. Debian's Abseil is built

@@ -236,9 +236,9 @@ void MasterState::Dispatch(Run& run) {
                                                                   : nullptr;
     if (begun != nullptr && begun->round != run.store_round) {
       // A new round: the store starts empty, and reads still waiting belong to the old one.
-      DropStore(run, absl::AbortedError(
-                         absl::StrCat("the round ended while waiting for store keys (round ",
-                                      begun->round, " has begun)")));
+      stores_.Drop(run.id, absl::AbortedError(
+                               absl::StrCat("the round ended while waiting for store keys (round ",
+                                            begun->round, " has begun)")));
       run.store_round = begun->round;
     }
     auto it = run.sessions.find(out.session);
@@ -290,16 +290,7 @@ void MasterState::SessionEnded(const std::string& run_id) {
   if (!it->second.rounds || it->second.rounds->phase() != RoundStateMachine::Phase::kEnded) {
     return;  // its agents may come back (a partition); forgotten after idle_run_ttl else
   }
-  DropStore(it->second, absl::AbortedError("the run has ended"));
-  EraseRun(it);
-}
-
-void MasterState::DropStore(Run& run, const absl::Status& why) {
-  run.store.AbortAll(why);
-  TakeStoreCompletions(run);
-  store_bytes_ -= run.store.bytes();
-  run.store = KvStore();
-  run.store_generation = NextStoreGeneration();
+  EraseRun(it, absl::AbortedError("the run has ended"));
 }
 
 absl::Time MasterState::ForgetIdle(absl::Time now) {
@@ -316,7 +307,6 @@ absl::Time MasterState::ForgetIdle(absl::Time now) {
                      " of opening the session")));
     it = ForgetUnjoined(it);
   }
-  if (options_.store_only) return next;  // its one run lives as long as the server
   for (auto it = runs_.begin(); it != runs_.end();) {
     Run& run = it->second;
     const absl::Time forget_at = run.idle_since + options_.limits.idle_run_ttl;
@@ -327,120 +317,57 @@ absl::Time MasterState::ForgetIdle(absl::Time now) {
     }
     spdlog::info("run '{}': forgotten, no agent has held a session in it for {}", it->first,
                  absl::FormatDuration(options_.limits.idle_run_ttl));
-    DropStore(run, absl::AbortedError("the run was forgotten: no agent is in it any more"));
-    it = EraseRun(it);
+    it = EraseRun(it, absl::AbortedError("the run was forgotten: no agent is in it any more"));
     const uint64_t one = 1;
     (void)!::write(session_end_fd_, &one, sizeof one);
   }
   return next;
 }
 
-absl::StatusOr<MasterState::Run*> MasterState::StoreRun(absl::string_view token,
-                                                        const std::string& run_id) {
-  DDPRUN_RETURN_IF_ERROR(CheckToken(options_.token, token, "Store token",
-                                    "ddprun hands it to workers in the file named by "
-                                    "DDPRUN_STORE_TOKEN_FILE"));
-  DDPRUN_RETURN_IF_ERROR(CheckRunId(run_id, "run_id"));
-  if (options_.only_run_id && run_id != *options_.only_run_id) {
-    return absl::NotFoundError(
-        absl::StrCat("this store serves another run than '", run_id,
-                     "': the worker's TORCHELASTIC_RUN_ID is not its launcher's run"));
-  }
-  auto it = runs_.find(run_id);
-  if (it != runs_.end()) return &it->second;
-  if (!options_.store_only) {
+absl::Status MasterState::StoreAccess(absl::string_view token, const std::string& run_id) {
+  DDPRUN_RETURN_IF_ERROR(CheckStoreAccess(options_.token, token, run_id, options_.only_run_id));
+  if (runs_.count(run_id) == 0) {
     return absl::NotFoundError(absl::StrCat("no agent has joined run '", run_id,
                                             "' on this master: the Store of a run is there "
                                             "while its agents are"));
   }
-  if (static_cast<int>(runs_.size()) >= options_.limits.max_runs) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("this store holds ", runs_.size(), " runs, the most it holds at once"));
-  }
-  Run& run = runs_[run_id];
-  run.id = run_id;
-  return &run;
+  return absl::OkStatus();
 }
 
-int64_t MasterState::BeginStoreCall(Run& run) {
-  const MasterLimits& limits = options_.limits;
-  KvStore::Limits store;
-  store.max_keys = limits.max_keys_per_run;
-  store.max_waiters = limits.max_waiters_per_run;
-  store.max_reply_bytes = limits.max_reply_bytes;
-  const int64_t room = limits.max_store_bytes - store_bytes_ + run.store.bytes();
-  if (room < limits.max_bytes_per_run) {
-    store.max_bytes = room;
-    store.bytes_limit = "the master's Store budget for every run together";
-  } else {
-    store.max_bytes = limits.max_bytes_per_run;
-  }
-  run.store.set_limits(std::move(store));
-  return run.store.bytes();
-}
-
-void MasterState::TakeStoreCompletions(Run& run) {
-  for (auto& completion : run.store.TakeCompletions()) pending_.push_back(std::move(completion));
+absl::Status MasterState::WithStore(absl::string_view token, const std::string& run_id,
+                                    absl::FunctionRef<absl::Status(KvStore&)> fn) {
+  absl::ReleasableMutexLock lock(&mu_);
+  absl::Status status = StoreAccess(token, run_id);
+  if (status.ok()) status = stores_.Call(run_id, fn);
+  ReleaseAndRunPending(lock);
+  return status;
 }
 
 void MasterState::ReleaseAndRunPending(absl::ReleasableMutexLock& lock) {
-  std::vector<std::function<void()>> pending;
-  pending.swap(pending_);
+  std::vector<std::function<void()>> pending = stores_.TakeCompletions();
   lock.Release();
   for (auto& completion : pending) completion();
 }
 
-MasterState::ParkedRead MasterState::StoreWait(absl::string_view token, const std::string& peer,
-                                               const std::string& run_id,
-                                               std::vector<std::string> keys, absl::Time deadline,
-                                               KvStore::Done done) {
+ParkedRead MasterState::StoreWait(absl::string_view token, const std::string& peer,
+                                  const std::string& run_id, std::vector<std::string> keys,
+                                  absl::Time deadline, KvStore::Done done) {
   absl::ReleasableMutexLock lock(&mu_);
   ParkedRead parked;
-  absl::StatusOr<Run*> run = absl::UnavailableError("the store is shutting down");
-  if (!store_closed_) run = StoreRun(token, run_id);
-  if (run.ok() && waiters_by_peer_[peer] >= options_.limits.max_waiters_per_connection) {
-    run = absl::ResourceExhaustedError(
-        absl::StrCat("this connection has ", waiters_by_peer_[peer],
-                     " blocking store reads waiting, the most one connection may have"));
-  }
-  if (!run.ok()) {
-    if (waiters_by_peer_[peer] == 0) waiters_by_peer_.erase(peer);
-    pending_.push_back([done = std::move(done), why = run.status()] { done(why); });
+  if (absl::Status access = StoreAccess(token, run_id); !access.ok()) {
+    stores_.Refuse(std::move(done), access);
   } else {
-    ++waiters_by_peer_[peer];
-    KvStore::Done counted =
-        [this, peer, done = std::move(done)](absl::StatusOr<std::vector<std::string>> values) {
-          {
-            absl::MutexLock relock(&mu_);
-            ReleaseWaiter(peer);
-          }
-          done(std::move(values));
-        };
-    deadline = std::min(deadline, MonotonicNow() + options_.limits.max_store_wait);
-    BeginStoreCall(**run);
-    parked.generation = (*run)->store_generation;
-    parked.peer = peer;
-    parked.waiter = (*run)->store.WaitFor(std::move(keys), deadline, std::move(counted));
-    TakeStoreCompletions(**run);
-    WakeTickerBefore(deadline);
+    const absl::Time now = MonotonicNow();
+    parked = stores_.Wait(run_id, peer, std::move(keys), now, deadline, std::move(done));
+    WakeTickerBefore(std::min(deadline, now + options_.limits.max_store_wait));
   }
   ReleaseAndRunPending(lock);
   return parked;
 }
 
-void MasterState::ReleaseWaiter(const std::string& peer) {
-  auto it = waiters_by_peer_.find(peer);
-  if (it != waiters_by_peer_.end() && --it->second <= 0) waiters_by_peer_.erase(it);
-}
-
 bool MasterState::CancelStoreWait(const std::string& run_id, const ParkedRead& read) {
-  if (read.waiter == 0) return false;
   absl::MutexLock lock(&mu_);
-  auto it = runs_.find(run_id);
-  if (it == runs_.end() || it->second.store_generation != read.generation) return false;
-  if (!it->second.store.Cancel(read.waiter)) return false;
-  ReleaseWaiter(read.peer);  // its `done`, which would have, never runs now
-  return true;
+  return stores_.Cancel(run_id, read);
 }
 
 void MasterState::TickerLoop() {
@@ -454,16 +381,13 @@ void MasterState::TickerLoop() {
         Dispatch(run);
         next = std::min(next, run.rounds->NextDeadline());
       }
-      run.store.Expire(now);
-      TakeStoreCompletions(run);
-      next = std::min(next, run.store.NextDeadline());
       for (const HangReport& due : run.hang_reports.TakeDue(now)) SendHangReport(run, due);
       next = std::min(next, run.hang_reports.NextDeadline());
     }
+    stores_.Expire(now);
+    next = std::min(next, stores_.NextDeadline());
     next = std::min(next, ForgetIdle(now));
-    if (!pending_.empty()) {
-      std::vector<std::function<void()>> pending;
-      pending.swap(pending_);
+    if (std::vector<std::function<void()>> pending = stores_.TakeCompletions(); !pending.empty()) {
       mu_.Unlock();
       for (auto& completion : pending) completion();
       mu_.Lock();

@@ -117,7 +117,8 @@ void MasterState::ObserveRounds(Run& run) {
 }
 
 std::map<std::string, MasterState::Run>::iterator MasterState::EraseRun(
-    std::map<std::string, Run>::iterator it) {
+    std::map<std::string, Run>::iterator it, const absl::Status& why) {
+  stores_.Forget(it->first, why);
   metrics_.ForgetRun(it->first);
   return runs_.erase(it);
 }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -118,8 +119,12 @@ std::vector<Include> Includes(const fs::path& file) {
   return out;
 }
 
-// What `file` (relative to `root`) includes that its layer may not: a later layer, or CUDA
-// outside the worker SDK. A folder not in kLayers is reported too.
+// The layers the worker SDK, though above them, must not include: the launcher's side.
+// Workers load the SDK; the rendezvous master, the plugin and the agent are not theirs.
+const std::vector<std::string> kNotInTheSdk = {"master", "net", "agent", "launcher"};
+
+// What `file` (relative to `root`) includes that its layer may not: a later layer, CUDA
+// outside the worker SDK, the launcher's side in it. A folder not in kLayers is reported too.
 std::vector<std::string> LayerViolations(const fs::path& root, const std::string& file) {
   std::vector<std::string> bad;
   const std::string layer = LayerOf(file);
@@ -132,6 +137,9 @@ std::vector<std::string> LayerViolations(const fs::path& root, const std::string
     const int to = LayerIndex(LayerOf(target));
     if (to < 0 || to > index) {
       bad.push_back(absl::StrCat(file, " includes ", target, ", a layer above ", layer));
+    } else if (layer == "worker_sdk" &&
+               absl::c_linear_search(kNotInTheSdk, target.substr(0, target.find('/')))) {
+      bad.push_back(absl::StrCat(file, " includes ", target, ", which workers do not load"));
     }
   }
   return bad;
@@ -314,6 +322,11 @@ TEST(LayeringTest, TheChecksFindWhatTheyForbid) {
                              "rendezvous/e (no README of rendezvous)"));
   EXPECT_THAT(LayerViolations(root, "odd/f.h"),
               ::testing::ElementsAre("odd/f.h: its folder odd is in no layer"));
+  put("worker_sdk/src/g.cc", "#include \"master/h.h\"\n#include \"rendezvous/e.h\"\n");
+  put("master/h.h", "");
+  EXPECT_THAT(
+      LayerViolations(root, "worker_sdk/src/g.cc"),
+      ::testing::ElementsAre("worker_sdk/src/g.cc includes master/h.h, which workers do not load"));
 }
 
 }  // namespace

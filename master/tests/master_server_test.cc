@@ -631,16 +631,14 @@ TEST(WireTest, WhatAnAgentSendsIsWithinTheLimitsAndEachLimitIsNamed) {
   EXPECT_THAT(refused(report), HasSubstr("report.failures.message has 70000 bytes"));
 }
 
-TEST_F(MasterServerTest, AStoreOnlyServerServesTheStoreAndRefusesSessions) {
-  MasterOptions options;
-  options.store_only = true;  // the worker SDK's rank-0 store
-  StartMaster(options);
-  TestSession a(NewChannel());
-  a.Join("job", "node1", 1, 1);
-  EXPECT_FALSE(a.Read());
-  EXPECT_EQ(a.Close().error_code(), grpc::StatusCode::UNIMPLEMENTED);
+// A master serves the Store of the runs its agents joined only (a Store alone, for any run,
+// is rpc/store_only_server.h's).
+TEST_F(MasterServerTest, TheStoreOfARunNoAgentJoinedIsRefused) {
+  StartMaster(MasterOptions());
   auto store = pb::Store::NewStub(channel_);
-  EXPECT_TRUE(SetKey(*store, "job", "k", "v").ok());
+  grpc::Status refused = SetKey(*store, "job", "k", "v");
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(refused.error_message(), HasSubstr("no agent has joined run 'job'"));
 }
 
 }  // namespace

@@ -106,5 +106,17 @@ TEST_F(PackageTest, TheWorkerLibraryNeedsNoHttpServerAndNoMetricsLibrary) {
   EXPECT_THAT(dynamic.out, Not(HasSubstr("prometheus")));
 }
 
+TEST_F(PackageTest, TheWorkerLibraryHoldsTheStoreButNoRendezvousMaster) {
+  // Rank 0's Store is the master's Store service served alone (rpc/store_only_server.h):
+  // the rendezvous rules, sessions and admin are not linked in.
+  ProcessResult symbols = RunProcess(
+      {"/usr/bin/nm", "-D", "-C", "--defined-only", root_ + "/usr/lib/libddp_worker.so"});
+  ASSERT_EQ(symbols.exit_code, 0) << symbols.err;
+  ASSERT_THAT(symbols.out, HasSubstr("ddprun::StoreOnlyHost"));
+  EXPECT_THAT(symbols.out, Not(HasSubstr("ddprun::MasterState")));
+  EXPECT_THAT(symbols.out, Not(HasSubstr("ddprun::MasterServer")));
+  EXPECT_THAT(symbols.out, Not(HasSubstr("ddprun::RoundStateMachine")));
+}
+
 }  // namespace
 }  // namespace ddprun::testing

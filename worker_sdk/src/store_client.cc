@@ -10,9 +10,9 @@
 #include "absl/time/clock.h"
 #include "ddp/worker/store.h"
 #include "ddprun/v1/store.grpc.pb.h"
-#include "master/master_server.h"
 #include "rendezvous/run_access.h"
 #include "rpc/grpc_channel.h"
+#include "rpc/store_only_server.h"
 #include "rpc/wire.h"
 
 namespace ddp::worker {
@@ -274,12 +274,12 @@ class GrpcStore : public Store {
 
 class GrpcStoreServer : public StoreServer {
  public:
-  explicit GrpcStoreServer(std::unique_ptr<ddprun::MasterServer> server)
+  explicit GrpcStoreServer(std::unique_ptr<ddprun::StoreOnlyServer> server)
       : server_(std::move(server)) {}
   int port() const override { return server_->port(); }
 
  private:
-  std::unique_ptr<ddprun::MasterServer> server_;
+  std::unique_ptr<ddprun::StoreOnlyServer> server_;
 };
 
 }  // namespace
@@ -298,17 +298,16 @@ absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(int port) {
 
 absl::StatusOr<std::unique_ptr<StoreServer>> StoreServer::Start(const StoreServerOptions& given) {
   // The master's Store service, alone: one implementation of the verbs and their limits.
-  ddprun::MasterOptions options;
-  options.store_only = true;
-  options.port = given.port;
+  ddprun::StoreOnlyOptions options;
+  options.serving.port = given.port;
   options.token = given.token;
   if (!given.run_id.empty()) options.only_run_id = given.run_id;
-  absl::StatusOr<std::unique_ptr<ddprun::MasterServer>> server =
+  absl::StatusOr<std::unique_ptr<ddprun::StoreOnlyServer>> server =
       absl::UnavailableError("no address to listen on");
   // Every address: IPv6's "::" takes IPv4 too, unless the host has no IPv6.
   for (const char* host : {"::", "0.0.0.0"}) {
-    options.host = given.bind_host.empty() ? host : given.bind_host;
-    server = ddprun::MasterServer::Start(options);
+    options.serving.host = given.bind_host.empty() ? host : given.bind_host;
+    server = ddprun::StoreOnlyServer::Start(options);
     if (server.ok() || !given.bind_host.empty()) break;
   }
   if (!server.ok()) {

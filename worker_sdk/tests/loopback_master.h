@@ -1,5 +1,6 @@
 #pragma once
-// A ddprun master on loopback for the SDK's store tests.
+// A Store served on loopback for the SDK's store tests, as a worker's rank 0 serves it
+// (the master's Store service, alone).
 
 #include <gtest/gtest.h>
 
@@ -8,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "ddp/worker/environment.h"
-#include "master/master_server.h"
+#include "rpc/store_only_server.h"
 
 namespace ddp::worker {
 
@@ -32,16 +33,15 @@ inline Environment RankEnv(int rank, int world_size, int master_port,
 class LoopbackMasterTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ddprun::MasterOptions options;
-    options.host = "127.0.0.1";
+    ddprun::StoreOnlyOptions options;
     // The Store alone: a master with sessions serves the Store of joined runs only.
-    options.store_only = true;
-    auto master = ddprun::MasterServer::Start(options);
+    options.serving.host = "127.0.0.1";
+    auto master = ddprun::StoreOnlyServer::Start(options);
     ASSERT_TRUE(master.ok()) << master.status();
     master_ = std::move(*master);
     addr_ = absl::StrCat("127.0.0.1:", master_->port());
   }
-  std::unique_ptr<ddprun::MasterServer> master_;
+  std::unique_ptr<ddprun::StoreOnlyServer> master_;
   std::string addr_;  // host:port of its Store service
 };
 

@@ -154,20 +154,19 @@ class StoreTlsTest : public ::testing::Test {
  protected:
   void StartTlsMaster() {
     ASSERT_TRUE(ddprun::testing::MakeTestCertificates(dir).ok());
-    ddprun::MasterOptions options;
-    options.host = "127.0.0.1";
-    options.store_only = true;
+    ddprun::StoreOnlyOptions options;
+    options.serving.host = "127.0.0.1";
     absl::StatusOr<ddprun::TlsConfig> tls =
         ddprun::ReadTlsFiles(dir / "node.pem", dir / "node.key", dir / "ca.pem", "test");
     ASSERT_TRUE(tls.ok()) << tls.status();
-    options.tls = *tls;
-    auto started = ddprun::MasterServer::Start(options);
+    options.serving.tls = *tls;
+    auto started = ddprun::StoreOnlyServer::Start(options);
     ASSERT_TRUE(started.ok()) << started.status();
     master = std::move(*started);
     addr = absl::StrCat("127.0.0.1:", master->port());
   }
   ddprun::testing::TempDir dir;
-  std::unique_ptr<ddprun::MasterServer> master;
+  std::unique_ptr<ddprun::StoreOnlyServer> master;
   std::string addr;
 };
 

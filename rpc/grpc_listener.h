@@ -1,8 +1,9 @@
 #pragma once
-// The master's own accept loop, in place of gRPC's: gRPC 1.51's listener stops accepting
-// for good after one EMFILE (grpc/grpc#16058), which left a master deaf after a burst of
-// idle connections. This one sheds a connection it has no descriptor for, says so, and goes
-// on; each connection it accepts is handed to gRPC (MasterState::Adopt).
+// The accept loop of ddprun's gRPC servers (the master's, a Store alone's), in place of
+// gRPC's: gRPC 1.51's listener stops accepting for good after one EMFILE (grpc/grpc#16058),
+// which left a master deaf after a burst of idle connections. This one sheds a connection it
+// has no descriptor for, says so, and goes on; each connection it accepts is handed to gRPC
+// (GrpcServing::Adopt).
 
 #include <functional>
 #include <memory>
@@ -15,20 +16,20 @@
 
 namespace ddprun {
 
-class MasterListener {
+class GrpcListener {
  public:
   /// Called with each accepted connection and the socket it came on.
   using Handoff = std::function<void(int listen_fd, int fd)>;
 
   /// Binds `host`:`port` (see ListenTcp); accepts nothing until Start.
-  static absl::StatusOr<std::unique_ptr<MasterListener>> Listen(const std::string& host, int port);
-  ~MasterListener();  // stops accepting and closes the sockets
+  static absl::StatusOr<std::unique_ptr<GrpcListener>> Listen(const std::string& host, int port);
+  ~GrpcListener();  // stops accepting and closes the sockets
 
   int port() const { return port_; }
   void Start(Handoff handoff);
 
  private:
-  MasterListener(std::vector<UniqueFd> sockets, UniqueFd stop);
+  GrpcListener(std::vector<UniqueFd> sockets, UniqueFd stop);
   void Run();
 
   std::vector<UniqueFd> sockets_;

@@ -1,4 +1,4 @@
-#include "master/master_listener.h"
+#include "rpc/grpc_listener.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -12,28 +12,28 @@
 
 namespace ddprun {
 
-absl::StatusOr<std::unique_ptr<MasterListener>> MasterListener::Listen(const std::string& host,
-                                                                       int port) {
+absl::StatusOr<std::unique_ptr<GrpcListener>> GrpcListener::Listen(const std::string& host,
+                                                                   int port) {
   absl::StatusOr<std::vector<UniqueFd>> sockets = ListenTcp(host, port);
   if (!sockets.ok()) return sockets.status();
   UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!stop.valid()) return ErrnoStatus(errno, "eventfd");
-  return std::unique_ptr<MasterListener>(new MasterListener(std::move(*sockets), std::move(stop)));
+  return std::unique_ptr<GrpcListener>(new GrpcListener(std::move(*sockets), std::move(stop)));
 }
 
-MasterListener::MasterListener(std::vector<UniqueFd> sockets, UniqueFd stop)
+GrpcListener::GrpcListener(std::vector<UniqueFd> sockets, UniqueFd stop)
     : sockets_(std::move(sockets)),
       stop_(std::move(stop)),
       reserve_(OpenReserveFd()),
       port_(BoundPort(sockets_.front().get())) {}
 
-MasterListener::~MasterListener() {
+GrpcListener::~GrpcListener() {
   const uint64_t one = 1;
   (void)!::write(stop_.get(), &one, sizeof one);
   if (thread_.joinable()) thread_.join();
 }
 
-void MasterListener::Start(Handoff handoff) {
+void GrpcListener::Start(Handoff handoff) {
   handoff_ = std::move(handoff);
   thread_ = std::thread([this] { Run(); });
 }
@@ -52,7 +52,7 @@ void ReportShed(int shed) {
 
 }  // namespace
 
-void MasterListener::Run() {
+void GrpcListener::Run() {
   std::vector<pollfd> fds;
   for (const UniqueFd& s : sockets_) fds.push_back({s.get(), POLLIN, 0});
   fds.push_back({stop_.get(), POLLIN, 0});

@@ -1,11 +1,13 @@
-#include "master/store_service.h"
+#include "rpc/store_service.h"
 
 #include <algorithm>
 #include <chrono>
 #include <functional>
 #include <optional>
 
+#include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "common/status_macros.h"
 #include "ddprun/v1/store.grpc.pb.h"
 #include "rendezvous/run_access.h"
 #include "rpc/wire.h"
@@ -23,7 +25,7 @@ absl::string_view TokenOf(const grpc::CallbackServerContext* context) {
   return absl::string_view(it->second.data(), it->second.size());
 }
 
-// A blocking read's deadline: its own timeout (the master's store_timeout when 0), and never
+// A blocking read's deadline: its own timeout (the host's store_timeout when 0), and never
 // past the client's gRPC deadline.
 absl::Time StoreDeadline(int64_t timeout_ms, absl::Duration default_timeout,
                          const grpc::CallbackServerContext* context) {
@@ -43,8 +45,7 @@ absl::Time StoreDeadline(int64_t timeout_ms, absl::Duration default_timeout,
 // gRPC may delete the reactor as soon as it has finished.
 class ReadReactor : public grpc::ServerUnaryReactor {
  public:
-  ReadReactor(MasterState* master, std::string run_id)
-      : master_(master), run_id_(std::move(run_id)) {}
+  ReadReactor(StoreHost* host, std::string run_id) : host_(host), run_id_(std::move(run_id)) {}
 
   // The store's answer (from its `done`).
   void Complete(grpc::Status status) {
@@ -59,7 +60,7 @@ class ReadReactor : public grpc::ServerUnaryReactor {
   }
 
   // What StoreWait returned.
-  void Parked(const MasterState::ParkedRead& read) {
+  void Parked(const ParkedRead& read) {
     std::optional<grpc::Status> finish;
     {
       absl::MutexLock lock(&mu_);
@@ -67,7 +68,7 @@ class ReadReactor : public grpc::ServerUnaryReactor {
       read_ = read;
       if (early_) {
         finish = std::move(early_);
-      } else if (cancelled_ && master_->CancelStoreWait(run_id_, read_)) {
+      } else if (cancelled_ && host_->CancelStoreWait(run_id_, read_)) {
         finish = grpc::Status::CANCELLED;
       }
     }
@@ -79,7 +80,7 @@ class ReadReactor : public grpc::ServerUnaryReactor {
     {
       absl::MutexLock lock(&mu_);
       cancelled_ = true;
-      dropped = parked_ && master_->CancelStoreWait(run_id_, read_);
+      dropped = parked_ && host_->CancelStoreWait(run_id_, read_);
     }
     if (dropped) Finish(grpc::Status::CANCELLED);
   }
@@ -87,12 +88,12 @@ class ReadReactor : public grpc::ServerUnaryReactor {
   void OnDone() override { delete this; }
 
  private:
-  MasterState* const master_;
+  StoreHost* const host_;
   const std::string run_id_;
   absl::Mutex mu_;
   bool parked_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  MasterState::ParkedRead read_ ABSL_GUARDED_BY(mu_);
+  ParkedRead read_ ABSL_GUARDED_BY(mu_);
   std::optional<grpc::Status> early_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -104,13 +105,13 @@ struct StoreCall {
 
 class StoreService : public pb::Store::CallbackService {
  public:
-  explicit StoreService(MasterState* master) : master_(master) {}
+  explicit StoreService(StoreHost* host) : host_(host) {}
 
   grpc::ServerUnaryReactor* Set(grpc::CallbackServerContext* context, const pb::SetRequest* request,
                                 pb::SetResponse*) override {
     const StoreCall call{StoreOp::kSet, MonotonicNow()};
     return Reply(context, call,
-                 master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
+                 host_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
                    return store.Set(request->key(), request->value());
                  }));
   }
@@ -127,23 +128,22 @@ class StoreService : public pb::Store::CallbackService {
   grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context, const pb::AddRequest* request,
                                 pb::AddResponse* response) override {
     const StoreCall call{StoreOp::kAdd, MonotonicNow()};
-    absl::StatusOr<int64_t> value = master_->WithStore(
-        TokenOf(context), request->run_id(),
-        [&](KvStore& store) { return store.Add(request->key(), request->delta()); });
-    if (value.ok()) response->set_value(*value);
-    return Reply(context, call, value.status());
+    return Reply(context, call,
+                 host_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
+                   return Answer(store.Add(request->key(), request->delta()),
+                                 [&](int64_t v) { response->set_value(v); });
+                 }));
   }
 
   grpc::ServerUnaryReactor* CompareSet(grpc::CallbackServerContext* context,
                                        const pb::CompareSetRequest* request,
                                        pb::CompareSetResponse* response) override {
     const StoreCall call{StoreOp::kCompareSet, MonotonicNow()};
-    absl::StatusOr<std::string> value =
-        master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
-          return store.CompareSet(request->key(), request->expected(), request->desired());
-        });
-    if (value.ok()) response->set_value(std::move(*value));
-    return Reply(context, call, value.status());
+    return Reply(
+        context, call, host_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
+          return Answer(store.CompareSet(request->key(), request->expected(), request->desired()),
+                        [&](std::string& v) { response->set_value(std::move(v)); });
+        }));
   }
 
   grpc::ServerUnaryReactor* Wait(grpc::CallbackServerContext* context,
@@ -158,34 +158,33 @@ class StoreService : public pb::Store::CallbackService {
                                   const pb::CheckRequest* request,
                                   pb::CheckResponse* response) override {
     const StoreCall call{StoreOp::kCheck, MonotonicNow()};
-    absl::StatusOr<bool> all =
-        master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
-          return store.Check({request->keys().begin(), request->keys().end()});
-        });
-    if (all.ok()) response->set_all_exist(*all);
-    return Reply(context, call, all.status());
+    return Reply(context, call,
+                 host_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
+                   return Answer(store.Check({request->keys().begin(), request->keys().end()}),
+                                 [&](bool all) { response->set_all_exist(all); });
+                 }));
   }
 
   grpc::ServerUnaryReactor* Delete(grpc::CallbackServerContext* context,
                                    const pb::DeleteRequest* request,
                                    pb::DeleteResponse* response) override {
     const StoreCall call{StoreOp::kDelete, MonotonicNow()};
-    absl::StatusOr<bool> deleted =
-        master_->WithStore(TokenOf(context), request->run_id(),
-                           [&](KvStore& store) { return store.Delete(request->key()); });
-    if (deleted.ok()) response->set_deleted(*deleted);
-    return Reply(context, call, deleted.status());
+    return Reply(context, call,
+                 host_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
+                   return Answer(store.Delete(request->key()),
+                                 [&](bool deleted) { response->set_deleted(deleted); });
+                 }));
   }
 
   grpc::ServerUnaryReactor* NumKeys(grpc::CallbackServerContext* context,
                                     const pb::NumKeysRequest* request,
                                     pb::NumKeysResponse* response) override {
     const StoreCall call{StoreOp::kNumKeys, MonotonicNow()};
-    absl::StatusOr<int64_t> count = master_->WithStore(
-        TokenOf(context), request->run_id(),
-        [](KvStore& store) -> absl::StatusOr<int64_t> { return store.NumKeys(); });
-    if (count.ok()) response->set_count(*count);
-    return Reply(context, call, count.status());
+    return Reply(context, call,
+                 host_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
+                   response->set_count(store.NumKeys());
+                   return absl::OkStatus();
+                 }));
   }
 
   grpc::ServerUnaryReactor* MultiGet(grpc::CallbackServerContext* context,
@@ -204,7 +203,7 @@ class StoreService : public pb::Store::CallbackService {
                                      pb::MultiSetResponse*) override {
     const StoreCall call{StoreOp::kMultiSet, MonotonicNow()};
     return Reply(context, call,
-                 master_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
+                 host_->WithStore(TokenOf(context), request->run_id(), [&](KvStore& store) {
                    return store.MultiSet({request->keys().begin(), request->keys().end()},
                                          {request->values().begin(), request->values().end()});
                  }));
@@ -217,32 +216,54 @@ class StoreService : public pb::Store::CallbackService {
                                          const StoreCall& call, const std::string& run_id,
                                          std::vector<std::string> keys, int64_t timeout_ms,
                                          std::function<void(std::vector<std::string>&)> fill) {
-    auto* reactor = new ReadReactor(master_, run_id);
-    reactor->Parked(master_->StoreWait(
-        TokenOf(context), context->peer(), run_id, std::move(keys),
-        StoreDeadline(timeout_ms, master_->options().store_timeout, context),
-        [this, call, reactor,
-         fill = std::move(fill)](absl::StatusOr<std::vector<std::string>> values) {
-          master_->metrics().StoreCall(call.op, values.ok(), MonotonicNow() - call.start);
-          if (values.ok() && fill) fill(*values);
-          reactor->Complete(ToGrpcStatus(values.status()));
-        }));
+    auto* reactor = new ReadReactor(host_, run_id);
+    reactor->Parked(host_->StoreWait(TokenOf(context), context->peer(), run_id, std::move(keys),
+                                     StoreDeadline(timeout_ms, host_->store_timeout(), context),
+                                     [this, call, reactor, fill = std::move(fill)](
+                                         absl::StatusOr<std::vector<std::string>> values) {
+                                       host_->metrics().StoreCall(call.op, values.ok(),
+                                                                  MonotonicNow() - call.start);
+                                       if (values.ok() && fill) fill(*values);
+                                       reactor->Complete(ToGrpcStatus(values.status()));
+                                     }));
     return reactor;
   }
 
   grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const StoreCall& call,
                                   const absl::Status& status) {
-    master_->metrics().StoreCall(call.op, status.ok(), MonotonicNow() - call.start);
+    host_->metrics().StoreCall(call.op, status.ok(), MonotonicNow() - call.start);
     return FinishUnary(context, status);
   }
 
-  MasterState* master_;
+  // The status of `value`, after `fill` has put it into the response when there is one.
+  template <typename T, typename Fill>
+  static absl::Status Answer(absl::StatusOr<T> value, Fill fill) {
+    if (value.ok()) fill(*value);
+    return value.status();
+  }
+
+  StoreHost* host_;
 };
 
 }  // namespace
 
-std::unique_ptr<grpc::Service> MakeStoreService(MasterState* master) {
-  return std::make_unique<StoreService>(master);
+absl::Status CheckStoreAccess(absl::string_view expected_token, absl::string_view token,
+                              const std::string& run_id,
+                              const std::optional<std::string>& only_run_id) {
+  DDPRUN_RETURN_IF_ERROR(CheckToken(expected_token, token, "Store token",
+                                    "ddprun hands it to workers in the file named by "
+                                    "DDPRUN_STORE_TOKEN_FILE"));
+  DDPRUN_RETURN_IF_ERROR(CheckRunId(run_id, "run_id"));
+  if (only_run_id && run_id != *only_run_id) {
+    return absl::NotFoundError(
+        absl::StrCat("this store serves another run than '", run_id,
+                     "': the worker's TORCHELASTIC_RUN_ID is not its launcher's run"));
+  }
+  return absl::OkStatus();
+}
+
+std::unique_ptr<grpc::Service> MakeStoreService(StoreHost* host) {
+  return std::make_unique<StoreService>(host);
 }
 
 }  // namespace ddprun

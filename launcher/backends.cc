@@ -21,7 +21,7 @@ absl::Status CheckC10d(const OptionValues& values, AgentConfig& config) {
 }
 
 std::unique_ptr<StartedRendezvous> StartC10d(const AgentConfig& config, int& exit_code) {
-  return StartRendezvous(config, "--rdzv-endpoint host", exit_code);
+  return StartRendezvous(config, "--rdzv-endpoint host", kGrpcNetwork, exit_code);
 }
 
 // static: a fixed number of nodes, each with its --node-rank; node 0 hosts the master at
@@ -51,13 +51,13 @@ absl::Status CheckStatic(const OptionValues& values, AgentConfig& config) {
 }
 
 std::unique_ptr<StartedRendezvous> StartStatic(const AgentConfig& config, int& exit_code) {
-  return StartRendezvous(config, "--master-addr", exit_code);
+  return StartRendezvous(config, "--master-addr", kGrpcNetwork, exit_code);
 }
 
 std::vector<RendezvousBackend>& Registry() {
   static auto* backends = new std::vector<RendezvousBackend>{
-      {"c10d", CheckC10d, StartC10d, HostingRule::kEndpointHost},
-      {"static", CheckStatic, StartStatic, HostingRule::kNodeRankZero},
+      {"c10d", CheckC10d, StartC10d, HostingRule::kEndpointHost, {}},
+      {"static", CheckStatic, StartStatic, HostingRule::kNodeRankZero, {}},
   };
   return *backends;
 }

@@ -316,20 +316,20 @@ class LocalStart : public StartedRendezvous {
 
 std::unique_ptr<StartedRendezvous> StartRendezvous(const AgentConfig& config,
                                                    const std::string& endpoint_option,
-                                                   int& exit_code) {
+                                                   const std::string& network, int& exit_code) {
   if (config.rendezvous.max_nodes == 1) {
     auto local = std::make_unique<LocalStart>(config);
     exit_code = local->Start();
     if (exit_code != 0) return nullptr;
     return local;
   }
-  absl::StatusOr<NetworkPlugin> network = LoadNetworkPlugin();
-  if (!network.ok()) {
-    spdlog::error("{}", network.status().message());
+  absl::StatusOr<NetworkPlugin> plugin = LoadNetworkPlugin(network);
+  if (!plugin.ok()) {
+    spdlog::error("{}", plugin.status().message());
     exit_code = kExitInternal;
     return nullptr;
   }
-  auto started = std::make_unique<NetworkRendezvous>(config, std::move(*network));
+  auto started = std::make_unique<NetworkRendezvous>(config, std::move(*plugin));
   exit_code = started->Start(endpoint_option);
   if (exit_code != 0) return nullptr;
   return started;

@@ -76,7 +76,7 @@ absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const MasterOptions& op
 }  // namespace
 }  // namespace ddprun
 
-extern "C" void ddprun_network_plugin_v3(ddprun::NetworkPlugin* plugin) {
+extern "C" void ddprun_network_grpc_v3(ddprun::NetworkPlugin* plugin) {
   ddprun::RouteGrpcLogsToSpdlog();
   ddprun::DisableMutexDeadlockDetection();  // the agent's own code holds no absl::Mutex
   plugin->connect = &ddprun::Connect;

@@ -82,13 +82,24 @@ struct NetworkPlugin {
   absl::Status (*probe_master)(const NetworkRendezvousOptions&, absl::Duration timeout);
 };
 
+/// The network half c10d and static use, and what every admin command and metrics page use:
+/// gRPC to a ddprun master.
+inline constexpr char kGrpcNetwork[] = "grpc";
+
+/// The plugin's entry point of network half `half`: ddprun_network_<half>_v3, which fills a
+/// NetworkPlugin. A backend names its half (RendezvousBackend::network); a plugin may hold
+/// several, each behind its own entry, with the same NetworkPlugin.
+std::string NetworkHalfSymbol(const std::string& half);
+
 /// Loads libddprun_network.so from next to the running executable, then from
-/// ../lib/ddprun/, then from the library path. The error says where it looked.
-absl::StatusOr<NetworkPlugin> LoadNetworkPlugin();
+/// ../lib/ddprun/, then from the library path, and takes its network half `half`. The error
+/// says where it looked, and names the half when a plugin lacks it.
+absl::StatusOr<NetworkPlugin> LoadNetworkPlugin(const std::string& half = kGrpcNetwork);
 
 }  // namespace ddprun
 
 extern "C" {
-/// Defined in the plugin: fills `plugin` with its entry points.
-void ddprun_network_plugin_v3(ddprun::NetworkPlugin* plugin);
+/// Defined in the plugin: the gRPC half (kGrpcNetwork), which fills `plugin` with its entry
+/// points.
+void ddprun_network_grpc_v3(ddprun::NetworkPlugin* plugin);
 }

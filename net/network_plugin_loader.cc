@@ -10,8 +10,13 @@
 
 namespace ddprun {
 
-absl::StatusOr<NetworkPlugin> LoadNetworkPlugin() {
+std::string NetworkHalfSymbol(const std::string& half) {
+  return absl::StrCat("ddprun_network_", half, "_v3");
+}
+
+absl::StatusOr<NetworkPlugin> LoadNetworkPlugin(const std::string& half) {
   constexpr char kName[] = "libddprun_network.so";
+  const std::string symbol = NetworkHalfSymbol(half);
   std::vector<std::string> candidates;
   char exe[PATH_MAX] = {};
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -30,9 +35,10 @@ absl::StatusOr<NetworkPlugin> LoadNetworkPlugin() {
       continue;
     }
     using Entry = void (*)(NetworkPlugin*);
-    auto entry = reinterpret_cast<Entry>(::dlsym(handle, "ddprun_network_plugin_v3"));
+    auto entry = reinterpret_cast<Entry>(::dlsym(handle, symbol.c_str()));
     if (entry == nullptr) {
-      errors.push_back(absl::StrCat(path, ": no ddprun_network_plugin_v3 (a different version?)"));
+      errors.push_back(absl::StrCat(path, " has no network half '", half, "' (no ", symbol,
+                                    ": from another ddprun version?)"));
       continue;
     }
     NetworkPlugin plugin{};

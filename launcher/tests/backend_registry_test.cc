@@ -1,6 +1,7 @@
 // A rendezvous backend defined outside backends.cc, registered before the command line is
 // parsed, runs a two-agent job: the registry, the declared hosting rule and the shared
-// start are all a new backend needs. The agents are this test binary again, run with
+// start (with the plugin's network half it names) are all a new backend needs. The agents are this
+// test binary again, run with
 // --as-agent: it registers the backend, then does what `ddprun` does (RunDdprun).
 #include <cstdio>
 #include <filesystem>
@@ -31,7 +32,12 @@ absl::Status CheckRankZero(const OptionValues& values, AgentConfig& config) {
 }
 
 std::unique_ptr<StartedRendezvous> StartRankZero(const AgentConfig& config, int& exit_code) {
-  return StartRendezvous(config, "--rdzv-endpoint host", exit_code);
+  return StartRendezvous(config, "--rdzv-endpoint host", kGrpcNetwork, exit_code);
+}
+
+// "elsewhere": c10d's rules, through a network half the plugin does not have.
+std::unique_ptr<StartedRendezvous> StartElsewhere(const AgentConfig& config, int& exit_code) {
+  return StartRendezvous(config, "--rdzv-endpoint host", "nosuch", exit_code);
 }
 
 // Its own --rdzv-conf key: a word the agents print, so that the test sees it was read.
@@ -48,6 +54,7 @@ void RegisterRankZero() {
                                  HostingRule::kNodeRankZero,
                                  {{"greeting", "none", "a word the agent prints", Greeting}}});
   if (!added.ok()) std::abort();
+  if (!RegisterRendezvousBackend({"elsewhere", CheckRankZero, StartElsewhere}).ok()) std::abort();
 }
 
 }  // namespace
@@ -101,6 +108,19 @@ TEST(BackendRegistryTest, ARegisteredBackendRunsATwoAgentJobWithItsHostingRule) 
     EXPECT_EQ(env["WORLD_SIZE"], "4");
     EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "job");
   }
+}
+
+// A backend's network half is looked up by name in the plugin: one it lacks is said, by
+// name, before anything starts.
+TEST(BackendRegistryTest, ANetworkHalfThePluginLacksIsNamed) {
+  TempDir dir;
+  std::vector<std::string> agent = Agent(FreeLoopbackPort(), 0, dir);
+  agent[4] = "--rdzv-backend=elsewhere";
+  agent[8] = "--rdzv-conf=join_timeout=60";
+  ProcessResult r = RunProcess(agent, {}, absl::Seconds(60));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("has no network half 'nosuch' (no ddprun_network_nosuch_v3"));
+  EXPECT_FALSE(FileExists(dir / "env.0.0")) << "a worker started";
 }
 
 TEST(BackendRegistryTest, TheHostingRuleSetsIsHostUnlessTheCommandLineDid) {

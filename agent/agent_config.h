@@ -11,7 +11,7 @@
 #include "agent/failure_summary.h"
 #include "agent/health/health_check.h"
 #include "node/cpu_binding.h"
-#include "observability/event_log.h"
+#include "observability/elastic_record_log.h"
 #include "rendezvous/rendezvous_settings.h"
 #include "rendezvous/tls_config.h"
 
@@ -119,8 +119,8 @@ struct AgentConfig {
   // rendezvous keeps nodes out is in `rendezvous.node_health`).
   HealthCheckSettings health_check;
 
-  // --event-log-handler: where torchelastic's events go (observability/event_log.h).
-  EventLogSettings event_log;
+  // --event-log-handler: where torchelastic's events go (observability/elastic_record_log.h).
+  RecordLogSettings event_log;
   // --metrics-port: serve Prometheus metrics (and, on the node hosting the master, the
   // status page) on this port; 0: any free port; unset: off (docs/observability.md).
   std::optional<int> metrics_port;

@@ -121,8 +121,8 @@ absl::Status ElasticAgent::ApplyChoices() {
                            "--log-dir"));
   }
   log_root_ = std::move(*log_root);
-  DDPRUN_ASSIGN_OR_RETURN(EventLog events, EventLog::Open(config_.event_log));
-  seen_.records.emplace(std::move(events), RecordSource::Of(config_, node_.host), MonotonicNow());
+  DDPRUN_ASSIGN_OR_RETURN(RecordLog records, RecordLog::Open(config_.event_log));
+  seen_.records.emplace(std::move(records), RecordSource::Of(config_, node_.host), MonotonicNow());
   absl::StatusOr<HangChecks> hang_checks =
       SetUpHangChecks(config_.python_workers, base_env_, guard_);
   if (!hang_checks.ok()) return hang_checks.status();

@@ -19,11 +19,11 @@ RecordSource RecordSource::Of(const AgentConfig& config, const std::string& host
   return source;
 }
 
-ElasticRecords::ElasticRecords(EventLog log, RecordSource source, absl::Time started)
+ElasticRecords::ElasticRecords(RecordLog log, RecordSource source, absl::Time started)
     : log_(std::move(log)), source_(std::move(source)), started_(started), join_sent_(started) {}
 
-EventContext ElasticRecords::Context() const {
-  EventContext context;
+RecordContext ElasticRecords::Context() const {
+  RecordContext context;
   context.run_id = source_.run_id;
   context.role = source_.role;
   context.hostname = source_.host;
@@ -53,21 +53,21 @@ void ElasticRecords::RoundAssigned(const Assignment& round, absl::Time received,
   if (log_.enabled()) {
     // As torch's: made before the round's group rank is known to them (the last round's,
     // or null at the first).
-    const EventContext context = Context();
-    log_.Record(StatusEvent(context, "RENDEZVOUS", "AGENT", std::nullopt, std::nullopt,
-                            absl::ToDoubleMilliseconds(received - join_sent_)));
-    log_.Record(StatusEvent(context, "ASSIGN_WORKER_RANKS", "AGENT", std::nullopt, std::nullopt,
-                            absl::ToDoubleMilliseconds(now - received)));
+    const RecordContext context = Context();
+    log_.Record(StatusRecord(context, "RENDEZVOUS", "AGENT", std::nullopt, std::nullopt,
+                             absl::ToDoubleMilliseconds(received - join_sent_)));
+    log_.Record(StatusRecord(context, "ASSIGN_WORKER_RANKS", "AGENT", std::nullopt, std::nullopt,
+                             absl::ToDoubleMilliseconds(now - received)));
   }
   round_ = round;
 }
 
 void ElasticRecords::WorkersStarted(const std::vector<WorkerSupervisor::Outcome>& workers) {
   if (!log_.enabled()) return;
-  const EventContext context = Context();
+  const RecordContext context = Context();
   for (const WorkerSupervisor::Outcome& worker : workers) {
     log_.Record(
-        StatusEvent(context, "START", "WORKER", FactsOf(worker), std::nullopt, std::nullopt));
+        StatusRecord(context, "START", "WORKER", FactsOf(worker), std::nullopt, std::nullopt));
   }
 }
 
@@ -85,7 +85,7 @@ void ElasticRecords::AttemptClosed(std::vector<WorkerSupervisor::Outcome> worker
 void ElasticRecords::AgentExiting(const std::optional<RunEnd>& run_end, int exit_code,
                                   absl::Time now) {
   if (!log_.enabled()) return;
-  EventContext context = Context();
+  RecordContext context = Context();
   context.total_run_time_s = absl::ToInt64Seconds(now - started_);
   if (run_end && !run_end->root_cause.empty()) {
     const ReportedFailure& root = run_end->root_cause.front();
@@ -96,7 +96,7 @@ void ElasticRecords::AgentExiting(const std::optional<RunEnd>& run_end, int exit
     context.excluded = absl::StrJoin(run_end->excluded, "; ");
   }
   if (!run_end) {
-    log_.Record(StatusEvent(
+    log_.Record(StatusRecord(
         context, "FAILED", "AGENT", std::nullopt,
         absl::StrCat("the agent exited ", exit_code, " before the run ended (see its log)"),
         std::nullopt));
@@ -118,9 +118,10 @@ void ElasticRecords::AgentExiting(const std::optional<RunEnd>& run_end, int exit
     } else if (worker.state != WorkerSupervisor::WorkerState::kSucceeded) {
       state = "TERMINATED";
     }
-    log_.Record(StatusEvent(context, state, "WORKER", facts, raw_error, std::nullopt));
+    log_.Record(StatusRecord(context, state, "WORKER", facts, raw_error, std::nullopt));
   }
-  log_.Record(StatusEvent(context, "SUCCEEDED", "AGENT", std::nullopt, std::nullopt, std::nullopt));
+  log_.Record(
+      StatusRecord(context, "SUCCEEDED", "AGENT", std::nullopt, std::nullopt, std::nullopt));
 }
 
 }  // namespace ddprun

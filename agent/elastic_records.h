@@ -1,6 +1,6 @@
 #pragma once
 // ElasticRecords: the torchelastic records one agent writes (torch calls them events;
-// observability/event_log.h writes them as torch does, docs/events.md lists them), at the
+// observability/elastic_record_log.h writes them as torch does, docs/events.md lists them), at the
 // moments torchrun's agent writes them: RENDEZVOUS and ASSIGN_WORKER_RANKS with their
 // durations at every round, START for each worker, and when the agent exits, each worker's
 // final state and the agent's own SUCCEEDED (the run ended, whatever its workers did) or
@@ -16,8 +16,8 @@
 #include "agent/failure_summary.h"
 #include "agent/run_end.h"
 #include "agent/worker_supervisor.h"
-#include "observability/elastic_events.h"
-#include "observability/event_log.h"
+#include "observability/elastic_record_fields.h"
+#include "observability/elastic_record_log.h"
 
 namespace ddprun {
 
@@ -34,7 +34,7 @@ struct RecordSource {
 
 class ElasticRecords {
  public:
-  ElasticRecords(EventLog log, RecordSource source, absl::Time started);
+  ElasticRecords(RecordLog log, RecordSource source, absl::Time started);
 
   /// This node asked for a round: RENDEZVOUS counts from here.
   void JoinSent(absl::Time now);
@@ -50,10 +50,10 @@ class ElasticRecords {
   void AgentExiting(const std::optional<RunEnd>& run_end, int exit_code, absl::Time now);
 
  private:
-  EventContext Context() const;
+  RecordContext Context() const;
   WorkerFacts FactsOf(const WorkerSupervisor::Outcome& worker) const;
 
-  EventLog log_;
+  RecordLog log_;
   const RecordSource source_;
   const absl::Time started_;
   absl::Time join_sent_;

@@ -389,7 +389,7 @@ WorkerFailure WorkerSupervisor::DescribeFailure(const Worker& worker) const {
   failure.wait_status = worker.wait_status;
   failure.pid = worker.pid;
   if (worker.error_file_enabled) {
-    absl::StatusOr<WorkerErrorReport> report =
+    absl::StatusOr<WorkerError> report =
         ReadWorkerErrorFileBelow(log_run_dir_->get(), log_run_path_, worker.paths.error_file);
     if (report.ok()) {
       failure.error_file = worker.paths.error_file;

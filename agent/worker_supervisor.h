@@ -111,7 +111,7 @@ class WorkerSupervisor {
 
   size_t size() const { return workers_.size(); }
   std::vector<pid_t> pids() const;
-  /// Each worker as it stands, in local-rank order (for the events, event_log.h).
+  /// Each worker as it stands, in local-rank order (for the events, elastic_record_log.h).
   struct Outcome {
     int local_rank = 0;
     int rank = 0;

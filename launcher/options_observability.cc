@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "launcher/cli_values.h"
-#include "observability/event_log.h"
+#include "observability/elastic_record_log.h"
 
 namespace ddprun {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "common/clock.h"
 #include "common/listen_socket.h"
-#include "common/report_limiter.h"
+#include "common/log_limiter.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
@@ -40,8 +40,8 @@ void GrpcListener::Start(Handoff handoff) {
 
 namespace {
 
-// At most once a second (ReportLimiter): `shed` connections since the last line; 0: not now.
-void ReportShed(int shed) {
+// At most once a second (LogLimiter): `shed` connections since the last line; 0: not now.
+void LogShed(int shed) {
   if (shed == 0) return;
   spdlog::error(
       "out of file descriptors: closed {} new connection(s) at once; the master goes on "
@@ -56,7 +56,7 @@ void GrpcListener::Run() {
   std::vector<pollfd> fds;
   for (const UniqueFd& s : sockets_) fds.push_back({s.get(), POLLIN, 0});
   fds.push_back({stop_.get(), POLLIN, 0});
-  ReportLimiter shed_reports;  // connections closed for want of a descriptor
+  LogLimiter shed_lines;  // connections closed for want of a descriptor
   while (true) {
     if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
     if (fds.back().revents != 0) return;
@@ -67,7 +67,7 @@ void GrpcListener::Run() {
         if (fd >= 0) {
           handoff_(fds[i].fd, fd);
         } else if (errno == EMFILE) {
-          ReportShed(shed_reports.Occurred(MonotonicNow()));
+          LogShed(shed_lines.Occurred(MonotonicNow()));
         } else {
           break;  // none waits any more
         }

@@ -25,7 +25,7 @@
 #include "common/event_loop.h"
 #include "common/ip_address.h"
 #include "common/listen_socket.h"
-#include "common/report_limiter.h"
+#include "common/log_limiter.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "node/host_info.h"
@@ -185,7 +185,7 @@ class TcpStoreServer::Impl {
     const std::string ip = it->second.ip;
     service_.Closed(id);
     Drop(id);
-    const int refused = stranger_reports_.Occurred(MonotonicNow());
+    const int refused = stranger_lines_.Occurred(MonotonicNow());
     if (refused == 0 || !options_.on_refused) return;
     options_.on_refused(
         peer,
@@ -209,7 +209,7 @@ class TcpStoreServer::Impl {
     while (true) {
       const int fd = AcceptOrShed(listen_.get(), reserve_);
       if (fd < 0 && errno == EMFILE) {
-        ReportShed();
+        LogShed();
         continue;
       }
       if (fd < 0) return;  // EAGAIN, or a connection that vanished meanwhile
@@ -245,8 +245,8 @@ class TcpStoreServer::Impl {
   }
 
   // Out of descriptors: said at most once a second, with how many were closed meanwhile.
-  void ReportShed() {
-    const int shed = shed_reports_.Occurred(MonotonicNow());
+  void LogShed() {
+    const int shed = shed_lines_.Occurred(MonotonicNow());
     if (shed == 0 || !options_.on_refused) return;
     options_.on_refused("(new connections)",
                         absl::StrCat("this process is out of file descriptors: ", shed,
@@ -400,9 +400,9 @@ class TcpStoreServer::Impl {
   TcpStoreService::ConnectionId next_id_ = 1;
   UniqueFd reserve_ = OpenReserveFd();                      // see AcceptOrShed
   std::deque<TcpStoreService::ConnectionId> unclassified_;  // oldest first; may hold gone ones
-  ReportLimiter shed_reports_;      // connections closed for want of a descriptor
-  std::set<std::string> allowed_;   // besides loopback: this host's and the round's nodes'
-  ReportLimiter stranger_reports_;  // connections from elsewhere, closed
+  LogLimiter shed_lines_;          // connections closed for want of a descriptor
+  std::set<std::string> allowed_;  // besides loopback: this host's and the round's nodes'
+  LogLimiter stranger_lines_;      // connections from elsewhere, closed
 };
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(

@@ -8,9 +8,9 @@
 #include "absl/time/clock.h"
 #include "agent/hangs/proc_state.h"
 #include "common/clock.h"
+#include "common/log_limiter.h"
 #include "common/printable.h"
 #include "common/process_status.h"
-#include "common/report_limiter.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
@@ -193,7 +193,7 @@ void HangWatch::OnTimerRequests() {
     absl::StatusOr<TimerRequest> request = ParseTimerRequest(line);
     if (!request.ok()) {
       // One line a second at most: 2 MB of garbage once made 140 MB of log.
-      const int malformed = malformed_reports_.Occurred(absl::Now());
+      const int malformed = malformed_lines_.Occurred(absl::Now());
       if (malformed == 0) continue;
       spdlog::warn(
           "TORCHELASTIC_TIMER_FILE: ignored a request that is not a FileTimerClient's "

@@ -20,7 +20,7 @@
 #include "agent/hangs/file_timers.h"
 #include "agent/hangs/worker_heartbeats.h"
 #include "common/event_loop.h"
-#include "common/report_limiter.h"
+#include "common/log_limiter.h"
 #include "common/unique_fd.h"
 
 namespace ddprun {
@@ -82,7 +82,7 @@ class HangWatch {
   EventLoop& loop_;
   const std::function<void(const Hang&)> on_hang_;
   bool quiet_ = false;
-  ReportLimiter malformed_reports_;  // timer requests that are not FileTimerClient's
+  LogLimiter malformed_lines_;  // timer requests that are not FileTimerClient's
   bool said_stranger_ = false;
   std::map<int, pid_t> pids_;  // running workers, by local rank
   std::map<int, UniqueFd> heartbeat_pipes_;

@@ -33,7 +33,7 @@ std::optional<absl::Time> ParseTimestamp(const Value& value) {
 
 }  // namespace
 
-absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json) {
+absl::StatusOr<WorkerError> ParseWorkerErrorFile(const std::string& json) {
   Struct root;
   const auto parsed = google::protobuf::util::JsonStringToMessage(json, &root);
   if (!parsed.ok()) {
@@ -43,7 +43,7 @@ absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json) 
   if (message == nullptr) {
     return absl::InvalidArgumentError("no \"message\" field (expected torch's error-file format)");
   }
-  WorkerErrorReport report;
+  WorkerError report;
   if (message->has_string_value()) {
     report.message = message->string_value();
     return report;
@@ -67,12 +67,12 @@ absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json) 
   return report;
 }
 
-absl::StatusOr<WorkerErrorReport> ReadWorkerErrorFileBelow(int base_fd, const std::string& base,
-                                                           const std::string& path) {
+absl::StatusOr<WorkerError> ReadWorkerErrorFileBelow(int base_fd, const std::string& base,
+                                                     const std::string& path) {
   constexpr size_t kMaxErrorFile = 1024 * 1024;  // torch's are a traceback and a message
   absl::StatusOr<UniqueFd> fd = OpenForReadBelow(base_fd, base, path);
   if (!fd.ok()) return fd.status();
-  absl::StatusOr<WorkerErrorReport> report =
+  absl::StatusOr<WorkerError> report =
       ParseWorkerErrorFile(ReadFdPart(fd->get(), 0, kMaxErrorFile));
   if (!report.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", report.status().message()));

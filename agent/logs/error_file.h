@@ -14,19 +14,19 @@
 
 namespace ddprun {
 
-struct WorkerErrorReport {
+struct WorkerError {
   std::string message;
   std::string traceback;                // py_callstack, when present
   std::optional<absl::Time> timestamp;  // when the worker recorded the error
 };
 
 /// Parses the JSON text of an error file.
-absl::StatusOr<WorkerErrorReport> ParseWorkerErrorFile(const std::string& json);
+absl::StatusOr<WorkerError> ParseWorkerErrorFile(const std::string& json);
 /// A worker's error file `path`, read below the run folder `base` held open as `base_fd`,
 /// never through a symbolic link (a folder swapped meanwhile must not make the agent read a
 /// file elsewhere); at most 1 MiB. Absent: NotFound.
-absl::StatusOr<WorkerErrorReport> ReadWorkerErrorFileBelow(int base_fd, const std::string& base,
-                                                           const std::string& path);
+absl::StatusOr<WorkerError> ReadWorkerErrorFileBelow(int base_fd, const std::string& base,
+                                                     const std::string& path);
 
 }  // namespace ddprun
 

@@ -22,10 +22,10 @@ using ::testing::HasSubstr;
 class ElasticRecordsTest : public ::testing::Test {
  protected:
   ElasticRecords Make() {
-    EventLogSettings settings;
-    settings.kind = EventLogSettings::Kind::kFile;
+    RecordLogSettings settings;
+    settings.kind = RecordLogSettings::Kind::kFile;
     settings.path = dir_ / "records.jsonl";
-    absl::StatusOr<EventLog> log = EventLog::Open(settings);
+    absl::StatusOr<RecordLog> log = RecordLog::Open(settings);
     EXPECT_TRUE(log.ok()) << log.status();
     return ElasticRecords(std::move(*log), {"job", "trainer", "node0", "c10d", "train.py"}, t0_);
   }

@@ -32,7 +32,7 @@ constexpr char kTorchFormat[] = R"({
 })";
 
 TEST(ParseWorkerErrorFileTest, TorchFormat) {
-  absl::StatusOr<WorkerErrorReport> report = ParseWorkerErrorFile(kTorchFormat);
+  absl::StatusOr<WorkerError> report = ParseWorkerErrorFile(kTorchFormat);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->message, "RuntimeError: x");
   EXPECT_EQ(report->traceback,
@@ -42,7 +42,7 @@ TEST(ParseWorkerErrorFileTest, TorchFormat) {
 }
 
 TEST(ParseWorkerErrorFileTest, NumericAndFractionalTimestamp) {
-  absl::StatusOr<WorkerErrorReport> report = ParseWorkerErrorFile(
+  absl::StatusOr<WorkerError> report = ParseWorkerErrorFile(
       R"({"message": {"message": "m", "extraInfo": {"timestamp": 1700000000.5}}})");
   ASSERT_TRUE(report.ok()) << report.status();
   ASSERT_TRUE(report->timestamp.has_value());
@@ -51,14 +51,14 @@ TEST(ParseWorkerErrorFileTest, NumericAndFractionalTimestamp) {
 }
 
 TEST(ParseWorkerErrorFileTest, UnreadableTimestampIsLeftUnset) {
-  absl::StatusOr<WorkerErrorReport> report =
+  absl::StatusOr<WorkerError> report =
       ParseWorkerErrorFile(R"({"message": {"message": "m", "extraInfo": {"timestamp": "soon"}}})");
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->timestamp.has_value());
 }
 
 TEST(ParseWorkerErrorFileTest, PlainStringMessage) {
-  absl::StatusOr<WorkerErrorReport> report = ParseWorkerErrorFile(R"({"message": "plain"})");
+  absl::StatusOr<WorkerError> report = ParseWorkerErrorFile(R"({"message": "plain"})");
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->message, "plain");
   EXPECT_EQ(report->traceback, "");
@@ -66,8 +66,7 @@ TEST(ParseWorkerErrorFileTest, PlainStringMessage) {
 }
 
 TEST(ParseWorkerErrorFileTest, ObjectWithoutExtraInfo) {
-  absl::StatusOr<WorkerErrorReport> report =
-      ParseWorkerErrorFile(R"({"message": {"message": "only"}})");
+  absl::StatusOr<WorkerError> report = ParseWorkerErrorFile(R"({"message": {"message": "only"}})");
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->message, "only");
   EXPECT_FALSE(report->timestamp.has_value());
@@ -75,21 +74,21 @@ TEST(ParseWorkerErrorFileTest, ObjectWithoutExtraInfo) {
 
 TEST(ParseWorkerErrorFileTest, InvalidJsonIsAnError) {
   for (const std::string json : {"", "{", "not json", R"({"message": )"}) {
-    absl::StatusOr<WorkerErrorReport> report = ParseWorkerErrorFile(json);
+    absl::StatusOr<WorkerError> report = ParseWorkerErrorFile(json);
     ASSERT_FALSE(report.ok()) << "accepted '" << json << "'";
     EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
   }
 }
 
 TEST(ParseWorkerErrorFileTest, MissingMessageIsAnError) {
-  absl::StatusOr<WorkerErrorReport> report = ParseWorkerErrorFile(R"({"error": "x"})");
+  absl::StatusOr<WorkerError> report = ParseWorkerErrorFile(R"({"error": "x"})");
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(report.status().message()), HasSubstr("\"message\""));
 }
 
 TEST(ParseWorkerErrorFileTest, MessageOfAnotherTypeIsAnError) {
-  absl::StatusOr<WorkerErrorReport> report = ParseWorkerErrorFile(R"({"message": 3})");
+  absl::StatusOr<WorkerError> report = ParseWorkerErrorFile(R"({"message": 3})");
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument);
 }
@@ -125,7 +124,7 @@ TEST(LastLinesOfFileTest, LargeFileReadsOnlyItsEnd) {
 
 TEST(ParseWorkerErrorFileTest, AbsurdTimestampsAreIgnoredNotTrusted) {
   for (const char* ts : {"\"nan\"", "\"1e300\"", "\"-5\"", "\"inf\""}) {
-    absl::StatusOr<WorkerErrorReport> report = ParseWorkerErrorFile(
+    absl::StatusOr<WorkerError> report = ParseWorkerErrorFile(
         std::string(R"({"message": {"message": "m", "extraInfo": {"timestamp": )") + ts + "}}}");
     ASSERT_TRUE(report.ok()) << report.status();
     EXPECT_FALSE(report->timestamp.has_value()) << ts;

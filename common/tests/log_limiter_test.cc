@@ -1,12 +1,12 @@
-#include "common/report_limiter.h"
+#include "common/log_limiter.h"
 
 #include "gtest/gtest.h"
 
 namespace ddprun {
 namespace {
 
-TEST(ReportLimiterTest, TheFirstIsSaidThenOnceAPeriodWithWhatWasHeldBack) {
-  ReportLimiter limiter(absl::Seconds(1));
+TEST(LogLimiterTest, TheFirstIsSaidThenOnceAPeriodWithWhatWasHeldBack) {
+  LogLimiter limiter(absl::Seconds(1));
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   EXPECT_EQ(limiter.Occurred(t0), 1);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(limiter.Occurred(t0 + absl::Milliseconds(100 * i)), 0);

@@ -1,4 +1,4 @@
-#include "observability/event_log.h"
+#include "observability/elastic_record_log.h"
 
 #include <unistd.h>
 
@@ -43,15 +43,15 @@ uint32_t NextCodePoint(absl::string_view text, size_t& i) {
 
 }  // namespace
 
-absl::StatusOr<EventLogSettings> ParseEventLogHandler(const std::string& value) {
-  EventLogSettings settings;
+absl::StatusOr<RecordLogSettings> ParseEventLogHandler(const std::string& value) {
+  RecordLogSettings settings;
   if (value == "null") return settings;
   if (value == "console") {
-    settings.kind = EventLogSettings::Kind::kConsole;
+    settings.kind = RecordLogSettings::Kind::kConsole;
     return settings;
   }
   if (absl::StartsWith(value, "file:") && value.size() > 5) {
-    settings.kind = EventLogSettings::Kind::kFile;
+    settings.kind = RecordLogSettings::Kind::kFile;
     settings.path = value.substr(5);
     return settings;
   }
@@ -135,7 +135,7 @@ std::string PythonFloat(double value) {
   return out;
 }
 
-std::string PythonJsonValue(const EventValue& value) {
+std::string PythonJsonValue(const RecordValue& value) {
   if (std::holds_alternative<std::nullptr_t>(value)) return "null";
   if (const bool* b = std::get_if<bool>(&value)) return *b ? "true" : "false";
   if (const int64_t* i = std::get_if<int64_t>(&value)) return std::to_string(*i);
@@ -143,7 +143,7 @@ std::string PythonJsonValue(const EventValue& value) {
   return PythonJsonString(std::get<std::string>(value));
 }
 
-std::string PythonJsonObject(const std::vector<std::pair<std::string, EventValue>>& fields) {
+std::string PythonJsonObject(const std::vector<std::pair<std::string, RecordValue>>& fields) {
   std::string out = "{";
   for (size_t i = 0; i < fields.size(); ++i) {
     absl::StrAppend(&out, i == 0 ? "" : ", ", PythonJsonString(fields[i].first), ": ",
@@ -152,16 +152,16 @@ std::string PythonJsonObject(const std::vector<std::pair<std::string, EventValue
   return out + "}";
 }
 
-std::string SerializeEvent(const ElasticEvent& event) {
-  return absl::StrCat("{\"name\": ", PythonJsonString(event.name),
-                      ", \"source\": ", PythonJsonString(event.source),
-                      ", \"timestamp\": 0, \"metadata\": ", PythonJsonObject(event.metadata), "}");
+std::string SerializeRecord(const ElasticRecord& record) {
+  return absl::StrCat("{\"name\": ", PythonJsonString(record.name),
+                      ", \"source\": ", PythonJsonString(record.source),
+                      ", \"timestamp\": 0, \"metadata\": ", PythonJsonObject(record.metadata), "}");
 }
 
-absl::StatusOr<EventLog> EventLog::Open(const EventLogSettings& settings) {
-  EventLog log;
+absl::StatusOr<RecordLog> RecordLog::Open(const RecordLogSettings& settings) {
+  RecordLog log;
   log.settings_ = settings;
-  if (settings.kind == EventLogSettings::Kind::kFile) {
+  if (settings.kind == RecordLogSettings::Kind::kFile) {
     absl::StatusOr<UniqueFd> file = OpenForAppend(settings.path);
     if (!file.ok()) {
       return absl::Status(
@@ -173,13 +173,13 @@ absl::StatusOr<EventLog> EventLog::Open(const EventLogSettings& settings) {
   return log;
 }
 
-void EventLog::Record(const ElasticEvent& event) {
+void RecordLog::Record(const ElasticRecord& record) {
   if (!enabled()) return;
   // One write per line: O_APPEND keeps lines of several agents sharing the file whole.
-  const std::string line = SerializeEvent(event) + "\n";
-  const int fd = settings_.kind == EventLogSettings::Kind::kFile ? file_.get() : STDERR_FILENO;
+  const std::string line = SerializeRecord(record) + "\n";
+  const int fd = settings_.kind == RecordLogSettings::Kind::kFile ? file_.get() : STDERR_FILENO;
   if (absl::Status s = WriteAll(fd, line); !s.ok()) {
-    spdlog::warn("cannot write an event ({}): {}", event.name, std::string(s.message()));
+    spdlog::warn("cannot write an event ({}): {}", record.name, std::string(s.message()));
   }
 }
 

@@ -1,4 +1,4 @@
-#include "observability/elastic_events.h"
+#include "observability/elastic_record_fields.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -6,22 +6,22 @@ namespace ddprun {
 namespace {
 
 template <typename T>
-EventValue Optional(const std::optional<T>& value) {
+RecordValue Optional(const std::optional<T>& value) {
   if (!value) return nullptr;
   return static_cast<int64_t>(*value);
 }
 
 // json.dumps of a one-element tuple, as torch stores each worker fact.
-std::string OneElementList(const EventValue& value) {
+std::string OneElementList(const RecordValue& value) {
   return absl::StrCat("[", PythonJsonValue(value), "]");
 }
 
 }  // namespace
 
-ElasticEvent StatusEvent(const EventContext& context, const std::string& state,
-                         const std::string& source, const std::optional<WorkerFacts>& worker,
-                         const std::optional<std::string>& raw_error,
-                         const std::optional<double>& duration_ms) {
+ElasticRecord StatusRecord(const RecordContext& context, const std::string& state,
+                           const std::string& source, const std::optional<WorkerFacts>& worker,
+                           const std::optional<std::string>& raw_error,
+                           const std::optional<double>& duration_ms) {
   // torch's md, json.dumps'ed into one string: the group's facts, then the worker's.
   std::string md =
       absl::StrCat("{\"group_world_size\": ", PythonJsonValue(Optional(context.group_world_size)),
@@ -34,26 +34,26 @@ ElasticEvent StatusEvent(const EventContext& context, const std::string& state,
                     ", \"worker_pid\": ", OneElementList(Optional(worker->failed_pid)));
   }
   md += "}";
-  ElasticEvent event;
+  ElasticRecord event;
   event.name = absl::StrCat("torchelastic.worker.status.", state);
   event.source = source;
   event.metadata = {
       {"run_id", context.run_id},
-      {"global_rank", worker ? EventValue(int64_t{worker->global_rank}) : EventValue(nullptr)},
+      {"global_rank", worker ? RecordValue(int64_t{worker->global_rank}) : RecordValue(nullptr)},
       {"group_rank", Optional(context.group_rank)},
-      {"worker_id", worker ? EventValue(std::to_string(worker->pid)) : EventValue(nullptr)},
+      {"worker_id", worker ? RecordValue(std::to_string(worker->pid)) : RecordValue(nullptr)},
       {"role", context.role},
       {"hostname", context.hostname},
       {"state", state},
       {"total_run_time", context.total_run_time_s},
       {"rdzv_backend", context.rdzv_backend},
-      {"raw_error", raw_error ? EventValue(*raw_error) : EventValue(nullptr)},
+      {"raw_error", raw_error ? RecordValue(*raw_error) : RecordValue(nullptr)},
       {"metadata", md},
       {"agent_restarts", int64_t{context.restarts_used}},
-      {"duration_ms", duration_ms ? EventValue(*duration_ms) : EventValue(nullptr)},
+      {"duration_ms", duration_ms ? RecordValue(*duration_ms) : RecordValue(nullptr)},
       {"round", Optional(context.round)},
-      {"root_cause", context.root_cause ? EventValue(*context.root_cause) : EventValue(nullptr)},
-      {"excluded", context.excluded ? EventValue(*context.excluded) : EventValue(nullptr)},
+      {"root_cause", context.root_cause ? RecordValue(*context.root_cause) : RecordValue(nullptr)},
+      {"excluded", context.excluded ? RecordValue(*context.excluded) : RecordValue(nullptr)},
   };
   return event;
 }

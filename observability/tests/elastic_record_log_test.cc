@@ -2,14 +2,14 @@
 // json.dumps printed for the same values (see docs/events.md), so a line ddprun writes is the
 // line torch would.
 
-#include "observability/event_log.h"
+#include "observability/elastic_record_log.h"
 
 #include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "observability/elastic_events.h"
+#include "observability/elastic_record_fields.h"
 #include "tests/support/temp_dir.h"
 
 namespace ddprun {
@@ -43,7 +43,7 @@ TEST(EventLogTest, FloatsAreWrittenAsPythonsRepr) {
 }
 
 TEST(EventLogTest, AWorkerEventHasTorchsKeysInTorchsOrderThenDdprunsRound) {
-  EventContext context;
+  RecordContext context;
   context.run_id = "job";
   context.role = "default";
   context.hostname = "node1";
@@ -61,8 +61,8 @@ TEST(EventLogTest, AWorkerEventHasTorchsKeysInTorchsOrderThenDdprunsRound) {
   worker.exit_code = -9;
   worker.failed_pid = 4242;
   EXPECT_EQ(
-      SerializeEvent(StatusEvent(context, "FAILED", "WORKER", worker,
-                                 std::string("{\"message\": \"<NONE>\"}"), std::nullopt)),
+      SerializeRecord(StatusRecord(context, "FAILED", "WORKER", worker,
+                                   std::string("{\"message\": \"<NONE>\"}"), std::nullopt)),
       R"({"name": "torchelastic.worker.status.FAILED", "source": "WORKER", "timestamp": 0, )"
       R"("metadata": {"run_id": "job", "global_rank": 5, "group_rank": 1, "worker_id": "4242", )"
       R"("role": "default", "hostname": "node1", "state": "FAILED", "total_run_time": 0, )"
@@ -74,10 +74,10 @@ TEST(EventLogTest, AWorkerEventHasTorchsKeysInTorchsOrderThenDdprunsRound) {
 }
 
 TEST(EventLogTest, TheHandlerIsNullConsoleOrAFile) {
-  EXPECT_EQ(ParseEventLogHandler("null")->kind, EventLogSettings::Kind::kNull);
-  EXPECT_EQ(ParseEventLogHandler("console")->kind, EventLogSettings::Kind::kConsole);
+  EXPECT_EQ(ParseEventLogHandler("null")->kind, RecordLogSettings::Kind::kNull);
+  EXPECT_EQ(ParseEventLogHandler("console")->kind, RecordLogSettings::Kind::kConsole);
   EXPECT_EQ(ParseEventLogHandler("file:/var/log/ev.jsonl")->path, "/var/log/ev.jsonl");
-  absl::StatusOr<EventLogSettings> bad = ParseEventLogHandler("dynamic_rendezvous");
+  absl::StatusOr<RecordLogSettings> bad = ParseEventLogHandler("dynamic_rendezvous");
   ASSERT_FALSE(bad.ok());
   EXPECT_THAT(bad.status().message(),
               HasSubstr("--event-log-handler='dynamic_rendezvous' is not valid: expected null, "
@@ -91,11 +91,11 @@ TEST(EventLogTest, AFileThatIsASymbolicLinkIsRefused) {
   const std::string target = dir.Write("target", "");
   const std::string link = dir.path() + "/events.jsonl";
   ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0);
-  absl::StatusOr<EventLog> log = EventLog::Open(*ParseEventLogHandler("file:" + link));
+  absl::StatusOr<RecordLog> log = RecordLog::Open(*ParseEventLogHandler("file:" + link));
   ASSERT_FALSE(log.ok());
   EXPECT_THAT(log.status().message(), HasSubstr("--event-log-handler=file:" + link + ": " + link +
                                                 " is a symbolic link: give the file itself"));
-  EXPECT_TRUE(EventLog::Open(*ParseEventLogHandler("file:" + target)).ok());
+  EXPECT_TRUE(RecordLog::Open(*ParseEventLogHandler("file:" + target)).ok());
 }
 
 }  // namespace

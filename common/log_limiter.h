@@ -1,5 +1,5 @@
 #pragma once
-// ReportLimiter: a recurring event said at most once a period, with how many times it
+// LogLimiter: a recurring occurrence logged at most once a period, with how many times it
 // happened since it was last said (an outsider's connections, a flood of garbage lines:
 // a log must not grow with what a peer sends). Pure: the caller gives the time.
 
@@ -9,9 +9,9 @@
 
 namespace ddprun {
 
-class ReportLimiter {
+class LogLimiter {
  public:
-  explicit ReportLimiter(absl::Duration period = absl::Seconds(1)) : period_(period) {}
+  explicit LogLimiter(absl::Duration period = absl::Seconds(1)) : period_(period) {}
 
   /// One more occurrence at `now`. When it is time to say so: how many occurrences the line
   /// covers (this one and those held back since the last line); else 0.

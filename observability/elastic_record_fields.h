@@ -1,17 +1,17 @@
 #pragma once
-// The events torchrun's agent records (torch's SimpleElasticAgent._construct_event), built
+// The records torchrun's agent writes (torch's SimpleElasticAgent._construct_event), built
 // from what ddprun knows: every key torch writes, in torch's order, then ddprun's own.
-// Pure; the agent's ElasticRecords (agent/elastic_records.h) decides when, EventLog writes them.
+// Pure; the agent's ElasticRecords (agent/elastic_records.h) decides when, RecordLog writes them.
 
 #include <optional>
 #include <string>
 
-#include "observability/event_log.h"
+#include "observability/elastic_record_log.h"
 
 namespace ddprun {
 
-/// The job's side of every event.
-struct EventContext {
+/// The job's side of every record.
+struct RecordContext {
   std::string run_id;
   std::string role;
   std::string hostname;
@@ -28,7 +28,7 @@ struct EventContext {
   std::optional<std::string> excluded;
 };
 
-/// One worker's side of a worker event.
+/// One worker's side of a worker's record.
 struct WorkerFacts {
   int global_rank = 0;
   int local_rank = 0;
@@ -39,9 +39,9 @@ struct WorkerFacts {
 };
 
 /// `torchelastic.worker.status.<state>`, from `source` ("AGENT" or "WORKER").
-ElasticEvent StatusEvent(const EventContext& context, const std::string& state,
-                         const std::string& source, const std::optional<WorkerFacts>& worker,
-                         const std::optional<std::string>& raw_error,
-                         const std::optional<double>& duration_ms);
+ElasticRecord StatusRecord(const RecordContext& context, const std::string& state,
+                           const std::string& source, const std::optional<WorkerFacts>& worker,
+                           const std::optional<std::string>& raw_error,
+                           const std::optional<double>& duration_ms);
 
 }  // namespace ddprun

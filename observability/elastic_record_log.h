@@ -1,5 +1,6 @@
 #pragma once
-// torchelastic's structured events (torch.distributed.elastic.events), written byte for byte
+// torchelastic's structured records (torch calls them events: torch.distributed.elastic.events;
+// in ddprun "event" is a state machine's input), written byte for byte
 // as torch writes them, so that log pipelines built for torchrun parse ddprun's too: one JSON
 // object per line, `json.dumps(asdict(Event))` with Python's defaults (", " and ": ", ASCII
 // only, floats as Python's repr). --event-log-handler says where: `null` (nowhere, torchrun's
@@ -19,23 +20,23 @@
 
 namespace ddprun {
 
-struct EventLogSettings {
+struct RecordLogSettings {
   enum class Kind { kNull, kConsole, kFile };
   Kind kind = Kind::kNull;
   std::string path;  // kFile
 };
 
 /// --event-log-handler's value: null, console or file:PATH.
-absl::StatusOr<EventLogSettings> ParseEventLogHandler(const std::string& value);
+absl::StatusOr<RecordLogSettings> ParseEventLogHandler(const std::string& value);
 
 /// A metadata value, as torch's EventMetadataValue: str, int, float, bool or None.
-using EventValue = std::variant<std::nullptr_t, bool, int64_t, double, std::string>;
+using RecordValue = std::variant<std::nullptr_t, bool, int64_t, double, std::string>;
 
 /// torch's Event: `source` is "AGENT" or "WORKER"; the timestamp is always 0, as torch's.
-struct ElasticEvent {
+struct ElasticRecord {
   std::string name;
   std::string source;
-  std::vector<std::pair<std::string, EventValue>> metadata;  // in order
+  std::vector<std::pair<std::string, RecordValue>> metadata;  // in order
 };
 
 /// The JSON text Python's json.dumps gives a str (ensure_ascii: \uXXXX, surrogate pairs).
@@ -43,23 +44,23 @@ std::string PythonJsonString(absl::string_view text);
 /// Python's repr of a float, as json.dumps writes it (the shortest round-trip digits).
 std::string PythonFloat(double value);
 /// json.dumps of one value, or of a list of values / a dict, with Python's separators.
-std::string PythonJsonValue(const EventValue& value);
-std::string PythonJsonObject(const std::vector<std::pair<std::string, EventValue>>& fields);
+std::string PythonJsonValue(const RecordValue& value);
+std::string PythonJsonObject(const std::vector<std::pair<std::string, RecordValue>>& fields);
 /// Event.serialize(): {"name": ..., "source": ..., "timestamp": 0, "metadata": {...}}.
-std::string SerializeEvent(const ElasticEvent& event);
+std::string SerializeRecord(const ElasticRecord& record);
 
-/// Where the agent's events go. Writes are whole lines, never interleaved with others'.
-class EventLog {
+/// Where the agent's records go. Writes are whole lines, never interleaved with others'.
+class RecordLog {
  public:
   /// Opens the file (O_APPEND, created 0644) for kFile.
-  static absl::StatusOr<EventLog> Open(const EventLogSettings& settings);
-  EventLog() = default;
+  static absl::StatusOr<RecordLog> Open(const RecordLogSettings& settings);
+  RecordLog() = default;
 
-  bool enabled() const { return settings_.kind != EventLogSettings::Kind::kNull; }
-  void Record(const ElasticEvent& event);
+  bool enabled() const { return settings_.kind != RecordLogSettings::Kind::kNull; }
+  void Record(const ElasticRecord& record);
 
  private:
-  EventLogSettings settings_;
+  RecordLogSettings settings_;
   UniqueFd file_;
 };
 

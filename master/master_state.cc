@@ -357,9 +357,8 @@ ParkedRead MasterState::StoreWait(absl::string_view token, const std::string& pe
   if (absl::Status access = StoreAccess(token, run_id); !access.ok()) {
     stores_.Refuse(std::move(done), access);
   } else {
-    const absl::Time now = MonotonicNow();
-    parked = stores_.Wait(run_id, peer, std::move(keys), now, deadline, std::move(done));
-    WakeTickerBefore(std::min(deadline, now + options_.limits.max_store_wait));
+    parked = stores_.Wait(run_id, peer, std::move(keys), MonotonicNow(), deadline, std::move(done));
+    WakeTickerBefore(parked.deadline);
   }
   ReleaseAndRunPending(lock);
   return parked;

@@ -86,14 +86,11 @@ struct NetworkPlugin {
 /// gRPC to a ddprun master.
 inline constexpr char kGrpcNetwork[] = "grpc";
 
-/// The plugin's entry point of network half `half`: ddprun_network_<half>_v3, which fills a
-/// NetworkPlugin. A backend names its half (RendezvousBackend::network); a plugin may hold
-/// several, each behind its own entry, with the same NetworkPlugin.
-std::string NetworkHalfSymbol(const std::string& half);
-
 /// Loads libddprun_network.so from next to the running executable, then from
-/// ../lib/ddprun/, then from the library path, and takes its network half `half`. The error
-/// says where it looked, and names the half when a plugin lacks it.
+/// ../lib/ddprun/, then from the library path, and takes its network half `half`: the entry
+/// point ddprun_network_<half>_v3, which fills a NetworkPlugin. A backend's start names its
+/// half; a plugin may hold several, each behind its own entry. The error says where it
+/// looked, and names the half when a plugin lacks it.
 absl::StatusOr<NetworkPlugin> LoadNetworkPlugin(const std::string& half = kGrpcNetwork);
 
 }  // namespace ddprun

@@ -10,13 +10,9 @@
 
 namespace ddprun {
 
-std::string NetworkHalfSymbol(const std::string& half) {
-  return absl::StrCat("ddprun_network_", half, "_v3");
-}
-
 absl::StatusOr<NetworkPlugin> LoadNetworkPlugin(const std::string& half) {
   constexpr char kName[] = "libddprun_network.so";
-  const std::string symbol = NetworkHalfSymbol(half);
+  const std::string symbol = absl::StrCat("ddprun_network_", half, "_v3");
   std::vector<std::string> candidates;
   char exe[PATH_MAX] = {};
   const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);

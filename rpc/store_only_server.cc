@@ -49,12 +49,9 @@ ParkedRead StoreOnlyHost::StoreWait(absl::string_view token, const std::string& 
   if (absl::Status access = Access(token, run_id); !access.ok()) {
     stores_.Refuse(std::move(done), access);
   } else {
-    const absl::Time now = MonotonicNow();
-    parked = stores_.Wait(run_id, peer, std::move(keys), now, deadline, std::move(done));
+    parked = stores_.Wait(run_id, peer, std::move(keys), MonotonicNow(), deadline, std::move(done));
     // Only when it comes before the ticker's wake-up: not a thread switch per read.
-    if (std::min(deadline, now + options_.limits.max_store_wait) < ticker_wakes_at_) {
-      wake_.Signal();
-    }
+    if (parked.deadline < ticker_wakes_at_) wake_.Signal();
   }
   ReleaseAndRunPending(lock);
   return parked;

@@ -29,6 +29,15 @@ RunStores::Entry& RunStores::Begin(const std::string& run_id) {
   return run;
 }
 
+absl::Status RunStores::Call(const std::string& run_id,
+                             absl::FunctionRef<absl::Status(KvStore&)> fn) {
+  Entry& run = Begin(run_id);
+  const int64_t before = run.store.bytes();
+  absl::Status status = fn(run.store);
+  End(run, before);
+  return status;
+}
+
 void RunStores::End(Entry& run, int64_t before) {
   bytes_ += run.store.bytes() - before;
   Collect(run);
@@ -78,8 +87,8 @@ ParkedRead RunStores::Wait(const std::string& run_id, const std::string& peer,
   parked.generation = run.generation;
   parked.peer = peer;
   const int64_t before = run.store.bytes();
-  parked.waiter = run.store.WaitFor(
-      std::move(keys), std::min(deadline, now + limits_.max_store_wait), std::move(counted));
+  parked.deadline = std::min(deadline, now + limits_.max_store_wait);
+  parked.waiter = run.store.WaitFor(std::move(keys), parked.deadline, std::move(counted));
   End(run, before);
   return parked;
 }

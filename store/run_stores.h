@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -41,6 +42,9 @@ struct ParkedRead {
   uint64_t generation = 0;
   KvStore::WaiterId waiter = 0;  // 0: it completed at once (or was refused)
   std::string peer;              // the client connection it counts against
+  // When it fails unless answered: the read's deadline, held to max_store_wait (for the
+  // owner's ticker); InfiniteFuture when it did not park.
+  absl::Time deadline = absl::InfiniteFuture();
 };
 
 class RunStores {
@@ -53,15 +57,8 @@ class RunStores {
   int size() const { return static_cast<int>(runs_.size()); }
 
   /// Runs `fn` on the run's store (empty if the run had none), within the limits of one
-  /// call. `fn` returns absl::Status or absl::StatusOr.
-  template <typename Fn>
-  auto Call(const std::string& run_id, Fn fn) -> decltype(fn(std::declval<KvStore&>())) {
-    Entry& run = Begin(run_id);
-    const int64_t before = run.store.bytes();
-    auto result = fn(run.store);
-    End(run, before);
-    return result;
-  }
+  /// call.
+  absl::Status Call(const std::string& run_id, absl::FunctionRef<absl::Status(KvStore&)> fn);
   /// Parks a blocking read of `keys` in the run's store, waiting until `deadline` (at most
   /// max_store_wait after `now`). `done` runs once, from the completions; refused when
   /// `peer` has max_waiters_per_connection reads parked, or once AbortAll has run.

@@ -100,7 +100,9 @@ TEST(RunStoresTest, AReadWaitsAtMostMaxStoreWaitAndFailsAtItsDeadline) {
   limits.max_store_wait = absl::Seconds(10);
   RunStores stores(limits);
   Answer answer;
-  stores.Wait("job", "peer", {"k"}, kStart, absl::InfiniteFuture(), answer.Done());
+  const ParkedRead read =
+      stores.Wait("job", "peer", {"k"}, kStart, absl::InfiniteFuture(), answer.Done());
+  EXPECT_EQ(read.deadline, kStart + absl::Seconds(10));
   EXPECT_EQ(stores.NextDeadline(), kStart + absl::Seconds(10));
   stores.Expire(kStart + absl::Seconds(9));
   RunCompletions(stores);

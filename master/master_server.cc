@@ -8,6 +8,7 @@
 #include "master/admin_service.h"
 #include "master/master_state.h"
 #include "master/session_service.h"
+#include "rpc/grpc_serving.h"
 #include "rpc/store_service.h"
 
 namespace ddprun {

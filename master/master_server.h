@@ -15,7 +15,10 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "master/master_options.h"
-#include "rpc/grpc_serving.h"
+
+namespace grpc {
+class Service;
+}  // namespace grpc
 
 namespace ddprun {
 
@@ -24,6 +27,7 @@ class StatusReply;  // admin.proto: what Status() answers (callers include admin
 }  // namespace v1
 
 class MasterState;
+class GrpcServing;
 
 class MasterServer {
  public:

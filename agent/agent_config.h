@@ -70,6 +70,9 @@ struct AgentConfig {
   /// The full command of one worker: interpreter and flags, script, its arguments.
   /// `${local_rank}` is substituted per worker.
   std::vector<std::string> worker_argv;
+  /// --preload: the modules the warm pool's interpreter imports, which every worker is then
+  /// forked from (agent/process/warm_pool.h); empty: workers are started.
+  std::vector<std::string> preload;
   /// The name the failure summary uses ("train.py FAILED").
   std::string entrypoint_name;
   /// Python workers: the interpreter that runs them, named in the failure summary.

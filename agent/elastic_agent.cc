@@ -127,6 +127,7 @@ absl::Status ElasticAgent::ApplyChoices() {
       SetUpHangChecks(config_.python_workers, base_env_, guard_);
   if (!hang_checks.ok()) return hang_checks.status();
   hang_checks_.emplace(std::move(*hang_checks));
+  StartWarmPool();  // after the hang checks: its imports run with the workers' environment
   if (WillDefaultOmpThreads(base_env_, config_.nproc_per_node)) {
     spdlog::warn(
         "OMP_NUM_THREADS is not set: setting it to 1 for each worker so that {} workers "
@@ -134,6 +135,19 @@ absl::Status ElasticAgent::ApplyChoices() {
         config_.nproc_per_node);
   }
   return absl::OkStatus();
+}
+
+void ElasticAgent::StartWarmPool() {
+  if (config_.preload.empty()) return;
+  char cwd[4096];
+  WarmPoolSettings settings{config_.preload, config_.worker_argv, NodeWorkerEnv(base_env_, config_),
+                            ::getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ""};
+  absl::StatusOr<std::unique_ptr<WarmPool>> pool = WarmPool::Start(std::move(settings), guard_);
+  if (!pool.ok()) {
+    spdlog::warn("--preload: workers start the usual way: {}", pool.status().message());
+    return;
+  }
+  warm_pool_ = std::move(*pool);
 }
 
 void ElasticAgent::OnSignals() {
@@ -223,6 +237,7 @@ void ElasticAgent::ReapChildren() {
   while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
     if (workers_ && workers_->OnProcessExited(pid, status)) continue;
     if (health_checks_ && health_checks_->OnProcessExited(pid, status)) continue;
+    if (warm_pool_ && warm_pool_->OnProcessExited(pid, status)) continue;
     if (pid == guard_.pid()) {
       spdlog::warn(
           "the orphan guard (pid {}) exited: {}; workers still die with the agent via "
@@ -370,7 +385,7 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
     RunActions();
   };
   workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *inputs_.loop, guard_,
-                                                node_.host, std::move(hooks));
+                                                node_.host, std::move(hooks), warm_pool_.get());
   if (absl::Status s = workers_->Start(plan); !s.ok()) {
     spdlog::error("cannot start the workers: {}", s.message());
     KillWorkersNow();

@@ -26,6 +26,7 @@
 #include "agent/join_request.h"
 #include "agent/logs/log_root.h"
 #include "agent/process/orphan_guard.h"
+#include "agent/process/warm_pool.h"
 #include "agent/worker_metrics.h"
 #include "agent/worker_store.h"
 #include "agent/worker_supervisor.h"
@@ -65,6 +66,8 @@ class ElasticAgent {
   };
   // What the user chose (the log folder, the event log, hang checks): exit 2 if refused.
   absl::Status ApplyChoices();
+  // --preload: the warm pool's interpreter starts importing now, while the node joins.
+  void StartWarmPool();
   // The loop, signals, timer, the workers' store token: exit 70 if they cannot be had.
   absl::Status OpenInputs();
   // Inputs: each is fed to the rules, whose actions then run.
@@ -113,6 +116,7 @@ class ElasticAgent {
   Inputs inputs_;
   std::optional<HangChecks> hang_checks_;      // made in ApplyChoices
   std::optional<HealthChecks> health_checks_;  // made with the loop
+  std::unique_ptr<WarmPool> warm_pool_;        // --preload (made in ApplyChoices)
   std::unique_ptr<WorkerSupervisor> workers_;  // the current attempt; null between attempts
   std::vector<WorkerFailure> last_failures_;   // of the last attempt that had any
   // What the shell tells what happened; each writes or counts, none decides.

@@ -34,10 +34,26 @@ void SetOrErase(EnvMap& env, const char* name, const std::string& value) {
 
 }  // namespace
 
+EnvMap NodeWorkerEnv(const EnvMap& base, const AgentConfig& config) {
+  EnvMap env = base;
+  env[worker_env::kRoleName] = config.role;
+  env[worker_env::kLocalWorldSize] = std::to_string(config.nproc_per_node);
+  env[worker_env::kMaxRestarts] = std::to_string(config.rendezvous.max_restarts);
+  env[worker_env::kRunId] = config.run_id;
+  env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");  // emplace keeps the user's value
+  env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
+  if (WillDefaultOmpThreads(base, config.nproc_per_node)) env["OMP_NUM_THREADS"] = "1";
+  if (!config.signals_to_handle.empty()) {
+    env[worker_env::kSignalsToHandle] = SignalNames(config.signals_to_handle);
+  }
+  env.erase(worker_env::kRdzvToken);  // the Store token comes in a file, not in the environment
+  return env;
+}
+
 EnvMap BuildWorkerEnv(const EnvMap& base, const AgentConfig& config, const AttemptPlan& plan,
                       const WorkerSeat& worker) {
   const Assignment& round = plan.assignment;
-  EnvMap env = base;
+  EnvMap env = NodeWorkerEnv(base, config);
   env[worker_env::kLocalRank] = std::to_string(config.virtual_local_rank ? 0 : worker.local_rank);
   if (config.virtual_local_rank) {
     env[config.device_variable] = config.device_values.at(worker.local_rank);
@@ -46,30 +62,19 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const AgentConfig& config, const Attem
   env[worker_env::kGroupRank] = std::to_string(round.group_rank);
   // ddprun runs one role per job, so role ranks and sizes equal the global ones.
   env[worker_env::kRoleRank] = std::to_string(worker.rank);
-  env[worker_env::kRoleName] = config.role;
-  env[worker_env::kLocalWorldSize] = std::to_string(config.nproc_per_node);
   env[worker_env::kWorldSize] = std::to_string(round.world_size);
   env[worker_env::kGroupWorldSize] = std::to_string(round.group_world_size);
   env[worker_env::kRoleWorldSize] = std::to_string(round.world_size);
   env[worker_env::kMasterAddr] = round.master_addr;
   env[worker_env::kMasterPort] = std::to_string(round.master_port);
   env[worker_env::kRestartCount] = std::to_string(round.restart_count);
-  env[worker_env::kMaxRestarts] = std::to_string(config.rendezvous.max_restarts);
-  env[worker_env::kRunId] = config.run_id;
   // "True": init_process_group("env://") connects to the TCPStore an agent serves at
   // MASTER_ADDR:MASTER_PORT, as under torchrun's static backend (and c10d since 2.4);
   // "False": rank 0's worker hosts it there (one-node jobs). torch compares the exact string.
   env[worker_env::kUseAgentStore] = plan.agent_store ? "True" : "False";
   env[worker_env::kErrorFile] = worker.error_file;
-  env.emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");  // emplace keeps the user's value
   if (!plan.gloo_interface.empty()) env.emplace("GLOO_SOCKET_IFNAME", plan.gloo_interface);
-  env.emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
-  if (WillDefaultOmpThreads(base, config.nproc_per_node)) env["OMP_NUM_THREADS"] = "1";
-  if (!config.signals_to_handle.empty()) {
-    env[worker_env::kSignalsToHandle] = SignalNames(config.signals_to_handle);
-  }
   env[worker_env::kRound] = std::to_string(round.round);
-  env.erase(worker_env::kRdzvToken);  // the Store token comes in a file, not in the environment
   SetOrErase(env, worker_env::kStoreTokenFile, plan.store_token_file);
   SetOrErase(env, worker_env::kStoreAddr, plan.store_addr);
   // The SDK's Store client needs the TLS files only where there is a Store to reach.

@@ -19,6 +19,11 @@ struct WorkerSeat {
   int heartbeat_fd = -1;   // the worker's end of its heartbeat pipe; -1: none
 };
 
+/// The part of every worker's environment that is the same for each worker of each attempt
+/// on this node: what the warm pool's interpreter imports with (--preload), since a module
+/// may read the environment at import. BuildWorkerEnv starts from it.
+EnvMap NodeWorkerEnv(const EnvMap& base, const AgentConfig& config);
+
 /// `base` (the agent's environment) overlaid with the variables of `worker` in the round of
 /// `plan`, as `config` asks.
 EnvMap BuildWorkerEnv(const EnvMap& base, const AgentConfig& config, const AttemptPlan& plan,

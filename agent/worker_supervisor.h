@@ -35,6 +35,7 @@
 #include "agent/logs/piped_stream.h"
 #include "agent/process/attempt_cgroup.h"
 #include "agent/process/orphan_guard.h"
+#include "agent/process/warm_pool.h"
 #include "agent/process/worker_process.h"
 #include "agent/worker_env.h"
 #include "common/event_loop.h"
@@ -57,8 +58,10 @@ class WorkerSupervisor {
     std::function<void()> stacks_taken;                // CollectStacks is done
   };
 
+  /// `warm_pool`: where workers are forked from (--preload); null: they are started.
   WorkerSupervisor(const AgentConfig& config, const EnvMap& base_env, EventLoop& loop,
-                   OrphanGuard& guard, std::string host, Hooks hooks = {});
+                   OrphanGuard& guard, std::string host, Hooks hooks = {},
+                   WarmPool* warm_pool = nullptr);
   ~WorkerSupervisor();
 
   /// Starts every worker. A worker that cannot start counts as failed (with the reason).
@@ -172,6 +175,7 @@ class WorkerSupervisor {
   const EnvMap& base_env_;
   EventLoop& loop_;
   OrphanGuard& guard_;
+  WarmPool* const warm_pool_;
   std::string host_;
   const Hooks hooks_;
   const std::string hostname_;            // ${hostname} in --log-line-prefix-template

@@ -52,6 +52,8 @@ def main():
                                                else [])]),
         ("tls_scale", [f"--build={build}", *(["--agents", "1000", "--runs", "1"] if quick
                                              else [])]),
+        ("torch_restart", [f"--ddprun={build}/launcher/ddprun", *torch,
+                           "--runs", "1" if quick else "5"]),
         ("hangs", [f"--ddprun={build}/launcher/ddprun",
                    f"--test-worker={build}/tests/integration/test_worker",
                    "--runs", "2" if quick else "5"]),

@@ -138,6 +138,11 @@ absl::Status BuildWorkerCommand(const OptionValues& values,
     return absl::InvalidArgumentError(
         "-m/--module and --no-python cannot be used together: a module needs Python");
   }
+  if (no_python && !config.preload.empty()) {
+    return absl::InvalidArgumentError(
+        "--preload and --no-python cannot be used together: the warm pool forks Python "
+        "workers; drop --preload, or run the script with Python");
+  }
   if (no_python) {
     absl::StatusOr<std::string> program = FindExecutable(script, env.Get("PATH"));
     if (!program.ok()) {

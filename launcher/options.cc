@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "absl/strings/str_cat.h"
+#include "agent/process/warm_pool.h"
 #include "common/status_macros.h"
 #include "launcher/backends.h"
 #include "launcher/rdzv_conf_keys.h"
@@ -178,6 +179,12 @@ absl::Status MasterPort(const std::string& value, ParseState& s) {
   return absl::OkStatus();
 }
 
+absl::Status Preload(const std::string& value, ParseState& s) {
+  if (value.empty()) return absl::OkStatus();
+  DDPRUN_ASSIGN_OR_RETURN(s.config.preload, ParsePreload(value));
+  return absl::OkStatus();
+}
+
 absl::Status LocalAddr(const std::string& value, ParseState& s) {
   s.config.local_addr = value;
   return absl::OkStatus();
@@ -254,6 +261,13 @@ std::vector<OptionSpec> MakeOptions() {
           .In(kLaunchGroup)
           .Flag()
           .Help("Execute <script> directly instead of with python -u"),
+      Option("--preload", Preload)
+          .In(kLaunchGroup)
+          .Completes({"auto", "torch", "torch,numpy"})
+          .Help("Python modules imported once per node (auto: torch); each worker, at every "
+                "start and restart, is forked from that interpreter with them already "
+                "imported, instead of importing them again (docs/warm-restart.md; ddprun "
+                "only)"),
       Option("--run-path")
           .In(kLaunchGroup)
           .Flag()

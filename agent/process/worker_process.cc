@@ -170,13 +170,13 @@ ProcessBinding MakeProcessBinding(const std::set<int>& cpus, int preferred_node)
   return binding;
 }
 
-int KillStrayChildren(pid_t keep, const std::vector<pid_t>& known_groups) {
+int KillStrayChildren(const std::vector<pid_t>& keep, const std::vector<pid_t>& known_groups) {
   // The agent is single-threaded, so its main task's list is all of its children.
   std::ifstream list(absl::StrCat("/proc/self/task/", ::getpid(), "/children"));
   int strays = 0;
   pid_t child;
   while (list >> child) {
-    if (child == keep) continue;
+    if (std::find(keep.begin(), keep.end(), child) != keep.end()) continue;
     // /proc/<pid>/stat: "pid (comm) state ppid pgrp ..."; comm may hold spaces and ')'.
     std::ifstream stat(absl::StrCat("/proc/", child, "/stat"));
     std::string content((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());

@@ -47,10 +47,10 @@ struct SpawnSpec {
 /// error (and leaves no process) when exec fails: "cannot execute 'x': No such file...".
 absl::StatusOr<pid_t> SpawnWorkerProcess(const SpawnSpec& spec);
 
-/// SIGKILLs every child of this process except `keep`: what workers left behind that
+/// SIGKILLs every child of this process except those in `keep`: what workers left behind that
 /// re-parented to the agent (a child subreaper) after their parent exited, even if it left
 /// the worker's session with setsid(). Returns how many of those were outside
 /// `known_groups` (process groups the caller has already killed).
-int KillStrayChildren(pid_t keep, const std::vector<pid_t>& known_groups);
+int KillStrayChildren(const std::vector<pid_t>& keep, const std::vector<pid_t>& known_groups);
 
 }  // namespace ddprun

@@ -100,6 +100,27 @@ TEST(CliRulesTest, PythonAndProgramsAreFoundOnThePassedPath) {
               HasSubstr("the Python interpreter 'python3' was not found on PATH"));
 }
 
+TEST(CliRulesTest, PreloadNamesModulesAutoIsTorchAndItsPetVariableWorks) {
+  testing::TempDir dir;
+  const std::string python = dir.Write("py", "#!/bin/sh\n");
+  ASSERT_EQ(::chmod(python.c_str(), 0755), 0);
+  const LaunchEnvironment env = Env({{"PATH", dir.path()}, {"PYTHON_EXEC", "py"}});
+  absl::StatusOr<CliOutcome> out = Parse({"--preload", " torch, numpy.random ", "-m", "mod"}, env);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->config.preload, (std::vector<std::string>{"torch", "numpy.random"}));
+  LaunchEnvironment pet = env;
+  pet.vars["PET_PRELOAD"] = "auto";
+  out = Parse({"-m", "mod"}, pet);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->config.preload, (std::vector<std::string>{"torch"}));
+  out = Parse({"-m", "mod"}, env);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->config.preload.empty()) << "off unless asked for";
+  for (const char* bad : {"1torch", "torch..nn", "a-b", "torch,"}) {
+    EXPECT_FALSE(Parse({"--preload", bad, "-m", "mod"}, env).ok()) << bad;
+  }
+}
+
 TEST(BackendRegistryTest, BackendsAreFoundByNameAndListedInMessages) {
   ASSERT_NE(FindRendezvousBackend("c10d"), nullptr);
   ASSERT_NE(FindRendezvousBackend("static"), nullptr);

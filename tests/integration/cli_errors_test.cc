@@ -63,6 +63,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{
             "no_python_not_on_path", {"--no-python", "no-such-program-xyz"}, "not found on PATH"},
         BadInput{"module_and_no_python", {"-m", "--no-python", "x"}, "cannot be used together"},
+        BadInput{"preload_not_a_module", {"--preload=torch,x y", kScript}, "--preload='torch,x y'"},
+        BadInput{"preload_empty_entry", {"--preload=torch,", kScript}, "--preload='torch,'"},
+        BadInput{"preload_without_python",
+                 {"--preload=torch", "--no-python", "/bin/true"},
+                 "--preload and --no-python cannot be used together"},
         BadInput{"max_restarts_text", {"--max-restarts=many", kScript}, "--max-restarts='many'"},
         BadInput{"redirects_out_of_range", {"-r", "4", kScript}, "--redirects='4'"},
         BadInput{"tee_bad_map", {"--tee=0:1,x", kScript}, "--tee='0:1,x'"},

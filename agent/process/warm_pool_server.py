@@ -1,0 +1,406 @@
+# The warm pool's interpreter (docs/warm-restart.md): one Python per node that has imported
+# the modules of --preload and nothing more, and forks each worker from there.
+#
+# The agent starts it as `python -u -c BOOTSTRAP ddprun-warm-pool FD SPEC MODULES PADDING`
+# (warm_pool.cc) and sends this file as the first message on FD, a SOCK_SEQPACKET socket.
+# Messages are fields joined by NUL; file descriptors travel as SCM_RIGHTS.
+#   agent -> here: "fork", ...   (see fork_request)      here -> agent: "pid", PID, MEMPOLICY_ERRNO
+#                                                                        | "error", CALL, ERRNO, TEXT
+#                                                                        | "refused", WHY
+#   agent -> here: "check"                               here -> agent: "fresh" | "stale", PATH
+#   here -> agent, once after the imports: "ready", SECONDS | "failed", WHY
+# serve() returns only in a forked worker: the code of its __main__ and the globals to run it
+# in. BOOTSTRAP runs it, at the bottom of the stack (a live stack shows one frame, <string>,
+# below the user's), then calls end(), which ends the process as Python's exit would.
+#
+# A worker is forked twice (here -> helper -> worker) and the helper exits at once, so the
+# worker is re-parented to the agent, a child subreaper: the agent reaps it and gets its exit
+# status as for a worker it started itself.
+
+import os
+import sys
+import socket
+import ctypes
+import types
+import importlib
+import importlib.machinery
+import time
+
+PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+_SYS_SET_MEMPOLICY = {"x86_64": 238, "aarch64": 237, "ppc64le": 261}.get(os.uname().machine)
+MPOL_PREFERRED = 1
+
+
+def send(sock, *fields):
+    sock.send(b"\0".join(str(f).encode("utf-8", "surrogateescape") for f in fields))
+
+
+def unsafe_to_fork():
+    """Why a fork now would give a worker broken state; None when it would not."""
+    threads = len(os.listdir("/proc/self/task"))
+    if threads != 1:
+        return (f"the preloaded interpreter has {threads} threads (a preloaded module started "
+                "one at import; a forked child would have only the forking one, and any lock "
+                "another held)")
+    with open("/proc/self/maps") as maps:
+        if any("libcuda.so" in line for line in maps):
+            return ("libcuda.so is loaded in the preloaded interpreter (a preloaded module "
+                    "reached for the GPU driver: a forked child cannot use a driver its parent "
+                    "opened)")
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith(("/dev/nvidia", "/dev/infiniband/")):
+            return (f"the preloaded interpreter has {target} open (a preloaded module opened "
+                    "the GPU or the RDMA network: a forked child cannot use them)")
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and getattr(cuda, "is_initialized", lambda: False)():
+        return "a preloaded module initialised CUDA (torch.cuda.is_initialized())"
+    return None
+
+
+def module_files():
+    files = {}
+    for module in list(sys.modules.values()):
+        path = getattr(module, "__file__", None)
+        if isinstance(path, str):
+            try:
+                st = os.stat(path)
+                files[path] = (st.st_mtime_ns, st.st_size)
+            except OSError:
+                pass
+    return files
+
+
+def first_changed(files):
+    for path, seen in files.items():
+        try:
+            st = os.stat(path)
+        except OSError:
+            return path
+        if (st.st_mtime_ns, st.st_size) != seen:
+            return path
+    return None
+
+
+def worker_path0(kind, target):
+    # What `python x.py` puts first on sys.path (the script's folder, links resolved), and
+    # what `python -m m` puts there (the working folder).
+    if kind == "script":
+        return os.path.dirname(os.path.realpath(target))
+    return os.getcwd()
+
+
+def parse_fork(fields):
+    # "fork", CWD, AGENT_PID, INHERIT_FD, CPUS, NODE, FD_NAMES, ARGC, ARGV..., ENV...
+    request = {"cwd": fields[1], "agent_pid": int(fields[2]), "inherit": int(fields[3]),
+               "cpus": [int(c) for c in fields[4].split(",") if c], "node": int(fields[5]),
+               "fd_names": [n for n in fields[6].split(",") if n]}
+    argc = int(fields[7])
+    request["argv"] = fields[8:8 + argc]
+    request["env"] = dict(kv.split("=", 1) for kv in fields[8 + argc:] if "=" in kv)
+    return request
+
+
+def bind(request):
+    """The helper binds itself; the worker inherits it. Returns set_mempolicy's errno."""
+    if request["cpus"]:
+        os.sched_setaffinity(0, request["cpus"])
+    node = request["node"]
+    if node < 0 or _SYS_SET_MEMPOLICY is None:
+        return 0
+    words = node // 64 + 1
+    mask = (ctypes.c_ulong * words)()
+    mask[node // 64] = 1 << (node % 64)
+    if _libc.syscall(_SYS_SET_MEMPOLICY, MPOL_PREFERRED, mask, ctypes.c_ulong(words * 64 + 1)):
+        return ctypes.get_errno()
+    return 0
+
+
+def place_fds(request, fds):
+    """Standard streams and the heartbeat pipe at the numbers a started worker has them."""
+    targets = {}
+    if "stdout" in fds:
+        targets[1] = fds.pop("stdout")
+    if "stderr" in fds:
+        targets[2] = fds.pop("stderr")
+    if "inherit" in fds:
+        targets[request["inherit"]] = fds.pop("inherit")
+    # Out of the way of every target first, so that no dup2 closes a source still needed.
+    low = max(targets, default=2) + 1
+    moved = {}
+    for target, fd in targets.items():
+        moved[target] = os.dup(fd) if fd >= low else _dup_at_least(fd, low)
+        os.close(fd)
+    for target, fd in moved.items():
+        os.dup2(fd, target, inheritable=True)
+        os.close(fd)
+    for fd in fds.values():
+        os.close(fd)
+
+
+def _dup_at_least(fd, low):
+    import fcntl
+    return fcntl.fcntl(fd, fcntl.F_DUPFD, low)
+
+
+def become_worker(sock, request, fds, helper, grouped):
+    """In the worker: everything a started worker has, then the code of its __main__."""
+    os.setsid()
+    guard = fds.pop("guard", None)
+    if guard is not None:
+        os.write(guard, b"+%d\n" % os.getpid())
+        os.close(guard)
+    os.write(grouped, b"1")
+    os.close(grouped)
+    sock.close()
+    # The helper exits right after the fork; once it has, the agent is the parent, and the
+    # parent-death signal can be armed against it (arming it before would fire on the
+    # helper's exit).
+    while os.getppid() == helper:
+        os.sched_yield()
+    _libc.prctl(PR_SET_PDEATHSIG, 9)
+    if os.getppid() != request["agent_pid"]:
+        os._exit(127)
+    place_fds(request, fds)
+    show_command_line(request["argv"])
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    reseed_generators()
+    return main_of(request["argv"])
+
+
+def show_command_line(argv):
+    """/proc/self/cmdline (what ps, pgrep -f and top show) becomes the worker's own, written
+    over the pool's arguments, which the agent padded to leave room for it."""
+    with open("/proc/self/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    start, end = int(fields[45]), int(fields[46])  # arg_start, arg_end
+    text = b"\0".join(a.encode("utf-8", "surrogateescape") for a in argv) + b"\0"
+    room = end - start
+    if len(text) <= room:
+        ctypes.memmove(start, text.ljust(room, b"\0"), room)
+
+
+def reseed_generators():
+    # Seeded from the OS in a fresh process; a forked one would share the pool's state with
+    # every other worker. Python's `random` reseeds itself after a fork. torch's CUDA
+    # generators start from a fixed seed in a fresh process too, so they are left alone.
+    if "numpy" in sys.modules:
+        import numpy.random
+        numpy.random.seed()
+    torch = sys.modules.get("torch")
+    if torch is not None and hasattr(torch, "default_generator"):
+        torch.default_generator.seed()
+
+
+def main_of(argv):
+    """What `python -u x.py args` or `python -u -m m args` would run, as (code, globals)."""
+    sys.orig_argv = list(argv)
+    rest = argv[2:]  # after the interpreter and -u
+    main = types.ModuleType("__main__")
+    main.__annotations__ = {}
+    main.__builtins__ = sys.modules["builtins"]
+    sys.modules["__main__"] = main
+    if rest[0] == "-m":
+        sys.argv = ["-m"] + rest[2:]
+        sys.path[0] = worker_path0("module", rest[1])
+        code = compile("__import__('runpy')._run_module_as_main(%r)" % rest[1],
+                       "<ddprun warm pool>", "exec")
+        return code, {}
+    script = rest[0]
+    sys.argv = list(rest)
+    sys.path[0] = worker_path0("script", script)
+    path = os.path.abspath(script)
+    main.__file__ = path
+    main.__cached__ = None
+    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    try:
+        with open(script, "rb") as source:
+            code = compile(source.read(), path, "exec")
+    except OSError as e:
+        # Python's own words and status for a script it cannot open.
+        sys.stderr.write(f"{argv[0]}: can't open file {path!r}: [Errno {e.errno}] {e.strerror}\n")
+        os._exit(2)
+    return code, main.__dict__
+
+
+def fork_worker(sock, request, fds):
+    # The helper's answer comes through a pipe, and the pool passes it on: it need not wait
+    # for the helper to exit (tearing its copy of the address space down takes as long as
+    # the fork), and a helper that dies without answering is seen (end of file).
+    answer_r, answer_w = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(answer_w)
+        for fd in fds.values():
+            os.close(fd)
+        answer = os.read(answer_r, 4096)
+        os.close(answer_r)
+        if answer:
+            sock.send(answer)
+        else:
+            _, status = os.waitpid(pid, 0)
+            send(sock, "error", "fork", 0, f"the fork helper ended with status {status}")
+        return None
+    os.close(answer_r)
+
+    def answer(*fields):
+        os.write(answer_w, b"\0".join(str(f).encode() for f in fields))
+        os._exit(0)
+
+    try:
+        cgroup = fds.pop("cgroup", None)
+        if cgroup is not None:
+            try:
+                os.write(cgroup, b"0")
+            except OSError:
+                pass  # as a started worker: outside the cgroup, the agent has said why
+            os.close(cgroup)
+        try:
+            mempolicy_errno = bind(request)
+        except OSError as e:
+            answer("error", "sched_setaffinity", e.errno, e.strerror)
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda._is_in_bad_fork():
+            answer("refused", "a forked child cannot use CUDA (torch.cuda._is_in_bad_fork())")
+        helper = os.getpid()
+        # The pid is answered once the worker leads its own process group, as a started
+        # worker does when its start returns: a stop sent to the group at once must reach it.
+        grouped_r, grouped_w = os.pipe()
+        worker = os.fork()
+    except BaseException as e:  # noqa: any failure here must reach the agent
+        answer("error", "fork", getattr(e, "errno", 0) or 0, str(e))
+    if worker:
+        os.close(grouped_w)
+        os.read(grouped_r, 1)  # or end of file: it died, and the agent reaps it
+        answer("pid", worker, mempolicy_errno)
+    os.close(answer_w)
+    os.close(grouped_r)
+    try:
+        return become_worker(sock, request, fds, helper, grouped_w)
+    except BaseException as e:
+        os.write(2, f"ddprun warm pool: cannot become the worker: {e}\n".encode())
+        os._exit(127)
+
+
+def reap_helpers():
+    """The helpers that have exited since (each exits right after its fork)."""
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def serve():
+    sock = socket.socket(fileno=int(sys.argv[2]))
+    kind, target = sys.argv[3].split(":", 1)
+    modules = [m for m in sys.argv[4].split(",") if m]
+    sys.path[0] = worker_path0(kind, target)
+    began = time.monotonic()
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except BaseException as e:
+            send(sock, "failed", f"import {name} raised {type(e).__name__}: {e}")
+            os._exit(0)
+    why = unsafe_to_fork()
+    if why:
+        send(sock, "failed", why)
+        os._exit(0)
+    files = module_files()
+    send(sock, "ready", f"{time.monotonic() - began:.3f}", len(files))
+    while True:
+        reap_helpers()
+        message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
+        if not message:
+            os._exit(0)  # the agent is gone
+        fields = message.decode("utf-8", "surrogateescape").split("\0")
+        if fields[0] == "check":
+            changed = first_changed(files)
+            send(sock, "stale", changed) if changed else send(sock, "fresh")
+            continue
+        request = parse_fork(fields)
+        named = dict(zip(request["fd_names"], fds))
+        why = unsafe_to_fork()
+        if why:
+            for fd in fds:
+                os.close(fd)
+            send(sock, "refused", why)
+            continue
+        worker = fork_worker(sock, request, named)
+        if worker is not None:
+            return worker
+
+
+def end(error):
+    """After the worker's __main__ (`error`: what it raised, or None), ends the process as
+    Python's own exit would, in its order: the exit status (SystemExit's, or 1 after the
+    traceback), non-daemon threads joined, atexit handlers, open files flushed. What it
+    leaves out is the teardown of every module, which in a forked child writes to each page
+    the interpreter shares with the pool's and so copies it (0.7 s for torch on a small
+    machine, measured): a crashed rank would be seen that much later."""
+    status = 0
+    if isinstance(error, SystemExit):
+        status = exit_status(error)
+    elif error is not None:
+        # The traceback as `python x.py` prints it: from the user's file down.
+        tb = error.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename in ("<string>", "<ddprun warm pool>"):
+            tb = tb.tb_next
+        error.__traceback__ = tb
+        sys.excepthook(type(error), error, tb)
+        status = 1
+    try:
+        import threading
+        threading._shutdown()
+    except BaseException:
+        pass
+    import atexit
+    atexit._run_exitfuncs()
+    status = flush_everything(status)
+    if isinstance(error, KeyboardInterrupt):  # as Python does: end by the signal
+        import signal
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    os._exit(status)
+
+
+def exit_status(e):
+    code = e.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    try:
+        sys.stderr.write(f"{code}\n")
+    except BaseException:
+        pass
+    return 1
+
+
+def flush_everything(status):
+    import gc
+    import io
+    for obj in gc.get_objects():
+        # type(), not isinstance(): no attribute of an arbitrary object is read (some warn).
+        if issubclass(type(obj), io.IOBase) and obj is not sys.stdout and obj is not sys.stderr:
+            try:
+                if not obj.closed:
+                    obj.flush()
+            except BaseException:
+                pass
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except BaseException:
+            if stream is sys.stdout:
+                status = 120  # Python's status when stdout cannot be flushed at exit
+    return status

@@ -1,0 +1,156 @@
+// --preload's guards, with Debian's python3 and modules written by the test (no torch): each
+// way the warm pool cannot be used makes the agent say why in one line and start workers the
+// usual way, and the job still runs. And a preloaded module changed on disk between attempts
+// is imported again by a new interpreter.
+
+#include <signal.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <regex>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ddprun_paths.h"
+
+namespace ddprun::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr char kForked[] = "workers are forked from it";
+constexpr char kFellBack[] = "--preload: workers start the usual way from now on: ";
+
+// Each worker writes <dir>/done.<RANK>; rank 0 of the first attempt fails if `crash` exists
+// in <dir> by then, after waiting for `go` (when asked to).
+constexpr char kWorker[] = R"(import os, sys, time
+d = sys.argv[1]
+rank, attempt = os.environ["RANK"], os.environ["TORCHELASTIC_RESTART_COUNT"]
+if len(sys.argv) > 2 and attempt == "0":
+    open(os.path.join(d, "running." + rank), "w").close()
+    while not os.path.exists(os.path.join(d, "go")):
+        time.sleep(0.01)
+    if rank == "0":
+        sys.exit(5)
+import preloaded
+open(os.path.join(d, "done.%s.%s" % (rank, attempt)), "w").write(str(preloaded.VALUE))
+)";
+
+struct Job {
+  TempDir dir;
+  std::string worker = dir.Write("worker.py", kWorker);
+  std::map<std::string, std::optional<std::string>> env = {
+      {"PYTHON_EXEC", "/usr/bin/python3"}, {"LOGLEVEL", "INFO"}, {"PYTHONPATH", dir.path()}};
+
+  void Module(const std::string& name, const std::string& code) { dir.Write(name + ".py", code); }
+  std::vector<std::string> Argv(const std::string& preload, bool wait_for_go = false) {
+    std::vector<std::string> argv = {
+        kDdprun,   "--nproc-per-node=2", "--max-restarts=1", "--preload=" + preload, worker,
+        dir.path()};
+    if (wait_for_go) argv.push_back("wait");
+    return argv;
+  }
+};
+
+TEST(WarmPool, WorkersAreForkedFromTheInterpreterThatImportedTheModules) {
+  Job job;
+  job.Module("preloaded", "VALUE = 1\n");
+  ProcessResult r = RunProcess(job.Argv("json,preloaded"), job.env, absl::Seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(kForked));
+  EXPECT_THAT(r.err, Not(HasSubstr(kFellBack)));
+  EXPECT_EQ(ReadFile(job.dir / "done.1.0"), "1");
+}
+
+struct Guard {
+  std::string name;
+  std::string module;  // preloaded.py's code
+  std::string said;    // in the one line the agent writes
+};
+void PrintTo(const Guard& guard, std::ostream* os) { *os << guard.name; }
+
+class WarmPoolGuards : public ::testing::TestWithParam<Guard> {};
+
+TEST_P(WarmPoolGuards, FallBackWithOneLineAndTheJobRuns) {
+  Job job;
+  job.Module("preloaded", GetParam().module);
+  ProcessResult r = RunProcess(job.Argv("preloaded"), job.env, absl::Seconds(120));
+  EXPECT_EQ(r.exit_code, GetParam().name == "raises" ? 1 : 0) << r.err;
+  EXPECT_EQ(CountLinesContaining(r.err, kFellBack), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(kFellBack + GetParam().said));
+  EXPECT_THAT(r.err, Not(HasSubstr(kForked)));
+  if (GetParam().name != "raises") EXPECT_TRUE(FileExists(job.dir / "done.1.0"));
+}
+
+// A copy of one of Python's own extension modules, named as the GPU driver, loaded as a
+// driver would be: what a module that reaches for CUDA at import leaves in the process.
+constexpr char kFakeDriver[] = R"(import ctypes, glob, os, shutil, sysconfig, tempfile
+VALUE = 3
+source = sorted(glob.glob(os.path.join(sysconfig.get_path("platstdlib"), "lib-dynload", "*.so")))[0]
+fake = os.path.join(tempfile.mkdtemp(), "libcuda.so.1")
+shutil.copy(source, fake)
+ctypes.CDLL(fake)
+)";
+
+INSTANTIATE_TEST_SUITE_P(
+    Guards, WarmPoolGuards,
+    ::testing::Values(
+        Guard{"thread",
+              "import threading, time\nVALUE = 2\n"
+              "threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n",
+              "the preloaded interpreter has 2 threads"},
+        Guard{"fake_cuda_driver", kFakeDriver, "libcuda.so is loaded in the preloaded interpreter"},
+        Guard{"raises", "raise RuntimeError('no config file')\n",
+              "import preloaded raised RuntimeError: no config file"}),
+    [](const ::testing::TestParamInfo<Guard>& info) { return info.param.name; });
+
+pid_t PoolPid(const std::string& err) {
+  std::smatch found;
+  if (!std::regex_search(err, found, std::regex("the warm pool \\(pid ([0-9]+)\\)"))) return -1;
+  return std::stoi(found[1]);
+}
+
+// The pool's interpreter SIGKILLed while the job runs: the restart after rank 0's failure
+// starts its workers the usual way, saying why once, and the job ends well.
+TEST(WarmPool, AnInterpreterKilledMidJobIsReplacedByStartedWorkers) {
+  Job job;
+  job.Module("preloaded", "VALUE = 4\n");
+  auto agent = ChildProcess::Start(job.Argv("preloaded", /*wait_for_go=*/true), job.env);
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(job.dir / "running.1"); }, absl::Seconds(60)))
+      << agent->ErrSoFar();
+  const pid_t pool = PoolPid(agent->ErrSoFar());
+  ASSERT_GT(pool, 0) << agent->ErrSoFar();
+  ASSERT_EQ(::kill(pool, SIGKILL), 0);
+  ASSERT_TRUE(WaitUntil([&] { return !ProcessAlive(pool); }, absl::Seconds(30)));
+  job.dir.Write("go", "");
+  ProcessResult r = agent->Wait(absl::Seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(CountLinesContaining(r.err, kFellBack), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat(kFellBack, "its interpreter (pid ", pool,
+                                            ") ended: signal 9 (SIGKILL)")));
+  EXPECT_EQ(ReadFile(job.dir / "done.0.1"), "4");
+}
+
+// The user fixes a preloaded module while the job runs; the restart imports the fix.
+TEST(WarmPool, APreloadedModuleChangedOnDiskIsImportedAgainForTheNextAttempt) {
+  Job job;
+  job.Module("preloaded", "VALUE = 5\n");
+  auto agent = ChildProcess::Start(job.Argv("preloaded", /*wait_for_go=*/true), job.env);
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(job.dir / "running.1"); }, absl::Seconds(60)))
+      << agent->ErrSoFar();
+  job.Module("preloaded", "VALUE = 6  # fixed\n");
+  job.dir.Write("go", "");
+  ProcessResult r = agent->Wait(absl::Seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("preloaded.py changed since the warm pool imported it"));
+  EXPECT_EQ(CountLinesContaining(r.err, kForked), 2) << "a new pool, and forked from: " << r.err;
+  EXPECT_THAT(r.err, Not(HasSubstr(kFellBack)));
+  EXPECT_EQ(ReadFile(job.dir / "done.0.1"), "6");
+  EXPECT_EQ(ReadFile(job.dir / "done.1.1"), "6");
+}
+
+}  // namespace
+}  // namespace ddprun::testing

@@ -256,10 +256,8 @@ absl::StatusOr<pid_t> WarmPool::Fork(const SpawnSpec& spec) {
     fds.push_back(fd);
     names.push_back(name);
   }
-  char cwd[4096];
-  if (::getcwd(cwd, sizeof(cwd)) == nullptr) cwd[0] = '\0';
   std::vector<std::string> fields = {"fork",
-                                     settings_.cwd.empty() ? cwd : settings_.cwd,
+                                     settings_.cwd,
                                      std::to_string(::getpid()),
                                      std::to_string(spec.inherit_fd),
                                      CpuList(spec.binding),

@@ -30,7 +30,7 @@ struct WarmPoolSettings {
   std::vector<std::string> modules;      // --preload, "auto" already made "torch"
   std::vector<std::string> worker_argv;  // the interpreter, its flags, then -m M or a script
   EnvMap env;                            // what the imports run with (NodeWorkerEnv)
-  std::string cwd;                       // the agent's working folder
+  std::string cwd;                       // the agent's working folder: each worker's
   // How long a worker start may wait for the imports to finish before it starts the usual
   // way; they are not given up, and later starts fork.
   absl::Duration import_wait = absl::Minutes(5);

@@ -207,8 +207,9 @@ TEST(WarmPoolCompat, WorkersAndThePoolDieWithTheAgent) {
       out.Write("wait.py",
                 "import os, sys, time\n"
                 "import torch\n"
-                "open(os.path.join(sys.argv[1], 'pid.' + os.environ['RANK']),"
-                " 'w').write(str(os.getpid()))\n"
+                "path = os.path.join(sys.argv[1], 'pid.' + os.environ['RANK'])\n"
+                "open(path + '.part', 'w').write(str(os.getpid()))\n"
+                "os.rename(path + '.part', path)  # the test reads it once it exists\n"
                 "time.sleep(600)\n");
   auto agent = ChildProcess::Start(
       {kDdprun, "--preload=torch", "--nproc-per-node=2", script, out.path()}, JobEnv());

@@ -95,6 +95,10 @@ absl::Status ElasticAgent::OpenInputs() {
   EventLoop& loop = *inputs_.loop;
   DDPRUN_RETURN_IF_ERROR(
       loop.WatchReadable(inputs_.signals->fd(), [this](uint32_t) { OnSignals(); }));
+  if (store() && store()->server) {
+    DDPRUN_RETURN_IF_ERROR(
+        loop.WatchReadable(store()->server->marks_fd(), [this](uint32_t) { OnStoreMarks(); }));
+  }
   DDPRUN_RETURN_IF_ERROR(
       loop.WatchReadable(inputs_.deadline->fd(), [this](uint32_t) { OnDeadline(); }));
   return loop.WatchReadable(rendezvous_.event_fd(), [this](uint32_t) {
@@ -176,12 +180,14 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
       // A restart in place: the next round was decided with the order; RENDEZVOUS counts
       // from it.
       if (event.next) seen_.records->JoinSent(now);
+      seen_.restarts.StopOrdered(now);
       rules_.StopOrdered(event.stop_reason, event.detail, event.collect_stacks, event.next, now);
       break;
     case RendezvousEvent::Kind::kExcluded:
       rules_.Excluded(event.detail, event.cooldown, now);
       break;
     case RendezvousEvent::Kind::kEnd:
+      seen_.restarts.RunEnded();
       (void)WriteAll(STDERR_FILENO, FormatExclusions(event.excluded));
       rules_.RunEnded(RunEnd{event.outcome, event.detail, event.root_cause, event.excluded},
                       event.collect_stacks, now);
@@ -220,6 +226,7 @@ void ElasticAgent::OnDeadline() {
 void ElasticAgent::ReportWorkers() {
   FeedWorkers();
   RunActions();
+  ExplainRestarts();
   PublishMetrics();
 }
 
@@ -228,6 +235,7 @@ void ElasticAgent::FeedWorkers() {
   WorkersView view;
   view.any_failed = workers_->HasFailures();
   view.all_exited = workers_->AllExited();
+  if (view.any_failed) seen_.restarts.FailureSeen(MonotonicNow());
   rules_.WorkersChanged(view, MonotonicNow());
 }
 
@@ -245,6 +253,32 @@ void ElasticAgent::ReapChildren() {
           pid, DescribeWaitStatus(status));
     }
     // Otherwise: a worker's child re-parented to us (we are a subreaper); reaping it is all.
+  }
+}
+
+void ElasticAgent::OnStoreMarks() {
+  // torch 2.1 and later pass the store barrier only when asked to.
+  auto asked = base_env_.find("TORCH_DIST_INIT_BARRIER");
+  const bool barrier_asked = asked != base_env_.end() && asked->second == "1";
+  for (const TcpStoreServer::TimedMark& timed : store()->server->TakeMarks()) {
+    if (timed.mark.kind == StoreMark::Kind::kEveryRankConnected) {
+      seen_.restarts.EveryRankConnected(timed.mark.round, timed.mark.legacy_client || barrier_asked,
+                                        timed.at);
+    } else {
+      seen_.restarts.BarrierPassed(timed.mark.round, timed.at);
+    }
+  }
+  ExplainRestarts();
+  PublishMetrics();
+}
+
+void ElasticAgent::ExplainRestarts() {
+  std::vector<RestartSplit> splits = seen_.restarts.TakeSplits();
+  for (const RestartSplit& split : splits) {
+    // A warning, as the restart's own line: it says where that restart's time went.
+    spdlog::warn("{}", FormatRestartSplit(split));
+    seen_.records->RestartExplained(split);
+    seen_.metrics.RestartExplained(split);
   }
 }
 
@@ -274,7 +308,8 @@ void ElasticAgent::RunAction(const AgentAction& action) {
       return StartAttempt(*action.assignment);
     case Kind::kOpenStoreRound:
       if (store() && store()->server) {
-        store()->server->BeginRound(action.assignment->round, action.assignment->store_clients);
+        store()->server->BeginRound(action.assignment->round, action.assignment->store_clients,
+                                    action.assignment->world_size);
       }
       return;
     case Kind::kStopWorkers:
@@ -375,6 +410,7 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
   plan.python_dumps = hang_checks_->python_dumps;
   plan.stack_dump_bound = rules_.settings().hangs.dump_bound;
   seen_.records->RoundAssigned(assignment, received, MonotonicNow());
+  seen_.restarts.RoundStarting(assignment.round, assignment.restart_count, received);
   WorkerSupervisor::Hooks hooks;
   hooks.hang_found = [this](const FoundHang& hang) {
     rules_.HangFound(hang, MonotonicNow());
@@ -393,6 +429,10 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
   }
   seen_.records->WorkersStarted(workers_->Outcomes());
   seen_.metrics.WorkersStarted(workers_->size());
+  // The workers meet in group rank 0's store: that node sees them reach it.
+  seen_.restarts.WorkersStarted(store() && store()->server && assignment.group_rank == 0,
+                                MonotonicNow());
+  ExplainRestarts();
   PublishMetrics();
   spdlog::info("attempt {}: started {} workers (restart {}, MASTER_ADDR={} MASTER_PORT={})",
                assignment.round, workers_->size(), assignment.restart_count, assignment.master_addr,
@@ -408,6 +448,7 @@ void ElasticAgent::PublishMetrics() {
 
 AttemptResult ElasticAgent::CloseAttempt() {
   workers_->Close();
+  seen_.restarts.WorkersStopped(MonotonicNow());
   AttemptResult result;
   result.succeeded = workers_->AllSucceeded();
   if (workers_->HasFailures()) {

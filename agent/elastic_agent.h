@@ -27,6 +27,7 @@
 #include "agent/logs/log_root.h"
 #include "agent/process/orphan_guard.h"
 #include "agent/process/warm_pool.h"
+#include "agent/restart_timeline.h"
 #include "agent/worker_metrics.h"
 #include "agent/worker_store.h"
 #include "agent/worker_supervisor.h"
@@ -78,6 +79,9 @@ class ElasticAgent {
   void ReportWorkers();
   void FeedWorkers();  // without running the actions: for use inside an action
   void ReapChildren();
+  void OnStoreMarks();
+  // Each restart made whole: its line, its record, its metrics.
+  void ExplainRestarts();
 
   // Actions.
   void RunActions();
@@ -124,6 +128,7 @@ class ElasticAgent {
     std::optional<ElasticRecords> records;  // --event-log-handler (made in ApplyChoices)
     WorkerMetrics metrics;                  // --metrics-port
     HangReportFiles hang_files;
+    RestartTimeline restarts;
   };
   Observers seen_;
   GlooInterfaceChoice gloo_;

@@ -82,6 +82,22 @@ void ElasticRecords::AttemptClosed(std::vector<WorkerSupervisor::Outcome> worker
   }
 }
 
+void ElasticRecords::RestartExplained(const RestartSplit& split) {
+  if (!log_.enabled()) return;
+  ElasticRecord record = StatusRecord(Context(), "RESTARTED", "AGENT", std::nullopt, std::nullopt,
+                                      absl::ToDoubleMilliseconds(split.total));
+  const std::pair<const char*, const std::optional<absl::Duration>*> parts[] = {
+      {"detection_ms", &split.detection},   {"stop_ms", &split.stop},
+      {"rendezvous_ms", &split.rendezvous}, {"spawn_ms", &split.spawn},
+      {"connected_ms", &split.connected},   {"barrier_ms", &split.barrier}};
+  for (const auto& [key, part] : parts) {
+    record.metadata.emplace_back(key, part->has_value()
+                                          ? RecordValue(absl::ToDoubleMilliseconds(**part))
+                                          : RecordValue(nullptr));
+  }
+  log_.Record(record);
+}
+
 void ElasticRecords::AgentExiting(const std::optional<RunEnd>& run_end, int exit_code,
                                   absl::Time now) {
   if (!log_.enabled()) return;

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
 #include "agent/failure_summary.h"
+#include "agent/restart_timeline.h"
 #include "agent/run_end.h"
 #include "agent/worker_supervisor.h"
 #include "observability/elastic_record_fields.h"
@@ -44,6 +45,9 @@ class ElasticRecords {
   /// Every worker of an attempt has exited; `failures`: this attempt's, with their error files.
   void AttemptClosed(std::vector<WorkerSupervisor::Outcome> workers,
                      const std::vector<WorkerFailure>& failures);
+  /// A restart's split (agent/restart_timeline.h): RESTARTED, its total as duration_ms and
+  /// each part as <part>_ms (null where this node did not see it).
+  void RestartExplained(const RestartSplit& split);
   /// The agent exits with `exit_code`. `run_end`: how the rendezvous ended the run, when it
   /// did and no signal stopped this agent first; then each worker's final state and
   /// SUCCEEDED are written, else FAILED.

@@ -43,6 +43,13 @@ void WorkerMetrics::AttemptClosed(std::vector<WorkerSupervisor::Outcome> workers
   }
 }
 
+void WorkerMetrics::RestartExplained(const RestartSplit& split) {
+  for (const auto& [part, took] : split.Parts()) {
+    restart_parts_[part].Observe(absl::ToDoubleSeconds(took));
+  }
+  restart_parts_["total"].Observe(absl::ToDoubleSeconds(split.total));
+}
+
 void WorkerMetrics::Publish(
     const std::optional<Assignment>& round,
     const std::optional<std::vector<WorkerSupervisor::Outcome>>& workers) const {
@@ -59,6 +66,7 @@ void WorkerMetrics::Publish(
   }
   snapshot.worker_starts = starts_;
   snapshot.worker_exits = exits_;
+  snapshot.restart_parts = restart_parts_;
   board_->Publish(std::move(snapshot));
 }
 

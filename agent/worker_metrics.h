@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/failure_summary.h"
+#include "agent/restart_timeline.h"
 #include "agent/worker_supervisor.h"
 #include "observability/agent_metrics.h"
 #include "rendezvous/round_state_machine.h"
@@ -30,6 +31,8 @@ class WorkerMetrics {
   /// Every worker of an attempt has exited; `failures`: this attempt's.
   void AttemptClosed(std::vector<WorkerSupervisor::Outcome> workers,
                      const std::vector<WorkerFailure>& failures);
+  /// A restart's split, into each part's histogram (and the total's).
+  void RestartExplained(const RestartSplit& split);
   /// The snapshot now: `round` as the rules hold it, `workers` of the running attempt (none
   /// between attempts: the last attempt's are shown).
   void Publish(const std::optional<Assignment>& round,
@@ -41,6 +44,7 @@ class WorkerMetrics {
   int64_t starts_ = 0;
   std::map<std::pair<std::string, std::string>, int64_t> exits_;  // see AgentMetricsSnapshot
   std::vector<WorkerSupervisor::Outcome> last_workers_;
+  std::map<std::string, DurationHistogram> restart_parts_;
 };
 
 }  // namespace ddprun

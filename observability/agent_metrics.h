@@ -3,6 +3,7 @@
 // workers change, read by the metrics server's threads at each scrape (docs/observability.md).
 // Plain data: the agent binary stays free of prometheus-cpp (the plugin turns it into metrics).
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -12,6 +13,25 @@
 #include "absl/synchronization/mutex.h"
 
 namespace ddprun {
+
+/// Seconds spent in one part of restarts (agent/restart_timeline.h), counted in buckets as
+/// a Prometheus histogram counts them: from a millisecond (a stop, a fork) to a minute (a
+/// slow import on a loaded node).
+struct DurationHistogram {
+  static constexpr std::array<double, 14> kBounds = {0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                                                     0.5,   1,     2.5,  5,     10,   30,  60};
+  std::array<uint64_t, kBounds.size() + 1> buckets{};  // not cumulative; the last: above all
+  double sum = 0;
+  uint64_t count = 0;
+
+  void Observe(double seconds) {
+    size_t i = 0;
+    while (i < kBounds.size() && seconds > kBounds[i]) ++i;
+    ++buckets[i];
+    sum += seconds;
+    ++count;
+  }
+};
 
 struct AgentMetricsSnapshot {
   std::string run_id;
@@ -26,6 +46,9 @@ struct AgentMetricsSnapshot {
   // Requests the workers' TCPStore this agent serves has answered, by operation (multi-node
   // jobs; a one-node job's store is in its rank 0 worker).
   std::map<std::string, int64_t> store_operations;
+  // Restarts as this node saw them, by part (detection, stop, rendezvous, spawn, connected,
+  // barrier, and total).
+  std::map<std::string, DurationHistogram> restart_parts;
 };
 
 /// The agent's latest snapshot, shared between its loop and the metrics server.

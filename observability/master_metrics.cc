@@ -1,5 +1,7 @@
 #include "observability/master_metrics.h"
 
+#include <limits>
+
 namespace ddprun {
 namespace {
 
@@ -113,8 +115,28 @@ std::vector<MetricFamily> AgentMetricFamilies(const AgentMetricsSnapshot& agent)
   for (const auto& [op, n] : agent.store_operations) {
     AddValue(store, {id, {"op", op}}, static_cast<double>(n));
   }
-  return {std::move(workers), std::move(round), std::move(restart),
-          std::move(starts),  std::move(exits), std::move(store)};
+  MetricFamily restarts = Family(
+      "ddprun_agent_restart_seconds",
+      "Where restarts went on this node, by part: detection, stop, rendezvous, spawn, "
+      "connected (every rank on the store), barrier (every rank past the store barrier), total",
+      MetricType::Histogram);
+  for (const auto& [part, seen] : agent.restart_parts) {
+    ClientMetric metric;
+    metric.label = {id, {"part", part}};
+    metric.histogram.sample_count = seen.count;
+    metric.histogram.sample_sum = seen.sum;
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < seen.buckets.size(); ++i) {
+      cumulative += seen.buckets[i];
+      metric.histogram.bucket.push_back(
+          {cumulative, i < DurationHistogram::kBounds.size()
+                           ? DurationHistogram::kBounds[i]
+                           : std::numeric_limits<double>::infinity()});
+    }
+    restarts.metric.push_back(std::move(metric));
+  }
+  return {std::move(workers), std::move(round), std::move(restart), std::move(starts),
+          std::move(exits),   std::move(store), std::move(restarts)};
 }
 
 MasterMetrics::MasterMetrics()

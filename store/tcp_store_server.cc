@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -71,11 +72,12 @@ std::pair<std::string, int> EndOf(int fd, bool peer) {
 class TcpStoreServer::Impl {
  public:
   Impl(TcpStoreServerOptions options, UniqueFd listen, std::unique_ptr<EventLoop> loop,
-       UniqueFd wake)
+       UniqueFd wake, UniqueFd marked)
       : options_(std::move(options)),
         listen_(std::move(listen)),
         loop_(std::move(loop)),
         wake_(std::move(wake)),
+        marked_(std::move(marked)),
         port_(BoundPort(listen_.get())) {}
 
   absl::Status Watch() {
@@ -100,12 +102,13 @@ class TcpStoreServer::Impl {
   enum class Command { kBeginRound, kEndRound, kStop };
   // Returns once the server's thread has applied it: after EndRound returns, nothing more
   // is answered.
-  void Post(Command command, int64_t round = 0, std::vector<std::string> clients = {}) {
+  void Post(Command command, int64_t round = 0, std::vector<std::string> clients = {},
+            int world_size = 0) {
     absl::Notification applied;
     {
       absl::MutexLock lock(&mu_);
       if (exited_) return;
-      commands_.push_back({command, round, std::move(clients), &applied});
+      commands_.push_back({command, round, std::move(clients), world_size, &applied});
     }
     const uint64_t one = 1;
     (void)!::write(wake_.get(), &one, sizeof one);
@@ -113,6 +116,13 @@ class TcpStoreServer::Impl {
   }
 
   int port() const { return port_; }
+  int marks_fd() const { return marked_.get(); }
+  std::vector<TimedMark> TakeMarks() {
+    uint64_t count = 0;
+    (void)!::read(marked_.get(), &count, sizeof count);
+    absl::MutexLock lock(&mu_);
+    return std::exchange(marks_, {});
+  }
   std::string ArrivalAddress() const {
     absl::MutexLock lock(&mu_);
     return arrival_;
@@ -151,7 +161,9 @@ class TcpStoreServer::Impl {
     }
     for (const Posted& posted : commands) {
       if (posted.command == Command::kStop) stopping_ = true;
-      if (posted.command == Command::kBeginRound) BeginRound(posted.round, posted.clients);
+      if (posted.command == Command::kBeginRound) {
+        BeginRound(posted.round, posted.clients, posted.world_size);
+      }
       if (posted.command == Command::kEndRound) service_.EndRound();
     }
     Deliver();
@@ -160,7 +172,7 @@ class TcpStoreServer::Impl {
 
   // Who may be served from now on; the held connections of anyone else are closed before
   // the round's store serves them.
-  void BeginRound(int64_t round, const std::vector<std::string>& clients) {
+  void BeginRound(int64_t round, const std::vector<std::string>& clients, int world_size) {
     allowed_.clear();
     for (const std::string& ip : OwnIpAddresses(/*limit=*/SIZE_MAX)) allowed_.insert(ip);
     for (const std::string& c : clients) allowed_.insert(CanonicalIp(c));
@@ -169,7 +181,7 @@ class TcpStoreServer::Impl {
       if (c.classified && !Allowed(c)) strangers.push_back(id);
     }
     for (TcpStoreService::ConnectionId id : strangers) RefuseStranger(id);
-    service_.BeginRound(round);
+    service_.BeginRound(round, world_size);
   }
 
   bool Allowed(const Connection& c) const {
@@ -319,6 +331,7 @@ class TcpStoreServer::Impl {
   // are all written is Drained: the rules may serve its next requests, whose replies are
   // written in turn.
   void Deliver() {
+    PassOnMarks();
     std::vector<TcpStoreService::Output> outputs;
     while (!(outputs = service_.TakeOutput()).empty()) {
       std::set<TcpStoreService::ConnectionId> written;
@@ -340,6 +353,19 @@ class TcpStoreServer::Impl {
         if (Flush(id)) service_.Drained(id);
       }
     }
+  }
+
+  // The round's progress, stamped now (the requests that made it were just served).
+  void PassOnMarks() {
+    std::vector<StoreMark> marks = service_.TakeMarks();
+    if (marks.empty()) return;
+    const absl::Time now = MonotonicNow();
+    {
+      absl::MutexLock lock(&mu_);
+      for (const StoreMark& mark : marks) marks_.push_back({mark, now});
+    }
+    const uint64_t one = 1;
+    (void)!::write(marked_.get(), &one, sizeof one);
   }
 
   // True when every byte given to the connection has been written.
@@ -382,16 +408,19 @@ class TcpStoreServer::Impl {
   UniqueFd listen_;
   std::unique_ptr<EventLoop> loop_;
   UniqueFd wake_;
+  UniqueFd marked_;  // an eventfd: readable while marks_ holds something
   const int port_;
   struct Posted {
     Command command;
     int64_t round;
     std::vector<std::string> clients;
+    int world_size;
     absl::Notification* applied;
   };
   mutable absl::Mutex mu_;
   std::deque<Posted> commands_ ABSL_GUARDED_BY(mu_);
   std::string arrival_ ABSL_GUARDED_BY(mu_);
+  std::vector<TimedMark> marks_ ABSL_GUARDED_BY(mu_);
   bool exited_ ABSL_GUARDED_BY(mu_) = false;
   // Owned by the server's thread:
   bool stopping_ = false;
@@ -412,9 +441,10 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
   UniqueFd wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (!wake.valid()) return ErrnoStatus(errno, "eventfd");
+  UniqueFd marked(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!wake.valid() || !marked.valid()) return ErrnoStatus(errno, "eventfd");
   auto impl = std::make_unique<Impl>(std::move(options), std::move(listen->front()),
-                                     std::move(*loop), std::move(wake));
+                                     std::move(*loop), std::move(wake), std::move(marked));
   DDPRUN_RETURN_IF_ERROR(impl->Watch());
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->Run(); });
@@ -432,9 +462,13 @@ int TcpStoreServer::port() const { return impl_->port(); }
 
 std::string TcpStoreServer::ArrivalAddress() const { return impl_->ArrivalAddress(); }
 
-void TcpStoreServer::BeginRound(int64_t round, std::vector<std::string> clients) {
-  impl_->Post(Impl::Command::kBeginRound, round, std::move(clients));
+void TcpStoreServer::BeginRound(int64_t round, std::vector<std::string> clients, int world_size) {
+  impl_->Post(Impl::Command::kBeginRound, round, std::move(clients), world_size);
 }
+
+std::vector<TcpStoreServer::TimedMark> TcpStoreServer::TakeMarks() { return impl_->TakeMarks(); }
+
+int TcpStoreServer::marks_fd() const { return impl_->marks_fd(); }
 
 void TcpStoreServer::EndRound() { impl_->Post(Impl::Command::kEndRound); }
 

@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "store/tcp_store_service.h"
 
 namespace ddprun {
 
@@ -57,10 +59,20 @@ class TcpStoreServer {
   /// it serves only connections from loopback, this host's own addresses and `clients`
   /// (group rank 0's assignment lists the round's nodes' addresses); others are closed, and
   /// connections held since the last round from elsewhere are closed now.
-  void BeginRound(int64_t round, std::vector<std::string> clients = {});
+  /// `world_size`: the round's ranks, whose progress TakeMarks reports (0: not followed).
+  void BeginRound(int64_t round, std::vector<std::string> clients = {}, int world_size = 0);
   /// Requests served so far, by operation (torch's names, lower case: set, get, wait, ...);
   /// those never asked for are left out. Thread-safe.
   std::map<std::string, int64_t> OperationCounts() const;
+  /// What the round's ranks have reached (StoreMark), each with the monotonic time the
+  /// server's thread saw it. Thread-safe.
+  struct TimedMark {
+    StoreMark mark;
+    absl::Time at;
+  };
+  std::vector<TimedMark> TakeMarks();
+  /// Readable (an eventfd) while TakeMarks has something to give.
+  int marks_fd() const;
   /// Its round is over: nothing more is answered, new connections wait for the next round,
   /// and the round's connections are closed when it begins. Returns once applied.
   void EndRound();

@@ -1,5 +1,6 @@
 #include "store/tcp_store_service.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace ddprun {
@@ -58,7 +59,7 @@ void TcpStoreService::Drained(ConnectionId id) {
   if (waited && it->second.phase == Phase::kServed) Serve(id);
 }
 
-void TcpStoreService::BeginRound(int64_t round) {
+void TcpStoreService::BeginRound(int64_t round, int world_size) {
   if (serving_) EndRound();  // never two rounds in one store
   std::vector<ConnectionId> held;
   for (auto it = connections_.begin(); it != connections_.end();) {
@@ -77,6 +78,9 @@ void TcpStoreService::BeginRound(int64_t round) {
   NewStore();
   serving_ = true;
   round_ = round;
+  world_size_ = world_size;
+  connected_marked_ = false;
+  barrier_marked_ = false;
   for (ConnectionId id : held) Serve(id);
 }
 
@@ -239,11 +243,27 @@ bool TcpStoreService::OnGet(ConnectionId id, Connection&, Request& r) {
   return true;
 }
 
-bool TcpStoreService::OnAdd(ConnectionId id, Connection&, Request& r) {
+bool TcpStoreService::OnAdd(ConnectionId id, Connection& c, Request& r) {
   absl::StatusOr<int64_t> value = store_.Add(r.keys[0], r.number);
   if (!value.ok()) return Failed(id, value.status());
   Reply(id, EncodeI64(*value));
+  if (r.number > 0) NoteProgress(c, r.keys[0], *value);
   return true;
+}
+
+void TcpStoreService::NoteProgress(const Connection& c, const std::string& key, int64_t value) {
+  if (world_size_ <= 0 || value != world_size_) return;
+  StoreMark mark;
+  mark.round = round_;
+  if (key == "init/" && !connected_marked_) {  // sent raw, without the client's "/" (§3)
+    connected_marked_ = true;
+    mark.legacy_client = c.dialect == tcpstore::Dialect::kLegacy;
+    marks_.push_back(mark);
+  } else if (absl::StrContains(key, "store_based_barrier_key:") && !barrier_marked_) {
+    barrier_marked_ = true;
+    mark.kind = StoreMark::Kind::kBarrierPassed;
+    marks_.push_back(mark);
+  }
 }
 
 bool TcpStoreService::OnCheck(ConnectionId id, Connection&, Request& r) {

@@ -27,6 +27,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -50,6 +51,19 @@ struct TcpStoreLimits {
   size_t max_waits_per_connection = 64;
   // The values one read returns together (KvStore::Limits).
   int64_t max_reply_bytes = int64_t{32} << 20;
+};
+
+/// How far a round's workers have come in `init_process_group`, as their requests show it:
+/// each rank's store client ADDs 1 to `init/` as it connects, and torch 1.13 to 2.0 (2.1 and
+/// later with TORCH_DIST_INIT_BARRIER=1) then ADD 1 to `.../store_based_barrier_key:N`,
+/// which releases every rank once it reaches the world size.
+struct StoreMark {
+  enum class Kind { kEveryRankConnected, kBarrierPassed };
+  Kind kind = Kind::kEveryRankConnected;
+  int64_t round = 0;
+  // kEveryRankConnected: the last rank spoke the protocol of torch 1.13 to 2.0, whose
+  // init_process_group passes the store barrier without being asked to.
+  bool legacy_client = false;
 };
 
 class TcpStoreService {
@@ -77,12 +91,15 @@ class TcpStoreService {
   void Drained(ConnectionId id);
 
   /// This agent's round `round` has begun: the last round's connections are closed, the
-  /// store is empty, and the held connections are served.
-  void BeginRound(int64_t round);
+  /// store is empty, and the held connections are served. `world_size`: its ranks, whose
+  /// progress TakeMarks reports (0: none is).
+  void BeginRound(int64_t round, int world_size = 0);
   /// The round is over: nothing more is answered, and new connections are held.
   void EndRound();
 
   std::vector<Output> TakeOutput();
+  /// What the round's ranks have reached since the last call, each once per round.
+  std::vector<StoreMark> TakeMarks() { return std::exchange(marks_, {}); }
 
   bool serving() const { return serving_; }
   int64_t round() const { return round_; }
@@ -144,12 +161,19 @@ class TcpStoreService {
 
   // An empty store with this service's reply bound.
   void NewStore();
+  // An ADD made `key` `value`: a mark when it is the round's last rank to connect or to
+  // reach the store barrier.
+  void NoteProgress(const Connection& c, const std::string& key, int64_t value);
 
   Limits limits_;
   KvStore store_;
   std::map<ConnectionId, Connection> connections_;
   bool serving_ = false;
   int64_t round_ = -1;
+  int world_size_ = 0;  // of round_; 0: unknown, no marks
+  bool connected_marked_ = false;
+  bool barrier_marked_ = false;
+  std::vector<StoreMark> marks_;
   std::vector<Output> output_;
   size_t owed_bytes_ = 0;   // every connection's `owed`
   size_t input_bytes_ = 0;  // every connection's `input`

@@ -111,5 +111,27 @@ TEST_F(ElasticRecordsTest, AnAgentThatExitsBeforeTheRunEndedRecordsFailed) {
                                          HasSubstr("the agent exited 143 before the run ended"))));
 }
 
+// A restart's split: its total as duration_ms, each part in ms, null where not seen here.
+TEST_F(ElasticRecordsTest, ARestartsSplitIsRecordedPartByPart) {
+  ElasticRecords records = Make();
+  records.RoundAssigned(Round(), t0_, t0_);
+  RestartSplit split;
+  split.round = 2;
+  split.restart_count = 1;
+  split.stop = absl::Milliseconds(40);
+  split.rendezvous = absl::Milliseconds(2);
+  split.spawn = absl::Microseconds(30500);
+  split.total = absl::Microseconds(72500);
+  records.RestartExplained(split);
+  ASSERT_EQ(Lines().size(), 3u);
+  EXPECT_THAT(Lines()[2],
+              AllOf(HasSubstr("\"name\": \"torchelastic.worker.status.RESTARTED\", \"source\": "
+                              "\"AGENT\""),
+                    HasSubstr("\"agent_restarts\": 1, \"duration_ms\": 72.5, \"round\": 2, "),
+                    HasSubstr("\"excluded\": null, \"detection_ms\": null, \"stop_ms\": 40.0, "
+                              "\"rendezvous_ms\": 2.0, \"spawn_ms\": 30.5, \"connected_ms\": "
+                              "null, \"barrier_ms\": null}}")));
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -64,5 +64,29 @@ TEST(WorkerMetricsTest, StatesStartsAndExitsByCause) {
   EXPECT_EQ(after.worker_exits[Cause("exit_code", "3")], 1);
 }
 
+// Each part of a restart goes into its own histogram, a value on a bound into that bound's
+// bucket (Prometheus's `le`), and the total into "total".
+TEST(WorkerMetricsRestarts, EachPartOfARestartIsCountedInItsHistogram) {
+  WorkerMetrics metrics("job");
+  AgentMetricsBoard board;
+  metrics.PublishTo(&board);
+  RestartSplit split;
+  split.stop = absl::Milliseconds(10);  // on the 0.01 s bound
+  split.spawn = absl::Seconds(120);     // above every bound
+  split.total = absl::Milliseconds(130);
+  metrics.RestartExplained(split);
+  metrics.RestartExplained(split);
+  metrics.Publish(std::nullopt, std::nullopt);
+  const AgentMetricsSnapshot seen = board.Read();
+  ASSERT_EQ(seen.restart_parts.size(), 3u);
+  const DurationHistogram& stop = seen.restart_parts.at("stop");
+  EXPECT_EQ(stop.count, 2u);
+  EXPECT_DOUBLE_EQ(stop.sum, 0.02);
+  EXPECT_EQ(stop.buckets[2], 2u) << "0.01 s is in the bucket whose bound is 0.01";
+  EXPECT_EQ(seen.restart_parts.at("spawn").buckets.back(), 2u);
+  EXPECT_EQ(seen.restart_parts.at("total").buckets[6], 2u) << "0.13 s: the 0.25 s bucket";
+  EXPECT_EQ(seen.restart_parts.count("detection"), 0u) << "not seen: no series";
+}
+
 }  // namespace
 }  // namespace ddprun

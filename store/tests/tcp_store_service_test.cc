@@ -340,5 +340,41 @@ TEST_F(TcpStoreServiceTest, OneConnectionParksAtMostItsShareOfWaits) {
   EXPECT_EQ(Got(2), EncodeU8(0)) << "another connection still waits";
 }
 
+// A round's ranks connecting (init/) and passing torch 1.13's store barrier are reported
+// once each, when the last rank does it, and again in the next round's store.
+TEST_F(TcpStoreServiceTest, TheLastRankToConnectAndToReachTheBarrierIsMarkedOncePerRound) {
+  service_.BeginRound(3, /*world_size=*/2);
+  Send(1, RequestBytes(Verb::kAdd, kOld).Str("init/").I64(1));
+  EXPECT_TRUE(service_.TakeMarks().empty()) << "one rank of two";
+  Send(2, RequestBytes(Verb::kAdd, kOld).Str("init/").I64(1));
+  std::vector<StoreMark> marks = service_.TakeMarks();
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(marks[0].kind, StoreMark::Kind::kEveryRankConnected);
+  EXPECT_EQ(marks[0].round, 3);
+  EXPECT_TRUE(marks[0].legacy_client);
+  const std::string barrier = "//worker/attempt_0/default_pg/store_based_barrier_key:1";
+  Send(1, RequestBytes(Verb::kAdd, kOld).Str(barrier).I64(1));
+  Send(1, RequestBytes(Verb::kAdd, kOld).Str(barrier).I64(0));
+  EXPECT_TRUE(service_.TakeMarks().empty()) << "polling with ADD 0 is not arriving";
+  Send(2, RequestBytes(Verb::kAdd, kOld).Str(barrier).I64(1));
+  Send(3, RequestBytes(Verb::kAdd, kOld).Str("init/").I64(1));  // a third client: no news
+  marks = service_.TakeMarks();
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(marks[0].kind, StoreMark::Kind::kBarrierPassed);
+
+  service_.BeginRound(4, /*world_size=*/1);
+  Send(4, ValidateBytes() + std::string(RequestBytes(Verb::kAdd, kNew).Str("init/").I64(1)));
+  marks = service_.TakeMarks();
+  ASSERT_EQ(marks.size(), 1u);
+  EXPECT_EQ(marks[0].round, 4);
+  EXPECT_FALSE(marks[0].legacy_client) << "torch 2.2 and later";
+}
+
+// Without a world size (a round begun by a caller that does not follow progress), no marks.
+TEST_F(TcpStoreServiceTest, ARoundWithoutAWorldSizeIsNotFollowed) {
+  Send(1, RequestBytes(Verb::kAdd, kOld).Str("init/").I64(1));
+  EXPECT_TRUE(service_.TakeMarks().empty());
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -6,7 +6,6 @@
 // root when run as root and passes it as DDPRUN_TORCH2_ROOT; without it these tests skip.
 
 #include <signal.h>
-#include <stdlib.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -26,11 +25,7 @@ using ::testing::HasSubstr;
 class Torch2 : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* root = ::getenv("DDPRUN_TORCH2_ROOT");
-    if (root == nullptr || *root == '\0') {
-      GTEST_SKIP() << "DDPRUN_TORCH2_ROOT is not set: scripts/test.sh makes the torch 2.x root "
-                      "(scripts/torch2-root.sh) when run as root";
-    }
+    if (const std::string why = WhyNoTorch2(); !why.empty()) GTEST_SKIP() << why;
   }
 
   // Two ddprun agents of the static form on this host, torch 2.x workers, training into `out`.

@@ -3,8 +3,6 @@
 // DDPRUN_TORCH2_ROOT): the same command line, run by both, gives the same lines, files and
 // worker environment. Skipped when that torch predates these options.
 
-#include <stdlib.h>
-
 #include <filesystem>
 #include <set>
 
@@ -34,11 +32,7 @@ std::multiset<std::string> LinesWith(const std::string& text, const std::string&
 class TorchrunMain : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* root = ::getenv("DDPRUN_TORCH2_ROOT");
-    if (root == nullptr || *root == '\0') {
-      GTEST_SKIP() << "DDPRUN_TORCH2_ROOT is not set: scripts/test.sh makes the root when run "
-                      "as root";
-    }
+    if (const std::string why = WhyNoTorch2(); !why.empty()) GTEST_SKIP() << why;
     options_ = RunProcess({kTorch2Python, "-c",
                            "from torch.distributed.run import get_args_parser\n"
                            "for a in get_args_parser()._actions:\n"

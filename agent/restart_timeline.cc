@@ -1,0 +1,118 @@
+#include "agent/restart_timeline.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace ddprun {
+namespace {
+
+std::string Millis(absl::Duration d) {
+  return absl::StrFormat("%.0f ms", absl::ToDoubleMilliseconds(d));
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, absl::Duration>> RestartSplit::Parts() const {
+  std::vector<std::pair<std::string, absl::Duration>> parts;
+  const std::pair<const char*, const std::optional<absl::Duration>*> all[] = {
+      {"detection", &detection}, {"stop", &stop},           {"rendezvous", &rendezvous},
+      {"spawn", &spawn},         {"connected", &connected}, {"barrier", &barrier}};
+  for (const auto& [name, part] : all) {
+    if (part->has_value()) parts.emplace_back(name, **part);
+  }
+  return parts;
+}
+
+std::string FormatRestartSplit(const RestartSplit& split) {
+  std::string line = absl::StrCat("restart ", split.restart_count, " (round ", split.round,
+                                  ") took ", Millis(split.total), " on this node:");
+  const char* separator = " ";
+  for (const auto& [name, part] : split.Parts()) {
+    const char* words = name == "connected" ? "every rank connected to the store"
+                        : name == "barrier" ? "store barrier passed"
+                                            : name.c_str();
+    absl::StrAppend(&line, separator, words, " ", Millis(part));
+    separator = ", ";
+  }
+  return line;
+}
+
+void RestartTimeline::Begin() {
+  if (open_ && open_->started) Finish();
+  if (!open_) open_.emplace();
+}
+
+void RestartTimeline::FailureSeen(absl::Time now) {
+  if (open_ && !open_->started) return;  // the restart under way: its first failure counts
+  Begin();
+  open_->failed = now;
+}
+
+void RestartTimeline::StopOrdered(absl::Time now) {
+  Begin();
+  if (!open_->stop_ordered) open_->stop_ordered = now;
+}
+
+void RestartTimeline::WorkersStopped(absl::Time now) {
+  if (open_ && !open_->stopped && !open_->starting) open_->stopped = now;
+}
+
+void RestartTimeline::RoundStarting(int64_t round, int restart_count, absl::Time now) {
+  if (!open_ || open_->starting) return;  // the first round is not a restart
+  open_->starting = now;
+  open_->round = round;
+  open_->restart_count = restart_count;
+}
+
+void RestartTimeline::WorkersStarted(bool store_followed, absl::Time now) {
+  if (!open_ || !open_->starting || open_->started) return;
+  open_->started = now;
+  if (!store_followed) Finish();
+}
+
+void RestartTimeline::EveryRankConnected(int64_t round, bool barrier_expected, absl::Time at) {
+  if (!open_ || !open_->started || open_->round != round || open_->connected) return;
+  open_->connected = at;
+  open_->awaits_barrier = barrier_expected;
+  if (!barrier_expected) Finish();
+}
+
+void RestartTimeline::BarrierPassed(int64_t round, absl::Time at) {
+  if (!open_ || !open_->connected || open_->round != round) return;
+  open_->barrier = at;
+  Finish();
+}
+
+void RestartTimeline::RunEnded() {
+  if (open_ && open_->started) return Finish();
+  open_.reset();  // the run ended instead of restarting
+}
+
+void RestartTimeline::Finish() {
+  const Moments& m = *open_;
+  // In the order they happen; each part runs from the latest moment seen before its own
+  // (workers that all ended before the order came took no time to stop).
+  const std::optional<absl::Time> moments[] = {m.failed,  m.stop_ordered, m.stopped, m.starting,
+                                               m.started, m.connected,    m.barrier};
+  RestartSplit& split = done_.emplace_back();
+  std::optional<absl::Duration>* const ending_here[] = {
+      nullptr,      &split.detection, &split.stop,   &split.rendezvous,
+      &split.spawn, &split.connected, &split.barrier};
+  std::optional<absl::Time> first, latest;
+  for (size_t i = 0; i < std::size(moments); ++i) {
+    if (!moments[i]) continue;
+    if (latest && ending_here[i] != nullptr) {
+      *ending_here[i] = std::max(absl::ZeroDuration(), *moments[i] - *latest);
+    }
+    if (!first) first = moments[i];
+    latest = latest ? std::max(*latest, *moments[i]) : *moments[i];
+  }
+  split.round = m.round;
+  split.restart_count = m.restart_count;
+  split.total = first ? *latest - *first : absl::ZeroDuration();
+  open_.reset();
+}
+
+}  // namespace ddprun

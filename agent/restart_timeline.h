@@ -1,0 +1,85 @@
+#pragma once
+// RestartTimeline: where the time of each restart went on this node, for the user's own
+// job and without any code in it. The agent sees a worker fail, gets the stop order, sees
+// the workers end, gets the next round and starts its workers; when it serves the workers'
+// TCPStore it also sees every rank connect to it in init_process_group and pass the store
+// barrier (StoreMark). The parts between those moments are the restart's split:
+//
+//   failure seen --detection--> stop order --stop--> workers ended --rendezvous--> round
+//   here --spawn--> workers started --connected--> every rank on the store --barrier-->
+//   every rank past the store barrier
+//
+// An observer of the agent (it decides nothing), pure: the shell passes the agent's
+// monotonic times in, and takes each restart's split out once it is whole.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace ddprun {
+
+/// One restart as this node saw it. A part is absent where this node did not see both of
+/// its ends: detection on a node whose workers did not fail, the store's parts on a node
+/// that does not serve the store, the barrier where the workers pass none (torch 2.1 and
+/// later without TORCH_DIST_INIT_BARRIER=1).
+struct RestartSplit {
+  int64_t round = 0;  // the round the job restarted into
+  int restart_count = 0;
+  std::optional<absl::Duration> detection;   // a worker's failure seen here -> the stop order
+  std::optional<absl::Duration> stop;        // -> every worker of the attempt has ended
+  std::optional<absl::Duration> rendezvous;  // -> the next round may start here
+  std::optional<absl::Duration> spawn;       // -> every worker of it started (or forked)
+  std::optional<absl::Duration> connected;   // -> every rank connected to the store
+  std::optional<absl::Duration> barrier;     // -> every rank passed the store barrier
+  absl::Duration total;                      // from the first part's start to the last's end
+
+  /// The parts that were seen, in order: (name, duration). Names as in metrics and events.
+  std::vector<std::pair<std::string, absl::Duration>> Parts() const;
+};
+
+/// "restart 2 (round 3) took 812 ms on this node: detection 1 ms, stop 40 ms, ..."
+std::string FormatRestartSplit(const RestartSplit& split);
+
+class RestartTimeline {
+ public:
+  /// A worker of the running attempt failed (or was found hung) on this node.
+  void FailureSeen(absl::Time now);
+  /// The rendezvous ordered the workers stopped (a restart follows, in place or by joining).
+  void StopOrdered(absl::Time now);
+  /// Every worker of the attempt has ended.
+  void WorkersStopped(absl::Time now);
+  /// The round `round` may start here (its assignment came, and its store may open).
+  void RoundStarting(int64_t round, int restart_count, absl::Time now);
+  /// Every worker of that round has been started. `store_followed`: this node serves the
+  /// round's store and reports its marks (StoreReached); else the split ends here.
+  void WorkersStarted(bool store_followed, absl::Time now);
+  /// The round's store saw every rank connect (kEveryRankConnected; `barrier_expected`: a
+  /// store barrier follows) or pass its barrier (kBarrierPassed).
+  void EveryRankConnected(int64_t round, bool barrier_expected, absl::Time at);
+  void BarrierPassed(int64_t round, absl::Time at);
+  /// The run ended: a restart still awaiting store marks ends with what was seen.
+  void RunEnded();
+
+  /// The splits made whole since the last call, oldest first.
+  std::vector<RestartSplit> TakeSplits() { return std::exchange(done_, {}); }
+
+ private:
+  // The moments of the restart under way; unset: not reached (or not seen here).
+  struct Moments {
+    std::optional<absl::Time> failed, stop_ordered, stopped, starting, started, connected, barrier;
+    int64_t round = -1;
+    int restart_count = 0;
+    bool awaits_barrier = false;
+  };
+  // A new restart begins: the one awaiting store marks ends with what was seen.
+  void Begin();
+  void Finish();
+
+  std::optional<Moments> open_;  // a restart under way
+  std::vector<RestartSplit> done_;
+};
+
+}  // namespace ddprun

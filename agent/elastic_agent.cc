@@ -279,6 +279,7 @@ void ElasticAgent::ExplainRestarts() {
     spdlog::warn("{}", FormatRestartSplit(split));
     seen_.records->RestartExplained(split);
     seen_.metrics.RestartExplained(split);
+    rendezvous_.ReportRestart(split);  // for the run's round table
   }
 }
 

@@ -1,43 +1,9 @@
 #include "agent/restart_timeline.h"
 
 #include <algorithm>
-
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include <iterator>
 
 namespace ddprun {
-namespace {
-
-std::string Millis(absl::Duration d) {
-  return absl::StrFormat("%.0f ms", absl::ToDoubleMilliseconds(d));
-}
-
-}  // namespace
-
-std::vector<std::pair<std::string, absl::Duration>> RestartSplit::Parts() const {
-  std::vector<std::pair<std::string, absl::Duration>> parts;
-  const std::pair<const char*, const std::optional<absl::Duration>*> all[] = {
-      {"detection", &detection}, {"stop", &stop},           {"rendezvous", &rendezvous},
-      {"spawn", &spawn},         {"connected", &connected}, {"barrier", &barrier}};
-  for (const auto& [name, part] : all) {
-    if (part->has_value()) parts.emplace_back(name, **part);
-  }
-  return parts;
-}
-
-std::string FormatRestartSplit(const RestartSplit& split) {
-  std::string line = absl::StrCat("restart ", split.restart_count, " (round ", split.round,
-                                  ") took ", Millis(split.total), " on this node:");
-  const char* separator = " ";
-  for (const auto& [name, part] : split.Parts()) {
-    const char* words = name == "connected" ? "every rank connected to the store"
-                        : name == "barrier" ? "store barrier passed"
-                                            : name.c_str();
-    absl::StrAppend(&line, separator, words, " ", Millis(part));
-    separator = ", ";
-  }
-  return line;
-}
 
 void RestartTimeline::Begin() {
   if (open_ && open_->started) Finish();
@@ -69,10 +35,11 @@ void RestartTimeline::RoundStarting(int64_t round, int restart_count, absl::Time
 void RestartTimeline::WorkersStarted(bool store_followed, absl::Time now) {
   if (!open_ || !open_->starting || open_->started) return;
   open_->started = now;
-  if (!store_followed) Finish();
+  if (!store_followed || !store_used_) Finish();
 }
 
 void RestartTimeline::EveryRankConnected(int64_t round, bool barrier_expected, absl::Time at) {
+  store_used_ = true;
   if (!open_ || !open_->started || open_->round != round || open_->connected) return;
   open_->connected = at;
   open_->awaits_barrier = barrier_expected;

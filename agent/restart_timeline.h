@@ -14,34 +14,12 @@
 
 #include <cstdint>
 #include <optional>
-#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "rendezvous/restart_split.h"
 
 namespace ddprun {
-
-/// One restart as this node saw it. A part is absent where this node did not see both of
-/// its ends: detection on a node whose workers did not fail, the store's parts on a node
-/// that does not serve the store, the barrier where the workers pass none (torch 2.1 and
-/// later without TORCH_DIST_INIT_BARRIER=1).
-struct RestartSplit {
-  int64_t round = 0;  // the round the job restarted into
-  int restart_count = 0;
-  std::optional<absl::Duration> detection;   // a worker's failure seen here -> the stop order
-  std::optional<absl::Duration> stop;        // -> every worker of the attempt has ended
-  std::optional<absl::Duration> rendezvous;  // -> the next round may start here
-  std::optional<absl::Duration> spawn;       // -> every worker of it started (or forked)
-  std::optional<absl::Duration> connected;   // -> every rank connected to the store
-  std::optional<absl::Duration> barrier;     // -> every rank passed the store barrier
-  absl::Duration total;                      // from the first part's start to the last's end
-
-  /// The parts that were seen, in order: (name, duration). Names as in metrics and events.
-  std::vector<std::pair<std::string, absl::Duration>> Parts() const;
-};
-
-/// "restart 2 (round 3) took 812 ms on this node: detection 1 ms, stop 40 ms, ..."
-std::string FormatRestartSplit(const RestartSplit& split);
 
 class RestartTimeline {
  public:
@@ -54,7 +32,9 @@ class RestartTimeline {
   /// The round `round` may start here (its assignment came, and its store may open).
   void RoundStarting(int64_t round, int restart_count, absl::Time now);
   /// Every worker of that round has been started. `store_followed`: this node serves the
-  /// round's store and reports its marks (StoreReached); else the split ends here.
+  /// round's store and reports its marks. The split ends here unless it does and an earlier
+  /// round's ranks were all seen on it: workers that never use the store (not torch, or
+  /// no init_process_group) must not hold the split open until the next failure.
   void WorkersStarted(bool store_followed, absl::Time now);
   /// The round's store saw every rank connect (kEveryRankConnected; `barrier_expected`: a
   /// store barrier follows) or pass its barrier (kBarrierPassed).
@@ -79,6 +59,7 @@ class RestartTimeline {
   void Finish();
 
   std::optional<Moments> open_;  // a restart under way
+  bool store_used_ = false;      // some round's ranks were all seen on the store
   std::vector<RestartSplit> done_;
 };
 

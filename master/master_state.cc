@@ -44,6 +44,8 @@ absl::Status MasterState::OnAgentMessage(Session* session, const pb::AgentMessag
       }
     } else if (message.has_stopped()) {
       run.rounds->ReportStopped(session->id(), message.stopped().round());
+    } else if (message.has_restart()) {
+      run.rounds->RestartExplained(session->id(), FromWire(message.restart()));
     } else if (message.has_stacks()) {
       MergeHangReport(run, *session, message.stacks());
     } else if (message.has_leave()) {

@@ -131,6 +131,10 @@ void GrpcRendezvous::ReportStopped(int64_t round) {
   stream_->Send(std::move(message));
 }
 
+void GrpcRendezvous::ReportRestart(const RestartSplit& split) {
+  stream_->Send(RestartSplitMessage(split));
+}
+
 void GrpcRendezvous::Heartbeat() { stream_->Send(HeartbeatMessage()); }
 
 void GrpcRendezvous::ReportStacks(int64_t round, int world_size, const std::string& cause,

@@ -79,6 +79,7 @@ class GrpcRendezvous : public RendezvousConnection {
   /// Connected: asks the master how the round gathers. Not: a TCP probe of its address, on
   /// a thread of its own (at most one at a time, bounded by kProbeTimeout), says who answers.
   void CheckProgress() override;
+  void ReportRestart(const RestartSplit& split) override;
   std::string store_addr() const override { return options_.endpoint; }
   absl::Duration heartbeat_interval() const override {
     return options_.settings.keep_alive_interval;

@@ -158,6 +158,13 @@ void FillRounds(const std::deque<RoundRecord>& history, const StatusClock& clock
     round->set_rendezvous_s(absl::ToDoubleSeconds(record.began - record.gathering_began));
     round->set_ended_by(record.ended_by);
     round->set_failed(record.root_cause.has_value());
+    if (record.restart) {
+      auto& restart_ms = *round->mutable_restart_ms();
+      for (const auto& [part, took] : record.restart->Parts()) {
+        restart_ms[part] = absl::ToDoubleMilliseconds(took);
+      }
+      restart_ms["total"] = absl::ToDoubleMilliseconds(record.restart->total);
+    }
   }
 }
 

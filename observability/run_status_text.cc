@@ -108,17 +108,36 @@ std::string Excluded(const v1::RunStatus& run) {
   return out;
 }
 
+// How long the restart into the round took, and its longest part: "1.399s (connected
+// 1.307s)"; "-" for the first round, or before a node has said.
+std::string RestartedIn(const v1::RoundStatus& r) {
+  auto total = r.restart_ms().find("total");
+  if (total == r.restart_ms().end()) return "-";
+  std::string longest;
+  double longest_ms = -1;
+  for (const char* part : {"detection", "stop", "rendezvous", "spawn", "connected", "barrier"}) {
+    auto it = r.restart_ms().find(part);
+    if (it != r.restart_ms().end() && it->second > longest_ms) {
+      longest = part;
+      longest_ms = it->second;
+    }
+  }
+  std::string out = Seconds(total->second / 1e3);
+  if (!longest.empty()) absl::StrAppend(&out, " (", longest, " ", Seconds(longest_ms / 1e3), ")");
+  return out;
+}
+
 std::string Rounds(const v1::RunStatus& run) {
   if (run.rounds().empty()) return "";
-  std::vector<Row> rows = {
-      {"ROUND", "RESTART", "NODES", "WORLD", "BEGAN", "RENDEZVOUS", "LASTED", "ENDED BY"}};
+  std::vector<Row> rows = {{"ROUND", "RESTART", "NODES", "WORLD", "BEGAN", "RENDEZVOUS",
+                            "RESTARTED IN", "LASTED", "ENDED BY"}};
   // The last ten: the rest is in --json.
   const int first = std::max(0, run.rounds_size() - 10);
   for (int i = first; i < run.rounds_size(); ++i) {
     const v1::RoundStatus& r = run.rounds(i);
     rows.push_back({absl::StrCat(r.round()), absl::StrCat(r.restart_count()),
                     absl::StrCat(r.nodes()), absl::StrCat(r.world_size()),
-                    WallTime(r.began_unix_s()), Seconds(r.rendezvous_s()),
+                    WallTime(r.began_unix_s()), Seconds(r.rendezvous_s()), RestartedIn(r),
                     r.ended_unix_s() > 0 ? Seconds(r.ended_unix_s() - r.began_unix_s()) : "runs",
                     Printable(r.ended_by())});
   }

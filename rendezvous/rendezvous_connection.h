@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "rendezvous/restart_split.h"
 #include "rendezvous/round_state_machine.h"
 #include "rendezvous/stack_report.h"
 
@@ -84,6 +85,9 @@ class RendezvousConnection {
   /// While this node waits for a round: find out how it goes, answered by a kProgress
   /// event. A one-node rendezvous never keeps a node waiting: no-op.
   virtual void CheckProgress() {}
+  /// Where the restart into `split.round` went on this node, for the run's round table. A
+  /// one-node rendezvous has no round table to show it: no-op.
+  virtual void ReportRestart(const RestartSplit& /*split*/) {}
 
   /// Where workers reach the Store service (DDPRUN_STORE_ADDR); empty when there is none.
   virtual std::string store_addr() const = 0;

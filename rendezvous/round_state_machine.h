@@ -29,6 +29,7 @@
 #include "common/natural_less.h"
 #include "rendezvous/node_health.h"
 #include "rendezvous/rendezvous_settings.h"
+#include "rendezvous/restart_split.h"
 #include "rendezvous/stack_report.h"
 
 namespace ddprun {
@@ -123,6 +124,9 @@ struct RoundRecord {
   absl::Time ended = absl::InfiniteFuture();  // InfiniteFuture while it runs
   std::string ended_by;                       // why it ended, once it has
   std::optional<ReportedFailure> root_cause;  // the earliest failure, when workers failed
+  // The restart into this round, each part the longest any node said (RestartExplained);
+  // none for the first round, or before a node has said.
+  std::optional<RestartSplit> restart;
 };
 
 /// A node of the run, as the status shows it.
@@ -193,6 +197,9 @@ class RoundStateMachine {
   /// After a restart in place: every worker this session's node ran in `round` has exited.
   /// Once every member has said so, group rank 0 is sent kOpenStore.
   void ReportStopped(SessionId session, int64_t round);
+  /// A node says where the restart into `split.round` went on it: kept in that round's
+  /// record, each part the longest any node said. Nothing for a round no longer recorded.
+  void RestartExplained(SessionId session, const RestartSplit& split);
   /// An operator ends the run (`ddprun stop`): every node stops its workers and exits (0, or 143
   /// in a job without a token: the agents decide).
   /// Nothing once it has ended.

@@ -24,6 +24,18 @@ void RoundStateMachine::EndRecord(const std::string& why, absl::Time now) {
   }
 }
 
+void RoundStateMachine::RestartExplained(SessionId session, const RestartSplit& split) {
+  if (nodes_.count(session) == 0) return;
+  auto record = std::find_if(history_.rbegin(), history_.rend(),
+                             [&](const RoundRecord& r) { return r.round == split.round; });
+  if (record == history_.rend()) return;
+  if (record->restart) {
+    record->restart->KeepLongest(split);
+  } else {
+    record->restart = split;
+  }
+}
+
 std::vector<NodeView> RoundStateMachine::Nodes() const {
   std::vector<NodeView> views;
   views.reserve(nodes_.size());

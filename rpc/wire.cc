@@ -78,6 +78,57 @@ v1::AgentMessage HeartbeatMessage(bool want_gathering) {
   return message;
 }
 
+namespace {
+
+// Each part of a split beside its wire fields: one table for both directions.
+struct SplitField {
+  std::optional<absl::Duration> RestartSplit::*part;
+  bool (v1::RestartSplit::*has)() const;
+  double (v1::RestartSplit::*get)() const;
+  void (v1::RestartSplit::*set)(double);
+};
+constexpr SplitField kSplitFields[] = {
+    {&RestartSplit::detection, &v1::RestartSplit::has_detection_ms, &v1::RestartSplit::detection_ms,
+     &v1::RestartSplit::set_detection_ms},
+    {&RestartSplit::stop, &v1::RestartSplit::has_stop_ms, &v1::RestartSplit::stop_ms,
+     &v1::RestartSplit::set_stop_ms},
+    {&RestartSplit::rendezvous, &v1::RestartSplit::has_rendezvous_ms,
+     &v1::RestartSplit::rendezvous_ms, &v1::RestartSplit::set_rendezvous_ms},
+    {&RestartSplit::spawn, &v1::RestartSplit::has_spawn_ms, &v1::RestartSplit::spawn_ms,
+     &v1::RestartSplit::set_spawn_ms},
+    {&RestartSplit::connected, &v1::RestartSplit::has_connected_ms, &v1::RestartSplit::connected_ms,
+     &v1::RestartSplit::set_connected_ms},
+    {&RestartSplit::barrier, &v1::RestartSplit::has_barrier_ms, &v1::RestartSplit::barrier_ms,
+     &v1::RestartSplit::set_barrier_ms},
+};
+
+}  // namespace
+
+v1::AgentMessage RestartSplitMessage(const RestartSplit& split) {
+  v1::AgentMessage message;
+  v1::RestartSplit* out = message.mutable_restart();
+  out->set_round(split.round);
+  out->set_restart_count(split.restart_count);
+  out->set_total_ms(absl::ToDoubleMilliseconds(split.total));
+  for (const SplitField& f : kSplitFields) {
+    if (const std::optional<absl::Duration>& part = split.*f.part) {
+      (out->*f.set)(absl::ToDoubleMilliseconds(*part));
+    }
+  }
+  return message;
+}
+
+RestartSplit FromWire(const v1::RestartSplit& in) {
+  RestartSplit split;
+  split.round = in.round();
+  split.restart_count = in.restart_count();
+  split.total = absl::Milliseconds(in.total_ms());
+  for (const SplitField& f : kSplitFields) {
+    if ((in.*f.has)()) split.*f.part = absl::Milliseconds((in.*f.get)());
+  }
+  return split;
+}
+
 v1::AgentMessage StackReportMessage(int64_t round, int world_size, const std::string& cause,
                                     const std::vector<RankStack>& stacks) {
   v1::AgentMessage message;

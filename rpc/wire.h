@@ -36,6 +36,9 @@ v1::AgentMessage HeartbeatMessage(bool want_gathering = false);
 v1::AgentMessage StackReportMessage(int64_t round, int world_size, const std::string& cause,
                                     const std::vector<RankStack>& stacks);
 v1::AgentMessage LeaveMessage(const std::string& reason);
+/// A restart's split, in milliseconds (the two directions of one mapping).
+v1::AgentMessage RestartSplitMessage(const RestartSplit& split);
+RestartSplit FromWire(const v1::RestartSplit& split);
 
 std::vector<RankStack> FromWire(const google::protobuf::RepeatedPtrField<v1::RankStack>& stacks);
 /// What the master sends every node after merging a StackReport into `report`.

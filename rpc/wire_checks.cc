@@ -94,6 +94,23 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
     }
   } else if (message.has_leave()) {
     checks.push_back(CheckLength("leave.reason", message.leave().reason(), 4096));
+  } else if (message.has_restart()) {
+    const v1::RestartSplit& r = message.restart();
+    checks.push_back(CheckRange("restart.round", r.round(), 0, int64_t{1} << 40));
+    checks.push_back(CheckRange("restart.restart_count", r.restart_count(), 0, 1 << 30));
+    constexpr int64_t kDayMs = 86400e3;  // no part of a restart is longer; NaN fails too
+    for (const auto& [field, ms] : {std::pair{"restart.total_ms", r.total_ms()},
+                                    {"restart.detection_ms", r.detection_ms()},
+                                    {"restart.stop_ms", r.stop_ms()},
+                                    {"restart.rendezvous_ms", r.rendezvous_ms()},
+                                    {"restart.spawn_ms", r.spawn_ms()},
+                                    {"restart.connected_ms", r.connected_ms()},
+                                    {"restart.barrier_ms", r.barrier_ms()}}) {
+      if (!(ms >= 0 && ms <= kDayMs)) {
+        checks.push_back(absl::InvalidArgumentError(
+            absl::StrCat(field, " is ", ms, "; it must be in [", 0, ", ", kDayMs, "]")));
+      }
+    }
   }
   for (absl::Status& s : checks) {
     if (!s.ok()) {

@@ -13,8 +13,10 @@ using ::testing::Pair;
 const absl::Time kStart = absl::UnixEpoch() + absl::Hours(1);
 absl::Time At(int ms) { return kStart + absl::Milliseconds(ms); }
 
-// A failure here, restarted into round 1 by 4 ms, on the node serving the store.
-void RestartUpToTheStore(RestartTimeline& timeline) {
+// A failure here, restarted into round 1 by 4 ms, on the node serving the store;
+// `store_used`: round 0's ranks had all reached the store.
+void RestartUpToTheStore(RestartTimeline& timeline, bool store_used = true) {
+  if (store_used) timeline.EveryRankConnected(0, false, At(-100));
   timeline.FailureSeen(At(0));
   timeline.StopOrdered(At(1));
   timeline.WorkersStopped(At(2));
@@ -25,6 +27,7 @@ void RestartUpToTheStore(RestartTimeline& timeline) {
 // The node whose worker failed, serving the store, with torch 1.13's barrier: every part.
 TEST(RestartTimelineTest, TheFailingNodeServingTheStoreSeesEveryPart) {
   RestartTimeline timeline;
+  timeline.EveryRankConnected(0, true, At(-100));  // round 0's ranks used the store
   timeline.FailureSeen(At(0));
   timeline.FailureSeen(At(1));  // a second rank: the first counts
   timeline.StopOrdered(At(3));
@@ -74,7 +77,7 @@ TEST(RestartTimelineTest, ANodeThatOnlyGotTheOrderAndServesNoStoreEndsAtSpawn) {
 TEST(RestartTimelineTest, WithoutABarrierTheSplitEndsWhenEveryRankConnected) {
   RestartTimeline timeline;
   RestartUpToTheStore(timeline);
-  timeline.EveryRankConnected(0, false, At(5));  // a mark of another round: not this one's
+  timeline.EveryRankConnected(0, false, At(5));  // a late mark of round 0: not this one's
   EXPECT_THAT(timeline.TakeSplits(), IsEmpty());
   timeline.EveryRankConnected(1, false, At(500));
   std::vector<RestartSplit> splits = timeline.TakeSplits();
@@ -101,6 +104,17 @@ TEST(RestartTimelineTest, AFailureBeforeTheStoreMarksEndsTheSplitAndBeginsTheNex
   ASSERT_EQ(splits.size(), 1u);
   EXPECT_EQ(splits[0].round, 2);
   EXPECT_EQ(splits[0].detection, absl::Milliseconds(10));
+}
+
+// Workers that never used the store (round 0's ranks were never all on it): the split ends
+// at spawn even on the node serving the store, not at the next failure.
+TEST(RestartTimelineTest, WorkersThatNeverUsedTheStoreEndTheSplitAtSpawn) {
+  RestartTimeline timeline;
+  RestartUpToTheStore(timeline, /*store_used=*/false);
+  std::vector<RestartSplit> splits = timeline.TakeSplits();
+  ASSERT_EQ(splits.size(), 1u);
+  EXPECT_EQ(splits[0].spawn, absl::Milliseconds(1));
+  EXPECT_FALSE(splits[0].connected.has_value());
 }
 
 // Workers that all ended before the order came took no time to stop; the first round is no

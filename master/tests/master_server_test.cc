@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -629,6 +630,35 @@ TEST(WireTest, WhatAnAgentSendsIsWithinTheLimitsAndEachLimitIsNamed) {
   pb::AgentMessage report;
   report.mutable_report()->add_failures()->set_message(std::string(70000, 'x'));
   EXPECT_THAT(refused(report), HasSubstr("report.failures.message has 70000 bytes"));
+}
+
+// A restart's split crosses the wire part for part, an absent part stays absent, and a part
+// that no restart could take (negative, NaN, over a day) is refused by name.
+TEST(WireTest, ARestartsSplitSurvivesTheWireAndItsBoundsAreNamed) {
+  RestartSplit split;
+  split.round = 3;
+  split.restart_count = 2;
+  split.stop = absl::Microseconds(40250);
+  split.connected = absl::Milliseconds(1307);
+  split.total = absl::Milliseconds(1400);
+  const pb::AgentMessage message = RestartSplitMessage(split);
+  EXPECT_TRUE(CheckLimits(message).ok());
+  const RestartSplit back = FromWire(message.restart());
+  EXPECT_EQ(back.round, 3);
+  EXPECT_EQ(back.restart_count, 2);
+  EXPECT_EQ(back.Parts(), split.Parts());
+  EXPECT_EQ(back.total, split.total);
+  EXPECT_FALSE(back.detection.has_value());
+  auto refused = [](pb::AgentMessage m) { return std::string(CheckLimits(m).message()); };
+  pb::AgentMessage bad = message;
+  bad.mutable_restart()->set_spawn_ms(-1);
+  EXPECT_THAT(refused(bad), HasSubstr("restart.spawn_ms is -1; it must be in [0, 86400000]"));
+  bad = message;
+  bad.mutable_restart()->set_total_ms(std::nan(""));
+  EXPECT_THAT(refused(bad), HasSubstr("restart.total_ms is nan"));
+  bad = message;
+  bad.mutable_restart()->set_round(-1);
+  EXPECT_THAT(refused(bad), HasSubstr("restart.round is -1"));
 }
 
 // A master serves the Store of the runs its agents joined only (a Store alone, for any run,

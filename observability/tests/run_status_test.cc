@@ -212,5 +212,53 @@ TEST(AgentMetricsTest, WorkersByStateAndExitsByCause) {
                               "code=\"SIGSEGV\"} 2"));
 }
 
+// Each node says where the restart into round 1 went on it; the round table keeps, for each
+// part, the longest any node said (the job waited for the slowest), and `ddprun status`
+// shows the total and its longest part.
+TEST_F(RunStatusTest, TheRoundTableKeepsTheLongestOfEachPartOfARestart) {
+  settings_.node_health.max_node_failures = 0;  // b stays in after its failure
+  rounds_ = std::make_unique<RoundStateMachine>(settings_, now_);
+  ASSERT_TRUE(rounds_->Join(1, Node("a"), now_).ok());
+  ASSERT_TRUE(rounds_->Join(2, Node("b"), now_).ok());
+  ReportedFailure f;
+  f.rank = 3;
+  f.exit_code = 1;
+  rounds_->ReportFailure(2, 0, {f}, now_);
+  ASSERT_TRUE(rounds_->Join(1, Node("a"), now_).ok());
+  ASSERT_TRUE(rounds_->Join(2, Node("b"), now_).ok());
+  ASSERT_EQ(rounds_->round(), 1);
+  RestartSplit a;  // served the store
+  a.round = 1;
+  a.stop = absl::Milliseconds(20);
+  a.spawn = absl::Milliseconds(15);
+  a.connected = absl::Milliseconds(1307);
+  a.total = absl::Milliseconds(1342);
+  RestartSplit b;  // its worker failed
+  b.round = 1;
+  b.detection = absl::Milliseconds(4);
+  b.stop = absl::Milliseconds(32);
+  b.spawn = absl::Milliseconds(4);
+  b.total = absl::Milliseconds(40);
+  rounds_->RestartExplained(1, a);
+  rounds_->RestartExplained(2, b);
+  RestartSplit stray = b;
+  stray.round = 7;  // no such round: nothing
+  rounds_->RestartExplained(2, stray);
+  rounds_->RestartExplained(9, b);  // no such session: nothing
+  const v1::RunStatus s = Status();
+  ASSERT_EQ(s.rounds_size(), 2);
+  EXPECT_TRUE(s.rounds(0).restart_ms().empty()) << "the first round is no restart";
+  const auto& ms = s.rounds(1).restart_ms();
+  EXPECT_EQ(ms.size(), 5u);
+  EXPECT_DOUBLE_EQ(ms.at("detection"), 4);
+  EXPECT_DOUBLE_EQ(ms.at("stop"), 32);
+  EXPECT_DOUBLE_EQ(ms.at("spawn"), 15);
+  EXPECT_DOUBLE_EQ(ms.at("connected"), 1307);
+  EXPECT_DOUBLE_EQ(ms.at("total"), 1342);
+  const std::string text = FormatRunStatus(s);
+  EXPECT_THAT(text, HasSubstr("RESTARTED IN"));
+  EXPECT_THAT(text, HasSubstr("1.342s (connected 1.307s)"));
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -46,6 +46,7 @@ TEST(EventsCompat, TorchsEventClassesReadEveryLineOfARestartedJob) {
                   "0 - False",
                   "torchelastic.worker.status.START WORKER 0 START 1 1 None False",
                   "torchelastic.worker.status.START WORKER 1 START 1 1 None False",
+                  "torchelastic.worker.status.RESTARTED AGENT None RESTARTED 1 1 - False",
                   "torchelastic.worker.status.SUCCEEDED WORKER 0 SUCCEEDED 1 1 None False",
                   "torchelastic.worker.status.SUCCEEDED WORKER 1 SUCCEEDED 1 1 None False",
                   "torchelastic.worker.status.SUCCEEDED AGENT None SUCCEEDED 1 1 - False"));

@@ -2,7 +2,10 @@
 // (c10d on loopback) run restart_split_job.py, whose rank 1 exits after its first
 // all-reduce. Group rank 0's agent serves the workers' store and sees the whole split, down
 // to every rank connected to the store and past its barrier; the other sees the stop, the
-// rendezvous and the spawn. Each says it in one line, an event record and its metrics.
+// rendezvous and the spawn. Each says it in one line, an event record and its metrics, and
+// the master keeps the longest of each part in the run's round table (`ddprun status`, the
+// status page's /api/v1/status). The second agent is told it does not host the master
+// (is_host=0), so that the test knows whose --metrics-port serves the status.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -29,6 +32,8 @@ struct SplitRun {
   ProcessResult host, other;  // group rank 0's agent (the first to join), and the other's
   std::string host_records, other_records;
   std::string host_metrics;  // scraped while attempt 1 ran
+  std::string status_json;   // /api/v1/status once round 1's restart is in the round table
+  ProcessResult status;      // `ddprun status --rdzv-id=split` then
 };
 
 SplitRun RunCrashingJob(const std::string& python,
@@ -50,7 +55,8 @@ SplitRun RunCrashingJob(const std::string& python,
         "--node-rank",
         absl::StrCat(node),
         absl::StrCat("--event-log-handler=file:", out / "records.", node)};
-    if (node == 0) argv.push_back(absl::StrCat("--metrics-port=", metrics_port));
+    argv.push_back(node == 0 ? absl::StrCat("--metrics-port=", metrics_port)
+                             : "--rdzv-conf=is_host=0");
     argv.insert(argv.end(), {kCompatDir + "/restart_split_job.py", out.path()});
     agents.push_back(ChildProcess::Start(argv, env));
   }
@@ -66,6 +72,15 @@ SplitRun RunCrashingJob(const std::string& python,
       << agents[0]->ErrSoFar() << agents[1]->ErrSoFar();
   // Every rank runs attempt 1: group rank 0's agent has seen them all past the store.
   run.host_metrics = HttpGet(metrics_port, "/metrics").body;
+  // Its split reaches the master a moment later, on its session.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        run.status_json = HttpGet(metrics_port, "/api/v1/status?run_id=split").body;
+        return run.status_json.find("\"connected\"") != std::string::npos;
+      },
+      absl::Seconds(30)))
+      << run.status_json;
+  run.status = RunProcess({kDdprun, "status", "--rdzv-id=split", endpoint}, {}, absl::Seconds(30));
   out.Write("go", "");
   run.host = agents[0]->Wait(absl::Seconds(120));
   run.other = agents[1]->Wait(absl::Seconds(120));
@@ -118,6 +133,18 @@ TEST(RestartSplitCompat, EveryPartOfARestartIsSaidInTheLogTheRecordsAndTheMetric
   EXPECT_THAT(run.host_metrics,
               HasSubstr("ddprun_agent_restart_seconds_bucket{run_id=\"split\",part=\"total\","
                         "le=\"+Inf\"} 1"));
+
+  // The round table: round 1's restart, each part the longest any node said.
+  EXPECT_EQ(CountMatches(run.status_json, R"("restart_ms":\{("[a-z]+":[0-9.e+-]+,?){7}\})"), 1)
+      << run.status_json;
+  for (const char* part :
+       {"detection", "stop", "rendezvous", "spawn", "connected", "barrier", "total"}) {
+    EXPECT_THAT(run.status_json, HasSubstr(absl::StrCat("\"", part, "\":"))) << part;
+  }
+  ASSERT_EQ(run.status.exit_code, 0) << run.status.err;
+  EXPECT_THAT(run.status.out, HasSubstr("RESTARTED IN"));
+  EXPECT_EQ(CountMatches(run.status.out, R"([0-9.]+m?s \([a-z]+ [0-9.]+m?s\))"), 1)
+      << "round 1's restart and its longest part: " << run.status.out;
 }
 
 class Torch2RestartSplit : public ::testing::Test {

@@ -7,11 +7,13 @@ The job's workers run in `crash-until 2` mode with JOB_DIR/pause.0 and pause.1 (
 test_worker.cc): rank 1 crashes when JOB_DIR/go.0 appears. The page is opened while the first
 node waits for the second: it must say that no round has begun and why it waits; then
 JOB_DIR/seen.gathering is written (the test starts the second node). It must show round 0,
-then, without a reload, round 1 and the failure. Prints what it saw (how long after the
+then, without a reload, round 1, the failure, and in the rounds table where round 1's
+restart went. Prints what it saw (how long after the
 crash: bench/observability.py measures that figure); exits non-zero on any failure. Writes a
 screenshot of the page after the failure to SCREENSHOT.
 """
 import os
+import re
 import sys
 import time
 
@@ -69,6 +71,11 @@ def main():
         if marked != ["1"]:
             raise SystemExit(f"the grid marks ranks {marked} as failed, not rank 1")
         rounds = driver.find_elements(By.CSS_SELECTOR, "#rounds tbody tr")
+        # Round 1's restart, part by part, once its nodes have said (column 6: restarted in).
+        split = lambda: driver.find_element(
+            By.CSS_SELECTOR, '#rounds tbody tr[data-round="1"] td:nth-child(6)').text
+        wait_for(driver, "round 1's restart split", lambda: re.fullmatch(
+            r"\d+ ms: (detection \d+, )?stop \d+, rendezvous \d+, spawn \d+", split()), 10)
         failure = text(driver, "failure")
         if "fails on purpose" not in failure:
             raise SystemExit(f"the failure report lacks the worker's stderr: {failure!r}")

@@ -191,9 +191,12 @@ def reseed_generators():
     # Seeded from the OS in a fresh process; a forked one would share the pool's state with
     # every other worker. Python's `random` reseeds itself after a fork. torch's CUDA
     # generators start from a fixed seed in a fresh process too, so they are left alone.
-    if "numpy" in sys.modules:
-        import numpy.random
-        numpy.random.seed()
+    # numpy's legacy generator is made (from the OS) when numpy.random is first imported:
+    # only one the pool imported is shared; importing it here would load modules a started
+    # worker does not have.
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None:
+        numpy_random.seed()
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "default_generator"):
         torch.default_generator.seed()
@@ -204,7 +207,8 @@ def main_of(argv):
     sys.orig_argv = list(argv)
     rest = argv[2:]  # after the interpreter and -u
     main = types.ModuleType("__main__")
-    main.__annotations__ = {}
+    if sys.version_info < (3, 14):  # 3.14's modules annotate lazily (PEP 649): no such key
+        main.__annotations__ = {}
     main.__builtins__ = sys.modules["builtins"]
     sys.modules["__main__"] = main
     if rest[0] == "-m":

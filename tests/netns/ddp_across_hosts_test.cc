@@ -178,6 +178,40 @@ TEST_F(DdpAcrossHosts, ACrashOnTheSecondHostRestartsBothAndTrainsTheSame) {
   ExpectHostsEmpty(2);
 }
 
+// The same crash with --preload=torch on both hosts: every attempt's workers are forked from
+// each host's warm pool, and the job ends bit for bit as without it (parameters and losses
+// of every rank). Host 1 serves the workers' store: its restart's split reaches the store.
+TEST_F(DdpAcrossHosts, WithTheWarmPoolACrashTrainsBitForBitAsWithoutIt) {
+  MakeHosts(2);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  TempDir started, forked;
+  for (TempDir* out : {&started, &forked}) {
+    std::vector<std::string> options = C10d("2", NetnsCluster::Address(1), {"--max_restarts=1"});
+    if (out == &forked) options.push_back("--preload=torch");
+    auto a = Ddprun(1, options, *out, {"--crash", "2:5"});
+    auto b = Ddprun(2, options, *out, {"--crash", "2:5"});
+    ProcessResult ra = a->Wait(absl::Seconds(180));
+    ProcessResult rb = b->Wait(absl::Seconds(180));
+    ASSERT_EQ(ra.exit_code, 0) << ra.err;
+    ASSERT_EQ(rb.exit_code, 0) << rb.err;
+    if (out == &forked) {
+      for (const ProcessResult* r : {&ra, &rb}) {
+        EXPECT_THAT(r->err, HasSubstr("workers are forked from it")) << r->err;
+        EXPECT_THAT(r->err, ::testing::Not(HasSubstr("--preload: workers start the usual way")));
+      }
+    }
+    EXPECT_THAT(ra.err, ::testing::ContainsRegex("restart 1 \\(round 1\\) took [0-9]+ ms on this "
+                                                 "node: .*every rank connected to the store"))
+        << ra.err;
+  }
+  EXPECT_EQ(ExpectTrained(forked, 4), ExpectTrained(started, 4));
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string file = absl::StrCat("rank", rank, ".txt");
+    EXPECT_EQ(ReadFile(forked / file), ReadFile(started / file)) << file;
+  }
+  ExpectHostsEmpty(2);
+}
+
 // The endpoint is a third host running ddprun-master: group rank 0's node hosts nothing, and
 // its workers' store is reached at the address the master saw its agent connect from.
 TEST_F(DdpAcrossHosts, RankZeroOnAHostThatIsNotTheEndpoint) {

@@ -5,6 +5,10 @@
                node and 2 and 4 agents (log scale)
   scale.png    rendezvous round and restart round against N simulated agents, ddprun-master
                and the bare gRPC floor, sessions over 64 connections and one per agent
+  torch_restart.png
+               a real PyTorch job's crash -> every rank past its first all-reduce, split
+               where each rank's steps fall: script running, import torch, process group,
+               first all-reduce; ddprun --preload, ddprun and torchrun, 1x8 and 2x2
 
   bench/plot.py RESULTS_DIR
 """
@@ -94,9 +98,44 @@ plot {plots}
 """
 
 
+def torch_restart_plot(results):
+    runs = load(results, "torch_restart.json")
+    if not runs:
+        return None
+    # Each bar stacks the medians' steps: the first line, then what each next step added.
+    steps = [("first_line_ms", "launcher + interpreter"), ("imported_ms", "import torch"),
+             ("grouped_ms", "init_process_group"), ("all_reduce_ms", "first all-reduce")]
+    data = os.path.join(results, "torch_restart.dat")
+    with open(data, "w") as f:
+        f.write("# case " + " ".join(name for _, name in steps) + "\n")
+        for shape, by_launcher in runs.items():
+            for launcher in ("ddprun --preload", "ddprun", "torchrun"):
+                r = by_launcher.get(launcher, {})
+                if not all(r.get(key) for key, _ in steps):
+                    continue
+                marks = [r[key]["median"] for key, _ in steps]
+                parts = [marks[0]] + [max(0.0, b - a) for a, b in zip(marks, marks[1:])]
+                f.write(f'"{shape} {launcher}" ' + " ".join(f"{v:.1f}" for v in parts) + "\n")
+    cols = ", ".join(f"'{data}' using {i + 2}{':xtic(1)' if i == 0 else ''} title '{name}'"
+                     for i, (_, name) in enumerate(steps))
+    return f"""
+set terminal pngcairo size 1000,480 noenhanced
+set output '{os.path.join(results, "torch_restart.png")}'
+set title 'A PyTorch DDP job: crash -> every rank past each step (median, ms)'
+set style data histograms
+set style histogram rowstacked
+set style fill solid border -1
+set boxwidth 0.6
+set xtics rotate by -20
+set key outside right top
+set grid ytics
+plot {cols}
+"""
+
+
 def main():
     results = sys.argv[1]
-    for script in (restart_plot(results), scale_plot(results)):
+    for script in (restart_plot(results), scale_plot(results), torch_restart_plot(results)):
         if script:
             subprocess.run(["gnuplot"], input=script, text=True, check=True)
     print("plots in", results)

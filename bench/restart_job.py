@@ -5,6 +5,10 @@ the first all-reduce (DDP's first backward) done. In the first attempt, once eve
 past a few steps, rank <crash_rank> writes <out>/crash and exits 1; the others wait to be
 stopped. The second attempt passes a barrier and ends.
 
+The attempt is 1 once <out>/crash exists, not TORCHELASTIC_RESTART_COUNT: torchrun 1.13's
+nodes disagree on that count after a crash on one of them (the other restarts for a "new
+node" and spends no restart), and a job that trusted it would wait forever.
+
   restart_job.py OUT CRASH_RANK
 """
 import time
@@ -22,7 +26,8 @@ imported = time.time()
 
 def main():
     out, crash_rank = sys.argv[1], int(sys.argv[2])
-    rank, attempt = int(os.environ["RANK"]), os.environ["TORCHELASTIC_RESTART_COUNT"]
+    rank = int(os.environ["RANK"])
+    attempt = "1" if os.path.exists(os.path.join(out, "crash")) else "0"
     dist.init_process_group("gloo", init_method="env://")
     grouped = time.time()
     model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(64, 64))

@@ -19,7 +19,12 @@ attempt is past each step of its start (each rank writes those times itself):
 For ddprun, from its log (LOGLEVEL=DEBUG): detected_ms (crash -> the agent's "failed" line),
 started_ms (crash -> the last agent's "attempt 1: started" line) and fork_to_script_ms (per
 worker of the second attempt: from the moment the agent began to start it to its script's
-first line; the median over workers).
+first line; the median over workers), and the restart's split the agents print
+(docs/observability.md#every-restart-explained), each part the longest any agent said:
+split_detection_ms, split_stop_ms, split_rendezvous_ms, split_spawn_ms, split_connected_ms
+(every rank's store client connected: the interpreter, imports and the script up to
+init_process_group), split_barrier_ms, split_total_ms. A one-node job's store is in its rank
+0 worker: its split ends at spawn.
 
 Shapes: 1x8 (one node, 8 workers, --standalone) and 2x2 (two agents on loopback, c10d, 2
 workers each; ddprun's agents tell themselves apart by --local-addr=127.0.0.N, torch 1.13's by
@@ -46,6 +51,10 @@ JOB = os.path.join(HERE, "restart_job.py")
 SHAPES = {"1x8": (1, 8, 5), "2x2": (2, 2, 3)}  # nodes, workers per node, the rank that crashes
 LOG_LINE = re.compile(r"^\[ddprun\] (\S+ \S+) \w+: (.*)$")
 STARTED = re.compile(r"started local_rank=\d+ rank=(\d+) pid=\d+ in ([0-9.]+) ms")
+SPLIT = re.compile(r"restart 1 \(round \d+\) took (\d+) ms on this node: (.*)$")
+SPLIT_PART = re.compile(r"(detection|stop|rendezvous|spawn|every rank connected to the store|"
+                        r"store barrier passed) (\d+) ms")
+PART_NAMES = {"every rank connected to the store": "connected", "store barrier passed": "barrier"}
 
 
 def commands(launcher, shape, out, port):
@@ -89,6 +98,7 @@ def from_logs(logs, crash, first_lines):
     """ddprun's own view: detection, workers started, and each worker's fork (or spawn) to
     its script's first line."""
     detected, started, fork_to_script = [], [], []
+    split = {}  # each part of the restart's split, the longest any agent said (as the master)
     for text in logs:
         attempt = -1  # of this agent
         for when, message in log_lines(text):
@@ -98,11 +108,17 @@ def from_logs(logs, crash, first_lines):
                 attempt += 1
                 if attempt == 1:
                     started.append(when)
+            m = SPLIT.match(message)
+            if m:
+                parts = [("total", m[1])] + SPLIT_PART.findall(m[2])
+                for name, ms in parts:
+                    key = f"split_{PART_NAMES.get(name, name)}_ms"
+                    split[key] = max(split.get(key, 0), float(ms))
             m = STARTED.search(message)
             if m and when > crash:  # a worker of the second attempt
                 rank, took = int(m[1]), float(m[2]) / 1000
                 fork_to_script.append((first_lines[rank] - (when - took)) * 1000)
-    out = {}
+    out = dict(split)
     if detected:
         out["detected_ms"] = (min(detected) - crash) * 1000
     if started:
@@ -178,7 +194,9 @@ def main():
 def print_shape(shape, by_launcher):
     print(f"\n{shape}: crash -> every rank past each step (median ms, min-max, n)")
     metrics = ["first_line_ms", "imported_ms", "grouped_ms", "all_reduce_ms", "detected_ms",
-               "started_ms", "fork_to_script_ms", "launch_ms"]
+               "started_ms", "fork_to_script_ms", "launch_ms", "split_detection_ms",
+               "split_stop_ms", "split_rendezvous_ms", "split_spawn_ms", "split_connected_ms",
+               "split_barrier_ms", "split_total_ms"]
     print(f"{'':<20}" + "".join(f"{l:>28}" for l in by_launcher))
     for m in metrics:
         cells = ""

@@ -277,6 +277,29 @@ TEST(BenchTools, AMultiNodeRestartIsWithinTenTimesItsDocumentedFigure) {
   }
 }
 
+// A PyTorch job's restart under the three launchers, one run of 2x2: every launcher's job
+// ends (torchrun's nodes disagree on TORCHELASTIC_RESTART_COUNT, and a job that trusted it
+// waited forever), and ddprun's split comes from its agents' own line.
+TEST(BenchTools, TheTorchRestartScriptRunsEveryLauncherEndToEnd) {
+  TempDir dir;
+  ProcessResult run =
+      RunProcess({"/usr/bin/python3", kSource + "/bench/torch_restart.py",
+                  "--ddprun=" + kBuild + "/launcher/ddprun", "--runs=1", "--shapes", "2x2",
+                  "--timeout=120", "--json", dir.path() + "/torch_restart.json"},
+                 {}, absl::Seconds(400));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.err, ::testing::Not(HasSubstr(": exit ["))) << "a launcher's job failed";
+  const std::string json = ReadFile(dir / "torch_restart.json");
+  for (const char* launcher : {"ddprun --preload", "ddprun", "torchrun"}) {
+    EXPECT_THAT(json, ::testing::ContainsRegex(absl::StrCat(
+                          "\"", launcher, "\": \\{[^}]*\"all_reduce_ms\": \\{[^}]*\"n\": 1")))
+        << launcher << ": " << json;
+  }
+  EXPECT_THAT(json, ::testing::ContainsRegex(
+                        "\"ddprun --preload\": \\{.*\"split_connected_ms\": \\{[^}]*\"n\": 1"));
+  EXPECT_THAT(run.out, HasSubstr("all_reduce: torchrun / ddprun --preload = "));
+}
+
 TEST(BenchTools, TheHangsScriptRunsEndToEnd) {
   TempDir dir;
   ProcessResult hangs = RunProcess(

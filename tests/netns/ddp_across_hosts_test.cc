@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/small_file.h"
+#include "tests/compat/compat_paths.h"
 #include "tests/compat/ddp_results.h"
 #include "tests/compat/hang_job.h"
 #include "tests/netns/netns_cluster.h"
@@ -26,7 +27,6 @@ namespace {
 using ::testing::AnyOf;
 using ::testing::HasSubstr;
 
-const std::string kPython = "/usr/bin/python3";
 const std::string kTrain = kSourceDir + "/tests/compat/ddp_train.py";
 const std::string kMaster = DDPRUN_MASTER_BIN;
 constexpr int kPort = 29500;
@@ -42,13 +42,14 @@ class DdpAcrossHosts : public ::testing::Test {
   // ddprun on `host` with `options`, training into `out` (ddp_train.py `script_args`).
   std::unique_ptr<ChildProcess> Ddprun(int host, const std::vector<std::string>& options,
                                        const TempDir& out,
-                                       const std::vector<std::string>& script_args = {}) {
+                                       const std::vector<std::string>& script_args = {},
+                                       const std::string& python = kPython) {
     std::vector<std::string> argv = {kDdprun};
     argv.insert(argv.end(), options.begin(), options.end());
     argv.push_back(kTrain);
     argv.push_back(out.path());
     argv.insert(argv.end(), script_args.begin(), script_args.end());
-    return cluster_->Start(host, argv, {{"PYTHON_EXEC", kPython}, {"LOGLEVEL", "INFO"}});
+    return cluster_->Start(host, argv, {{"PYTHON_EXEC", python}, {"LOGLEVEL", "INFO"}});
   }
 
   // torchrun's c10d form, the same on every host.
@@ -94,6 +95,9 @@ class DdpAcrossHosts : public ::testing::Test {
     ExpectMeetingAt(out, 4, addr, kPort);
     ExpectHostsEmpty(2);
   }
+
+  // A crashed job on hosts 1 and 2 with `python`, without and with --preload=torch.
+  void TrainWithAndWithoutThePool(const std::string& python);
 
   std::unique_ptr<NetnsCluster> cluster_;
 };
@@ -181,15 +185,26 @@ TEST_F(DdpAcrossHosts, ACrashOnTheSecondHostRestartsBothAndTrainsTheSame) {
 // The same crash with --preload=torch on both hosts: every attempt's workers are forked from
 // each host's warm pool, and the job ends bit for bit as without it (parameters and losses
 // of every rank). Host 1 serves the workers' store: its restart's split reaches the store.
+// With Debian's torch 1.13, and with the torch 2.x root when there is one.
 TEST_F(DdpAcrossHosts, WithTheWarmPoolACrashTrainsBitForBitAsWithoutIt) {
   MakeHosts(2);
   if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  std::vector<std::string> pythons = {kPython};
+  if (WhyNoTorch2().empty()) pythons.push_back(kTorch2Python);
+  for (const std::string& python : pythons) {
+    SCOPED_TRACE(python);
+    TrainWithAndWithoutThePool(python);
+  }
+  ExpectHostsEmpty(2);
+}
+
+void DdpAcrossHosts::TrainWithAndWithoutThePool(const std::string& python) {
   TempDir started, forked;
   for (TempDir* out : {&started, &forked}) {
     std::vector<std::string> options = C10d("2", NetnsCluster::Address(1), {"--max_restarts=1"});
     if (out == &forked) options.push_back("--preload=torch");
-    auto a = Ddprun(1, options, *out, {"--crash", "2:5"});
-    auto b = Ddprun(2, options, *out, {"--crash", "2:5"});
+    auto a = Ddprun(1, options, *out, {"--crash", "2:5"}, python);
+    auto b = Ddprun(2, options, *out, {"--crash", "2:5"}, python);
     ProcessResult ra = a->Wait(absl::Seconds(180));
     ProcessResult rb = b->Wait(absl::Seconds(180));
     ASSERT_EQ(ra.exit_code, 0) << ra.err;
@@ -209,7 +224,6 @@ TEST_F(DdpAcrossHosts, WithTheWarmPoolACrashTrainsBitForBitAsWithoutIt) {
     const std::string file = absl::StrCat("rank", rank, ".txt");
     EXPECT_EQ(ReadFile(forked / file), ReadFile(started / file)) << file;
   }
-  ExpectHostsEmpty(2);
 }
 
 // The endpoint is a third host running ddprun-master: group rank 0's node hosts nothing, and

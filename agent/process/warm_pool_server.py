@@ -235,27 +235,32 @@ def main_of(argv):
 
 
 def fork_worker(sock, request, fds):
-    # The helper's answer comes through a pipe, and the pool passes it on: it need not wait
-    # for the helper to exit (tearing its copy of the address space down takes as long as
-    # the fork), and a helper that dies without answering is seen (end of file).
-    answer_r, answer_w = os.pipe()
+    # The helper answers the agent itself, before it exits: its worker runs only once the
+    # helper has exited (become_worker), so the agent has the worker's pid before the worker
+    # does anything, even if this interpreter dies meanwhile. The helper then notes on a pipe
+    # that it answered: the pool need not wait for it to exit (tearing its copy of the address
+    # space down takes as long as the fork), and a helper that dies without answering is seen
+    # (end of file), and said for it.
+    answered_r, answered_w = os.pipe()
     pid = os.fork()
     if pid:
-        os.close(answer_w)
+        os.close(answered_w)
         for fd in fds.values():
             os.close(fd)
-        answer = os.read(answer_r, 4096)
-        os.close(answer_r)
-        if answer:
-            sock.send(answer)
-        else:
+        answered = os.read(answered_r, 1)
+        os.close(answered_r)
+        if not answered:
             _, status = os.waitpid(pid, 0)
             send(sock, "error", "fork", 0, f"the fork helper ended with status {status}")
         return None
-    os.close(answer_r)
+    os.close(answered_r)
 
     def answer(*fields):
-        os.write(answer_w, b"\0".join(str(f).encode() for f in fields))
+        try:
+            send(sock, *fields)
+        except OSError:
+            os._exit(1)  # the agent is gone
+        os.write(answered_w, b"1")
         os._exit(0)
 
     try:
@@ -284,7 +289,7 @@ def fork_worker(sock, request, fds):
         os.close(grouped_w)
         os.read(grouped_r, 1)  # or end of file: it died, and the agent reaps it
         answer("pid", worker, mempolicy_errno)
-    os.close(answer_w)
+    os.close(answered_w)
     os.close(grouped_r)
     try:
         return become_worker(sock, request, fds, helper, grouped_w)

@@ -10,6 +10,7 @@
 
 #include <regex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "tests/support/child_process.h"
@@ -119,7 +120,13 @@ TEST(WarmPool, AnInterpreterKilledMidJobIsReplacedByStartedWorkers) {
   Job job;
   job.Module("preloaded", "VALUE = 4\n");
   auto agent = ChildProcess::Start(job.Argv("preloaded", /*wait_for_go=*/true), job.env);
-  ASSERT_TRUE(WaitUntil([&] { return FileExists(job.dir / "running.1"); }, absl::Seconds(60)))
+  // Mid-job: both workers run, and the agent has said so (it holds both pids).
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return FileExists(job.dir / "running.0") && FileExists(job.dir / "running.1") &&
+               absl::StrContains(agent->ErrSoFar(), "attempt 0: started 2 workers");
+      },
+      absl::Seconds(60)))
       << agent->ErrSoFar();
   const pid_t pool = PoolPid(agent->ErrSoFar());
   ASSERT_GT(pool, 0) << agent->ErrSoFar();

@@ -58,7 +58,7 @@ void RestartTimeline::RunEnded() {
 }
 
 void RestartTimeline::Finish() {
-  const Moments& m = *open_;
+  const RestartMoments& m = *open_;
   // In the order they happen; each part runs from the latest moment seen before its own
   // (workers that all ended before the order came took no time to stop).
   const std::optional<absl::Time> moments[] = {m.failed,  m.stop_ordered, m.stopped, m.starting,

@@ -21,6 +21,15 @@
 
 namespace ddprun {
 
+/// The moments of a restart under way, as RestartTimeline records them; unset: not reached
+/// (or not seen here).
+struct RestartMoments {
+  std::optional<absl::Time> failed, stop_ordered, stopped, starting, started, connected, barrier;
+  int64_t round = -1;
+  int restart_count = 0;
+  bool awaits_barrier = false;
+};
+
 class RestartTimeline {
  public:
   /// A worker of the running attempt failed (or was found hung) on this node.
@@ -47,19 +56,12 @@ class RestartTimeline {
   std::vector<RestartSplit> TakeSplits() { return std::exchange(done_, {}); }
 
  private:
-  // The moments of the restart under way; unset: not reached (or not seen here).
-  struct Moments {
-    std::optional<absl::Time> failed, stop_ordered, stopped, starting, started, connected, barrier;
-    int64_t round = -1;
-    int restart_count = 0;
-    bool awaits_barrier = false;
-  };
   // A new restart begins: the one awaiting store marks ends with what was seen.
   void Begin();
   void Finish();
 
-  std::optional<Moments> open_;  // a restart under way
-  bool store_used_ = false;      // some round's ranks were all seen on the store
+  std::optional<RestartMoments> open_;  // a restart under way
+  bool store_used_ = false;             // some round's ranks were all seen on the store
   std::vector<RestartSplit> done_;
 };
 

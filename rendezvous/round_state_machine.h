@@ -197,8 +197,9 @@ class RoundStateMachine {
   /// After a restart in place: every worker this session's node ran in `round` has exited.
   /// Once every member has said so, group rank 0 is sent kOpenStore.
   void ReportStopped(SessionId session, int64_t round);
-  /// A node says where the restart into `split.round` went on it: kept in that round's
-  /// record, each part the longest any node said. Nothing for a round no longer recorded.
+  /// A member of the running round says where the restart into it went on its node: kept
+  /// in the round's record, each part the longest any member said. Nothing from a session
+  /// that is no member, or about another round.
   void RestartExplained(SessionId session, const RestartSplit& split);
   /// An operator ends the run (`ddprun stop`): every node stops its workers and exits (0, or 143
   /// in a job without a token: the agents decide).

@@ -25,14 +25,18 @@ void RoundStateMachine::EndRecord(const std::string& why, absl::Time now) {
 }
 
 void RoundStateMachine::RestartExplained(SessionId session, const RestartSplit& split) {
-  if (nodes_.count(session) == 0) return;
-  auto record = std::find_if(history_.rbegin(), history_.rend(),
-                             [&](const RoundRecord& r) { return r.round == split.round; });
-  if (record == history_.rend()) return;
-  if (record->restart) {
-    record->restart->KeepLongest(split);
+  // Only a member of the running round speaks of the restart into it: a node that left, or
+  // a stray session, cannot touch the table.
+  auto node = nodes_.find(session);
+  if (node == nodes_.end() || !node->second.member || history_.empty() ||
+      history_.back().round != split.round || split.round != round_) {
+    return;
+  }
+  std::optional<RestartSplit>& restart = history_.back().restart;
+  if (restart) {
+    restart->KeepLongest(split);
   } else {
-    record->restart = split;
+    restart = split;
   }
 }
 

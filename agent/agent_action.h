@@ -17,7 +17,8 @@ struct AgentAction {
   enum class Kind {
     kCheckHealth,          // run the node's health checks; answer HealthChecked
     kJoin,                 // ask for the next round; `assignment`: the last one this node ran;
-                           // `text`: why its health check failed (it then stays out)
+                           // `text`: why its health check failed (it then stays out); with
+                           // `resume`: ask for its place back in `assignment`, which it runs
     kReconnect,            // open a new session to the master (a kJoin follows)
     kOpenStoreRound,       // the workers' store serves `assignment`'s round from now on
     kStartWorkers,         // `assignment`: the round to run
@@ -34,6 +35,8 @@ struct AgentAction {
     kReportStopped,        // a restart in place: every worker of `round` has exited
     kHeartbeat,            // proof of life to the master
     kCheckProgress,        // waiting for a round: find out how it goes; answer Progress
+    kCheckReach,           // the master lost: does the host of `text` (host:port: group rank
+                           // 0's store, or group rank 1's) answer? answer JobReach
     kEndStoreRound,        // the round is over everywhere: the workers' store closes connections
     kCloseAttempt,         // all workers exited: drain output, kill strays; answer AttemptClosed
     kWriteStopSummary,     // the job was stopped by `signal`: say so on stderr
@@ -47,6 +50,7 @@ struct AgentAction {
   int signal = 0;
   int64_t round = 0;
   int exit_code = 0;
+  bool resume = false;  // kJoin
   LogLevel level = LogLevel::kInfo;
   std::string text;
 };

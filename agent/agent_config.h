@@ -52,6 +52,9 @@ struct AgentConfig {
   // How long an agent waits for the master to answer one keep-alive ping before it takes
   // the master for lost (torchrun: the deadline of one keep-alive operation).
   absl::Duration heartbeat_timeout = absl::Seconds(5);
+  // How long this node's workers run on in their round without a rendezvous master (it
+  // restarted, or cannot be reached) before they are stopped.
+  absl::Duration master_outage_timeout = absl::Minutes(5);
   // How long a blocking Store read without its own timeout waits on a master this agent
   // hosts (torchrun: the c10d store's timeout).
   absl::Duration read_timeout = absl::Seconds(60);

@@ -63,6 +63,7 @@ void AgentStateMachine::SendJoin(const std::string& failed_check, absl::Time now
 }
 
 void AgentStateMachine::Assigned(const Assignment& assignment) {
+  OutageOver();
   if (phase_ == Phase::kJoining) RunRound(assignment, /*in_place=*/false);
 }
 
@@ -102,6 +103,7 @@ void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail
                                     bool collect_stacks, const std::optional<Assignment>& next,
                                     absl::Time now) {
   if (over()) return;
+  OutageOver();
   CollectStacksIfRunning(collect_stacks);
   Emit(AgentAction::Kind::kEndStoreRound);
   Log(LogLevel::kWarning,
@@ -116,22 +118,15 @@ void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail
 
 void AgentStateMachine::RunEnded(const RunEnd& end, bool collect_stacks, absl::Time now) {
   if (over()) return;
+  OutageOver();
   CollectStacksIfRunning(collect_stacks);
   run_end_ = end;
   StopThen(AfterStop::kEnd, now);
 }
 
-void AgentStateMachine::MasterLost(const std::string& detail, absl::Time now) {
-  if (over()) return;
-  // A node cut off from the master must not go on training in a round that may be over.
-  Log(LogLevel::kWarning, absl::StrCat("lost the rendezvous master: ", detail,
-                                       "; stopping this node's workers and rejoining"));
-  Emit(AgentAction::Kind::kEndStoreRound);
-  StopThen(AfterStop::kReconnect, now);
-}
-
 void AgentStateMachine::Refused(const std::string& detail, absl::Time now) {
   if (over()) return;
+  OutageOver();
   Log(LogLevel::kError, absl::StrCat("the rendezvous refused this node: ", detail));
   StopThen(AfterStop::kLeave, now);
 }
@@ -153,6 +148,7 @@ void AgentStateMachine::Progress(const std::string& text, bool master_answered, 
 void AgentStateMachine::Excluded(const std::string& detail, absl::Duration cooldown,
                                  absl::Time now) {
   if (over()) return;
+  OutageOver();
   cooldown_ = cooldown;
   Log(LogLevel::kError, absl::StrCat("the rendezvous keeps this node out of the job: ", detail,
                                      phase_ == Phase::kRunning ? "; stopping its workers" : ""));
@@ -332,6 +328,21 @@ void AgentStateMachine::Tick(absl::Time now) {
       return FinishExit();
     }
   }
+  if (outage_deadline_ && now >= *outage_deadline_) {
+    outage_deadline_.reset();
+    if (master_lost_at_) {
+      Log(LogLevel::kError,
+          absl::StrCat("no rendezvous master answered for ",
+                       absl::FormatDuration(settings_.master_outage_timeout),
+                       " (--rdzv-conf master_outage_timeout): stopping this node's workers; it "
+                       "joins again when a master answers"));
+      StopForRejoin(now);
+    }
+  }
+  if (reach_deadline_ && now >= *reach_deadline_) {
+    reach_deadline_.reset();
+    CheckReach(now);
+  }
   if (heartbeat_deadline_ && now >= *heartbeat_deadline_) {
     Emit(AgentAction::Kind::kHeartbeat);
     heartbeat_deadline_ = now + settings_.heartbeat_interval;
@@ -346,8 +357,9 @@ std::vector<AgentAction> AgentStateMachine::TakeActions() {
 
 absl::Time AgentStateMachine::NextDeadline() const {
   absl::Time next = absl::InfiniteFuture();
-  for (const auto& deadline : {grace_deadline_, kill_deadline_, join_deadline_, progress_deadline_,
-                               heartbeat_deadline_, cooldown_deadline_, report_deadline_}) {
+  for (const auto& deadline :
+       {grace_deadline_, kill_deadline_, join_deadline_, progress_deadline_, heartbeat_deadline_,
+        cooldown_deadline_, report_deadline_, outage_deadline_, reach_deadline_}) {
     if (deadline) next = std::min(next, *deadline);
   }
   return next;
@@ -429,6 +441,7 @@ void AgentStateMachine::Exit(int exit_code) {
   progress_deadline_.reset();
   heartbeat_deadline_.reset();
   cooldown_deadline_.reset();
+  OutageOver();
   if (awaited_report_ < 0) FinishExit();
 }
 

@@ -66,6 +66,9 @@ struct AgentSettings {
   // This node's agent serves its workers' TCPStore (a multi-node job): each round's store
   // opens with kOpenStoreRound (see StoreMayOpen).
   bool serves_store = false;
+  // How long workers run on without a master (--rdzv-conf master_outage_timeout): then they
+  // are stopped and the node joins again. InfiniteDuration: the master is never lost.
+  absl::Duration master_outage_timeout = absl::InfiniteDuration();
 };
 
 /// A worker of this attempt was taken for hung (agent/hangs/hang_watch.h found it).
@@ -122,8 +125,17 @@ class AgentStateMachine {
                    const std::optional<Assignment>& next, absl::Time now);
   /// The run is over (`root_cause`: the earliest failure anywhere, when it failed).
   void RunEnded(const RunEnd& end, bool collect_stacks, absl::Time now);
-  /// The master is out of reach: stop (a round may be over elsewhere), reconnect, rejoin.
+  /// The master is out of reach. While this node is in a round the master has not ended,
+  /// its workers go on: it reconnects and asks for its place back (kJoin with `resume`),
+  /// and checks that group rank 0's store still answers (kCheckReach). Otherwise: stop,
+  /// reconnect, rejoin.
   void MasterLost(const std::string& detail, absl::Time now);
+  /// A master gave this node its place back in `round` (the answer to a resume).
+  void Resumed(int64_t round, absl::Time now);
+  /// The shell ran kCheckReach: whether the host of group rank 0's store (group rank 1's,
+  /// on group rank 0) answered, and if not, why. A node that cannot reach it either is cut
+  /// off from the job: it stops its workers.
+  void JobReach(bool reachable, const std::string& detail, absl::Time now);
   /// The rendezvous refused this node; trying again will not change that.
   void Refused(const std::string& detail, absl::Time now);
   /// The shell ran kCheckProgress: `text` says how the wait for a round goes, from the
@@ -172,6 +184,8 @@ class AgentStateMachine {
   bool others_still_run() const { return others_still_run_; }
   /// How the run ended, once the rendezvous said so.
   const std::optional<RunEnd>& run_end() const { return run_end_; }
+  /// Since when the master is lost while this node is in a round; none: it is not.
+  const std::optional<absl::Time>& master_lost_at() const { return master_lost_at_; }
   /// The first terminating signal the agent received; 0: none.
   int interrupted_by() const { return interrupted_by_; }
 
@@ -190,6 +204,18 @@ class AgentStateMachine {
   };
 
   void JoinNextRound(absl::Time now);
+  // Without a master, workers running: reconnect and ask for the place back.
+  void Resume(absl::Time now);
+  // The master (or its absence for master_outage_timeout) answered: the outage is over.
+  void OutageOver();
+  // While the master is lost and workers run: asks whether group rank 0's store answers
+  // (kCheckReach), unless it is this node's own; again every heartbeat_interval.
+  void CheckReach(absl::Time now);
+  // What CheckReach looks at: group rank 0's store, or for group rank 0, group rank 1's.
+  std::string ReachTarget() const;
+  // The master is lost and this node cannot go on without it: its workers stop, it ends
+  // its store's round, reconnects and joins again.
+  void StopForRejoin(absl::Time now);
   void RunRound(const Assignment& assignment, bool in_place);
   void SendJoin(const std::string& failed_check, absl::Time now);
   void CoolDown(absl::Time now);
@@ -241,6 +267,9 @@ class AgentStateMachine {
   std::optional<Assignment> store_held_;          // a round run in place, its store not open
   int64_t awaited_report_ = -1;                   // the round whose hang report is awaited
   std::optional<absl::Time> report_deadline_;     // give up waiting for it
+  std::optional<absl::Time> master_lost_at_;      // the outage of the master, since when
+  std::optional<absl::Time> outage_deadline_;     // master_outage_timeout: stop the workers
+  std::optional<absl::Time> reach_deadline_;      // check group rank 0's store again
   int exit_code_ = 0;                             // kExiting: what kExit will carry
   absl::Duration cooldown_ = absl::ZeroDuration();
   std::vector<AgentAction> actions_;

@@ -206,6 +206,15 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
     case RendezvousEvent::Kind::kProgress:
       rules_.Progress(event.detail, event.status.ok(), now);
       break;
+    case RendezvousEvent::Kind::kResumed:
+      if (const std::optional<absl::Time> lost = rules_.master_lost_at()) {
+        rules_.Resumed(event.store_round, now);
+        if (!rules_.master_lost_at()) MasterBack(event.store_round, now - *lost);
+      }
+      break;
+    case RendezvousEvent::Kind::kReach:
+      rules_.JobReach(event.status.ok(), std::string(event.status.message()), now);
+      break;
   }
   RunActions();
   ReportWorkers();
@@ -272,6 +281,12 @@ void ElasticAgent::OnStoreMarks() {
   PublishMetrics();
 }
 
+void ElasticAgent::MasterBack(int64_t round, absl::Duration lost) {
+  seen_.records->MasterBack(round, lost);
+  seen_.metrics.MasterBack(lost);
+  rendezvous_.ReportOutage(round, lost);  // for the run's round table
+}
+
 void ElasticAgent::ExplainRestarts() {
   std::vector<RestartSplit> splits = seen_.restarts.TakeSplits();
   for (const RestartSplit& split : splits) {
@@ -302,7 +317,7 @@ void ElasticAgent::RunAction(const AgentAction& action) {
     case Kind::kCheckHealth:
       return CheckHealth();
     case Kind::kJoin:
-      return Join(action.assignment, action.text);
+      return Join(action.assignment, action.text, action.resume);
     case Kind::kReconnect:
       return rendezvous_.Reconnect();
     case Kind::kStartWorkers:
@@ -345,6 +360,8 @@ void ElasticAgent::RunAction(const AgentAction& action) {
       return rendezvous_.Heartbeat();
     case Kind::kCheckProgress:
       return rendezvous_.CheckProgress();
+    case Kind::kCheckReach:
+      return rendezvous_.CheckReach(action.text);
     case Kind::kEndStoreRound:
       if (store() && store()->server) store()->server->EndRound();
       return;
@@ -375,16 +392,18 @@ void ElasticAgent::CheckHealth() {
   });
 }
 
-void ElasticAgent::Join(const std::optional<Assignment>& last, const std::string& failed_check) {
+void ElasticAgent::Join(const std::optional<Assignment>& last, const std::string& failed_check,
+                        bool resume) {
   JoiningNode joining = node_;
   joining.last = last;
   joining.failed_check = failed_check;
+  joining.resume = resume;
   absl::StatusOr<NodeInfo> node = JoinRequest(config_, joining);
   if (!node.ok()) {
     spdlog::error("{}", node.status().message());
     return rules_.Fatal(kExitInternal);
   }
-  seen_.records->JoinSent(MonotonicNow());
+  if (!resume) seen_.records->JoinSent(MonotonicNow());  // a resume begins no round
   rendezvous_.Join(*node);
 }
 

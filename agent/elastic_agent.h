@@ -82,12 +82,15 @@ class ElasticAgent {
   void OnStoreMarks();
   // Each restart made whole: its line, its record, its metrics.
   void ExplainRestarts();
+  // A master gave this node its place back after `lost` without one: its record, its
+  // metric, and the master's round table.
+  void MasterBack(int64_t round, absl::Duration lost);
 
   // Actions.
   void RunActions();
   void RunAction(const AgentAction& action);
   void CheckHealth();
-  void Join(const std::optional<Assignment>& last, const std::string& failed_check);
+  void Join(const std::optional<Assignment>& last, const std::string& failed_check, bool resume);
   void StartAttempt(const Assignment& assignment);
   AttemptResult CloseAttempt();
   // Writes this node's hang report and sends its stacks; true when the report lacks other

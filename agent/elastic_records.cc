@@ -98,6 +98,14 @@ void ElasticRecords::RestartExplained(const RestartSplit& split) {
   log_.Record(record);
 }
 
+void ElasticRecords::MasterBack(int64_t round, absl::Duration lost) {
+  if (!log_.enabled()) return;
+  RecordContext context = Context();
+  context.round = round;
+  log_.Record(StatusRecord(context, "RESUMED", "AGENT", std::nullopt, std::nullopt,
+                           absl::ToDoubleMilliseconds(lost)));
+}
+
 void ElasticRecords::AgentExiting(const std::optional<RunEnd>& run_end, int exit_code,
                                   absl::Time now) {
   if (!log_.enabled()) return;

@@ -48,6 +48,9 @@ class ElasticRecords {
   /// A restart's split (agent/restart_timeline.h): RESTARTED, its total as duration_ms and
   /// each part as <part>_ms (null where this node did not see it).
   void RestartExplained(const RestartSplit& split);
+  /// A master gave this node its place back in `round` after `lost` without one (its workers
+  /// went on): RESUMED, with the outage as duration_ms.
+  void MasterBack(int64_t round, absl::Duration lost);
   /// The agent exits with `exit_code`. `run_end`: how the rendezvous ended the run, when it
   /// did and no signal stopped this agent first; then each worker's final state and
   /// SUCCEEDED are written, else FAILED.

@@ -47,6 +47,7 @@ absl::StatusOr<NodeInfo> JoinRequest(const AgentConfig& config, const JoiningNod
   if (joining.last) {
     node.last_round = joining.last->round;
     node.restarts_seen = joining.last->restart_count;
+    if (joining.resume) node.resume = joining.last;
   }
   return node;
 }

@@ -19,6 +19,7 @@ struct JoiningNode {
   std::optional<WorkerStore> store;  // the store this agent serves; none: rank 0's worker's
   std::optional<Assignment> last;    // the last round this node ran
   std::string failed_check;          // why its health check failed; empty: it passed
+  bool resume = false;               // it asks for its place back in `last`, which it runs
 };
 
 /// Whether the round the rendezvous assigned can run here: whatever a master sends, no

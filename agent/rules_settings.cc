@@ -14,6 +14,7 @@ AgentSettings RulesSettings(const AgentConfig& config, const std::string& host,
   // who is missing; this one catches a master that cannot be reached at all.
   if (settings.heartbeat_interval != absl::InfiniteDuration()) {
     settings.join_deadline = config.rendezvous.join_timeout + config.rendezvous.keep_alive_interval;
+    settings.master_outage_timeout = config.master_outage_timeout;
   }
   settings.join_timeout = config.rendezvous.join_timeout;
   settings.master_endpoint = rendezvous.store_addr();

@@ -67,6 +67,7 @@ void WorkerMetrics::Publish(
   snapshot.worker_starts = starts_;
   snapshot.worker_exits = exits_;
   snapshot.restart_parts = restart_parts_;
+  snapshot.master_outages = master_outages_;
   board_->Publish(std::move(snapshot));
 }
 

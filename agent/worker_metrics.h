@@ -33,6 +33,8 @@ class WorkerMetrics {
                      const std::vector<WorkerFailure>& failures);
   /// A restart's split, into each part's histogram (and the total's).
   void RestartExplained(const RestartSplit& split);
+  /// A master gave this node its place back after `lost` without one.
+  void MasterBack(absl::Duration lost) { master_outages_.Observe(absl::ToDoubleSeconds(lost)); }
   /// The snapshot now: `round` as the rules hold it, `workers` of the running attempt (none
   /// between attempts: the last attempt's are shown).
   void Publish(const std::optional<Assignment>& round,
@@ -45,6 +47,7 @@ class WorkerMetrics {
   std::map<std::pair<std::string, std::string>, int64_t> exits_;  // see AgentMetricsSnapshot
   std::vector<WorkerSupervisor::Outcome> last_workers_;
   std::map<std::string, DurationHistogram> restart_parts_;
+  DurationHistogram master_outages_;
 };
 
 }  // namespace ddprun

@@ -1,12 +1,15 @@
 // The rendezvous rules: a RoundStateMachine fed an arbitrary sequence of joins (some with a
-// failed health check, some of agents that can be restarted in place), heartbeats, "stopped"
-// notes, broken streams, reports, unhealthy leaves and clock ticks from up to 8 sessions, with
+// failed health check, some of agents that can be restarted in place), resumes (an agent that
+// lost its master asking for its place back in some round: a restarted master takes rounds up
+// from them), heartbeats, "stopped" notes, broken streams, byes, agents found gone, outages,
+// reports, unhealthy leaves and clock ticks from up to 8 sessions, with
 // node-health limits and an exclude list. Besides no crash, every round it closes must be
 // sound: no more members than --nnodes allows, group ranks 0..n-1, RANK offsets that add up to
 // WORLD_SIZE, and every assignment of a round the same, whether sent as the answer to joins or
 // with the stop orders of a restart in place; a store opens only for the running round, at
 // group rank 0; and after every step, no host the run keeps out among a running round's members.
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -85,8 +88,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ddprun::RoundStateMachine rounds(settings, now);
   for (int steps = 0; !in.empty() && steps < 2000; ++steps) {
     const ddprun::SessionId session = 1 + in.Below(8);
-    switch (in.Below(8)) {
-      case 0: {
+    switch (in.Below(10)) {
+      case 0:
+      case 7: {
         ddprun::NodeInfo node;
         node.host = absl::StrCat("node", in.Below(4));
         node.addr = node.host;
@@ -98,6 +102,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         node.restarts_seen = in.Below(3);
         if (in.Below(6) == 0) node.failed_check = "it ended with exit code 1";
         node.restarts_in_place = in.Below(2) == 0;
+        if (in.Below(2) == 0) {  // a resume, of the running round or another
+          ddprun::Assignment resumed;
+          resumed.round = std::max<int64_t>(0, rounds.round() + in.Below(3) - 1);
+          resumed.group_world_size = 1 + in.Below(3);
+          resumed.group_rank = in.Below(resumed.group_world_size);
+          resumed.base_rank = 2 * resumed.group_rank;
+          resumed.world_size = 2 * resumed.group_world_size;
+          resumed.restart_count = in.Below(4);
+          node.resume = resumed;
+        }
         host_of[session] = node.host;
         (void)rounds.Join(session, node, now);
         break;
@@ -120,6 +134,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         failure.host = "node";
         failure.rank = in.Below(8);
         failure.time = now;
+        failure.peer_lost = in.Below(2) == 0;
         rounds.ReportFailure(session, rounds.round() - in.Below(2), {failure}, now);
         break;
       }
@@ -128,6 +143,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
       case 6:
         rounds.ReportStopped(session, rounds.round() - in.Below(2));
+        break;
+      case 8:
+        switch (in.Below(3)) {
+          case 0:
+            rounds.Bye(session, now);
+            break;
+          case 1:
+            rounds.AgentGone(session, now);
+            break;
+          default:
+            rounds.OutageExplained(session, rounds.round(), absl::Milliseconds(in.Byte()));
+        }
         break;
       default:
         now += absl::Milliseconds(in.Byte()) * (1 + in.Below(40));
@@ -144,8 +171,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // A host the run keeps out has no agent in a running round once a step is done. (While
     // finishing, its members may finish: stopping them would fail a run that may succeed.)
     for (ddprun::SessionId member : rounds.members()) {
+      auto host = host_of.find(member);  // none: a place a restarted master holds
       Require(rounds.phase() != ddprun::RoundStateMachine::Phase::kRunning ||
-              !rounds.health().Excluded(host_of.at(member), now));
+              host == host_of.end() || !rounds.health().Excluded(host->second, now));
     }
     Require(static_cast<int>(rounds.members().size()) <= settings.max_nodes);
     Require(rounds.restarts_spent() <= settings.max_restarts);

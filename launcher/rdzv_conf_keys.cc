@@ -111,6 +111,10 @@ std::vector<RdzvConfKey> MakeKeys() {
        "how long the agent waits for the master to answer a keepalive ping before it takes "
        "the master for lost",
        Seconds(&AgentConfig::heartbeat_timeout)},
+      {"master_outage_timeout", "300",
+       "how long this node's workers go on in their round without a rendezvous master (it "
+       "restarted, or cannot be reached) before they are stopped and the node joins again",
+       Seconds(&AgentConfig::master_outage_timeout)},
       {"read_timeout", "60",
        "only on the agent that hosts the master: how long a blocking Store read without a "
        "timeout of its own waits",

@@ -48,6 +48,11 @@ absl::Status MasterState::OnAgentMessage(Session* session, const pb::AgentMessag
       run.rounds->RestartExplained(session->id(), FromWire(message.restart()));
     } else if (message.has_stacks()) {
       MergeHangReport(run, *session, message.stacks());
+    } else if (message.has_outage()) {
+      run.rounds->OutageExplained(session->id(), message.outage().round(),
+                                  absl::Milliseconds(message.outage().lost_ms()));
+    } else if (message.has_bye()) {
+      run.rounds->Bye(session->id(), now);
     } else if (message.has_leave()) {
       spdlog::warn("run '{}': {} leaves the run: {}", run.id, session->peer(),
                    Printable(message.leave().reason()));
@@ -201,12 +206,54 @@ void MasterState::OnSessionClosed(Session* session) {
     auto it = runs_.find(session->run_id);
     if (it != runs_.end() && it->second.sessions.erase(session->id()) > 0) {
       it->second.rounds->Disconnect(session->id(), MonotonicNow());
+      ProbeAwayAgent(it->second, session->id());
       Dispatch(it->second);
       WakeTickerBefore(it->second.rounds->NextDeadline());
     }
     SessionEnded(session->run_id);  // also after an eviction, which dropped it already
   }
   ReleaseAndRunPending(lock);
+}
+
+void MasterState::ProbeAwayAgent(const Run& run, SessionId session) {
+  const std::optional<std::pair<std::string, int>> store = run.rounds->AwayAgentStore(session);
+  const absl::Time now = MonotonicNow();
+  // The agent's own host answers within its round trip; a path that is down, not at all.
+  if (store && away_probes_.Start(session, store->first, store->second, now, absl::Seconds(1))) {
+    probed_runs_[session] = run.id;
+    WakeTickerBefore(away_probes_.NextPoll(now));
+  } else {
+    probed_runs_.erase(session);
+  }
+}
+
+absl::Time MasterState::ProbeAnswers(absl::Time now) {
+  for (const TcpProbes::Done& done : away_probes_.Poll(now)) {
+    auto probed = probed_runs_.find(done.id);
+    if (probed == probed_runs_.end()) continue;
+    auto run = runs_.find(probed->second);
+    if (run == runs_.end()) {
+      probed_runs_.erase(probed);
+    } else if (done.answer == TcpProbes::Answer::kRefused) {
+      probed_runs_.erase(probed);
+      run->second.rounds->AgentGone(done.id, now);
+      Dispatch(run->second);
+    } else {
+      // Its store still answers (or nobody does): look again while its place is held. A
+      // killed agent's kernel may close its store's socket just after its session's.
+      reprobes_.insert({now + kReprobeEvery, done.id});
+    }
+  }
+  while (!reprobes_.empty() && reprobes_.begin()->first <= now) {
+    const SessionId session = reprobes_.begin()->second;
+    reprobes_.erase(reprobes_.begin());
+    auto probed = probed_runs_.find(session);
+    auto run = probed == probed_runs_.end() ? runs_.end() : runs_.find(probed->second);
+    if (run != runs_.end()) ProbeAwayAgent(run->second, session);
+  }
+  absl::Time next = away_probes_.NextPoll(now);
+  if (!reprobes_.empty()) next = std::min(next, reprobes_.begin()->first);
+  return next;
 }
 
 void MasterState::Dispatch(Run& run) {
@@ -385,6 +432,7 @@ void MasterState::TickerLoop() {
       for (const HangReport& due : run.hang_reports.TakeDue(now)) SendHangReport(run, due);
       next = std::min(next, run.hang_reports.NextDeadline());
     }
+    next = std::min(next, ProbeAnswers(now));
     stores_.Expire(now);
     next = std::min(next, stores_.NextDeadline());
     next = std::min(next, ForgetIdle(now));

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -20,6 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/tcp_probe.h"
 #include "ddprun/v1/admin.pb.h"
 #include "ddprun/v1/rendezvous.pb.h"
 #include "master/master_options.h"
@@ -161,6 +163,13 @@ class MasterState : public StoreHost {
   // under the mutex. One lock per message.
   void ReleaseAndRunPending(absl::ReleasableMutexLock& lock) ABSL_UNLOCK_FUNCTION(mu_);
   void SessionEnded(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A member's stream broke and its place is held: is its agent still there? A connection to
+  // its store, answered on the ticker (ProbeAnswers): refused, the agent is gone.
+  // Looks again every kReprobeEvery while its place is held. What ProbeAnswers returns is
+  // when the ticker must look next.
+  void ProbeAwayAgent(const Run& run, SessionId session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time ProbeAnswers(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr absl::Duration kReprobeEvery = absl::Milliseconds(250);
   void TickerLoop();
   // Wakes the ticker when `deadline` comes before the time it sleeps until. Only then: a
   // wake-up per message would cost a thread switch per heartbeat at scale.
@@ -186,6 +195,9 @@ class MasterState : public StoreHost {
   int refusals_logged_ ABSL_GUARDED_BY(mu_) = 0;
   int refusals_unlogged_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<SessionId> next_session_{1};
+  TcpProbes away_probes_ ABSL_GUARDED_BY(mu_);                                // by session id
+  std::map<SessionId, std::string> probed_runs_ ABSL_GUARDED_BY(mu_);         // their run ids
+  std::set<std::pair<absl::Time, SessionId>> reprobes_ ABSL_GUARDED_BY(mu_);  // when to look again
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // While the ticker sleeps: when it will wake by itself. InfinitePast while it is awake.
   absl::Time ticker_wakes_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -99,6 +99,14 @@ GrpcRendezvous::GrpcRendezvous(NetworkRendezvousOptions options) : options_(std:
 }
 
 GrpcRendezvous::~GrpcRendezvous() {
+  if (stream_ && channel_->GetState(/*try_to_connect=*/false) == GRPC_CHANNEL_READY) {
+    // The agent exits: the master takes this node for gone at once, instead of holding its
+    // place for a reconnect (a short, bounded wait for the message to go out).
+    pb::AgentMessage bye;
+    bye.mutable_bye();
+    stream_->Send(std::move(bye));
+    stream_->AwaitWritten(absl::Milliseconds(500));
+  }
   if (stream_) stream_->Abandon();
   stream_.reset();
   if (probe_.joinable()) probe_.join();
@@ -117,13 +125,24 @@ void GrpcRendezvous::Reconnect() {
 
 void GrpcRendezvous::Join(const NodeInfo& node) {
   stream_->Send(JoinMessage(node, options_.run_id, options_.token, options_.settings));
+  if (node.resume && last_report_ && last_report_round_ == node.resume->round) {
+    stream_->Send(*last_report_);
+  }
+}
+
+void GrpcRendezvous::SendReport(int64_t round, pb::AgentMessage report) {
+  last_report_ = report;
+  last_report_round_ = round;
+  stream_->Send(std::move(report));
 }
 
 void GrpcRendezvous::ReportFailure(int64_t round, std::vector<ReportedFailure> failures) {
-  stream_->Send(FailureReportMessage(round, failures));
+  SendReport(round, FailureReportMessage(round, failures));
 }
 
-void GrpcRendezvous::ReportSuccess(int64_t round) { stream_->Send(SuccessReportMessage(round)); }
+void GrpcRendezvous::ReportSuccess(int64_t round) {
+  SendReport(round, SuccessReportMessage(round));
+}
 
 void GrpcRendezvous::ReportStopped(int64_t round) {
   pb::AgentMessage message;
@@ -133,6 +152,13 @@ void GrpcRendezvous::ReportStopped(int64_t round) {
 
 void GrpcRendezvous::ReportRestart(const RestartSplit& split) {
   stream_->Send(RestartSplitMessage(split));
+}
+
+void GrpcRendezvous::ReportOutage(int64_t round, absl::Duration lost) {
+  pb::AgentMessage message;
+  message.mutable_outage()->set_round(round);
+  message.mutable_outage()->set_lost_ms(absl::ToDoubleMilliseconds(lost));
+  stream_->Send(std::move(message));
 }
 
 void GrpcRendezvous::Heartbeat() { stream_->Send(HeartbeatMessage()); }
@@ -147,13 +173,36 @@ void GrpcRendezvous::CheckProgress() {
     stream_->Send(HeartbeatMessage(/*want_gathering=*/true));
     return;
   }
-  if (probing_.exchange(true)) return;  // the last probe is still out
+  StartProbe([this] { ProbeAddress(); });
+}
+
+bool GrpcRendezvous::StartProbe(std::function<void()> probe) {
+  if (probing_.exchange(true)) return false;  // the last probe is still out
   if (probe_.joinable()) probe_.join();
   try {
-    probe_ = std::thread([this] { ProbeAddress(); });
+    probe_ = std::thread([this, probe = std::move(probe)] {
+      probe();
+      probing_ = false;
+    });
   } catch (const std::system_error&) {
     probing_ = false;  // no thread to spare: the next check tries again
+    return false;
   }
+  return true;
+}
+
+void GrpcRendezvous::CheckReach(const std::string& store) {
+  StartProbe([this, store] {
+    const EndpointReach reach = ddprun::ProbeEndpoint(store, kReachTimeout);
+    RendezvousEvent event;
+    event.kind = RendezvousEvent::Kind::kReach;
+    // A refusal comes from the host itself: the path to it works.
+    if (reach.kind != EndpointReach::Kind::kListens &&
+        reach.kind != EndpointReach::Kind::kRefused) {
+      event.status = absl::UnavailableError(reach.detail.empty() ? "no answer" : reach.detail);
+    }
+    events_.Push(std::move(event));
+  });
 }
 
 void GrpcRendezvous::ProbeAddress() {
@@ -168,7 +217,6 @@ void GrpcRendezvous::ProbeAddress() {
                      " does not answer: ", DescribeUnansweredMaster(options_.endpoint, reach));
     events_.Push(std::move(event));
   }
-  probing_ = false;
 }
 
 absl::Status ProbeMaster(const NetworkRendezvousOptions& options, absl::Duration timeout) {

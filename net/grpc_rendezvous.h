@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -80,6 +81,10 @@ class GrpcRendezvous : public RendezvousConnection {
   /// a thread of its own (at most one at a time, bounded by kProbeTimeout), says who answers.
   void CheckProgress() override;
   void ReportRestart(const RestartSplit& split) override;
+  void ReportOutage(int64_t round, absl::Duration lost) override;
+  /// A TCP connection to `store`, on the probe thread (one probe at a time: a check asked
+  /// while one is out is dropped; the rules ask again), bounded by kReachTimeout.
+  void CheckReach(const std::string& store) override;
   std::string store_addr() const override { return options_.endpoint; }
   absl::Duration heartbeat_interval() const override {
     return options_.settings.keep_alive_interval;
@@ -88,8 +93,16 @@ class GrpcRendezvous : public RendezvousConnection {
  private:
   std::unique_ptr<SessionStream> OpenStream();
   void ProbeAddress();
+  // Runs `probe` on the probe thread unless one is out; false if one is.
+  bool StartProbe(std::function<void()> probe);
+  // Sends a report, and keeps it: a resume on a new stream sends it again, since the old
+  // stream may have lost it with the master.
+  void SendReport(int64_t round, v1::AgentMessage report);
 
   static constexpr absl::Duration kProbeTimeout = absl::Seconds(2);
+  // A host on the job's network answers a connection in well under a second; a cut-off
+  // node must decide before the master's keep-alive window gives its place away.
+  static constexpr absl::Duration kReachTimeout = absl::Seconds(1);
 
   NetworkRendezvousOptions options_;
   EventQueue events_;
@@ -99,6 +112,8 @@ class GrpcRendezvous : public RendezvousConnection {
   std::unique_ptr<QuickConnect> quick_connect_;  // the first second's tries (grpc_channel.h)
   std::thread probe_;
   std::atomic<bool> probing_{false};
+  std::optional<v1::AgentMessage> last_report_;  // SendReport's, about round last_report_round_
+  int64_t last_report_round_ = -1;
 };
 
 /// Whether a ddprun rendezvous master answers at options.endpoint within `timeout`: OK

@@ -49,6 +49,8 @@ struct AgentMetricsSnapshot {
   // Restarts as this node saw them, by part (detection, stop, rendezvous, spawn, connected,
   // barrier, and total).
   std::map<std::string, DurationHistogram> restart_parts;
+  // How long this node was without a master each time one gave it its place back.
+  DurationHistogram master_outages;
 };
 
 /// The agent's latest snapshot, shared between its loop and the metrics server.

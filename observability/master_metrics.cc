@@ -37,6 +37,23 @@ MetricFamily Family(const std::string& name, const std::string& help, MetricType
   return family;
 }
 
+// A DurationHistogram as Prometheus's cumulative buckets, with `labels`.
+ClientMetric HistogramMetric(std::vector<ClientMetric::Label> labels,
+                             const DurationHistogram& seen) {
+  ClientMetric metric;
+  metric.label = std::move(labels);
+  metric.histogram.sample_count = seen.count;
+  metric.histogram.sample_sum = seen.sum;
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < seen.buckets.size(); ++i) {
+    cumulative += seen.buckets[i];
+    metric.histogram.bucket.push_back({cumulative, i < DurationHistogram::kBounds.size()
+                                                       ? DurationHistogram::kBounds[i]
+                                                       : std::numeric_limits<double>::infinity()});
+  }
+  return metric;
+}
+
 void AddValue(MetricFamily& family, std::vector<ClientMetric::Label> labels, double value) {
   ClientMetric metric;
   metric.label = std::move(labels);
@@ -121,22 +138,18 @@ std::vector<MetricFamily> AgentMetricFamilies(const AgentMetricsSnapshot& agent)
       "connected (every rank on the store), barrier (every rank past the store barrier), total",
       MetricType::Histogram);
   for (const auto& [part, seen] : agent.restart_parts) {
-    ClientMetric metric;
-    metric.label = {id, {"part", part}};
-    metric.histogram.sample_count = seen.count;
-    metric.histogram.sample_sum = seen.sum;
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i < seen.buckets.size(); ++i) {
-      cumulative += seen.buckets[i];
-      metric.histogram.bucket.push_back(
-          {cumulative, i < DurationHistogram::kBounds.size()
-                           ? DurationHistogram::kBounds[i]
-                           : std::numeric_limits<double>::infinity()});
-    }
-    restarts.metric.push_back(std::move(metric));
+    restarts.metric.push_back(HistogramMetric({id, {"part", part}}, seen));
   }
-  return {std::move(workers), std::move(round), std::move(restart), std::move(starts),
-          std::move(exits),   std::move(store), std::move(restarts)};
+  MetricFamily outages =
+      Family("ddprun_agent_master_outage_seconds",
+             "How long this node was without a rendezvous master, its workers going on, each "
+             "time a master gave it its place back",
+             MetricType::Histogram);
+  if (agent.master_outages.count > 0) {
+    outages.metric.push_back(HistogramMetric({id}, agent.master_outages));
+  }
+  return {std::move(workers), std::move(round), std::move(restart),  std::move(starts),
+          std::move(exits),   std::move(store), std::move(restarts), std::move(outages)};
 }
 
 MasterMetrics::MasterMetrics()

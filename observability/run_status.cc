@@ -165,6 +165,10 @@ void FillRounds(const std::deque<RoundRecord>& history, const StatusClock& clock
       }
       restart_ms["total"] = absl::ToDoubleMilliseconds(record.restart->total);
     }
+    if (record.master_outage) {
+      round->set_master_outage_ms(absl::ToDoubleMilliseconds(*record.master_outage));
+    }
+    round->set_taken_up(record.taken_up);
   }
 }
 

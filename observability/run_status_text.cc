@@ -127,10 +127,18 @@ std::string RestartedIn(const v1::RoundStatus& r) {
   return out;
 }
 
+// How long its nodes were without a master while it ran, and whether a restarted master took
+// it up: "3.2s, taken up"; "-" when neither.
+std::string MasterAway(const v1::RoundStatus& r) {
+  if (r.master_outage_ms() <= 0 && !r.taken_up()) return "-";
+  return absl::StrCat(r.master_outage_ms() > 0 ? Seconds(r.master_outage_ms() / 1e3) : "?",
+                      r.taken_up() ? ", taken up" : "");
+}
+
 std::string Rounds(const v1::RunStatus& run) {
   if (run.rounds().empty()) return "";
   std::vector<Row> rows = {{"ROUND", "RESTART", "NODES", "WORLD", "BEGAN", "RENDEZVOUS",
-                            "RESTARTED IN", "LASTED", "ENDED BY"}};
+                            "RESTARTED IN", "MASTER AWAY", "LASTED", "ENDED BY"}};
   // The last ten: the rest is in --json.
   const int first = std::max(0, run.rounds_size() - 10);
   for (int i = first; i < run.rounds_size(); ++i) {
@@ -138,6 +146,7 @@ std::string Rounds(const v1::RunStatus& run) {
     rows.push_back({absl::StrCat(r.round()), absl::StrCat(r.restart_count()),
                     absl::StrCat(r.nodes()), absl::StrCat(r.world_size()),
                     WallTime(r.began_unix_s()), Seconds(r.rendezvous_s()), RestartedIn(r),
+                    MasterAway(r),
                     r.ended_unix_s() > 0 ? Seconds(r.ended_unix_s() - r.began_unix_s()) : "runs",
                     Printable(r.ended_by())});
   }

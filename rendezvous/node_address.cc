@@ -1,5 +1,7 @@
 #include "rendezvous/node_address.h"
 
+#include <algorithm>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/ip_address.h"
@@ -48,6 +50,15 @@ absl::Status CheckAssignment(const Assignment& a, int local_world_size) {
   }
   if (a.round < 0 || a.restart_count < 0) {
     return bad("round", absl::StrCat(a.round, " (restart ", a.restart_count, ")"), "not negative");
+  }
+  // Only probed and logged, but logged: a host and port, nothing that could forge a line.
+  std::string neighbour = a.neighbour_store;
+  neighbour.erase(std::remove_if(neighbour.begin(), neighbour.end(),
+                                 [](char c) { return c == '[' || c == ']'; }),
+                  neighbour.end());
+  if (!a.neighbour_store.empty() && !IsHostOrAddressText(neighbour)) {
+    return bad("neighbour_store", absl::StrCat("'", absl::CEscape(a.neighbour_store), "'"),
+               "host:port");
   }
   return absl::OkStatus();
 }

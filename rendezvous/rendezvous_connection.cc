@@ -79,6 +79,10 @@ std::vector<RendezvousEvent> EventsFor(SessionId session, std::vector<Outbound> 
         event.kind = RendezvousEvent::Kind::kStoreOpen;
         event.store_round = out.store_round;
         break;
+      case Outbound::Kind::kResumed:
+        event.kind = RendezvousEvent::Kind::kResumed;
+        event.store_round = out.store_round;
+        break;
       case Outbound::Kind::kEvict:
         event.kind = RendezvousEvent::Kind::kLost;
         event.status = absl::AbortedError(out.detail);

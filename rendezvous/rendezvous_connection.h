@@ -28,6 +28,8 @@ struct RendezvousEvent {
   // master (`status` OK), or what answers at its address when it does not (`status` not OK).
   // kStoreOpen: group rank 0, after a restart in place: no worker of the last round runs
   // anywhere any more; the workers' store may serve round `store_round`.
+  // kResumed: after a resume join, this node has its place back in round `store_round`.
+  // kReach: the answer to CheckReach: `status` OK when the store's host answered.
   enum class Kind {
     kAssigned,
     kStop,
@@ -37,7 +39,9 @@ struct RendezvousEvent {
     kHangReport,
     kExcluded,
     kProgress,
-    kStoreOpen
+    kStoreOpen,
+    kResumed,
+    kReach
   };
   Kind kind = Kind::kAssigned;
   Assignment assignment;                               // kAssigned
@@ -48,14 +52,14 @@ struct RendezvousEvent {
   // kStop: the next round, begun already (a restart in place): run it once the workers
   // have stopped, without a join.
   std::optional<Assignment> next;
-  int64_t store_round = 0;                  // kStoreOpen
+  int64_t store_round = 0;                  // kStoreOpen, kResumed
   int64_t hang_round = 0;                   // kHangReport
   std::string hang_summary;                 // kHangReport: for the console
   std::vector<ReportedFailure> root_cause;  // kEnd, failed: the earliest failure anywhere
   std::vector<std::string> excluded;        // kEnd: the nodes the run kept out, a line each
   // kExcluded: how long (InfiniteDuration: for the rest of the job); `detail` says why.
   absl::Duration cooldown = absl::ZeroDuration();
-  absl::Status status;  // kLost, kRefused: why
+  absl::Status status;  // kLost, kRefused: why; kReach: whether it answered, and if not why
 };
 
 class RendezvousConnection {
@@ -88,6 +92,13 @@ class RendezvousConnection {
   /// Where the restart into `split.round` went on this node, for the run's round table. A
   /// one-node rendezvous has no round table to show it: no-op.
   virtual void ReportRestart(const RestartSplit& /*split*/) {}
+  /// After a resume was answered: how long this node was without a master in `round`, for
+  /// the run's round table. A one-node rendezvous never loses its master: no-op.
+  virtual void ReportOutage(int64_t /*round*/, absl::Duration /*lost*/) {}
+  /// While the master is lost and this node's workers run: whether the host of `store`
+  /// ("host:port") answers from here (a TCP connection, bounded: a refusal is an answer),
+  /// answered by a kReach event. A one-node rendezvous never loses its master: no-op.
+  virtual void CheckReach(const std::string& /*store*/) {}
 
   /// Where workers reach the Store service (DDPRUN_STORE_ADDR); empty when there is none.
   virtual std::string store_addr() const = 0;

@@ -17,16 +17,11 @@ absl::Duration RoundStateMachine::DeadAfter() const {
 }
 
 absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, absl::Time now) {
+  if (node.resume) return Resume(session, node, now);
   // This join replaces the session's earlier one, if any: a round that closes meanwhile (when
   // an old session of the same agent is dropped, below) must not take it as it was.
   if (auto mine = nodes_.find(session); mine != nodes_.end()) SetJoined(mine->second, false);
-  // An agent holds one session at a time: one that joins on a new session has given up the
-  // old one (it lost the master, e.g. in a partition, and stopped its workers), even if the
-  // old one has not timed out here yet.
-  if (auto same = by_incarnation_.find(node.incarnation);
-      same != by_incarnation_.end() && same->second != session) {
-    RemoveNode(same->second, "it reconnected on a new session", /*evict=*/true, now);
-  }
+  DropOldSession(session, node, now);
   if (phase_ == Phase::kEnded) return JoinEndedRun(session);
   if (!node.failed_check.empty()) {
     DDPRUN_RETURN_IF_ERROR(CheckFailedCheckIsItsOwn(session, node));
@@ -39,16 +34,7 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
     restarts_spent_ =
         std::max(restarts_spent_, std::min(node.restarts_seen, settings_.max_restarts));
   }
-  auto [it, inserted] = nodes_.try_emplace(session);
-  Node& entry = it->second;
-  if (!inserted) {
-    if (entry.info.incarnation != node.incarnation) by_incarnation_.erase(entry.info.incarnation);
-    by_last_seen_.erase({entry.last_seen, session});
-  }
-  entry.info = node;
-  entry.last_seen = now;
-  by_last_seen_.insert({now, session});
-  by_incarnation_[node.incarnation] = session;
+  Node& entry = Admit(session, node, now);
   const bool member = entry.member;
   if (!node.failed_check.empty()) {
     health_.CheckFailed(node.host, node.failed_check, now);
@@ -86,9 +72,46 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
   return absl::OkStatus();
 }
 
+void RoundStateMachine::DropOldSession(SessionId session, const NodeInfo& node, absl::Time now) {
+  // An agent holds one session at a time: one that joins on a new session has given up the
+  // old one (it lost the master, e.g. in a partition, and stopped its workers), even if the
+  // old one has not timed out here yet.
+  if (auto same = by_incarnation_.find(node.incarnation);
+      same != by_incarnation_.end() && same->second != session) {
+    RemoveNode(same->second, "it reconnected on a new session", /*evict=*/true, now);
+  }
+}
+
+RoundStateMachine::Node& RoundStateMachine::Admit(SessionId session, const NodeInfo& node,
+                                                  absl::Time now) {
+  auto [it, inserted] = nodes_.try_emplace(session);
+  Node& entry = it->second;
+  if (!inserted) {
+    if (entry.info.incarnation != node.incarnation) by_incarnation_.erase(entry.info.incarnation);
+    by_last_seen_.erase({entry.last_seen, session});
+  }
+  entry.info = node;
+  entry.last_seen = now;
+  by_last_seen_.insert({now, session});
+  by_incarnation_[node.incarnation] = session;
+  return entry;
+}
+
 void RoundStateMachine::Disconnect(SessionId session, absl::Time now) {
-  if (nodes_.count(session) == 0) return;
+  auto it = nodes_.find(session);
+  if (it == nodes_.end()) return;
+  if (it->second.member && (phase_ == Phase::kRunning || phase_ == Phase::kFinishing)) {
+    // Its agent may be alive and its workers running (the master restarted, or the path
+    // between them broke for a moment): it has ReconnectGrace() to come back (Resume).
+    if (!it->second.away_until) MarkAway(session, now + ReconnectGrace());
+    return;
+  }
   RemoveNode(session, "its connection to the master broke", /*evict=*/false, now);
+}
+
+void RoundStateMachine::Bye(SessionId session, absl::Time now) {
+  if (nodes_.count(session) == 0) return;
+  RemoveNode(session, "its agent exited", /*evict=*/false, now);
 }
 
 void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
@@ -106,6 +129,12 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
                                 }),
                  failures.end());
   if (failures.empty()) return;
+  if (!away_.empty() && std::all_of(failures.begin(), failures.end(),
+                                    [](const ReportedFailure& f) { return f.peer_lost; })) {
+    // Its workers died because peers went away, while a member is away: that member's agent
+    // is gone with its workers, not back in a moment. A membership change; nothing is spent.
+    return LoseAwayMembers("its connection to the master broke and its peers lost it", now);
+  }
   for (ReportedFailure& f : failures) {
     f.host = node.info.host;
     f.local_rank = f.rank - node.base_rank;
@@ -215,6 +244,20 @@ void RoundStateMachine::Tick(absl::Time now) {
                             " (keep_alive_interval x keep_alive_max_attempt)"),
                /*evict=*/true, now);
   }
+  std::vector<SessionId> gone;
+  for (const auto& [until, session] : away_) {
+    if (until > now) break;
+    gone.push_back(session);
+  }
+  for (SessionId session : gone) {
+    if (phase_ == Phase::kEnded) return;
+    RemoveNode(session,
+               absl::StrCat(nodes_.at(session).placeholder
+                                ? "it did not come back to the restarted master"
+                                : "its connection to the master broke and it did not come back",
+                            " within ", absl::FormatDuration(ReconnectGrace())),
+               /*evict=*/false, now);
+  }
   if (phase_ == Phase::kGathering) {
     if (last_call_deadline_ && now >= *last_call_deadline_) {
       CloseRound(now);
@@ -271,6 +314,7 @@ absl::Time RoundStateMachine::NextDeadline() const {
   absl::Time next = absl::InfiniteFuture();
   if (phase_ == Phase::kEnded) return next;
   if (!by_last_seen_.empty()) next = by_last_seen_.begin()->first + DeadAfter();
+  if (!away_.empty()) next = std::min(next, away_.begin()->first);
   if (phase_ == Phase::kGathering) {
     if (last_call_deadline_) next = std::min(next, *last_call_deadline_);
     if (joined_count_ < settings_.min_nodes) {
@@ -381,6 +425,7 @@ void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, bo
   const bool finished = it->second.finished;
   const bool was_member = it->second.member;
   const bool was_previous_member = it->second.previous_member;
+  const bool placeholder = it->second.placeholder;
   EraseNode(session);
   if (evict) {
     Outbound out;
@@ -392,7 +437,7 @@ void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, bo
   if (phase_ == Phase::kEnded) return;  // nothing more to decide
   if (was_member || was_previous_member) departed_.push_back(host);
   std::string excluded;  // a member lost while its round ran is a flap of its node
-  if (was_member && phase_ == Phase::kRunning && !health_.Excluded(host, now) &&
+  if (was_member && !placeholder && phase_ == Phase::kRunning && !health_.Excluded(host, now) &&
       health_.CountFlap(host, now)) {
     excluded = absl::StrCat("; it is excluded: ", health_.Excluded(host, now)->reason);
     KeepOutHost(host, /*round_ends_anyway=*/true, now);

@@ -39,6 +39,23 @@ using SessionId = uint64_t;
 /// The most workers one run may have: RANK and WORLD_SIZE are 32-bit integers in workers.
 inline constexpr int64_t kMaxWorldSize = int64_t{1} << 30;
 
+/// What a node runs in a round: the master's answer to its join.
+struct Assignment {
+  int64_t round = 0;
+  int restart_count = 0;
+  int group_rank = 0;
+  int group_world_size = 0;
+  int base_rank = 0;
+  int world_size = 0;
+  std::string master_addr;
+  int master_port = 0;
+  // Group rank 0 only: every member's `addresses`, once each, in order.
+  std::vector<std::string> store_clients;
+  // Group rank 0 of several nodes only: group rank 1's store ("host:port"). Without a
+  // master, whether its host answers tells whether this node is cut off from the job.
+  std::string neighbour_store;
+};
+
 /// What an agent says about itself when it joins.
 struct NodeInfo {
   std::string host;           // for ordering and messages
@@ -64,6 +81,9 @@ struct NodeInfo {
   // Its agent runs a next round sent with a stop order (Outbound::next) without joining, and
   // its workers' store keeps one port for every round: it may be restarted in place.
   bool restarts_in_place = false;
+  // It lost its master while its workers ran, and they still do: the round they run. The
+  // master gives it its place back (Resume), or orders it to stop when that round is over.
+  std::optional<Assignment> resume;
 };
 
 /// One failed worker, as an agent reports it.
@@ -93,19 +113,6 @@ inline const char* FailureCause(const ReportedFailure& f) {
   return f.hung ? (f.timer ? "timer" : "hang") : f.exit_code < 0 ? "signal" : "exit_code";
 }
 
-struct Assignment {
-  int64_t round = 0;
-  int restart_count = 0;
-  int group_rank = 0;
-  int group_world_size = 0;
-  int base_rank = 0;
-  int world_size = 0;
-  std::string master_addr;
-  int master_port = 0;
-  // Group rank 0 only: every member's `addresses`, once each, in order.
-  std::vector<std::string> store_clients;
-};
-
 enum class StopReason { kWorkerFailed, kMembershipChanged, kRunEnded };
 
 // kReleased: for one node only, whose workers succeeded while others still run, once the
@@ -127,6 +134,10 @@ struct RoundRecord {
   // The restart into this round, each part the longest any node said (RestartExplained);
   // none for the first round, or before a node has said.
   std::optional<RestartSplit> restart;
+  // A restarted master took it up from its nodes' resumes (it did not begin it).
+  bool taken_up = false;
+  // The longest time a member was without a master while it ran (OutageExplained).
+  std::optional<absl::Duration> master_outage;
 };
 
 /// A node of the run, as the status shows it.
@@ -148,7 +159,9 @@ struct Outbound {
   // joins again after it (InfiniteDuration: it leaves the job). `detail` says why.
   // kOpenStore: to group rank 0 after a restart in place, once every member's workers of the
   // last round have exited: its TCPStore may serve round `store_round`.
-  enum class Kind { kAssign, kStop, kEnd, kEvict, kExclude, kOpenStore };
+  // kResumed: the answer to a join with `resume`: the node has its place back in round
+  // `store_round`; its workers go on.
+  enum class Kind { kAssign, kStop, kEnd, kEvict, kExclude, kOpenStore, kResumed };
   SessionId session = 0;
   Kind kind = Kind::kAssign;
   Assignment assignment;                               // kAssign
@@ -158,7 +171,7 @@ struct Outbound {
   // kStop: the next round, begun already (a restart in place): once its workers have
   // stopped, the node runs it without a join.
   std::optional<Assignment> next;
-  int64_t store_round = 0;  // kOpenStore
+  int64_t store_round = 0;  // kOpenStore, kResumed
   // kStop, kEnd: a rank hung; record where every worker is before stopping it.
   bool collect_stacks = false;
   std::vector<ReportedFailure> root_cause;         // kEnd with kFailed: the earliest failure
@@ -174,12 +187,27 @@ class RoundStateMachine {
 
   /// A session asks to be in the next round. A session of the same incarnation (the same
   /// agent process) is dropped: the agent left it. Errors: FailedPrecondition once the run
-  /// has ended.
+  /// has ended. A join with `node.resume` is a resume (below).
   absl::Status Join(SessionId session, const NodeInfo& node, absl::Time now);
   /// Proof of life; unknown sessions are ignored.
   void Heartbeat(SessionId session, absl::Time now);
-  /// The session's stream broke: the node is gone at once, no waiting for heartbeats.
+  /// The session's stream broke. A member of a running round is away: its place is held for
+  /// ReconnectGrace(), for its agent to come back on a new session (Resume), and it is lost
+  /// if it does not. Any other node is gone at once.
   void Disconnect(SessionId session, absl::Time now);
+  /// How long the place of a member whose stream broke is held: keep_alive_interval, at
+  /// least 2 s (a reconnect needs up to gRPC's 1 s back-off) and at most the keep-alive
+  /// window. A failure report whose every worker died because a peer went away ends the
+  /// wait at once: its peers saw the away member's workers die.
+  absl::Duration ReconnectGrace() const;
+  /// The node's agent exits (its workers have exited): it is gone at once.
+  void Bye(SessionId session, absl::Time now);
+  /// Where the agent of an away member (not a placeholder) serves its workers' store, an IP
+  /// address and port: nothing listening there any more means its agent is gone.
+  std::optional<std::pair<std::string, int>> AwayAgentStore(SessionId session) const;
+  /// Nothing listens any more where the away member's agent served its store: the agent is
+  /// gone (killed), not cut off. It is lost at once.
+  void AgentGone(SessionId session, absl::Time now);
   /// Workers of `round` on this session's node failed (`failures` not empty).
   void ReportFailure(SessionId session, int64_t round, std::vector<ReportedFailure> failures,
                      absl::Time now);
@@ -201,6 +229,10 @@ class RoundStateMachine {
   /// in the round's record, each part the longest any member said. Nothing from a session
   /// that is no member, or about another round.
   void RestartExplained(SessionId session, const RestartSplit& split);
+  /// A member of the running round was without a master for `lost` while in it: kept in the
+  /// round's record, the longest any member said. Nothing from a session that is no member,
+  /// or about another round.
+  void OutageExplained(SessionId session, int64_t round, absl::Duration lost);
   /// An operator ends the run (`ddprun stop`): every node stops its workers and exits (0, or 143
   /// in a job without a token: the agents decide).
   /// Nothing once it has ended.
@@ -261,9 +293,36 @@ class RoundStateMachine {
     bool previous_member = false;  // in previous_members_
     int base_rank = 0;             // RANK of its LOCAL_RANK 0 in `round`
     int64_t round = -1;            // the last round it was a member of
+    // Its stream broke while it was a member: its place is held until then (MarkAway).
+    std::optional<absl::Time> away_until;
+    // Holds the place of a member a restarted master has not heard from yet (Rebuild).
+    bool placeholder = false;
   };
 
   void BeginGathering(absl::Time now);
+  // A session of the same agent other than `session` is dropped: the agent gave it up.
+  void DropOldSession(SessionId session, const NodeInfo& node, absl::Time now);
+  // Records (or updates) `session`'s node as `node` says, seen now.
+  Node& Admit(SessionId session, const NodeInfo& node, absl::Time now);
+  // A join with `resume`: the agent lost its master while its workers ran round
+  // node.resume->round, and they still do. It takes its place back when it is (still) a
+  // member of that round; a master that does not know the round (it restarted) rebuilds it
+  // from this node (Rebuild); otherwise the round is over here, and it is ordered to stop.
+  absl::Status Resume(SessionId session, const NodeInfo& node, absl::Time now);
+  // A restarted master: round `resumed.round` runs, with group_world_size members, none of
+  // them back yet: each place is held (away) for ReconnectGrace() by a placeholder.
+  void Rebuild(const Assignment& resumed, absl::Time now);
+  // The agent of member `old` (a placeholder, an away member, or one whose old stream is
+  // still open) is back on `session`: it takes the place, and an old stream is closed.
+  void TakeOver(SessionId old, SessionId session, const NodeInfo& node, absl::Time now);
+  // The round a resuming node runs is over here: it stops its workers and joins again.
+  absl::Status StopStale(SessionId session, const NodeInfo& node, absl::Time now);
+  // The place `resumed` names in the running round, when it may be this node's: its own
+  // (the same agent), or a placeholder the restarted master holds for it. 0: none.
+  SessionId PlaceOf(const NodeInfo& node) const;
+  void MarkAway(SessionId session, absl::Time until);
+  // Removes every away member: the round ends (a membership change).
+  void LoseAwayMembers(const std::string& why, absl::Time now);
   // A join after the run has ended: refused, unless an operator stopped it (then the agent
   // is told so, and exits as the others did).
   absl::Status JoinEndedRun(SessionId session);
@@ -322,10 +381,13 @@ class RoundStateMachine {
   std::vector<SessionId> previous_members_;
   std::map<std::string, SessionId> by_incarnation_;
   std::set<std::pair<absl::Time, SessionId>> by_last_seen_;  // oldest first, for Tick
-  int joined_count_ = 0;                                     // nodes with `joined`
-  int finished_members_ = 0;                                 // members with `finished`
-  int previous_alive_ = 0;                                   // nodes with `previous_member`
-  int previous_back_ = 0;  // nodes with `previous_member` and `joined`
+  std::set<std::pair<absl::Time, SessionId>> away_;          // by away_until, for Tick
+  int placeholders_ = 0;  // members a restarted master has not heard from yet
+  SessionId next_placeholder_ = SessionId{1} << 62;  // above any session id the master draws
+  int joined_count_ = 0;                             // nodes with `joined`
+  int finished_members_ = 0;                         // members with `finished`
+  int previous_alive_ = 0;                           // nodes with `previous_member`
+  int previous_back_ = 0;                            // nodes with `previous_member` and `joined`
   absl::Time gathering_since_;
   std::optional<absl::Time> last_call_deadline_;
   std::optional<absl::Time> finishing_deadline_;

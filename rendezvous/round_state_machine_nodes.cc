@@ -64,7 +64,13 @@ void RoundStateMachine::EraseNode(SessionId session) {
   SetMember(node, false);
   SetPreviousMember(node, false);
   by_last_seen_.erase({node.last_seen, session});
-  by_incarnation_.erase(node.info.incarnation);
+  if (node.away_until) away_.erase({*node.away_until, session});
+  if (node.placeholder) {
+    --placeholders_;
+  } else if (auto mine = by_incarnation_.find(node.info.incarnation);
+             mine != by_incarnation_.end() && mine->second == session) {
+    by_incarnation_.erase(mine);
+  }
   nodes_.erase(it);
 }
 

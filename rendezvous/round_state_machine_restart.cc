@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "common/listen_socket.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
@@ -66,6 +67,10 @@ void RoundStateMachine::BeginRound(const std::optional<std::string>& stop_detail
     assignment.master_addr = rank0.addr;
     assignment.master_port = rank0.master_port;
     if (i == 0) assignment.store_clients = StoreClients();
+    if (i == 0 && members_.size() > 1) {
+      const NodeInfo& next = nodes_.at(members_[1]).info;
+      assignment.neighbour_store = HostPort(next.addr, next.master_port);
+    }
     Outbound out;
     out.session = members_[i];
     if (stop_detail) {

@@ -40,6 +40,16 @@ void RoundStateMachine::RestartExplained(SessionId session, const RestartSplit& 
   }
 }
 
+void RoundStateMachine::OutageExplained(SessionId session, int64_t round, absl::Duration lost) {
+  auto node = nodes_.find(session);
+  if (node == nodes_.end() || !node->second.member || history_.empty() ||
+      history_.back().round != round || round != round_) {
+    return;
+  }
+  std::optional<absl::Duration>& outage = history_.back().master_outage;
+  outage = std::max(outage.value_or(absl::ZeroDuration()), lost);
+}
+
 std::vector<NodeView> RoundStateMachine::Nodes() const {
   std::vector<NodeView> views;
   views.reserve(nodes_.size());

@@ -10,6 +10,38 @@
 
 namespace ddprun {
 
+namespace {
+
+void AssignmentToWire(const Assignment& from, v1::RoundAssignment& a) {
+  a.set_round(from.round);
+  a.set_restart_count(from.restart_count);
+  a.set_group_rank(from.group_rank);
+  a.set_group_world_size(from.group_world_size);
+  a.set_base_rank(from.base_rank);
+  a.set_world_size(from.world_size);
+  a.set_master_addr(from.master_addr);
+  a.set_master_port(from.master_port);
+  for (const std::string& c : from.store_clients) a.add_store_clients(c);
+  a.set_neighbour_store(from.neighbour_store);
+}
+
+Assignment AssignmentFromWire(const v1::RoundAssignment& a) {
+  Assignment out;
+  out.round = a.round();
+  out.restart_count = a.restart_count();
+  out.group_rank = a.group_rank();
+  out.group_world_size = a.group_world_size();
+  out.base_rank = a.base_rank();
+  out.world_size = a.world_size();
+  out.master_addr = a.master_addr();
+  out.master_port = a.master_port();
+  out.store_clients.assign(a.store_clients().begin(), a.store_clients().end());
+  out.neighbour_store = a.neighbour_store();
+  return out;
+}
+
+}  // namespace
+
 NodeInfo NodeFromJoin(const v1::Join& join) {
   NodeInfo node;
   node.host = join.node().host();
@@ -25,6 +57,7 @@ NodeInfo NodeFromJoin(const v1::Join& join) {
   node.restarts_seen = join.restarts_seen();
   node.failed_check = PrintableLines(join.failed_check());
   node.restarts_in_place = join.restarts_in_place();
+  if (join.has_resume()) node.resume = AssignmentFromWire(join.resume());
   return node;
 }
 
@@ -47,6 +80,11 @@ v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::
   join.set_restarts_seen(node.restarts_seen);
   join.set_failed_check(node.failed_check);
   join.set_restarts_in_place(node.restarts_in_place);
+  if (node.resume) {
+    AssignmentToWire(*node.resume, *join.mutable_resume());
+    join.mutable_resume()->clear_store_clients();  // the master has no use for them
+    join.mutable_resume()->clear_neighbour_store();
+  }
   *join.mutable_settings() = ToWire(settings);
   return join;
 }
@@ -219,36 +257,6 @@ v1::WorkerFailure ToWire(const ReportedFailure& f) {
   return out;
 }
 
-namespace {
-
-void AssignmentToWire(const Assignment& from, v1::RoundAssignment& a) {
-  a.set_round(from.round);
-  a.set_restart_count(from.restart_count);
-  a.set_group_rank(from.group_rank);
-  a.set_group_world_size(from.group_world_size);
-  a.set_base_rank(from.base_rank);
-  a.set_world_size(from.world_size);
-  a.set_master_addr(from.master_addr);
-  a.set_master_port(from.master_port);
-  for (const std::string& c : from.store_clients) a.add_store_clients(c);
-}
-
-Assignment AssignmentFromWire(const v1::RoundAssignment& a) {
-  Assignment out;
-  out.round = a.round();
-  out.restart_count = a.restart_count();
-  out.group_rank = a.group_rank();
-  out.group_world_size = a.group_world_size();
-  out.base_rank = a.base_rank();
-  out.world_size = a.world_size();
-  out.master_addr = a.master_addr();
-  out.master_port = a.master_port();
-  out.store_clients.assign(a.store_clients().begin(), a.store_clients().end());
-  return out;
-}
-
-}  // namespace
-
 v1::MasterMessage ToWire(const Outbound& out) {
   v1::MasterMessage message;
   switch (out.kind) {
@@ -269,6 +277,9 @@ v1::MasterMessage ToWire(const Outbound& out) {
       break;
     case Outbound::Kind::kOpenStore:
       message.mutable_store_open()->set_round(out.store_round);
+      break;
+    case Outbound::Kind::kResumed:
+      message.mutable_resumed()->set_round(out.store_round);
       break;
     case Outbound::Kind::kEnd: {
       v1::RunEnd* end = message.mutable_end();
@@ -312,6 +323,9 @@ RendezvousEvent EventFromWire(const v1::MasterMessage& message) {
   } else if (message.has_store_open()) {
     event.kind = RendezvousEvent::Kind::kStoreOpen;
     event.store_round = message.store_open().round();
+  } else if (message.has_resumed()) {
+    event.kind = RendezvousEvent::Kind::kResumed;
+    event.store_round = message.resumed().round();
   } else if (message.has_hang_report()) {
     event.kind = RendezvousEvent::Kind::kHangReport;
     event.hang_round = message.hang_report().round();

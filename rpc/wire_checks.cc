@@ -37,6 +37,14 @@ absl::Status CheckText(const char* field, const std::string& value, bool may_be_
 
 constexpr int64_t kMaxNodeAddresses = 64;
 
+// A time an agent measured: no restart or outage lasts a day (NaN fails too).
+absl::Status CheckMilliseconds(const char* field, double ms) {
+  constexpr int64_t kDayMs = 86400e3;
+  if (ms >= 0 && ms <= kDayMs) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, " is ", ms, "; it must be in [", 0, ", ", kDayMs, "]"));
+}
+
 }  // namespace
 
 absl::Status CheckLimits(const v1::AgentMessage& message) {
@@ -63,6 +71,21 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
         // The one bound across settings.
         CheckRange("join.settings.max_nodes", s.max_nodes(), s.min_nodes(), kMaxNodes),
         CheckLength("join.failed_check", j.failed_check(), 8192)};
+    if (j.has_resume()) {
+      const v1::RoundAssignment& r = j.resume();
+      for (absl::Status s :
+           {CheckRange("join.resume.round", r.round(), 0, int64_t{1} << 40),
+            CheckRange("join.resume.group_world_size", r.group_world_size(), 1, kMaxNodes),
+            CheckRange("join.resume.group_rank", r.group_rank(), 0, r.group_world_size() - 1),
+            CheckRange("join.resume.restart_count", r.restart_count(), 0, 1 << 30),
+            CheckRange("join.resume.base_rank", r.base_rank(), 0, int64_t{1} << 30),
+            CheckRange("join.resume.world_size", r.world_size(), 1, int64_t{1} << 30),
+            CheckLength("join.resume.master_addr", r.master_addr(), 255),
+            CheckRange("join.resume.store_clients (count)", r.store_clients_size(), 0, 0),
+            CheckLength("join.resume.neighbour_store", r.neighbour_store(), 0)}) {
+        checks.push_back(std::move(s));
+      }
+    }
     for (const std::string& address : j.node().addresses()) {
       // An IPv6 address with its zone ("fe80::1%eth0") fits in 64 bytes; a longer zone is
       // none an interface has.
@@ -94,11 +117,13 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
     }
   } else if (message.has_leave()) {
     checks.push_back(CheckLength("leave.reason", message.leave().reason(), 4096));
+  } else if (message.has_outage()) {
+    checks.push_back(CheckRange("outage.round", message.outage().round(), 0, int64_t{1} << 40));
+    checks.push_back(CheckMilliseconds("outage.lost_ms", message.outage().lost_ms()));
   } else if (message.has_restart()) {
     const v1::RestartSplit& r = message.restart();
     checks.push_back(CheckRange("restart.round", r.round(), 0, int64_t{1} << 40));
     checks.push_back(CheckRange("restart.restart_count", r.restart_count(), 0, 1 << 30));
-    constexpr int64_t kDayMs = 86400e3;  // no part of a restart is longer; NaN fails too
     for (const auto& [field, ms] : {std::pair{"restart.total_ms", r.total_ms()},
                                     {"restart.detection_ms", r.detection_ms()},
                                     {"restart.stop_ms", r.stop_ms()},
@@ -106,10 +131,7 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
                                     {"restart.spawn_ms", r.spawn_ms()},
                                     {"restart.connected_ms", r.connected_ms()},
                                     {"restart.barrier_ms", r.barrier_ms()}}) {
-      if (!(ms >= 0 && ms <= kDayMs)) {
-        checks.push_back(absl::InvalidArgumentError(
-            absl::StrCat(field, " is ", ms, "; it must be in [", 0, ", ", kDayMs, "]")));
-      }
+      checks.push_back(CheckMilliseconds(field, ms));
     }
   }
   for (absl::Status& s : checks) {

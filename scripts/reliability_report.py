@@ -67,15 +67,26 @@ SCENARIOS = [
      "host 3's check fails once, `--node-cooldown=1`",
      "kept out, checked again after 1 s, taken in at the next round (no restart spent)",
      [("cooldown: node3 kept out to in the job (cooldown 1 s)", "recovery")]),
-    ("NetnsTest.TheMasterOnItsOwnHostKilledAndRestartedTheJobCarriesOn",
-     "ddprun-master SIGKILLed and started again",
-     "agents stop their workers, rejoin the new master; rounds and restart count carry on",
-     [("master restart: workers running again after", "recovery")]),
+    ("NetnsTest.TheMasterOnItsOwnHostKilledAndRestartedStopsNoWorker",
+     "ddprun-master on its own host SIGKILLed, started again 3 s later",
+     "no worker stops (each started once); the new master takes round 0 up from the agents, "
+     "which have their places back; no restart spent",
+     [("master restart: every agent back in its round after", "rejoin")]),
+    ("NetnsTest.TheMastersHostCutOffForFiveSecondsStopsNoWorker",
+     "ddprun-master's host cut off (link down) for 5 s, then back",
+     "the agents lose it and find group rank 0's store still there: their workers go on; "
+     "healed, each has its place back; no worker stops",
+     [("master's host cut off for 5 s: every agent back in its round after healing", "rejoin")]),
     ("NetnsTest.TwoJobsOnOneMasterDoNotSeeEachOther", "two run ids on one ddprun-master",
      "each job has its own ranks and world size", []),
-    ("MultiNode.SilentMasterAgentsStopTheirWorkersThenRejoinWhenItAnswers",
+    ("MultiNode.SilentMasterTheWorkersGoOnAndTheAgentsHaveTheirPlacesBackWhenItAnswers",
      "master stops answering (SIGSTOP), then answers again",
-     "agents stop their workers within keep_alive_interval + heartbeat_timeout, rejoin after", []),
+     "agents notice within keep_alive_interval + heartbeat_timeout; their workers go on; each "
+     "has its place back when the master answers", []),
+    ("MultiNode.KillNineOfOneAgentLeavesTheOtherRunningAlone",
+     "agent SIGKILL (2 agents on loopback, --nnodes=1:2)",
+     "its connection breaks and nothing listens on its store's port any more: the other node "
+     "goes on alone at once, no restart spent", []),
     ("DdpAcrossHosts.TheStaticFormTrains",
      "real DDP (torch 1.13, gloo), 2 hosts x 2 workers, torchrun's static command line; host "
      "names loopback on each host, no --local-addr",
@@ -90,6 +101,14 @@ SCENARIOS = [
     ("DdpAcrossHosts.RankZeroOnAHostThatIsNotTheEndpoint",
      "real DDP, ddprun-master on a third host",
      "trains; MASTER_ADDR is the address the master saw group rank 0's agent connect from", []),
+    ("DdpAcrossHosts.TheMasterKilledAndStartedAgain3sLaterStopsNoWorker",
+     "real DDP on 2 hosts, ddprun-master on a third SIGKILLed mid-training, started again 3 s "
+     "later",
+     "no worker restarted (the same pids), TORCHELASTIC_RESTART_COUNT 0; every rank's parameters "
+     "and losses equal an undisturbed run's", []),
+    ("DdpAcrossHosts.TheMastersHostCutOffFor5sStopsNoWorker",
+     "real DDP on 2 hosts, the master's host cut off for 5 s mid-training",
+     "the same: no worker restarted, losses equal an undisturbed run's", []),
     ("DdpAcrossHosts.WorkersThatCannotMeetAreStoppedWithTheirMeetingPointNamed",
      "real DDP, group rank 0 gives a --local-addr where no store is; the job is stopped",
      "workers retry in init_process_group; stopped, each node's summary names their MASTER_ADDR "

@@ -16,10 +16,13 @@ inline std::string DescribeAction(const AgentAction& a) {
     case Kind::kCheckHealth:
       return "check-health";
     case Kind::kJoin:
+      if (a.resume) return absl::StrCat("join resume=", a.assignment->round);
       return absl::StrCat(a.assignment ? absl::StrCat("join after=", a.assignment->round) : "join",
                           a.text.empty() ? "" : absl::StrCat(" unhealthy (", a.text, ")"));
     case Kind::kReconnect:
       return "reconnect";
+    case Kind::kCheckReach:
+      return absl::StrCat("check-reach ", a.text);
     case Kind::kStartWorkers:
       return absl::StrCat("start-workers round=", a.assignment->round,
                           " restarts=", a.assignment->restart_count);

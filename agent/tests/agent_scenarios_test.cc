@@ -44,6 +44,7 @@ class Scenario : public testing::ScenarioMachine {
     s.join_deadline = absl::Seconds(605);
     s.join_timeout = absl::Seconds(600);
     s.master_endpoint = "master:29400";
+    s.master_outage_timeout = absl::Seconds(300);
     sm_ = std::make_unique<AgentStateMachine>(s, now_);
   }
 
@@ -60,10 +61,14 @@ class Scenario : public testing::ScenarioMachine {
       sm_->StoreMayOpen(testing::ScenarioInt(args, "round", 0));
     } else if (verb == "start") {
       sm_->Start(now_);
-    } else if (verb == "assigned") {
+    } else if (verb == "assigned") {  // assigned round=R restarts=C [group-rank=G]
       Assignment a;
       a.round = testing::ScenarioInt(args, "round", 0);
       a.restart_count = testing::ScenarioInt(args, "restarts", 0);
+      a.group_rank = testing::ScenarioInt(args, "group-rank", 0);
+      a.group_world_size = a.group_rank + 1;
+      a.master_addr = "node1";
+      a.master_port = 29500;
       sm_->Assigned(a);
     } else if (verb == "assigned-nodes") {  // assigned-nodes N round=R: a round of N nodes
       Assignment a;
@@ -135,6 +140,10 @@ class Scenario : public testing::ScenarioMachine {
       sm_->RunEnded(RunEnd{o, "the run ended", root, {}}, args.count("stacks") > 0, now_);
     } else if (verb == "lost") {
       sm_->MasterLost("connection reset", now_);
+    } else if (verb == "resumed") {  // resumed round=R: the master gave the place back
+      sm_->Resumed(testing::ScenarioInt(args, "round", 0), now_);
+    } else if (verb == "reach") {  // reach yes|no: whether group rank 0's store answered
+      sm_->JobReach(words.at(1) == "yes", "timed out", now_);
     } else if (verb == "refused") {
       sm_->Refused("wrong token", now_);
     } else if (verb == "progress") {  // progress master|unanswered TEXT...

@@ -33,6 +33,7 @@ class AgentStateMachineTest : public ::testing::Test {
     if (networked) {
       s.heartbeat_interval = absl::Seconds(5);
       s.join_deadline = absl::Seconds(605);
+      s.master_outage_timeout = absl::Seconds(300);
     }
     s.join_timeout = absl::Seconds(600);
     s.master_endpoint = "master:29400";
@@ -303,14 +304,64 @@ TEST_F(AgentStateMachineTest, ASignalOutranksEveryOtherOrderOnceWorkersHaveExite
   EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("stop-summary SIGTERM", "exit 143"));
 }
 
-TEST_F(AgentStateMachineTest, TheMasterLostStopsTheWorkersThenReconnectsAndRejoins) {
+TEST_F(AgentStateMachineTest, WithoutItsMasterANodeKeepsItsWorkersAndAsksForItsPlaceBack) {
   RunRoundZero();
   sm_->MasterLost("rendezvous master at master:29400: Socket closed", now_);
+  EXPECT_THAT(Take(), ElementsAre("reconnect", "join resume=0"))
+      << "group rank 0: its own store is the job's, nothing to check";
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("this node's workers go on (round 0)")));
+  EXPECT_THAT(Advance(absl::Seconds(3)), IsEmpty());
+  sm_->Resumed(0, now_);
+  EXPECT_THAT(Take(), IsEmpty());
+  EXPECT_THAT(LogsOf(), ElementsAre("the rendezvous master answers again after 3s: this node has "
+                                    "its place back in round 0; its workers never stopped"));
+  EXPECT_THAT(Advance(absl::Seconds(300)), ElementsAre("heartbeat"));  // no outage left
+}
+
+TEST_F(AgentStateMachineTest, ANodeThatCannotReachGroupRankZeroEitherIsCutOffAndStops) {
+  Make();
+  Start();
+  Assignment second = Round(0);
+  second.group_rank = 1;
+  second.master_addr = "node1";
+  second.master_port = 29500;
+  sm_->Assigned(second);
+  Take();
+  sm_->MasterLost("keepalive watchdog timeout", now_);
+  EXPECT_THAT(Take(), ElementsAre("reconnect", "join resume=0", "check-reach node1:29500"));
+  sm_->JobReach(true, "", now_);
+  EXPECT_THAT(Take(), IsEmpty());
+  EXPECT_THAT(Advance(absl::Seconds(5)), ElementsAre("check-reach node1:29500", "heartbeat"));
+  sm_->JobReach(false, "timed out", now_);
   EXPECT_THAT(Take(), ElementsAre("end-store-round", "stop-workers SIGTERM"))
-      << "a node cut off from the master must not go on training";
-  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("stopping this node's workers and rejoining")));
+      << "a node cut off from the job must not go on training";
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("group rank 0's store at node1:29500 does not answer "
+                                              "either (timed out): this node is cut off")));
   Workers(AllExited());
   EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("reconnect", "join after=0"));
+}
+
+TEST_F(AgentStateMachineTest, NoMasterForTheOutageTimeoutStopsTheWorkers) {
+  RunRoundZero();
+  sm_->MasterLost("unavailable", now_);
+  Take();
+  EXPECT_THAT(Advance(absl::Seconds(299)), Each(HasSubstr("heartbeat")));
+  EXPECT_THAT(Advance(absl::Seconds(1)), ElementsAre("end-store-round", "stop-workers SIGTERM"));
+  EXPECT_THAT(LogsOf(), ElementsAre(HasSubstr("no rendezvous master answered for 5m")));
+  Workers(AllExited());
+  EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("reconnect", "join after=0"));
+}
+
+TEST_F(AgentStateMachineTest, AFailureWithoutAMasterIsReportedToTheOneThatAnswers) {
+  RunRoundZero();
+  sm_->MasterLost("unavailable", now_);
+  Take();
+  EXPECT_THAT(Workers(Failed(false)),
+              ElementsAre("stop-workers SIGTERM", "report-failure round=0"));
+  Workers(Failed(true));
+  EXPECT_THAT(Closed(FailedAt(0, 1)), IsEmpty());  // it waits for the master's word
+  sm_->StopOrdered(StopReason::kWorkerFailed, "rank 0 on node0 failed", false, std::nullopt, now_);
+  EXPECT_THAT(Take(), ElementsAre("end-store-round", "join after=0"));
 }
 
 TEST_F(AgentStateMachineTest, TheMasterLostWhileJoiningReconnectsAtOnce) {

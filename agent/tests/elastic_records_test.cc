@@ -133,5 +133,16 @@ TEST_F(ElasticRecordsTest, ARestartsSplitIsRecordedPartByPart) {
                               "null, \"barrier_ms\": null}}")));
 }
 
+TEST_F(ElasticRecordsTest, AMasterOutageIsRecordedWithItsLength) {
+  ElasticRecords records = Make();
+  records.RoundAssigned(Round(), t0_, t0_);
+  records.MasterBack(2, absl::Milliseconds(3250));
+  ASSERT_EQ(Lines().size(), 3u);
+  EXPECT_THAT(Lines()[2],
+              AllOf(HasSubstr("\"name\": \"torchelastic.worker.status.RESUMED\", \"source\": "
+                              "\"AGENT\""),
+                    HasSubstr("\"duration_ms\": 3250.0, \"round\": 2, ")));
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -661,6 +661,56 @@ TEST(WireTest, ARestartsSplitSurvivesTheWireAndItsBoundsAreNamed) {
   EXPECT_THAT(refused(bad), HasSubstr("restart.round is -1"));
 }
 
+// A resume crosses the wire as the agent sends it (no store_clients, no neighbour_store),
+// and each of its fields, and an outage's length, is bounded by name.
+TEST(WireTest, AResumeAndAnOutageCrossTheWireAndTheirBoundsAreNamed) {
+  NodeInfo node;
+  node.host = "node1";
+  node.incarnation = "inc";
+  node.master_port = 29500;
+  Assignment running;
+  running.round = 4;
+  running.restart_count = 1;
+  running.group_rank = 0;
+  running.group_world_size = 2;
+  running.world_size = 4;
+  running.master_addr = "10.0.0.1";
+  running.master_port = 29500;
+  running.store_clients = {"10.0.0.1", "10.0.0.2"};
+  running.neighbour_store = "10.0.0.2:41000";
+  node.resume = running;
+  const pb::AgentMessage message = JoinMessage(node, "job", "", RendezvousSettings());
+  EXPECT_TRUE(CheckLimits(message).ok()) << CheckLimits(message);
+  const NodeInfo back = NodeFromJoin(message.join());
+  ASSERT_TRUE(back.resume.has_value());
+  EXPECT_EQ(back.resume->round, 4);
+  EXPECT_EQ(back.resume->group_world_size, 2);
+  EXPECT_TRUE(back.resume->store_clients.empty());
+  EXPECT_TRUE(back.resume->neighbour_store.empty());
+  auto refused = [](pb::AgentMessage m) { return std::string(CheckLimits(m).message()); };
+  pb::AgentMessage bad = message;
+  bad.mutable_join()->mutable_resume()->set_group_rank(2);
+  EXPECT_THAT(refused(bad), HasSubstr("join.resume.group_rank is 2; it must be in [0, 1]"));
+  bad = message;
+  bad.mutable_join()->mutable_resume()->set_group_world_size(0);
+  EXPECT_THAT(refused(bad), HasSubstr("join.resume.group_world_size is 0"));
+  bad = message;
+  bad.mutable_join()->mutable_resume()->add_store_clients("10.0.0.3");
+  EXPECT_THAT(refused(bad), HasSubstr("join.resume.store_clients (count) is 1"));
+  bad = message;
+  bad.mutable_join()->mutable_resume()->set_neighbour_store("x:1");
+  EXPECT_THAT(refused(bad), HasSubstr("join.resume.neighbour_store has 3 bytes; the limit is 0"));
+  pb::AgentMessage outage;
+  outage.mutable_outage()->set_round(4);
+  outage.mutable_outage()->set_lost_ms(3200);
+  EXPECT_TRUE(CheckLimits(outage).ok());
+  outage.mutable_outage()->set_lost_ms(std::nan(""));
+  EXPECT_THAT(refused(outage), HasSubstr("outage.lost_ms is nan"));
+  outage.mutable_outage()->set_lost_ms(1);
+  outage.mutable_outage()->set_round(-1);
+  EXPECT_THAT(refused(outage), HasSubstr("outage.round is -1"));
+}
+
 // A master serves the Store of the runs its agents joined only (a Store alone, for any run,
 // is rpc/store_only_server.h's).
 TEST_F(MasterServerTest, TheStoreOfARunNoAgentJoinedIsRefused) {

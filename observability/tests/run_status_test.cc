@@ -260,5 +260,52 @@ TEST_F(RunStatusTest, TheRoundTableKeepsTheLongestOfEachPartOfARestart) {
   EXPECT_THAT(text, HasSubstr("1.342s (connected 1.307s)"));
 }
 
+// A restarted master takes round 4 up from its nodes, which were without a master for a
+// while; the round table says so, with the longest outage any member said.
+TEST_F(RunStatusTest, ARoundTakenUpByARestartedMasterShowsTheOutage) {
+  Assignment resumed;
+  resumed.round = 4;
+  resumed.group_world_size = 2;
+  resumed.world_size = 4;
+  resumed.restart_count = 1;
+  NodeInfo a = Node("a");
+  a.resume = resumed;
+  NodeInfo b = Node("b");
+  resumed.group_rank = 1;
+  resumed.base_rank = 2;
+  b.resume = resumed;
+  ASSERT_TRUE(rounds_->Join(11, a, now_).ok());
+  ASSERT_TRUE(rounds_->Join(12, b, now_).ok());
+  rounds_->OutageExplained(11, 4, absl::Milliseconds(3200));
+  rounds_->OutageExplained(12, 4, absl::Milliseconds(2900));
+  rounds_->OutageExplained(12, 3, absl::Seconds(60));  // another round: nothing
+  rounds_->OutageExplained(99, 4, absl::Seconds(60));  // no such member: nothing
+  const v1::RunStatus s = Status();
+  ASSERT_EQ(s.rounds_size(), 1);
+  EXPECT_EQ(s.rounds(0).round(), 4);
+  EXPECT_EQ(s.rounds(0).restart_count(), 1);
+  EXPECT_TRUE(s.rounds(0).taken_up());
+  EXPECT_DOUBLE_EQ(s.rounds(0).master_outage_ms(), 3200);
+  EXPECT_EQ(s.nodes_size(), 2);
+  const std::string text = FormatRunStatus(s);
+  EXPECT_THAT(text, HasSubstr("MASTER AWAY"));
+  EXPECT_THAT(text, HasSubstr("3.2s, taken up"));
+  EXPECT_THAT(StatusJson(s, false), HasSubstr("\"master_outage_ms\":3200"));
+}
+
+TEST(AgentMetricsTest, EachMasterOutageIsInItsHistogram) {
+  AgentMetricsSnapshot agent;
+  agent.run_id = "job";
+  const std::string none = prometheus::TextSerializer().Serialize(AgentMetricFamilies(agent));
+  EXPECT_THAT(none, Not(HasSubstr("ddprun_agent_master_outage_seconds_count")));
+  agent.master_outages.Observe(3.2);
+  const std::string text = prometheus::TextSerializer().Serialize(AgentMetricFamilies(agent));
+  EXPECT_THAT(text, HasSubstr("ddprun_agent_master_outage_seconds_count{run_id=\"job\"} 1"));
+  EXPECT_THAT(text,
+              HasSubstr("ddprun_agent_master_outage_seconds_bucket{run_id=\"job\",le=\"5\"} 1"));
+  EXPECT_THAT(text,
+              HasSubstr("ddprun_agent_master_outage_seconds_bucket{run_id=\"job\",le=\"2.5\"} 0"));
+}
+
 }  // namespace
 }  // namespace ddprun

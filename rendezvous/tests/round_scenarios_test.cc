@@ -85,6 +85,8 @@ std::string Describe(const Outbound& o) {
       return absl::StrCat(who, "exclude for ", absl::FormatDuration(o.cooldown), ": ", o.detail);
     case Outbound::Kind::kOpenStore:
       return absl::StrCat(who, "open-store round=", o.store_round);
+    case Outbound::Kind::kResumed:
+      return absl::StrCat(who, "resumed round=", o.store_round);
   }
   return "?";
 }
@@ -106,9 +108,11 @@ class Scenario : public testing::ScenarioMachine {
     sm_ = std::make_unique<RoundStateMachine>(s, now_);
   }
 
-  // join S HOST [rank=HINT] [nproc=N] [in-place] (it can be restarted in place) | heartbeat S
-  // | disconnect S | fail S round=R rank=K | succeed S round=R | stopped S round=R (after a
-  // restart in place, its workers of R exited) | stop REASON... (`ddprun stop`) | tick
+  // join S HOST [rank=HINT] [nproc=N] [in-place] (it can be restarted in place) | resume S
+  // HOST round=R place=G/N base=B world=W restarts=C [in-place] (a join asking for its place
+  // back in the round its workers run) | heartbeat S | disconnect S (its stream broke) | bye
+  // S (its agent exits) | fail S round=R rank=K [peer-lost] | succeed S round=R | stopped S round=R
+  // (after a restart in place, its workers of R exited) | stop REASON... (`ddprun stop`) | tick
   // DURATION (time passes, nobody beats) | pass DURATION (time passes second by second, every
   // session that joined beating)
   std::vector<std::string> Apply(const std::string& line) override {
@@ -126,7 +130,7 @@ class Scenario : public testing::ScenarioMachine {
     if (words.size() > 1) (void)absl::SimpleAtoi(words[1], &session);
     const std::map<std::string, std::string> args = testing::ScenarioArgs(words, 2);
     std::vector<std::string> out;
-    if (verb == "join") {
+    if (verb == "join" || verb == "resume") {
       NodeInfo n;
       n.host = words.at(2);
       n.addr = n.host + ".addr";
@@ -135,6 +139,17 @@ class Scenario : public testing::ScenarioMachine {
       n.node_rank_hint = testing::ScenarioInt(args, "rank", -1);
       n.master_port = 29000 + static_cast<int>(session);
       n.restarts_in_place = args.count("in-place") > 0;
+      if (verb == "resume") {
+        Assignment a;
+        a.round = testing::ScenarioInt(args, "round", 0);
+        const std::vector<std::string> rank = absl::StrSplit(args.at("place"), '/');
+        EXPECT_TRUE(absl::SimpleAtoi(rank.at(0), &a.group_rank)) << line;
+        EXPECT_TRUE(absl::SimpleAtoi(rank.at(1), &a.group_world_size)) << line;
+        a.base_rank = testing::ScenarioInt(args, "base", 0);
+        a.world_size = testing::ScenarioInt(args, "world", 1);
+        a.restart_count = testing::ScenarioInt(args, "restarts", 0);
+        n.resume = a;
+      }
       if (absl::Status s = sm_->Join(session, n, now_); !s.ok()) {
         out.push_back(absl::StrCat("refused: ", s.message()));
       }
@@ -144,12 +159,16 @@ class Scenario : public testing::ScenarioMachine {
     } else if (verb == "disconnect") {
       sm_->Disconnect(session, now_);
       joined_.erase(session);
+    } else if (verb == "bye") {
+      sm_->Bye(session, now_);
+      joined_.erase(session);
     } else if (verb == "fail") {
       ReportedFailure f;
       f.host = absl::StrCat("host-of-", session);
       f.rank = testing::ScenarioInt(args, "rank", 0);
       f.exit_code = 1;
       f.time = now_;
+      f.peer_lost = args.count("peer-lost") > 0;
       sm_->ReportFailure(session, testing::ScenarioInt(args, "round", 0), {f}, now_);
     } else if (verb == "stop") {
       sm_->Stop(absl::StrJoin(words.begin() + 1, words.end(), " "), now_);

@@ -283,23 +283,163 @@ TEST_F(RoundStateMachineTest, ReportsAboutAnEndedRoundAreIgnored) {
   EXPECT_TRUE(Take().empty());
 }
 
-TEST_F(RoundStateMachineTest, BrokenStreamEndsTheRoundAtOnceWithoutSpendingBudget) {
+TEST_F(RoundStateMachineTest, ABrokenStreamHoldsThePlaceForTheGraceThenEndsTheRoundForFree) {
   Make(1, 2, /*max_restarts=*/0);
   ASSERT_TRUE(Join(1, Node("a")).ok());
   ASSERT_TRUE(Join(2, Node("b")).ok());
   Take();
+  EXPECT_EQ(sm_->ReconnectGrace(), absl::Seconds(5));  // keep_alive_interval
   sm_->Disconnect(2, now_);
+  EXPECT_EQ(sm_->NextDeadline(), now_ + absl::Seconds(5));
+  AdvanceWithHeartbeats(absl::Seconds(4), {1});
+  EXPECT_TRUE(Take().empty());  // b's agent may be alive, its workers running: it may come back
+  AdvanceWithHeartbeats(absl::Seconds(1), {1});
   auto stops = OfKind(Take(), Kind::kStop);
   ASSERT_EQ(stops.size(), 1u);
   EXPECT_EQ(stops[0].session, 1u);
   EXPECT_EQ(stops[0].stop_reason, StopReason::kMembershipChanged);
-  EXPECT_THAT(stops[0].detail, HasSubstr("b left the job: its connection to the master broke"));
+  EXPECT_THAT(stops[0].detail, HasSubstr("b left the job: its connection to the master broke and "
+                                         "it did not come back within 5s"));
   EXPECT_EQ(sm_->restarts_spent(), 0);
   ASSERT_TRUE(Join(1, Node("a")).ok());  // the survivor is every previous member: fast path
   auto assigns = OfKind(Take(), Kind::kAssign);
   ASSERT_EQ(assigns.size(), 1u);
   EXPECT_EQ(assigns[0].assignment.world_size, 2);
   EXPECT_EQ(assigns[0].assignment.restart_count, 0);
+}
+
+TEST_F(RoundStateMachineTest, AnAgentThatSaysByeIsGoneAtOnce) {
+  Make(1, 2, /*max_restarts=*/0);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->Bye(2, now_);
+  auto stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].session, 1u);
+  EXPECT_THAT(stops[0].detail, HasSubstr("b left the job: its agent exited"));
+  EXPECT_EQ(sm_->restarts_spent(), 0);
+}
+
+// The agent asks for its place back in the round its workers run (it lost its master).
+NodeInfo Resuming(NodeInfo node, int64_t round, int group_rank, int group_world_size, int base_rank,
+                  int world_size, int restarts = 0) {
+  Assignment a;
+  a.round = round;
+  a.group_rank = group_rank;
+  a.group_world_size = group_world_size;
+  a.base_rank = base_rank;
+  a.world_size = world_size;
+  a.restart_count = restarts;
+  node.resume = a;
+  return node;
+}
+
+TEST_F(RoundStateMachineTest, AResumeWhileTheOldStreamIsStillOpenClosesItAndStopsNothing) {
+  Make(2, 2, /*max_restarts=*/3);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  // b's agent gave up its stream (a keepalive went unanswered); the master has not noticed.
+  ASSERT_TRUE(Join(12, Resuming(Node("b"), 0, 1, 2, 2, 4)).ok());
+  auto out = Take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].kind, Kind::kEvict);
+  EXPECT_EQ(out[0].session, 2u);
+  EXPECT_THAT(out[0].detail, HasSubstr("it reconnected on a new session"));
+  EXPECT_EQ(out[1].kind, Kind::kResumed);
+  EXPECT_EQ(out[1].session, 12u);
+  EXPECT_THAT(sm_->members(), ElementsAre(1u, 12u));
+  sm_->Disconnect(2, now_);  // the old stream's end: nothing of the run any more
+  AdvanceWithHeartbeats(absl::Seconds(20), {1, 12});
+  EXPECT_TRUE(Take().empty());
+  sm_->ReportFailure(12, 0, {Failure("b", 2, absl::ZeroDuration())}, now_);  // its own ranks
+  EXPECT_EQ(sm_->restarts_spent(), 1);
+}
+
+TEST_F(RoundStateMachineTest, NoResumeTakesAPlaceThatIsNotItsOwn) {
+  Make(2, 2);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->Disconnect(2, now_);
+  NodeInfo stranger = Node("b");
+  stranger.incarnation = "another agent";
+  ASSERT_TRUE(Join(9, Resuming(stranger, 0, 1, 2, 2, 4)).ok());
+  auto stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].session, 9u);  // told its round is over; the held place stays b's
+  EXPECT_THAT(stops[0].detail, HasSubstr("round 0, which this node's workers run, ended"));
+  EXPECT_THAT(sm_->members(), ElementsAre(1u, 2u));
+}
+
+TEST_F(RoundStateMachineTest, AWorkerFailingOnItsOwnWhileAMemberIsAwaySpendsARestart) {
+  Make(2, 2, /*max_restarts=*/3);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->Disconnect(2, now_);
+  sm_->ReportFailure(1, 0, {Failure("a", 0, absl::ZeroDuration())}, now_);
+  auto stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 2u);  // b's has no stream to go by: it is told when it comes back
+  EXPECT_EQ(stops[0].session, 1u);
+  EXPECT_EQ(stops[0].stop_reason, StopReason::kWorkerFailed);
+  EXPECT_FALSE(stops[0].next);  // not in place: a member is away
+  EXPECT_EQ(sm_->restarts_spent(), 1);
+  ASSERT_TRUE(Join(12, Resuming(Node("b"), 0, 1, 2, 2, 4)).ok());
+  stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].session, 12u);
+}
+
+TEST_F(RoundStateMachineTest, ARestartedMasterTakesUpOnlyTheRoundTheFirstResumeDescribes) {
+  Make(2, 2, /*max_restarts=*/3);
+  ASSERT_TRUE(Join(11, Resuming(Node("a"), 7, 0, 2, 0, 4, /*restarts=*/2)).ok());
+  EXPECT_EQ(OfKind(Take(), Kind::kResumed).size(), 1u);
+  EXPECT_EQ(sm_->round(), 7);
+  EXPECT_EQ(sm_->restarts_spent(), 2);
+  ASSERT_EQ(sm_->history().size(), 1u);
+  EXPECT_TRUE(sm_->history().back().taken_up);
+  // Another world size, restart count or number of places is another round: not this one.
+  ASSERT_TRUE(Join(12, Resuming(Node("b"), 7, 1, 2, 2, 6, 2)).ok());
+  ASSERT_EQ(OfKind(Take(), Kind::kStop).size(), 1u);
+  ASSERT_TRUE(Join(13, Resuming(Node("c"), 7, 1, 2, 2, 4, 2)).ok());
+  auto out = Take();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].kind, Kind::kResumed);
+  EXPECT_EQ(out[1].kind, Kind::kOpenStore);  // whole again
+  EXPECT_EQ(out[1].session, 11u);
+  EXPECT_THAT(sm_->members(), ElementsAre(11u, 13u));
+}
+
+TEST_F(RoundStateMachineTest, ARoundKeepsTheLongestOutageItsMembersSaid) {
+  Make(2, 2);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  sm_->OutageExplained(1, 0, absl::Seconds(3));
+  sm_->OutageExplained(2, 0, absl::Seconds(2));
+  sm_->OutageExplained(3, 0, absl::Seconds(60));  // no member
+  ASSERT_EQ(sm_->history().size(), 1u);
+  EXPECT_EQ(sm_->history().back().master_outage, absl::Seconds(3));
+  EXPECT_FALSE(sm_->history().back().taken_up);  // this master began it
+}
+
+TEST_F(RoundStateMachineTest, AResumeTooLargeForTheRunIsTakenForAnotherRound) {
+  Make(1, 2);
+  ASSERT_TRUE(Join(11, Resuming(Node("a"), 3, 0, 5, 0, 10)).ok());  // 5 places > --nnodes max
+  auto stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(sm_->phase(), RoundStateMachine::Phase::kGathering);
+}
+
+TEST_F(RoundStateMachineTest, AResumeAfterTheRunEndedIsRefused) {
+  Make(1, 1);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  sm_->ReportSuccess(1, 0, now_);
+  Take();
+  EXPECT_EQ(Join(2, Resuming(Node("a"), 0, 0, 1, 0, 2)).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST_F(RoundStateMachineTest, MissingHeartbeatsKillANodeAfterIntervalTimesAttempts) {
@@ -346,7 +486,7 @@ TEST_F(RoundStateMachineTest, AtMaxNodesANewcomerWaitsForASlot) {
   ASSERT_TRUE(Join(2, Node("b")).ok());
   EXPECT_TRUE(Take().empty());
   EXPECT_THAT(sm_->waiting(), ElementsAre(2u));
-  sm_->Disconnect(1, now_);
+  sm_->Bye(1, now_);
   auto assigns = OfKind(Take(), Kind::kAssign);
   ASSERT_EQ(assigns.size(), 1u);  // b takes the free slot
   EXPECT_EQ(assigns[0].session, 2u);
@@ -497,7 +637,7 @@ TEST_F(RoundStateMachineTest, BelowMinAfterALossTheTimeoutNamesTheLostNode) {
   ASSERT_TRUE(Join(1, Node("a")).ok());
   ASSERT_TRUE(Join(2, Node("b")).ok());
   Take();
-  sm_->Disconnect(2, now_);
+  sm_->Bye(2, now_);
   ASSERT_TRUE(Join(1, Node("a")).ok());  // a alone is below --nnodes=2: it waits
   Take();
   AdvanceWithHeartbeats(absl::Seconds(600), {1});
@@ -511,7 +651,7 @@ TEST_F(RoundStateMachineTest, WhenEveryNodeGivesARankThoseRanksDecideEvenAfterAL
   ASSERT_TRUE(Join(1, Node("b", 2, /*hint=*/1)).ok());
   ASSERT_TRUE(Join(2, Node("a", 2, /*hint=*/0)).ok());
   EXPECT_THAT(sm_->members(), ElementsAre(2u, 1u));
-  sm_->Disconnect(2, now_);  // node rank 0 is lost and comes back as a new session
+  sm_->Bye(2, now_);  // node rank 0 is lost and comes back as a new session
   Take();
   ASSERT_TRUE(Join(1, Node("b", 2, 1)).ok());
   ASSERT_TRUE(Join(3, Node("a", 2, 0)).ok());
@@ -735,12 +875,14 @@ TEST_F(NodeHealthRulesTest, AFailedHealthCheckKeepsTheNodeOutAndTheSummaryShowsI
 
 TEST_F(NodeHealthRulesTest, LostConnectionsAreCountedApartFromFailuresWithTheirOwnLimit) {
   StartThree(/*max_restarts=*/0, Limits(1, 2, absl::Seconds(60)));
-  sm_->Disconnect(3, now_);               // c flaps: a membership change, no restart spent
+  sm_->Disconnect(3, now_);  // c flaps: a membership change once its grace is over, free
+  AdvanceWithHeartbeats(sm_->ReconnectGrace(), {1, 2});
   ASSERT_TRUE(Join(13, Node("c")).ok());  // back on a new session
   ASSERT_TRUE(Join(1, Node("a")).ok());
   ASSERT_TRUE(Join(2, Node("b")).ok());
   ASSERT_EQ(OfKind(Take(), Kind::kAssign).size(), 3u);
   sm_->Disconnect(13, now_);
+  AdvanceWithHeartbeats(sm_->ReconnectGrace(), {1, 2});
   auto second = Take();
   EXPECT_THAT(OfKind(second, Kind::kStop)[0].detail,
               HasSubstr("lost 2 times while it ran in a round (--max-node-flaps=2)"));

@@ -11,6 +11,8 @@ happened before (a restarted attempt starts again from the start).
   --crash RANK:STEP   in the first attempt (TORCHELASTIC_RESTART_COUNT=0), RANK exits 3 at
                       training step STEP, as a crashing worker would
   --backend B         gloo (the default) or nccl
+  --hold STEP         at training step STEP, every rank writes <out_dir>/held.<RANK> (its
+                      pid) and waits until <out_dir>/go exists: a test disturbs the job there
   --world N           a smaller world only checks that it works (one all_reduce), writes
                       <out_dir>/ready.<WORLD_SIZE>.<RANK>, and waits to be stopped: the job
                       trains once N workers are in it
@@ -35,6 +37,7 @@ def main():
     parser.add_argument("out_dir")
     parser.add_argument("--crash", default="")
     parser.add_argument("--world", type=int, default=0)
+    parser.add_argument("--hold", type=int, default=-1)
     parser.add_argument("--backend", choices=("gloo", "nccl"), default="gloo")
     args = parser.parse_args()
 
@@ -56,6 +59,7 @@ def main():
             out.write(f"{name}={os.environ.get(name, '')}\n")
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
         out.write(f"DEVICE={device} {name}\n")
+        out.write(f"PID={os.getpid()}\n")
 
     if args.world and world < args.world:
         t = torch.ones(1, device=device)
@@ -87,6 +91,11 @@ def main():
     for epoch in range(8):
         sampler.set_epoch(epoch)
         for xb, yb in loader:
+            if step == args.hold:
+                with open(os.path.join(args.out_dir, f"held.{rank}"), "w") as held:
+                    held.write(f"{os.getpid()}\n")
+                while not os.path.exists(os.path.join(args.out_dir, "go")):
+                    time.sleep(0.05)
             if first_attempt and rank == crash_rank and step == crash_step:
                 print(f"rank {rank}: crashing at step {step}", flush=True)
                 os._exit(3)

@@ -17,6 +17,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 #include "tests/support/delay_proxy.h"
+#include "tests/support/master_outage.h"
 
 namespace ddprun::testing {
 namespace {
@@ -178,6 +179,8 @@ TEST(MultiNode, KillNineOfOneAgentLeavesTheOtherRunningAlone) {
         return AllExist(dir, {"env.0.r1", "env.1.r1"});
       },
       absl::Seconds(20)));
+  // Its stream broke: the master would hold its place for keep_alive_interval (5 s), but
+  // nothing listens on its store's port any more, so its agent is gone: at once.
   EXPECT_LT(absl::Now() - killed, absl::Seconds(5));
   auto env = ParseEnvFile(dir / "env.0.r1");
   EXPECT_EQ(env["WORLD_SIZE"], "2");
@@ -185,7 +188,8 @@ TEST(MultiNode, KillNineOfOneAgentLeavesTheOtherRunningAlone) {
   WriteFile(dir / "release", "");
   ProcessResult ra = a->Wait(absl::Seconds(20));
   EXPECT_EQ(ra.exit_code, 0) << ra.err;
-  EXPECT_THAT(ra.err, HasSubstr("127.0.0.2 left the job"));
+  EXPECT_THAT(ra.err, HasSubstr("127.0.0.2 left the job: its connection to the master broke and "
+                                "its agent is gone"));
 }
 
 TEST(MultiNode, ALateJoinerGrowsTheJobWithoutSpendingBudget) {
@@ -232,7 +236,10 @@ TEST(MultiNode, StandaloneMasterStartedAfterTheAgents) {
   EXPECT_THAT(rm.err, HasSubstr(absl::StrCat("listening on 127.0.0.1:", port)));
 }
 
-TEST(MultiNode, MasterKilledAndRestartedTheAgentsRejoinAndTheJobContinues) {
+// The master is not in the data path: a ddprun-master killed and started again 3 s later
+// stops no worker. Each agent keeps its workers, reconnects and asks for its place back; the
+// new master takes the round up from them (docs/protocol.md, "Losing the master").
+TEST(MultiNode, MasterKilledAndRestartedNoWorkerStopsAndTheRoundGoesOn) {
   TempDir dir;
   const int port = FreeLoopbackPort();
   const std::vector<std::string> master_argv = {kMaster, "--host=127.0.0.1",
@@ -245,26 +252,44 @@ TEST(MultiNode, MasterKilledAndRestartedTheAgentsRejoinAndTheJobContinues) {
   ASSERT_TRUE(WaitUntil([&] { return started(1); }, absl::Seconds(20)));
   kill(master->pid(), SIGKILL);
   master->Wait(absl::Seconds(10));
-  // The agents stop their workers (a round they cannot confirm is over) and wait for a
-  // master; a new one on the same address takes them back.
+  const auto lost = [](ChildProcess& agent) {
+    return agent.ErrSoFar().find("lost the rendezvous master") != std::string::npos;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return SaidWorkersGoOn(*a, 0) && SaidWorkersGoOn(*b, 0); },
+                        absl::Seconds(20)));
+  absl::SleepFor(absl::Seconds(3));  // the outage the issue names: started again 3 s later
   auto second = ChildProcess::Start(master_argv);
-  ASSERT_TRUE(WaitUntil([&] { return started(2); }, absl::Seconds(20)));
+  ASSERT_TRUE(BothHadTheirPlacesBack(*a, *b, 0, absl::Seconds(20)));
+  // The new master's status shows the round it took up, and how long its nodes were without
+  // a master (each node tells it once it has its place back).
+  ProcessResult status;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        status = RunProcess({kDdprun, "status", "--rdzv-id=job", "--json",
+                             absl::StrCat("--rdzv-endpoint=127.0.0.1:", port)},
+                            {}, absl::Seconds(30));
+        return status.out.find("\"master_outage_ms\"") != std::string::npos;
+      },
+      absl::Seconds(20)))
+      << status.out << status.err;
+  EXPECT_THAT(status.out, HasSubstr("\"taken_up\": true"));
   WriteFile(dir / "release", "");
   ProcessResult ra = a->Wait(absl::Seconds(20));
   ProcessResult rb = b->Wait(absl::Seconds(20));
   EXPECT_EQ(ra.exit_code, 0) << ra.err;
   EXPECT_EQ(rb.exit_code, 0) << rb.err;
-  EXPECT_THAT(ra.err, HasSubstr("lost the rendezvous master"));
-  // The new master learned from the agents where the run was: rounds go on, not back to 0.
-  EXPECT_EQ(CountLinesContaining(ReadFile(dir / "starts.3"), "started round=1 restart=0"), 1);
+  ExpectEveryWorkerStartedOnce(dir, 4);
+  // The new master ended the run as the old one would have: it saw every node succeed.
   kill(second->pid(), SIGTERM);
-  EXPECT_EQ(second->Wait(absl::Seconds(10)).exit_code, 0);
+  ProcessResult rm = second->Wait(absl::Seconds(10));
+  EXPECT_EQ(rm.exit_code, 0) << rm.err;
+  EXPECT_THAT(rm.err, HasSubstr("every node's workers succeeded"));
 }
 
-// A master that stops answering without closing anything (a partition, a hung host): every
-// agent notices within keep_alive_interval + heartbeat_timeout, stops its workers rather
-// than train on in a round that may be over, and rejoins once the master answers again.
-TEST(MultiNode, SilentMasterAgentsStopTheirWorkersThenRejoinWhenItAnswers) {
+// A master that stops answering without closing anything (a hung host): every agent notices
+// within keep_alive_interval + heartbeat_timeout, but its workers go on, since group rank 0's
+// store still answers; when the master answers again, each agent has its place back.
+TEST(MultiNode, SilentMasterTheWorkersGoOnAndTheAgentsHaveTheirPlacesBackWhenItAnswers) {
   TempDir dir;
   const int port = FreeLoopbackPort();
   auto master = ChildProcess::Start({kMaster, "--host=127.0.0.1", absl::StrCat("--port=", port)});
@@ -278,28 +303,18 @@ TEST(MultiNode, SilentMasterAgentsStopTheirWorkersThenRejoinWhenItAnswers) {
   auto b = ChildProcess::Start(Agent(port, 2, "2", {"count-starts", dir.path()}, quick));
   ASSERT_TRUE(WaitUntil([&] { return AllRanksLogged(dir, 4, "started", 1); }, absl::Seconds(20)))
       << a->ErrSoFar() << b->ErrSoFar();
-  const absl::Time silenced = absl::Now();
   ASSERT_EQ(kill(master->pid(), SIGSTOP), 0);
-  const bool stopped =
-      WaitUntil([&] { return AllRanksLogged(dir, 4, "stopped", 1); }, absl::Seconds(20));
-  const absl::Duration detected = absl::Now() - silenced;
+  const bool noticed =
+      WaitUntil([&] { return SaidWorkersGoOn(*a, 0) && SaidWorkersGoOn(*b, 0); }, absl::Seconds(4));
   ASSERT_EQ(kill(master->pid(), SIGCONT), 0);
-  ASSERT_TRUE(stopped) << "workers kept running with the master silent";
-  EXPECT_LT(detected, absl::Seconds(5));
-  // The log line may reach this test's reader a moment after the workers' files.
-  EXPECT_TRUE(WaitUntil(
-      [&] { return a->ErrSoFar().find("lost the rendezvous master") != std::string::npos; },
-      absl::Seconds(10)))
-      << a->ErrSoFar();
-  // Back: the same agents take up the run on new sessions, without spending a restart.
-  ASSERT_TRUE(WaitUntil([&] { return AllRanksLogged(dir, 4, "started", 2); }, absl::Seconds(20)));
-  EXPECT_EQ(CountLinesContaining(ReadFile(dir / "starts.0"), "restart=0"),
-            CountLinesContaining(ReadFile(dir / "starts.0"), "started"));  // no restart spent
+  ASSERT_TRUE(noticed) << a->ErrSoFar() << b->ErrSoFar();
+  ASSERT_TRUE(BothHadTheirPlacesBack(*a, *b, 0, absl::Seconds(20)));
   WriteFile(dir / "release", "");
   ProcessResult ra = a->Wait(absl::Seconds(20));
   ProcessResult rb = b->Wait(absl::Seconds(20));
   EXPECT_EQ(ra.exit_code, 0) << ra.err;
   EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  ExpectEveryWorkerStartedOnce(dir, 4);
   kill(master->pid(), SIGTERM);
   EXPECT_EQ(master->Wait(absl::Seconds(10)).exit_code, 0);
 }

@@ -20,6 +20,7 @@
 #include "tests/netns/netns_cluster.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
+#include "tests/support/master_outage.h"
 
 namespace ddprun::testing {
 namespace {
@@ -98,6 +99,9 @@ class DdpAcrossHosts : public ::testing::Test {
 
   // A crashed job on hosts 1 and 2 with `python`, without and with --preload=torch.
   void TrainWithAndWithoutThePool(const std::string& python);
+  // A DDP job on hosts 2 and 3 whose ddprun-master on host 1 `disturb` takes away and brings
+  // back (the master it serves with afterwards, if another), against an undisturbed run.
+  void TrainThroughAMasterOutage(const std::function<void(ChildProcess*&)>& disturb);
 
   std::unique_ptr<NetnsCluster> cluster_;
 };
@@ -246,6 +250,82 @@ TEST_F(DdpAcrossHosts, RankZeroOnAHostThatIsNotTheEndpoint) {
   ::kill(master->pid(), SIGTERM);
   EXPECT_EQ(master->Wait(absl::Seconds(10)).exit_code, 0);
   ExpectHostsEmpty(3);
+}
+
+// The master is not in the data path. ddprun-master on host 1; a real DDP job on hosts 2
+// and 3 is held mid-training (ddp_train.py --hold) while `disturb` takes the master away and
+// brings it back; then it trains on. No worker restarted (the same pids, restart count 0),
+// and every rank ends with the parameters and losses of an undisturbed run.
+void DdpAcrossHosts::TrainThroughAMasterOutage(const std::function<void(ChildProcess*&)>& disturb) {
+  TempDir undisturbed, disturbed;
+  WriteFile(undisturbed / "go", "");
+  // Agents notice a silent master within 2 s (a cut link is silent); the window is wide.
+  const std::vector<std::string> options =
+      C10d("2", NetnsCluster::Address(1),
+           {"--rdzv_conf=keep_alive_interval=1,heartbeat_timeout=1,keep_alive_max_attempt=10"});
+  const std::vector<std::string> master_argv = {kMaster, absl::StrCat("--port=", kPort)};
+  std::vector<std::string> held_pids;  // each rank's worker before the outage
+  std::string agents_said;
+  for (TempDir* out : {&undisturbed, &disturbed}) {
+    auto master = cluster_->Start(1, master_argv);
+    ChildProcess* serving = master.get();
+    auto a = Ddprun(2, options, *out, {"--hold", "12"});
+    auto b = Ddprun(3, options, *out, {"--hold", "12"});
+    std::unique_ptr<ChildProcess> second;
+    if (out == &disturbed) {
+      ASSERT_TRUE(WaitUntil([&] { return EveryRankWrote(*out, "held.", 4); }, absl::Seconds(120)))
+          << a->ErrSoFar() << b->ErrSoFar();
+      absl::SleepFor(absl::Milliseconds(100));  // each pid written whole
+      for (int rank = 0; rank < 4; ++rank) {
+        held_pids.push_back(ReadFile(*out / absl::StrCat("held.", rank)));
+      }
+      disturb(serving);
+      if (serving != master.get()) second.reset(serving);
+      ASSERT_TRUE(BothHadTheirPlacesBack(*a, *b, 0, absl::Seconds(30)));
+      WriteFile(*out / "go", "");
+    }
+    ProcessResult ra = a->Wait(absl::Seconds(180));
+    ProcessResult rb = b->Wait(absl::Seconds(180));
+    EXPECT_EQ(ra.exit_code, 0) << ra.err;
+    EXPECT_EQ(rb.exit_code, 0) << rb.err;
+    agents_said = ra.err + rb.err;
+    ::kill(serving->pid(), SIGTERM);
+    EXPECT_EQ(serving->Wait(absl::Seconds(10)).exit_code, 0);
+  }
+  EXPECT_EQ(ExpectTrained(disturbed, 4), ExpectTrained(undisturbed, 4));
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string file = absl::StrCat("rank", rank, ".txt");
+    EXPECT_EQ(ReadFile(disturbed / file), ReadFile(undisturbed / file)) << file;  // the losses
+    auto launch = Launch(disturbed, rank);
+    EXPECT_EQ(launch["TORCHELASTIC_RESTART_COUNT"], "0") << rank;
+    // The worker held before the outage is the one that finished (a restarted one would
+    // have written its own launch record).
+    ASSERT_EQ(held_pids.size(), 4u);
+    EXPECT_EQ(absl::StrCat(launch["PID"], "\n"), held_pids[rank]) << rank;
+  }
+  EXPECT_THAT(agents_said, ::testing::Not(HasSubstr("restarting all workers")));
+  ExpectHostsEmpty(3);
+}
+
+TEST_F(DdpAcrossHosts, TheMasterKilledAndStartedAgain3sLaterStopsNoWorker) {
+  MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  TrainThroughAMasterOutage([&](ChildProcess*& master) {
+    ASSERT_EQ(::kill(master->pid(), SIGKILL), 0);
+    master->Wait(absl::Seconds(10));
+    absl::SleepFor(absl::Seconds(3));
+    master = cluster_->Start(1, {kMaster, absl::StrCat("--port=", kPort)}).release();
+  });
+}
+
+TEST_F(DdpAcrossHosts, TheMastersHostCutOffFor5sStopsNoWorker) {
+  MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  TrainThroughAMasterOutage([&](ChildProcess*&) {
+    ASSERT_TRUE(cluster_->SetLinkUp(1, false).ok());
+    absl::SleepFor(absl::Seconds(5));
+    ASSERT_TRUE(cluster_->SetLinkUp(1, true).ok());
+  });
 }
 
 // Workers that cannot meet (group rank 0's node gave --local-addr of another host, where the

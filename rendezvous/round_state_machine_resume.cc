@@ -1,0 +1,221 @@
+// How RoundStateMachine keeps a running round through a master outage (docs/protocol.md,
+// "Losing the master"): a member whose stream broke is away, its place held for
+// ReconnectGrace(); an agent that comes back on a new session with `resume` takes its place
+// back; a restarted master rebuilds the round from those resumes. Nothing is stopped unless
+// a member does not come back. The rules that end rounds are in round_state_machine.cc.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/ip_address.h"
+#include "rendezvous/round_state_machine.h"
+
+namespace ddprun {
+
+absl::Duration RoundStateMachine::ReconnectGrace() const {
+  return std::min(DeadAfter(), std::max(settings_.keep_alive_interval, absl::Seconds(2)));
+}
+
+absl::Status RoundStateMachine::Resume(SessionId session, const NodeInfo& node, absl::Time now) {
+  if (phase_ == Phase::kEnded) return JoinEndedRun(session);
+  // An agent resumes on a new session. One that already said something else on this one
+  // takes it back: what it said no longer holds.
+  if (auto mine = nodes_.find(session);
+      mine != nodes_.end() &&
+      (!mine->second.member || mine->second.info.incarnation != node.incarnation)) {
+    RemoveNode(session, "it joined again on its session", /*evict=*/false, now);
+    if (phase_ == Phase::kEnded) return JoinEndedRun(session);
+  }
+  if (health_.KeepOut(node.host, now) || !node.failed_check.empty()) {
+    // A node the run keeps out has no place to take back: it joins as any node does, and is
+    // told it is kept out (its round, if it runs one, ends).
+    NodeInfo joining = node;
+    joining.resume.reset();
+    return Join(session, joining, now);
+  }
+  const Assignment& resumed = *node.resume;
+  // A master that does not know the round (it restarted, or lost every member meanwhile)
+  // takes it up as the nodes say; the first resume says how many places it has.
+  if (phase_ == Phase::kGathering && resumed.round > round_ && resumed.group_world_size >= 1 &&
+      resumed.group_world_size <= settings_.max_nodes) {
+    Rebuild(resumed, now);
+  }
+  const SessionId place = PlaceOf(node);
+  if (place == 0) return StopStale(session, node, now);
+  TakeOver(place, session, node, now);
+  return absl::OkStatus();
+}
+
+SessionId RoundStateMachine::PlaceOf(const NodeInfo& node) const {
+  const Assignment& resumed = *node.resume;
+  if ((phase_ != Phase::kRunning && phase_ != Phase::kFinishing) || resumed.round != round_) {
+    return 0;
+  }
+  if (auto same = by_incarnation_.find(node.incarnation); same != by_incarnation_.end()) {
+    return nodes_.at(same->second).member ? same->second : 0;
+  }
+  // A placeholder: the same round as every other member says it (places, restarts, world).
+  if (resumed.group_rank < 0 || resumed.group_rank >= static_cast<int>(members_.size()) ||
+      resumed.group_world_size != static_cast<int>(members_.size()) || history_.empty() ||
+      history_.back().round != round_ || resumed.restart_count != history_.back().restart_count ||
+      resumed.world_size != history_.back().world_size) {
+    return 0;
+  }
+  const SessionId held = members_[resumed.group_rank];
+  return nodes_.at(held).placeholder ? held : 0;
+}
+
+void RoundStateMachine::Rebuild(const Assignment& resumed, absl::Time now) {
+  for (SessionId s : previous_members_) {
+    if (auto it = nodes_.find(s); it != nodes_.end()) SetPreviousMember(it->second, false);
+  }
+  previous_members_.clear();
+  departed_.clear();
+  still_stopping_.clear();
+  failures_.clear();
+  round_ = resumed.round;
+  restarts_spent_ =
+      std::max(restarts_spent_, std::min(resumed.restart_count, settings_.max_restarts));
+  phase_ = Phase::kRunning;
+  last_call_deadline_.reset();
+  finishing_deadline_.reset();
+  members_.clear();
+  const absl::Time until = now + ReconnectGrace();
+  for (int rank = 0; rank < resumed.group_world_size; ++rank) {
+    const SessionId id = next_placeholder_++;
+    Node& node = nodes_[id];
+    node.info.host = absl::StrCat("group rank ", rank, " (not back yet)");
+    node.placeholder = true;
+    node.round = round_;
+    node.last_seen = now;
+    by_last_seen_.insert({now, id});
+    SetMember(node, true);
+    members_.push_back(id);
+    MarkAway(id, until);
+    ++placeholders_;
+  }
+  RoundRecord record;
+  record.round = round_;
+  record.restart_count = resumed.restart_count;
+  record.nodes = resumed.group_world_size;
+  record.world_size = resumed.world_size;
+  record.gathering_began = now;
+  record.began = now;
+  record.taken_up = true;
+  history_.push_back(std::move(record));
+  if (history_.size() > kHistoryRounds) history_.pop_front();
+}
+
+void RoundStateMachine::TakeOver(SessionId old, SessionId session, const NodeInfo& node,
+                                 absl::Time now) {
+  const Node taken = nodes_.at(old);
+  if (old != session) {
+    if (!taken.placeholder && !taken.away_until) {
+      // Its old stream is still open here: the agent gave it up. Close it.
+      Outbound out;
+      out.session = old;
+      out.kind = Outbound::Kind::kEvict;
+      out.detail =
+          absl::StrCat("the master dropped ", taken.info.host, ": it reconnected on a new session");
+      outbound_.push_back(std::move(out));
+    }
+    EraseNode(old);  // `session` holds no node: Resume removed what it held before
+  }
+  Node& entry = Admit(session, node, now);
+  if (entry.away_until) away_.erase({*entry.away_until, session});
+  entry.away_until.reset();
+  entry.placeholder = false;
+  entry.round = round_;
+  entry.base_rank = taken.placeholder ? node.resume->base_rank : taken.base_rank;
+  SetJoined(entry, false);
+  SetMember(entry, true);
+  SetFinished(entry, taken.finished);
+  SetPreviousMember(entry, taken.previous_member);
+  // Its place is its group rank: found without a scan (10,000 resumes after a restart).
+  const size_t place = static_cast<size_t>(node.resume->group_rank);
+  if (place < members_.size() && members_[place] == old) {
+    members_[place] = session;
+  } else {
+    std::replace(members_.begin(), members_.end(), old, session);
+  }
+  if (taken.previous_member) {
+    std::replace(previous_members_.begin(), previous_members_.end(), old, session);
+  }
+  if (still_stopping_.erase(old) > 0) still_stopping_.insert(session);
+  Outbound out;
+  out.session = session;
+  out.kind = Outbound::Kind::kResumed;
+  out.store_round = round_;
+  outbound_.push_back(std::move(out));
+  if (!taken.placeholder || placeholders_ > 0) return;
+  // The round is whole again. A node that joined meanwhile joins the job now, when there is
+  // room (the round ends for it, as it would have if the master had not restarted).
+  if (joined_count_ > 0 && static_cast<int>(members_.size()) < settings_.max_nodes) {
+    return EndRound(StopReason::kMembershipChanged, "a node joins the job", now);
+  }
+  // Every member runs it, so none runs the round before, and group rank 0's store may serve
+  // it (it may have held it for a restart in place).
+  Outbound open;
+  open.session = members_.front();
+  open.kind = Outbound::Kind::kOpenStore;
+  open.store_round = round_;
+  outbound_.push_back(std::move(open));
+}
+
+absl::Status RoundStateMachine::StopStale(SessionId session, const NodeInfo& node, absl::Time now) {
+  DropOldSession(session, node, now);
+  if (phase_ == Phase::kEnded) return JoinEndedRun(session);
+  Node& entry = Admit(session, node, now);
+  SetJoined(entry, false);
+  Outbound out;
+  out.session = session;
+  out.kind = Outbound::Kind::kStop;
+  out.stop_reason = StopReason::kMembershipChanged;
+  out.detail = absl::StrCat("round ", node.resume->round,
+                            ", which this node's workers run, ended while it was away from "
+                            "the master (the job is ",
+                            phase_ == Phase::kGathering ? "gathering for the next round"
+                                                        : absl::StrCat("at round ", round_),
+                            ")");
+  outbound_.push_back(std::move(out));
+  return absl::OkStatus();
+}
+
+std::optional<std::pair<std::string, int>> RoundStateMachine::AwayAgentStore(
+    SessionId session) const {
+  auto it = nodes_.find(session);
+  if (it == nodes_.end() || !it->second.away_until || it->second.placeholder) return std::nullopt;
+  const NodeInfo& info = it->second.info;
+  // Its store's own address when that is one; else the address its session came from.
+  const std::string ip = !CanonicalIp(info.addr).empty() ? CanonicalIp(info.addr) : info.seen_from;
+  if (ip.empty()) return std::nullopt;
+  return std::make_pair(ip, info.master_port);
+}
+
+void RoundStateMachine::AgentGone(SessionId session, absl::Time now) {
+  auto it = nodes_.find(session);
+  if (it == nodes_.end() || !it->second.away_until || it->second.placeholder) return;
+  RemoveNode(session,
+             "its connection to the master broke and its agent is gone (nothing listens on its "
+             "store's port any more)",
+             /*evict=*/false, now);
+}
+
+void RoundStateMachine::MarkAway(SessionId session, absl::Time until) {
+  Node& node = nodes_.at(session);
+  if (node.away_until) away_.erase({*node.away_until, session});
+  node.away_until = until;
+  away_.insert({until, session});
+}
+
+void RoundStateMachine::LoseAwayMembers(const std::string& why, absl::Time now) {
+  std::vector<SessionId> away;
+  for (const auto& [until, session] : away_) away.push_back(session);
+  for (SessionId session : away) {
+    if (phase_ == Phase::kEnded) return;
+    RemoveNode(session, why, /*evict=*/false, now);
+  }
+}
+
+}  // namespace ddprun

@@ -20,6 +20,9 @@ namespace ddprun {
 /// its runs' Stores (StoreLimits), and the master's own.
 struct MasterLimits : StoreLimits {
   int max_runs = 1000;  // runs held at once
+  // Places a restarted master holds, over every run, for nodes whose round it takes up from a
+  // resume and that have not come back yet (each resume names up to --nnodes' maximum).
+  int max_places_held = 100000;
   // A run no agent holds a session in is forgotten after this (its Store too).
   absl::Duration idle_run_ttl = absl::Minutes(10);
   // A Session stream that has not joined by then is closed.

@@ -186,6 +186,7 @@ absl::Status MasterState::Join(Session* session, const pb::Join& join) {
       node.addresses.push_back(a);
     }
   }
+  DDPRUN_RETURN_IF_ERROR(CheckPlacesHeld(*run.rounds, node));
   DDPRUN_RETURN_IF_ERROR(run.rounds->Join(session->id(), node, MonotonicNow()));
   if (run.rounds->phase() == RoundStateMachine::Phase::kRunning &&
       run.rounds->IsWaiting(session->id())) {
@@ -197,6 +198,20 @@ absl::Status MasterState::Join(Session* session, const pb::Join& join) {
   ForgetUnjoined(session->id());
   run.sessions[session->id()] = session;
   return absl::OkStatus();
+}
+
+absl::Status MasterState::CheckPlacesHeld(const RoundStateMachine& rounds,
+                                          const NodeInfo& node) const {
+  if (!rounds.WouldTakeUp(node)) return absl::OkStatus();
+  int held = 0;  // O(runs), only for a resume that takes a round up
+  for (const auto& [id, run] : runs_) held += run.rounds ? run.rounds->placeholders() : 0;
+  if (held + node.resume->group_world_size <= options_.limits.max_places_held) {
+    return absl::OkStatus();
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "taking round ", node.resume->round, " up would hold ", node.resume->group_world_size,
+      " places for nodes not back yet, past the ", options_.limits.max_places_held,
+      " this master holds over every run: wait for the nodes of other runs to come back"));
 }
 
 void MasterState::OnSessionClosed(Session* session) {

@@ -153,6 +153,10 @@ class MasterState : public StoreHost {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Status Join(Session* session, const v1::Join& join) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A resume that would have a run take its round up holds places: bounded over every run
+  // (limits.max_places_held).
+  absl::Status CheckPlacesHeld(const RoundStateMachine& rounds, const NodeInfo& node) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(Run& run) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds a node's stacks to the round's hang report (HangReports), and sends it when complete.
   void MergeHangReport(Run& run, const Session& from, const v1::StackReport& message)

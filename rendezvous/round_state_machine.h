@@ -248,6 +248,11 @@ class RoundStateMachine {
   Phase phase() const { return phase_; }
   const RendezvousSettings& settings() const { return settings_; }
   int64_t round() const { return round_; }
+  /// Places held for members a restarted master has not heard from yet (Rebuild).
+  int placeholders() const { return placeholders_; }
+  /// This resume would have the run take its round up (a restarted master), holding
+  /// `node.resume->group_world_size` places.
+  bool WouldTakeUp(const NodeInfo& node) const;
   int restarts_spent() const { return restarts_spent_; }
   const NodeHealth& health() const { return health_; }
   /// Sessions in the current round, in group-rank order (none once the run has ended).

@@ -34,17 +34,18 @@ absl::Status RoundStateMachine::Resume(SessionId session, const NodeInfo& node, 
     joining.resume.reset();
     return Join(session, joining, now);
   }
-  const Assignment& resumed = *node.resume;
   // A master that does not know the round (it restarted, or lost every member meanwhile)
   // takes it up as the nodes say; the first resume says how many places it has.
-  if (phase_ == Phase::kGathering && resumed.round > round_ && resumed.group_world_size >= 1 &&
-      resumed.group_world_size <= settings_.max_nodes) {
-    Rebuild(resumed, now);
-  }
+  if (WouldTakeUp(node)) Rebuild(*node.resume, now);
   const SessionId place = PlaceOf(node);
   if (place == 0) return StopStale(session, node, now);
   TakeOver(place, session, node, now);
   return absl::OkStatus();
+}
+
+bool RoundStateMachine::WouldTakeUp(const NodeInfo& node) const {
+  return node.resume && phase_ == Phase::kGathering && node.resume->round > round_ &&
+         node.resume->group_world_size >= 1 && node.resume->group_world_size <= settings_.max_nodes;
 }
 
 SessionId RoundStateMachine::PlaceOf(const NodeInfo& node) const {

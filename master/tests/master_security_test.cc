@@ -292,6 +292,33 @@ TEST_F(MasterSecurityTest, RunsPerMasterAreBounded) {
   EXPECT_THAT(status.error_message(), HasSubstr("this master holds 2 runs"));
 }
 
+// A resume makes a restarted master hold a place for each node of the round it names, up to
+// --nnodes' maximum: what every run together may hold is bounded, and the resume that would
+// pass it is refused by name; one within it is answered.
+TEST_F(MasterSecurityTest, PlacesARestartedMasterHoldsAreBounded) {
+  MasterOptions options;
+  options.limits.max_places_held = 5;
+  StartMaster(options);
+  auto resume = [](const std::string& run_id, int places) {
+    pb::AgentMessage message = TestSession::JoinMessage(run_id, "node1", 1, 64);
+    pb::RoundAssignment* r = message.mutable_join()->mutable_resume();
+    r->set_round(3);
+    r->set_group_world_size(places);
+    r->set_world_size(2 * places);
+    return message;
+  };
+  TestSession first(NewChannel());
+  ASSERT_TRUE(first.Write(resume("a", 4)));
+  std::optional<pb::MasterMessage> resumed = first.Read();
+  ASSERT_TRUE(resumed && resumed->has_resumed()) << "4 places: within the bound";
+  EXPECT_EQ(resumed->resumed().round(), 3);
+  grpc::Status status = Refusal(resume("b", 3));  // 3 more are held for run a
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("taking round 3 up would hold 3 places for nodes not back yet, past the "
+                        "5 this master holds over every run"));
+}
+
 // The review's stranger joined first with join_timeout_ms=0 and so ended the run before the
 // real agents came. A hosting agent's master holds the run's settings: such a join no longer
 // defines them, the real agents' run goes on, and a join whose keep-alive differs (which

@@ -221,7 +221,9 @@ void MasterState::OnSessionClosed(Session* session) {
     auto it = runs_.find(session->run_id);
     if (it != runs_.end() && it->second.sessions.erase(session->id()) > 0) {
       it->second.rounds->Disconnect(session->id(), MonotonicNow());
-      ProbeAwayAgent(it->second, session->id());
+      // A killed agent's kernel closes its session's socket, then its store's: look a moment
+      // later, so that one look tells.
+      ProbeSoon(it->second, session->id(), kFirstProbeAfter);
       Dispatch(it->second);
       WakeTickerBefore(it->second.rounds->NextDeadline());
     }
@@ -235,11 +237,18 @@ void MasterState::ProbeAwayAgent(const Run& run, SessionId session) {
   const absl::Time now = MonotonicNow();
   // The agent's own host answers within its round trip; a path that is down, not at all.
   if (store && away_probes_.Start(session, store->first, store->second, now, absl::Seconds(1))) {
-    probed_runs_[session] = run.id;
     WakeTickerBefore(away_probes_.NextPoll(now));
   } else {
     probed_runs_.erase(session);
   }
+}
+
+void MasterState::ProbeSoon(const Run& run, SessionId session, absl::Duration after) {
+  if (!run.rounds->AwayAgentStore(session)) return;
+  probed_runs_[session] = run.id;
+  const absl::Time at = MonotonicNow() + after;
+  reprobes_.insert({at, session});
+  WakeTickerBefore(at);
 }
 
 absl::Time MasterState::ProbeAnswers(absl::Time now) {
@@ -254,8 +263,7 @@ absl::Time MasterState::ProbeAnswers(absl::Time now) {
       run->second.rounds->AgentGone(done.id, now);
       Dispatch(run->second);
     } else {
-      // Its store still answers (or nobody does): look again while its place is held. A
-      // killed agent's kernel may close its store's socket just after its session's.
+      // Its store still answers (or nobody does): look again while its place is held.
       reprobes_.insert({now + kReprobeEvery, done.id});
     }
   }

@@ -168,11 +168,14 @@ class MasterState : public StoreHost {
   void ReleaseAndRunPending(absl::ReleasableMutexLock& lock) ABSL_UNLOCK_FUNCTION(mu_);
   void SessionEnded(const std::string& run_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A member's stream broke and its place is held: is its agent still there? A connection to
-  // its store, answered on the ticker (ProbeAnswers): refused, the agent is gone.
-  // Looks again every kReprobeEvery while its place is held. What ProbeAnswers returns is
-  // when the ticker must look next.
+  // its store, answered on the ticker (ProbeAnswers): refused, the agent is gone. The first
+  // look comes kFirstProbeAfter the break (ProbeSoon), then one every kReprobeEvery while the
+  // place is held. What ProbeAnswers returns is when the ticker must look next.
+  void ProbeSoon(const Run& run, SessionId session, absl::Duration after)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ProbeAwayAgent(const Run& run, SessionId session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time ProbeAnswers(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static constexpr absl::Duration kFirstProbeAfter = absl::Milliseconds(20);
   static constexpr absl::Duration kReprobeEvery = absl::Milliseconds(250);
   void TickerLoop();
   // Wakes the ticker when `deadline` comes before the time it sleeps until. Only then: a

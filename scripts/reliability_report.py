@@ -71,7 +71,7 @@ SCENARIOS = [
      "ddprun-master on its own host SIGKILLed, started again 3 s later",
      "no worker stops (each started once); the new master takes round 0 up from the agents, "
      "which have their places back; no restart spent",
-     [("master restart: every agent back in its round after", "rejoin")]),
+     [("master restart: every agent back in its round after", "recovery")]),
     ("NetnsTest.TheMastersHostCutOffForFiveSecondsStopsNoWorker",
      "ddprun-master's host cut off (link down) for 5 s, then back",
      "the agents lose it and find group rank 0's store still there: their workers go on; "

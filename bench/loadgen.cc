@@ -22,16 +22,25 @@
 //   silent   - with --silent-node, last: agent 0 stops heartbeating, as a host that froze
 //              or fell off the network without a reset; from its last heartbeat to each
 //              other agent's stop order, against keep_alive_interval x keep_alive_max_attempt
+//   master restart - with --restart-master=CMD, last: the master (--master-pid) is SIGKILLed;
+//              once every agent has lost it and --outage seconds have passed, CMD --port=PORT
+//              starts a new one, and every agent asks for its place back in its round as
+//              ddprun's agents do (a Join with resume): from the new master's start to every
+//              agent holding its place (Resumed) and group rank 0 told its store may open
 // and, read from /proc/<master pid>: the master's peak RSS and its CPU time per phase.
 // Every round is checked: group ranks 0..N-1 once each, one world size, one master address.
 // Prints one JSON object on stdout.
 
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -43,14 +52,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "bench/measure.h"
 #include "common/listen_socket.h"
+#include "common/status_macros.h"
 #include "master/master_server.h"
 #include "net/grpc_rendezvous.h"
 #include "rendezvous/tls_config.h"
 #include "rpc/wire.h"
+
+extern char** environ;
 
 namespace ddprun {
 namespace {
@@ -69,8 +82,10 @@ struct Options {
   // rejoin after every stop order (stop, join, assignment: three messages).
   bool in_place = true;
   bool silent_node = false;
-  double keep_alive_s = 5;  // the run's keep_alive_interval (3 attempts)
-  TlsConfig tls;            // disabled: plaintext
+  double keep_alive_s = 5;     // the run's keep_alive_interval (3 attempts)
+  TlsConfig tls;               // disabled: plaintext
+  std::string restart_master;  // set: the master restart phase, with this command
+  double outage_s = 3;         // how long no master is up in it
 };
 
 class Loadgen;
@@ -80,6 +95,7 @@ class Loadgen;
 struct SimulatedAgent {
   NodeInfo node;
   std::unique_ptr<SessionStream> stream;
+  std::optional<Assignment> running;  // the round it holds, for a resume
 };
 
 class Loadgen {
@@ -150,8 +166,13 @@ class Loadgen {
     }
     heartbeats.join();
     master_peak_rss_mib_ = ReadProcess(options_.master_pid).peak_rss_mib;
+    if (status.ok() && !options_.restart_master.empty()) status = TimeMasterRestart();
     for (SimulatedAgent& agent : agents_) agent.stream->Abandon();
-    agents_.clear();  // each stream is cancelled and waited for
+    agents_.clear();            // each stream is cancelled and waited for
+    if (new_master_pid_ > 0) {  // the master this process started ends with it
+      ::kill(new_master_pid_, SIGTERM);
+      ::waitpid(new_master_pid_, nullptr, 0);
+    }
     return status;
   }
 
@@ -175,6 +196,12 @@ class Loadgen {
         absl::StrFormat("%.0f", absl::ToDoubleMilliseconds(settings_.keep_alive_interval *
                                                            settings_.keep_alive_max_attempt)),
         ", \"master_peak_rss_mib\": ", absl::StrFormat("%.1f", master_peak_rss_mib_),
+        ", \"master_restart\": ",
+        options_.restart_master.empty()
+            ? std::string("null")
+            : absl::StrFormat("{\"outage_ms\": %.1f, \"back_ms\": %.1f, \"new_master_rss_mib\": "
+                              "%.1f}",
+                              outage_ms_, back_ms_, new_master_rss_mib_),
         ", \"master_cpu_pct_held\": ", absl::StrFormat("%.2f", hold_cpu_pct_),
         ", \"loadgen_peak_rss_mib\": ", absl::StrFormat("%.1f", ReadProcess(getpid()).peak_rss_mib),
         "}");
@@ -207,6 +234,80 @@ class Loadgen {
     news_ms_ = nullptr;
     if (!error_.empty()) return absl::InternalError(error_);
     return absl::OkStatus();
+  }
+
+  // The master is killed; every agent loses it; after the outage a new one starts on the same
+  // port and every agent asks for its place back on a new stream. Heartbeats have stopped:
+  // the whole phase is within the master's keep-alive window.
+  absl::Status TimeMasterRestart() {
+    const absl::Time killed = absl::Now();
+    {
+      absl::MutexLock lock(&mu_);
+      restarting_ = true;
+    }
+    if (::kill(options_.master_pid, SIGKILL) != 0) {
+      return absl::InternalError(absl::StrCat("cannot kill the master (pid ", options_.master_pid,
+                                              "): ", strerror(errno)));
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      auto all_lost = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return lost_ == options_.agents; };
+      if (!mu_.AwaitWithTimeout(absl::Condition(&all_lost), absl::Seconds(options_.timeout_s))) {
+        return absl::DeadlineExceededError(absl::StrCat("the master was killed, and only ", lost_,
+                                                        " of ", options_.agents, " agents saw it"));
+      }
+    }
+    absl::SleepFor(killed + absl::Seconds(options_.outage_s) - absl::Now());
+    const absl::Time started = absl::Now();
+    outage_ms_ = absl::ToDoubleMilliseconds(started - killed);
+    DDPRUN_ASSIGN_OR_RETURN(new_master_pid_, StartNewMaster());
+    for (SimulatedAgent& agent : agents_) {  // their old streams have ended: no callback runs
+      agent.stream->Abandon();
+      agent.stream = OpenStream(agent);
+      agent.node.resume = agent.running;
+      agent.stream->Send(JoinMessage(agent.node, options_.run_id, "", settings_));
+    }
+    absl::MutexLock lock(&mu_);
+    auto back = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return (resumed_ == options_.agents && store_open_round_ >= expected_round_) ||
+             !error_.empty();
+    };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&back), absl::Seconds(options_.timeout_s))) {
+      return absl::DeadlineExceededError(absl::StrCat("only ", resumed_, " of ", options_.agents,
+                                                      " agents had their places back within ",
+                                                      options_.timeout_s, " s"));
+    }
+    if (!error_.empty()) return absl::InternalError(error_);
+    back_ms_ = absl::ToDoubleMilliseconds(absl::Now() - started);
+    new_master_rss_mib_ = ReadProcess(new_master_pid_).peak_rss_mib;
+    return absl::OkStatus();
+  }
+
+  // --restart-master's command, with --port of --endpoint, in a session of its own.
+  absl::StatusOr<pid_t> StartNewMaster() {
+    std::vector<std::string> argv = absl::StrSplit(options_.restart_master, ' ', absl::SkipEmpty());
+    argv.push_back(
+        absl::StrCat("--port=", options_.endpoint.substr(options_.endpoint.rfind(':') + 1)));
+    std::vector<char*> args;
+    for (std::string& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+    pid_t pid = 0;
+    const int rc = posix_spawnp(&pid, args[0], nullptr, &attr, args.data(), environ);
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+      return absl::InternalError(absl::StrCat("cannot start ", argv[0], ": ", strerror(rc)));
+    }
+    return pid;
+  }
+
+  std::unique_ptr<SessionStream> OpenStream(SimulatedAgent& agent) {
+    const size_t i = static_cast<size_t>(&agent - agents_.data());
+    return std::make_unique<SessionStream>(
+        stubs_[i % stubs_.size()].get(), options_.endpoint,
+        [this, &agent](RendezvousEvent event) { OnEvent(agent, std::move(event)); });
   }
 
   // --connections, or one per agent when it is 0.
@@ -276,9 +377,7 @@ class Loadgen {
       agent.node.local_world_size = options_.local_world_size;
       agent.node.master_port = 29500;
       agent.node.restarts_in_place = options_.in_place;
-      agent.stream = std::make_unique<SessionStream>(
-          stubs_[i % stubs_.size()].get(), options_.endpoint,
-          [this, &agent](RendezvousEvent event) { OnEvent(agent, std::move(event)); });
+      agent.stream = OpenStream(agent);
     }
   }
 
@@ -291,6 +390,7 @@ class Loadgen {
       case RendezvousEvent::Kind::kAssigned:
         agent.node.last_round = event.assignment.round;
         agent.node.restarts_seen = event.assignment.restart_count;
+        agent.running = event.assignment;
         CountAssignment(event.assignment, /*in_place=*/false);
         return;
       case RendezvousEvent::Kind::kStop:  // as an agent does once its workers are stopped
@@ -298,6 +398,7 @@ class Loadgen {
         if (event.next) {
           agent.node.last_round = event.next->round;
           agent.node.restarts_seen = event.next->restart_count;
+          agent.running = event.next;
           v1::AgentMessage stopped;
           stopped.mutable_stopped()->set_round(event.next->round - 1);
           agent.stream->Send(std::move(stopped));
@@ -309,9 +410,23 @@ class Loadgen {
       case RendezvousEvent::Kind::kEnd:
         Fail(absl::StrCat(agent.node.host, ": the master ended the run: ", event.detail));
         return;
-      case RendezvousEvent::Kind::kLost:
+      case RendezvousEvent::Kind::kLost: {
+        absl::MutexLock lock(&mu_);
+        if (restarting_) {
+          ++lost_;  // the killed master: its place is asked back on a new stream
+          return;
+        }
+        return FailLocked(absl::StrCat(agent.node.host, ": ", event.status.message()));
+      }
       case RendezvousEvent::Kind::kRefused:
         Fail(absl::StrCat(agent.node.host, ": ", event.status.message()));
+        return;
+      case RendezvousEvent::Kind::kResumed: {
+        absl::MutexLock lock(&mu_);
+        ++resumed_;
+        return;
+      }
+      case RendezvousEvent::Kind::kReach:
         return;
       case RendezvousEvent::Kind::kExcluded:  // the simulated agents never fail
         Fail(absl::StrCat(agent.node.host, ": the master excluded it: ", event.detail));
@@ -461,6 +576,12 @@ class Loadgen {
   absl::Time news_from_ ABSL_GUARDED_BY(mu_);
   std::vector<double>* news_ms_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::vector<double> crash_news_ms_ ABSL_GUARDED_BY(mu_);
+  // The master restart: the master was killed on purpose; agents that saw it, that are back.
+  bool restarting_ ABSL_GUARDED_BY(mu_) = false;
+  int lost_ ABSL_GUARDED_BY(mu_) = 0;
+  int resumed_ ABSL_GUARDED_BY(mu_) = 0;
+  double outage_ms_ = 0, back_ms_ = 0, new_master_rss_mib_ = 0;
+  pid_t new_master_pid_ = 0;
   std::vector<double> silent_news_ms_ ABSL_GUARDED_BY(mu_);
 
   double connect_ms_ = 0, round_ms_ = 0, open_ms_ = 0, round_cpu_ms_ = 0, master_peak_rss_mib_ = 0;
@@ -500,6 +621,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"in-place", "join"}));
   app.add_flag("--silent-node", options.silent_node,
                "last, agent 0 stops heartbeating: time until every other agent is told to stop");
+  app.add_option("--restart-master", options.restart_master,
+                 "last, SIGKILL --master-pid and start this command (with --port of --endpoint) "
+                 "after --outage seconds: time until every agent has its place back");
+  app.add_option("--outage", options.outage_s, "seconds without a master in --restart-master")
+      ->check(CLI::Range(0.0, 600.0));
   app.add_option("--keep-alive", options.keep_alive_s,
                  "the run's keep_alive_interval in seconds (3 attempts)")
       ->check(CLI::Range(0.1, 60.0));

@@ -159,7 +159,10 @@ def run_loadgen(build, master_cmd, agents, connections, restart_path, extra=(), 
                     f"exit {out.returncode}"}
         return json.loads(out.stdout)
     finally:
-        os.killpg(master.pid, signal.SIGTERM)
+        try:
+            os.killpg(master.pid, signal.SIGTERM)
+        except ProcessLookupError:  # --restart-master killed it (and ends the new one itself)
+            pass
         try:
             master.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -23,6 +23,11 @@ Then failure news on its own, for N = 1,024 and 10,000 over 64 connections: 3 re
 one agent goes silent (no heartbeat, connection open) with a keep-alive of 2 s x 3 attempts:
 from its last heartbeat to each other agent's stop order, against that 6 s bound.
 
+Then a master restart, for the same N: after the round and 3 restarts the master is SIGKILLed,
+a new ddprun-master starts on its port 3 s later, and every agent asks for its place back in
+its round (docs/protocol.md#losing-the-master): from the new master's start to every agent
+holding its place again, and the new master's peak RSS.
+
 The same load generator runs against ddprun-bare-master (a gRPC server that only counts
 joins and hands out ranks) in the same run: the difference is what ddprun's rules cost.
 One connection per agent needs a file descriptor per agent on each side; where N is over
@@ -69,6 +74,7 @@ def main():
                       f"{r['master_peak_rss_mib']:6.1f} MiB  ({r['spread']['round_ms']['n']} of "
                       f"{len(r['runs'])} runs)", flush=True)
     results["failure-news"] = failure_news(master)
+    results["master-restart"] = master_restart(master)
     write_json(ARGS.json, results)
 
 
@@ -113,6 +119,23 @@ def failure_news(master):
               f"max {crash['max']:.1f} ms; silent -> told p50 {silent['p50']:.0f} p99 "
               f"{silent['p99']:.0f} max {silent['max']:.0f} ms (keep-alive bound "
               f"{r['silent_bound_ms']:.0f} ms)", flush=True)
+    return cells
+
+
+def master_restart(master):
+    """A master killed and started again 3 s later: how soon every agent has its place back."""
+    cells = {}
+    for n in ARGS.news_agents:
+        r = run_loadgen(ARGS.build, master, n, 64, "in-place",
+                        (f"--restart-master={' '.join(master)}", "--outage=3"))
+        cells[str(n)] = r
+        if "error" in r:
+            print(f"master restart N={n:>6}: {r['error']}", flush=True)
+            continue
+        m = r["master_restart"]
+        print(f"master restart N={n:>6}: killed, a new master 3 s later: every agent back in its "
+              f"round {m['back_ms']:.0f} ms after its start; its peak RSS "
+              f"{m['new_master_rss_mib']:.1f} MiB", flush=True)
     return cells
 
 

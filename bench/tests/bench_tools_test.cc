@@ -175,6 +175,9 @@ TEST(BenchTools, ScaleStoreAndFootprintScriptsRunEndToEnd) {
   EXPECT_THAT(scale.out,
               ::testing::ContainsRegex("round +[0-9.]+ \\([0-9]+-[0-9]+\\).*\\(2 of 2 runs\\)"));
   EXPECT_THAT(scale.out, HasSubstr("failure news N=    50: crash -> told p50"));
+  EXPECT_THAT(scale.out, ::testing::ContainsRegex("master restart N=    50: killed, a new master 3 "
+                                                  "s later: every agent back in its round [0-9]+ "
+                                                  "ms after its start"));
   ProcessResult store_scale =
       RunProcess({"/usr/bin/python3", kSource + "/bench/store_scale.py", "--build=" + kBuild,
                   "--clients", "64", "--runs", "1", "--json", dir.path() + "/store_scale.json"},

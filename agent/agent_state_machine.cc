@@ -343,6 +343,10 @@ void AgentStateMachine::Tick(absl::Time now) {
     reach_deadline_.reset();
     CheckReach(now);
   }
+  if (resume_deadline_ && now >= *resume_deadline_) {
+    resume_deadline_.reset();
+    if (master_lost_at_) Resume(now);
+  }
   if (heartbeat_deadline_ && now >= *heartbeat_deadline_) {
     Emit(AgentAction::Kind::kHeartbeat);
     heartbeat_deadline_ = now + settings_.heartbeat_interval;
@@ -357,9 +361,9 @@ std::vector<AgentAction> AgentStateMachine::TakeActions() {
 
 absl::Time AgentStateMachine::NextDeadline() const {
   absl::Time next = absl::InfiniteFuture();
-  for (const auto& deadline :
-       {grace_deadline_, kill_deadline_, join_deadline_, progress_deadline_, heartbeat_deadline_,
-        cooldown_deadline_, report_deadline_, outage_deadline_, reach_deadline_}) {
+  for (const auto& deadline : {grace_deadline_, kill_deadline_, join_deadline_, progress_deadline_,
+                               heartbeat_deadline_, cooldown_deadline_, report_deadline_,
+                               outage_deadline_, reach_deadline_, resume_deadline_}) {
     if (deadline) next = std::min(next, *deadline);
   }
   return next;

@@ -270,7 +270,9 @@ class AgentStateMachine {
   std::optional<absl::Time> master_lost_at_;      // the outage of the master, since when
   std::optional<absl::Time> outage_deadline_;     // master_outage_timeout: stop the workers
   std::optional<absl::Time> reach_deadline_;      // check group rank 0's store again
-  int exit_code_ = 0;                             // kExiting: what kExit will carry
+  std::optional<absl::Time> resume_deadline_;     // ask for the place back again
+  static constexpr absl::Duration kResumeRetry = absl::Seconds(1);
+  int exit_code_ = 0;  // kExiting: what kExit will carry
   absl::Duration cooldown_ = absl::ZeroDuration();
   std::vector<AgentAction> actions_;
 };

@@ -22,7 +22,13 @@ void AgentStateMachine::MasterLost(const std::string& detail, absl::Time now) {
                                                : "; reconnecting and rejoining"));
     return StopForRejoin(now);
   }
-  if (!master_lost_at_) {
+  if (master_lost_at_) {
+    // Lost again while away: a master answered and ended the new stream (it cannot take the
+    // place back yet, or went away again). Ask again in a moment, not at once.
+    if (!resume_deadline_) resume_deadline_ = now + kResumeRetry;
+    return;
+  }
+  {
     master_lost_at_ = now;
     outage_deadline_ = now + settings_.master_outage_timeout;
     Log(LogLevel::kWarning,
@@ -102,6 +108,7 @@ void AgentStateMachine::OutageOver() {
   master_lost_at_.reset();
   outage_deadline_.reset();
   reach_deadline_.reset();
+  resume_deadline_.reset();
 }
 
 }  // namespace ddprun

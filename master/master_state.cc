@@ -236,7 +236,11 @@ void MasterState::ProbeAwayAgent(const Run& run, SessionId session) {
   const std::optional<std::pair<std::string, int>> store = run.rounds->AwayAgentStore(session);
   const absl::Time now = MonotonicNow();
   // The agent's own host answers within its round trip; a path that is down, not at all.
-  if (store && away_probes_.Start(session, store->first, store->second, now, absl::Seconds(1))) {
+  if (!store) {
+    probed_runs_.erase(session);  // back, or gone
+  } else if (away_probes_.in_flight() >= TcpProbes::kMaxInFlight) {
+    reprobes_.insert({now + kReprobeEvery, session});  // many at once: in turn
+  } else if (away_probes_.Start(session, store->first, store->second, now, absl::Seconds(1))) {
     WakeTickerBefore(away_probes_.NextPoll(now));
   } else {
     probed_runs_.erase(session);
@@ -271,8 +275,13 @@ absl::Time MasterState::ProbeAnswers(absl::Time now) {
     const SessionId session = reprobes_.begin()->second;
     reprobes_.erase(reprobes_.begin());
     auto probed = probed_runs_.find(session);
-    auto run = probed == probed_runs_.end() ? runs_.end() : runs_.find(probed->second);
-    if (run != runs_.end()) ProbeAwayAgent(run->second, session);
+    if (probed == probed_runs_.end()) continue;
+    auto run = runs_.find(probed->second);
+    if (run == runs_.end()) {
+      probed_runs_.erase(probed);  // its run was forgotten
+    } else {
+      ProbeAwayAgent(run->second, session);
+    }
   }
   absl::Time next = away_probes_.NextPoll(now);
   if (!reprobes_.empty()) next = std::min(next, reprobes_.begin()->first);
@@ -445,7 +454,8 @@ void MasterState::TickerLoop() {
   mu_.Lock();
   while (!stopping_) {
     const absl::Time now = MonotonicNow();
-    absl::Time next = now + absl::Hours(1);
+    // First: a gone agent changes its run's deadlines, which the loop below reads.
+    absl::Time next = std::min(now + absl::Hours(1), ProbeAnswers(now));
     for (auto& [id, run] : runs_) {
       if (run.rounds) {
         run.rounds->Tick(now);
@@ -455,7 +465,6 @@ void MasterState::TickerLoop() {
       for (const HangReport& due : run.hang_reports.TakeDue(now)) SendHangReport(run, due);
       next = std::min(next, run.hang_reports.NextDeadline());
     }
-    next = std::min(next, ProbeAnswers(now));
     stores_.Expire(now);
     next = std::min(next, stores_.NextDeadline());
     next = std::min(next, ForgetIdle(now));

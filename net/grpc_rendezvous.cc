@@ -157,7 +157,9 @@ void GrpcRendezvous::ReportRestart(const RestartSplit& split) {
 void GrpcRendezvous::ReportOutage(int64_t round, absl::Duration lost) {
   pb::AgentMessage message;
   message.mutable_outage()->set_round(round);
-  message.mutable_outage()->set_lost_ms(absl::ToDoubleMilliseconds(lost));
+  // The wire's bound: a day (master_outage_timeout may be set longer).
+  message.mutable_outage()->set_lost_ms(
+      absl::ToDoubleMilliseconds(std::min(lost, absl::Hours(24))));
   stream_->Send(std::move(message));
 }
 

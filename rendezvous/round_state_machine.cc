@@ -64,7 +64,10 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
              absl::StrCat(node.host, " rejoined while its round was running"), now);
   } else if (member) {
     // Finishing: no new rounds. It waits for the end of the run like everyone else.
-  } else if (phase_ == Phase::kRunning && static_cast<int>(members_.size()) < settings_.max_nodes) {
+  } else if (phase_ == Phase::kRunning && placeholders_ == 0 &&
+             static_cast<int>(members_.size()) < settings_.max_nodes) {
+    // (While a restarted master waits for places of the round it took up, a newcomer waits
+    // too: it joins the job once the round is whole, TakeOver.)
     EndRound(StopReason::kMembershipChanged,
              absl::StrCat(node.host, " joins the job (", members_.size() + 1, " nodes)"), now);
   }
@@ -103,7 +106,11 @@ void RoundStateMachine::Disconnect(SessionId session, absl::Time now) {
   if (it->second.member && (phase_ == Phase::kRunning || phase_ == Phase::kFinishing)) {
     // Its agent may be alive and its workers running (the master restarted, or the path
     // between them broke for a moment): it has ReconnectGrace() to come back (Resume).
-    if (!it->second.away_until) MarkAway(session, now + ReconnectGrace());
+    // Its silence counts from the break: the keep-alive rule must not drop it first.
+    if (!it->second.away_until) {
+      UpdateLastSeen(session, it->second, now);
+      MarkAway(session, now + ReconnectGrace());
+    }
     return;
   }
   RemoveNode(session, "its connection to the master broke", /*evict=*/false, now);
@@ -129,10 +136,12 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
                                 }),
                  failures.end());
   if (failures.empty()) return;
-  if (!away_.empty() && std::all_of(failures.begin(), failures.end(),
-                                    [](const ReportedFailure& f) { return f.peer_lost; })) {
-    // Its workers died because peers went away, while a member is away: that member's agent
-    // is gone with its workers, not back in a moment. A membership change; nothing is spent.
+  if (AnUnfinishedMemberIsAway() &&
+      std::all_of(failures.begin(), failures.end(),
+                  [](const ReportedFailure& f) { return f.peer_lost; })) {
+    // Its workers died because peers went away, while a member that runs is away: that
+    // member's agent is gone with its workers, not back in a moment. A membership change;
+    // nothing is spent (removing it ends the round, or the run while finishing).
     return LoseAwayMembers("its connection to the master broke and its peers lost it", now);
   }
   for (ReportedFailure& f : failures) {

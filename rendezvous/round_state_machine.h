@@ -328,6 +328,8 @@ class RoundStateMachine {
   void MarkAway(SessionId session, absl::Time until);
   // Removes every away member: the round ends (a membership change).
   void LoseAwayMembers(const std::string& why, absl::Time now);
+  // A member of the round whose workers have not succeeded is away (O(away)).
+  bool AnUnfinishedMemberIsAway() const;
   // A join after the run has ended: refused, unless an operator stopped it (then the agent
   // is told so, and exits as the others did).
   absl::Status JoinEndedRun(SessionId session);
@@ -338,9 +340,9 @@ class RoundStateMachine {
   // a restart in place).
   void BeginRound(const std::optional<std::string>& stop_detail, absl::Time now);
   // A worker failed and the round ends: the next round can be the same members in the same
-  // order, told in one message each, when every member is connected (a member that is not
-  // has ended the round already), healthy and able to, no node waits to join and no rank
-  // hung. Otherwise every member rejoins (EndRound).
+  // order, told in one message each, when every member is connected (none away), healthy
+  // and able to, no node waits to join and no rank hung. Otherwise every member rejoins
+  // (EndRound).
   bool CanRestartInPlace(absl::Time now) const;
   void RestartInPlace(const std::string& detail, absl::Time now);
   // A join with a failed health check excludes its host: only when every other agent in the

@@ -17,7 +17,10 @@ bool RoundStateMachine::CanRestartInPlace(absl::Time now) const {
   }
   for (SessionId s : members_) {
     const Node& node = nodes_.at(s);
-    if (!node.info.restarts_in_place || health_.Excluded(node.info.host, now)) return false;
+    // An away member (or a place a restarted master holds) cannot hear the round it would run.
+    if (!node.info.restarts_in_place || node.away_until || health_.Excluded(node.info.host, now)) {
+      return false;
+    }
   }
   return true;
 }

@@ -188,8 +188,9 @@ std::optional<std::pair<std::string, int>> RoundStateMachine::AwayAgentStore(
   auto it = nodes_.find(session);
   if (it == nodes_.end() || !it->second.away_until || it->second.placeholder) return std::nullopt;
   const NodeInfo& info = it->second.info;
-  // Its store's own address when that is one; else the address its session came from.
-  const std::string ip = !CanonicalIp(info.addr).empty() ? CanonicalIp(info.addr) : info.seen_from;
+  // Only where the other nodes reach its store (the master filled an empty `addr` with the
+  // address its session came from): a name is not looked up, and no other address is its.
+  const std::string ip = CanonicalIp(info.addr);
   if (ip.empty()) return std::nullopt;
   return std::make_pair(ip, info.master_port);
 }
@@ -201,6 +202,14 @@ void RoundStateMachine::AgentGone(SessionId session, absl::Time now) {
              "its connection to the master broke and its agent is gone (nothing listens on its "
              "store's port any more)",
              /*evict=*/false, now);
+}
+
+bool RoundStateMachine::AnUnfinishedMemberIsAway() const {
+  for (const auto& [until, session] : away_) {
+    const Node& node = nodes_.at(session);
+    if (node.member && !node.finished) return true;
+  }
+  return false;
 }
 
 void RoundStateMachine::MarkAway(SessionId session, absl::Time until) {

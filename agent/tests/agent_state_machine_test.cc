@@ -341,6 +341,20 @@ TEST_F(AgentStateMachineTest, ANodeThatCannotReachGroupRankZeroEitherIsCutOffAnd
   EXPECT_THAT(Closed({false, std::nullopt}), ElementsAre("reconnect", "join after=0"));
 }
 
+// A master that answers and ends the new stream (it cannot take the place back yet) is asked
+// again a second later, not in a tight loop.
+TEST_F(AgentStateMachineTest, ALostMasterThatTurnsTheResumeAwayIsAskedAgainASecondLater) {
+  RunRoundZero();
+  sm_->MasterLost("unavailable", now_);
+  ASSERT_THAT(Take(), ElementsAre("reconnect", "join resume=0"));
+  sm_->MasterLost("rendezvous master at master:29400: taking round 0 up would hold ...", now_);
+  EXPECT_THAT(Take(), IsEmpty());
+  EXPECT_THAT(Advance(absl::Milliseconds(999)), IsEmpty());
+  EXPECT_THAT(Advance(absl::Milliseconds(1)), ElementsAre("reconnect", "join resume=0"));
+  sm_->Resumed(0, now_);
+  EXPECT_THAT(Take(), IsEmpty());
+}
+
 TEST_F(AgentStateMachineTest, NoMasterForTheOutageTimeoutStopsTheWorkers) {
   RunRoundZero();
   sm_->MasterLost("unavailable", now_);

@@ -375,8 +375,10 @@ TEST_F(RoundStateMachineTest, NoResumeTakesAPlaceThatIsNotItsOwn) {
 
 TEST_F(RoundStateMachineTest, AWorkerFailingOnItsOwnWhileAMemberIsAwaySpendsARestart) {
   Make(2, 2, /*max_restarts=*/3);
-  ASSERT_TRUE(Join(1, Node("a")).ok());
-  ASSERT_TRUE(Join(2, Node("b")).ok());
+  NodeInfo a = Node("a"), b = Node("b");
+  a.restarts_in_place = b.restarts_in_place = true;  // as every multi-node agent
+  ASSERT_TRUE(Join(1, a).ok());
+  ASSERT_TRUE(Join(2, b).ok());
   Take();
   sm_->Disconnect(2, now_);
   sm_->ReportFailure(1, 0, {Failure("a", 0, absl::ZeroDuration())}, now_);
@@ -390,6 +392,55 @@ TEST_F(RoundStateMachineTest, AWorkerFailingOnItsOwnWhileAMemberIsAwaySpendsARes
   stops = OfKind(Take(), Kind::kStop);
   ASSERT_EQ(stops.size(), 1u);
   EXPECT_EQ(stops[0].session, 12u);
+}
+
+// A peer_lost failure ends the wait for an away member only when that member's workers
+// run: a finished member that went away explains nothing, and the failure counts as always.
+TEST_F(RoundStateMachineTest, APeerLostFailureIsNotSwallowedByAnAwayMemberThatHadFinished) {
+  Make(3, 3, /*max_restarts=*/3);
+  for (SessionId s : {1, 2, 3}) ASSERT_TRUE(Join(s, Node(absl::StrCat("n", s))).ok());
+  Take();
+  sm_->ReportSuccess(1, 0, now_);
+  sm_->ReportSuccess(2, 0, now_);
+  sm_->Disconnect(2, now_);  // finished, then its stream broke
+  ReportedFailure lost = Failure("n3", 4, absl::ZeroDuration());
+  lost.peer_lost = true;
+  sm_->ReportFailure(3, 0, {lost}, now_);
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_FALSE(ends.empty()) << "the failure was dropped: the run would wait for ever";
+  EXPECT_EQ(ends[0].outcome, RunOutcome::kFailed);
+  EXPECT_THAT(ends[0].detail, HasSubstr("after another node had finished"));
+}
+
+// The place is held for the grace from the break, whatever the silence rule would say.
+TEST_F(RoundStateMachineTest, AnAwayMembersSilenceCountsFromItsBreak) {
+  Make(2, 2);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  Take();
+  AdvanceWithHeartbeats(absl::Seconds(14), {1});  // b silent for 14 s of its 15
+  sm_->Disconnect(2, now_);
+  AdvanceWithHeartbeats(absl::Seconds(4), {1});
+  EXPECT_TRUE(Take().empty()) << "dropped for silence before its place's grace ended";
+  ASSERT_TRUE(Join(12, Resuming(Node("b"), 0, 1, 2, 2, 4)).ok());
+  EXPECT_EQ(OfKind(Take(), Kind::kResumed).size(), 1u);
+}
+
+// A node that joins while a restarted master waits for the places of the round it took up
+// waits too; once the round is whole, it joins the job (the round ends for it, for free).
+TEST_F(RoundStateMachineTest, ANewcomerWaitsForATakenUpRoundToBeWhole) {
+  Make(2, 3);
+  ASSERT_TRUE(Join(11, Resuming(Node("a"), 5, 0, 2, 0, 4)).ok());
+  Take();
+  ASSERT_TRUE(Join(3, Node("c")).ok());
+  EXPECT_TRUE(OfKind(Take(), Kind::kStop).empty()) << "it stopped a round not yet whole";
+  ASSERT_TRUE(Join(12, Resuming(Node("b"), 5, 1, 2, 2, 4)).ok());
+  auto out = Take();
+  auto stops = OfKind(out, Kind::kStop);
+  ASSERT_EQ(stops.size(), 2u);
+  EXPECT_EQ(stops[0].stop_reason, StopReason::kMembershipChanged);
+  EXPECT_THAT(stops[0].detail, HasSubstr("a node joins the job"));
+  EXPECT_TRUE(OfKind(out, Kind::kOpenStore).empty());
 }
 
 TEST_F(RoundStateMachineTest, ARestartedMasterTakesUpOnlyTheRoundTheFirstResumeDescribes) {

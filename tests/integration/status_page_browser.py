@@ -76,6 +76,11 @@ def main():
             By.CSS_SELECTOR, '#rounds tbody tr[data-round="1"] td:nth-child(6)').text
         wait_for(driver, "round 1's restart split", lambda: re.fullmatch(
             r"\d+ ms: (detection \d+, )?stop \d+, rendezvous \d+, spawn \d+", split()), 10)
+        # Column 7, master away: none of its nodes lost the master in this job.
+        away = driver.find_element(
+            By.CSS_SELECTOR, '#rounds tbody tr[data-round="1"] td:nth-child(7)').text
+        if away != "-":
+            raise SystemExit(f"round 1's master-away column reads {away!r}, not '-'")
         failure = text(driver, "failure")
         if "fails on purpose" not in failure:
             raise SystemExit(f"the failure report lacks the worker's stderr: {failure!r}")

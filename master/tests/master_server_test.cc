@@ -94,11 +94,16 @@ TEST_F(MasterServerTest, EveryConnectionSendsSmallMessagesAtOnce) {
   EXPECT_EQ(sockets.connected_without_nodelay, 0);
 }
 
-TEST_F(MasterServerTest, ABrokenStreamIsToldToTheOthersAtOnce) {
+// A stream that breaks because its agent is gone (nothing listens any more where it served
+// its workers' store) is told to the others at once; the master does not hold its place.
+TEST_F(MasterServerTest, ABrokenStreamWhoseAgentIsGoneIsToldToTheOthersAtOnce) {
   StartMaster();
   TestSession a(NewChannel()), b(NewChannel());
   ASSERT_TRUE(a.Join("job", "node1", 1, 2));
-  ASSERT_TRUE(b.Join("job", "node2", 1, 2));
+  pb::AgentMessage gone = TestSession::JoinMessage("job", "node2", 1, 2);
+  gone.mutable_join()->mutable_node()->set_addr("127.0.0.1");
+  gone.mutable_join()->set_master_port(testing::FreeLoopbackPort());  // its store: closed
+  ASSERT_TRUE(b.Write(gone));
   // min 1 of max 2: the first round waits for last call unless max is reached: it is.
   ASSERT_TRUE(a.Read()->has_assignment());
   ASSERT_TRUE(b.Read()->has_assignment());

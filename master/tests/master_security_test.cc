@@ -292,6 +292,27 @@ TEST_F(MasterSecurityTest, RunsPerMasterAreBounded) {
   EXPECT_THAT(status.error_message(), HasSubstr("this master holds 2 runs"));
 }
 
+// A raw client without the token cannot have a master take a round up (or hold a place) by
+// sending a resume: it is refused as any join without the token is, and a later agent with
+// the token finds no round there.
+TEST_F(MasterSecurityTest, AResumeWithoutTheTokenHoldsNothing) {
+  MasterOptions options;
+  options.token = "secret";
+  StartMaster(options);
+  pb::AgentMessage forged = TestSession::JoinMessage("job", "stranger", 1, 64);
+  pb::RoundAssignment* r = forged.mutable_join()->mutable_resume();
+  r->set_round(7);
+  r->set_group_world_size(64);
+  r->set_world_size(128);
+  grpc::Status refused = Refusal(forged);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED) << refused.error_message();
+  TestSession agent(NewChannel());
+  ASSERT_TRUE(agent.Join("job", "node1", 1, 1, 0, "secret"));
+  std::optional<pb::MasterMessage> first = agent.Read();
+  ASSERT_TRUE(first && first->has_assignment());
+  EXPECT_EQ(first->assignment().round(), 0) << "the forged resume's round 7 was taken up";
+}
+
 // A resume makes a restarted master hold a place for each node of the round it names, up to
 // --nnodes' maximum: what every run together may hold is bounded, and the resume that would
 // pass it is refused by name; one within it is answered.

@@ -92,8 +92,10 @@ def main():
         sampler.set_epoch(epoch)
         for xb, yb in loader:
             if step == args.hold:
-                with open(os.path.join(args.out_dir, f"held.{rank}"), "w") as held:
-                    held.write(f"{os.getpid()}\n")
+                held = os.path.join(args.out_dir, f"held.{rank}")
+                with open(held + ".tmp", "w") as out:  # whole once it has its name
+                    out.write(f"{os.getpid()}\n")
+                os.rename(held + ".tmp", held)
                 while not os.path.exists(os.path.join(args.out_dir, "go")):
                     time.sleep(0.05)
             if first_attempt and rank == crash_rank and step == crash_step:

@@ -275,7 +275,6 @@ void DdpAcrossHosts::TrainThroughAMasterOutage(const std::function<void(ChildPro
     if (out == &disturbed) {
       ASSERT_TRUE(WaitUntil([&] { return EveryRankWrote(*out, "held.", 4); }, absl::Seconds(120)))
           << a->ErrSoFar() << b->ErrSoFar();
-      absl::SleepFor(absl::Milliseconds(100));  // each pid written whole
       for (int rank = 0; rank < 4; ++rank) {
         held_pids.push_back(ReadFile(*out / absl::StrCat("held.", rank)));
       }

@@ -12,6 +12,7 @@
 #include "agent/health/health_check.h"
 #include "node/cpu_binding.h"
 #include "observability/elastic_record_log.h"
+#include "rendezvous/etcd_settings.h"
 #include "rendezvous/rendezvous_settings.h"
 #include "rendezvous/tls_config.h"
 
@@ -58,6 +59,7 @@ struct AgentConfig {
   // How long a blocking Store read without its own timeout waits on a master this agent
   // hosts (torchrun: the c10d store's timeout).
   absl::Duration read_timeout = absl::Seconds(60);
+  EtcdSettings etcd;  // --rdzv-backend=etcd-v3: --rdzv-endpoint's members, its --rdzv-conf keys
   TlsConfig tls;  // --rdzv-conf tls_cert, tls_key, tls_ca: to the master, and as a hosting master
   std::optional<bool> is_host;  // unset: inferred from --rdzv-endpoint
   std::string token;            // from token_file= or DDPRUN_RDZV_TOKEN; empty: none

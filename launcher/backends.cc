@@ -2,14 +2,31 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "launcher/cli_values.h"
+#include "launcher/etcd_backend.h"
 #include "launcher/option_values.h"
 #include "launcher/rendezvous_start.h"
 
 namespace ddprun {
 namespace {
 
+// --rdzv-endpoint with several hosts is etcd's list of members.
+absl::Status OneEndpoint(const AgentConfig& config) {
+  if (config.rdzv_endpoint.find("://") != std::string::npos) {
+    return ParseEndpoint(config.rdzv_endpoint, 29400).status();  // says what is expected
+  }
+  if (config.rdzv_endpoint.find(',') == std::string::npos) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("--rdzv-endpoint='", config.rdzv_endpoint,
+                   "' names several hosts, but --rdzv-backend=", config.rdzv_backend,
+                   " takes one (HOST[:PORT]): several are etcd's members, for "
+                   "--rdzv-backend=etcd-v3"));
+}
+
 // c10d: any node may host the master (the --rdzv-endpoint host); ranks follow arrival.
 absl::Status CheckC10d(const OptionValues& values, AgentConfig& config) {
+  DDPRUN_RETURN_IF_ERROR(OneEndpoint(config));
   if (config.rendezvous.max_nodes > 1 && values["--rdzv-endpoint"].empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--nnodes=", values["--nnodes"],
@@ -28,6 +45,7 @@ std::unique_ptr<StartedRendezvous> StartC10d(const AgentConfig& config, int& exi
 // --master-addr:--master-port.
 absl::Status CheckStatic(const OptionValues& values, AgentConfig& config) {
   config.fixed_node_rank = true;
+  DDPRUN_RETURN_IF_ERROR(OneEndpoint(config));
   if (config.rendezvous.max_nodes == 1) return absl::OkStatus();
   if (config.rendezvous.min_nodes != config.rendezvous.max_nodes) {
     return absl::InvalidArgumentError(
@@ -55,10 +73,14 @@ std::unique_ptr<StartedRendezvous> StartStatic(const AgentConfig& config, int& e
 }
 
 std::vector<RendezvousBackend>& Registry() {
-  static auto* backends = new std::vector<RendezvousBackend>{
-      {"c10d", CheckC10d, StartC10d, HostingRule::kEndpointHost, {}},
-      {"static", CheckStatic, StartStatic, HostingRule::kNodeRankZero, {}},
-  };
+  static auto* backends = [] {
+    auto* all = new std::vector<RendezvousBackend>{
+        {"c10d", CheckC10d, StartC10d, HostingRule::kEndpointHost, {}},
+        {"static", CheckStatic, StartStatic, HostingRule::kNodeRankZero, {}},
+    };
+    for (RendezvousBackend& etcd : EtcdBackends()) all->push_back(std::move(etcd));
+    return all;
+  }();
   return *backends;
 }
 
@@ -89,7 +111,9 @@ const RendezvousBackend* FindRendezvousBackend(const std::string& name) {
 
 std::vector<std::string> RendezvousBackendNames() {
   std::vector<std::string> names;
-  for (const RendezvousBackend& backend : RendezvousBackends()) names.push_back(backend.name);
+  for (const RendezvousBackend& backend : RendezvousBackends()) {
+    if (backend.listed) names.push_back(backend.name);
+  }
   return names;
 }
 

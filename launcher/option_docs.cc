@@ -135,6 +135,7 @@ std::string RdzvConfKeysSection() {
   }
   rows.emplace_back(absl::StrJoin(torchruns, ", "), "torchrun's: accepted and ignored");
   for (const RendezvousBackend& backend : RendezvousBackends()) {
+    if (!backend.listed) continue;  // the keys of the backend it names
     for (const RdzvConfKey& key : backend.rdzv_conf_keys) {
       rows.emplace_back(key.name, absl::StrCat("(--rdzv-backend=", backend.name, ") ", key.help,
                                                " [default: ", key.default_value, "]"));

@@ -71,7 +71,11 @@ absl::Status RdzvBackend(const std::string& value, ParseState& s) {
 
 absl::Status RdzvEndpoint(const std::string& value, ParseState& s) {
   s.config.rdzv_endpoint = value;
-  if (value.empty()) return absl::OkStatus();
+  // Several hosts, or URLs: etcd's members, which that backend reads (etcd_backend.cc).
+  if (value.empty() || value.find(',') != std::string::npos ||
+      value.find("://") != std::string::npos) {
+    return absl::OkStatus();
+  }
   // c10d's default port, as torchrun; for static the port comes from --master-port.
   DDPRUN_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(value, 29400));
   s.config.endpoint_host = endpoint.host;
@@ -234,7 +238,8 @@ std::vector<OptionSpec> MakeOptions() {
           .Help("Rendezvous backend: " + RendezvousBackendChoices("or")),
       Option("--rdzv-endpoint", RdzvEndpoint)
           .In(kRdzvGroup)
-          .Help("Rendezvous master as HOST[:PORT] (c10d default port 29400)"),
+          .Help("Rendezvous master as HOST[:PORT] (c10d default port 29400); etcd-v3: etcd's "
+                "members, HOST[:PORT],..."),
       Option("--rdzv-id", RdzvId)
           .In(kRdzvGroup)
           .Default("none")

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "agent/logs/log_format.h"
 #include "common/exit_codes.h"
 #include "common/ip_address.h"
@@ -23,11 +24,20 @@
 namespace ddprun {
 namespace {
 
+// The master a node hosts while it leads an elected run (etcd-v3): the workers' store hands
+// it the gRPC connections that arrive on the store's port, and closes them while the node
+// does not lead.
+struct LeaderSlot {
+  absl::Mutex mu;
+  HostedMaster* master ABSL_GUARDED_BY(mu) = nullptr;
+};
+
 // The rendezvous master this agent hosts (if any) and the TCPStore it serves its workers.
 struct Served {
   std::unique_ptr<HostedMaster> master;
   std::unique_ptr<TcpStoreServer> store;
   WorkerStore worker_store;
+  std::shared_ptr<LeaderSlot> leader_slot;  // elected runs only
 };
 
 void LogRefusedStoreClient(const std::string& peer, const std::string& why) {
@@ -38,6 +48,20 @@ void LogRefusedStoreClient(const std::string& peer, const std::string& why) {
 }
 
 NetworkRendezvousOptions RendezvousOptions(const AgentConfig& config);
+
+// The master a node hosts for its job, on its workers' store's `port`.
+MasterOptions HostedMasterOptions(const AgentConfig& config, int port) {
+  MasterOptions options;
+  options.port = port;
+  options.adopt_connections = true;  // the store listens, on every address, and hands them over
+  options.token = config.token;
+  options.only_run_id = config.run_id;
+  // The run's settings are this agent's: a stranger's early join cannot define them.
+  options.run_settings = config.rendezvous;
+  options.store_timeout = config.read_timeout;
+  options.tls = config.tls;
+  return options;
+}
 
 // The port this agent meant to host the master on is in use. Another agent of the job on
 // this machine that won the race, or a ddprun-master, is joined; any other program there
@@ -65,16 +89,8 @@ absl::Status MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& co
   if (!is_host) return absl::OkStatus();
   // Every agent and worker of the job may hold a connection to it.
   RaiseOpenFileLimit();
-  MasterOptions options;
-  options.port = config.endpoint_port;
-  options.adopt_connections = true;  // the store listens, on every address, and hands them over
-  options.token = config.token;
-  options.only_run_id = config.run_id;
-  // The run's settings are this agent's: a stranger's early join cannot define them.
-  options.run_settings = config.rendezvous;
-  options.store_timeout = config.read_timeout;
-  options.tls = config.tls;
-  absl::StatusOr<std::unique_ptr<HostedMaster>> master = network.host_master(options);
+  absl::StatusOr<std::unique_ptr<HostedMaster>> master =
+      network.host_master(HostedMasterOptions(config, config.endpoint_port));
   absl::Status hosting = master.status();
   std::unique_ptr<TcpStoreServer> store;
   if (hosting.ok()) {
@@ -115,7 +131,8 @@ absl::Status MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& co
 absl::Status ServeMasterAndStore(const NetworkPlugin& network, const AgentConfig& config,
                                  Served& served) {
   const bool is_static = config.fixed_node_rank;
-  DDPRUN_RETURN_IF_ERROR(MaybeHostMaster(network, config, served));
+  const bool elected = network.elect != nullptr;
+  if (!elected) DDPRUN_RETURN_IF_ERROR(MaybeHostMaster(network, config, served));
   // Static: node 0's store is the one on --master-port; the other nodes never get rank 0.
   const bool on_master_port = served.store != nullptr || (is_static && config.node_rank != 0);
   if (!on_master_port) {
@@ -125,6 +142,17 @@ absl::Status ServeMasterAndStore(const NetworkPlugin& network, const AgentConfig
     TcpStoreServerOptions options;
     options.port = !is_static && config.master_port ? *config.master_port : 0;
     options.on_refused = LogRefusedStoreClient;
+    if (elected) {
+      served.leader_slot = std::make_shared<LeaderSlot>();
+      options.grpc_handoff = [slot = served.leader_slot](int listen_fd, int fd) {
+        absl::MutexLock lock(&slot->mu);
+        if (slot->master != nullptr) {
+          slot->master->AdoptConnection(listen_fd, fd);
+        } else {
+          ::close(fd);  // this node does not lead (any more): the client asks etcd again
+        }
+      };
+    }
     absl::StatusOr<std::unique_ptr<TcpStoreServer>> store = TcpStoreServer::Start(options);
     if (!store.ok()) {
       return absl::Status(
@@ -220,7 +248,13 @@ class NetworkRendezvous : public StartedRendezvous {
       // Another program on the master's port: the rendezvous cannot happen here.
       return absl::IsFailedPrecondition(s) ? kExitRendezvous : kExitInternal;
     }
-    connection_ = network_.connect(RendezvousOptions(config_));
+    if (network_.elect != nullptr) {
+      std::unique_ptr<ElectedRendezvous> elected = network_.elect(ElectionOptionsFor());
+      elected_ = elected.get();
+      connection_ = std::move(elected);
+    } else {
+      connection_ = network_.connect(RendezvousOptions(config_));
+    }
     return 0;
   }
 
@@ -230,6 +264,13 @@ class NetworkRendezvous : public StartedRendezvous {
     return ServeMetricsWith(network_, port, served_.master.get(), agent, metrics_);
   }
   void Stop(bool others_still_run) override {
+    if (elected_ != nullptr) {
+      // A leader serves on as c10d's hosting agent does; then leaves the election.
+      elected_->CloseSession();
+      HostedMaster* leading = elected_->hosted_master();
+      if (leading != nullptr && others_still_run) ServeWhileOthersRun(*leading, config_);
+      elected_ = nullptr;
+    }
     connection_.reset();
     if (served_.master) {
       if (others_still_run) ServeWhileOthersRun(*served_.master, config_);
@@ -240,11 +281,32 @@ class NetworkRendezvous : public StartedRendezvous {
   }
 
  private:
+  // Elected runs: where the others reach the master this node hosts when it leads (its
+  // workers' store's port), and how its store hands that master its connections.
+  ElectionOptions ElectionOptionsFor() const {
+    ElectionOptions options;
+    options.rendezvous = RendezvousOptions(config_);
+    options.etcd = config_.etcd;
+    options.master = HostedMasterOptions(config_, served_.worker_store.port);
+    // The address it offers for MASTER_ADDR, else the one it reaches etcd from: an address
+    // the other nodes, which reach etcd too, most likely reach.
+    std::string addr = served_.worker_store.offer.addr;
+    if (addr.empty()) addr = AddressToward(config_.endpoint_host);
+    if (addr.empty()) addr = HostName();
+    options.self = HostPort(addr, served_.worker_store.port);
+    options.on_lead = [slot = served_.leader_slot](HostedMaster* master) {
+      absl::MutexLock lock(&slot->mu);
+      slot->master = master;
+    };
+    return options;
+  }
+
   const AgentConfig& config_;
   NetworkPlugin network_;
   Served served_;
   std::unique_ptr<MetricsEndpoint> metrics_;          // goes before the master it reads
   std::unique_ptr<RendezvousConnection> connection_;  // last: closed first
+  ElectedRendezvous* elected_ = nullptr;              // connection_, when the run is elected
 };
 
 // A one-node job: the master's rules in-process (LocalRendezvous), no network. Given an

@@ -187,7 +187,14 @@ absl::Status MasterState::Join(Session* session, const pb::Join& join) {
     }
   }
   DDPRUN_RETURN_IF_ERROR(CheckPlacesHeld(*run.rounds, node));
+  const bool takes_up = run.rounds->WouldTakeUp(node);
   DDPRUN_RETURN_IF_ERROR(run.rounds->Join(session->id(), node, MonotonicNow()));
+  if (takes_up) {
+    // Group rank 0's place is held for its agent, whose store every resume names: when
+    // nothing listens there (it went with the last master: an elected leader's node, say),
+    // the place is given up at once rather than after the grace.
+    ProbeSoon(run, run.rounds->members().front(), absl::ZeroDuration());
+  }
   if (run.rounds->phase() == RoundStateMachine::Phase::kRunning &&
       run.rounds->IsWaiting(session->id())) {
     spdlog::info("run '{}': {} waits for a place: the job runs at its --nnodes maximum ({})",

@@ -90,7 +90,8 @@ void SessionStream::OnDone(const grpc::Status& status) {
   done_ = true;
 }
 
-GrpcRendezvous::GrpcRendezvous(NetworkRendezvousOptions options) : options_(std::move(options)) {
+GrpcRendezvous::GrpcRendezvous(NetworkRendezvousOptions options, EventQueue* events)
+    : options_(std::move(options)), events_(events != nullptr ? events : &own_events_) {
   channel_ = grpc::CreateCustomChannel(options_.endpoint, AgentCredentials(options_),
                                        AgentChannelArguments(options_));
   stub_ = pb::Rendezvous::NewStub(channel_);
@@ -115,7 +116,7 @@ GrpcRendezvous::~GrpcRendezvous() {
 std::unique_ptr<SessionStream> GrpcRendezvous::OpenStream() {
   return std::make_unique<SessionStream>(
       stub_.get(), options_.endpoint,
-      [events = &events_](RendezvousEvent event) { events->Push(std::move(event)); });
+      [events = events_](RendezvousEvent event) { events->Push(std::move(event)); });
 }
 
 void GrpcRendezvous::Reconnect() {
@@ -203,7 +204,7 @@ void GrpcRendezvous::CheckReach(const std::string& store) {
         reach.kind != EndpointReach::Kind::kRefused) {
       event.status = absl::UnavailableError(reach.detail.empty() ? "no answer" : reach.detail);
     }
-    events_.Push(std::move(event));
+    events_->Push(std::move(event));
   });
 }
 
@@ -217,7 +218,7 @@ void GrpcRendezvous::ProbeAddress() {
     event.detail =
         absl::StrCat("the rendezvous master at ", options_.endpoint,
                      " does not answer: ", DescribeUnansweredMaster(options_.endpoint, reach));
-    events_.Push(std::move(event));
+    events_->Push(std::move(event));
   }
 }
 

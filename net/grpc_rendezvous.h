@@ -63,11 +63,13 @@ class SessionStream : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Maste
 
 class GrpcRendezvous : public RendezvousConnection {
  public:
-  explicit GrpcRendezvous(NetworkRendezvousOptions options);
+  /// `events`: where its events go (an ElectedRendezvous's, which owns it); null: a queue of
+  /// its own.
+  explicit GrpcRendezvous(NetworkRendezvousOptions options, EventQueue* events = nullptr);
   ~GrpcRendezvous() override;
 
-  int event_fd() const override { return events_.fd(); }
-  std::vector<RendezvousEvent> TakeEvents() override { return events_.Take(); }
+  int event_fd() const override { return events_->fd(); }
+  std::vector<RendezvousEvent> TakeEvents() override { return events_->Take(); }
   void Join(const NodeInfo& node) override;
   void ReportFailure(int64_t round, std::vector<ReportedFailure> failures) override;
   void ReportSuccess(int64_t round) override;
@@ -105,7 +107,8 @@ class GrpcRendezvous : public RendezvousConnection {
   static constexpr absl::Duration kReachTimeout = absl::Seconds(1);
 
   NetworkRendezvousOptions options_;
-  EventQueue events_;
+  EventQueue own_events_;
+  EventQueue* const events_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Rendezvous::Stub> stub_;
   std::unique_ptr<SessionStream> stream_;

@@ -5,6 +5,7 @@
 #include "master/master_http.h"
 #include "master/master_server.h"
 #include "net/admin_client.h"
+#include "net/etcd_rendezvous.h"
 #include "net/grpc_rendezvous.h"
 #include "observability/master_metrics.h"
 #include "observability/metrics_http.h"
@@ -73,8 +74,18 @@ absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const MasterOptions& op
       new GrpcHostedMaster(std::move(metrics), std::move(*server)));
 }
 
+std::unique_ptr<ElectedRendezvous> Elect(const ElectionOptions& options) {
+  return std::make_unique<EtcdRendezvous>(options, &HostMaster);
+}
+
 }  // namespace
 }  // namespace ddprun
+
+extern "C" void ddprun_network_etcd_v3(ddprun::NetworkPlugin* plugin) {
+  ddprun_network_grpc_v3(plugin);
+  plugin->connect = nullptr;  // every node is the elected leader's client instead
+  plugin->elect = &ddprun::Elect;
+}
 
 extern "C" void ddprun_network_grpc_v3(ddprun::NetworkPlugin* plugin) {
   ddprun::RouteGrpcLogsToSpdlog();

@@ -4,6 +4,7 @@
 // job therefore maps none of gRPC: it starts faster and stays smaller (docs/performance.md).
 // This header is all the agent sees of it: plain C entry points and abstract classes.
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -11,6 +12,7 @@
 #include "absl/time/time.h"
 #include "master/master_options.h"
 #include "observability/agent_metrics.h"
+#include "rendezvous/etcd_settings.h"
 #include "rendezvous/rendezvous_connection.h"
 #include "rendezvous/tls_config.h"
 
@@ -41,6 +43,32 @@ struct NetworkRendezvousOptions {
   RendezvousSettings settings;
   absl::Duration heartbeat_timeout = absl::Seconds(5);  // see AgentConfig
   TlsConfig tls;
+};
+
+/// A node's rendezvous through an election (the etcd half): the nodes elect the run's leader,
+/// which hosts the rendezvous master; every node, the leader too, is a client of the leader's
+/// master, and follows the leadership when it moves (docs/etcd.md).
+class ElectedRendezvous : public RendezvousConnection {
+ public:
+  /// The master this node hosts while it leads the run; null when it does not. Call on the
+  /// agent's thread.
+  virtual HostedMaster* hosted_master() = 0;
+  /// Ends this node's session with the leader's master (the agent's run is over), before a
+  /// leader serves the others on (its own session would count as one that goes on).
+  virtual void CloseSession() = 0;
+};
+
+struct ElectionOptions {
+  NetworkRendezvousOptions rendezvous;  // its endpoint is unused: the leader's comes from etcd
+  EtcdSettings etcd;
+  // What this node hosts with while it leads: a master that shares its workers' store port
+  // (adopt_connections).
+  MasterOptions master;
+  std::string self;  // "host:port": where the others reach the master this node hosts
+  // Called with the master this node now hosts, and with null before it stops: the workers'
+  // store hands that master the gRPC connections that arrive on its port. From the
+  // election's thread.
+  std::function<void(HostedMaster*)> on_lead;
 };
 
 /// `ddprun status` and `ddprun stop`: one call to a master's Admin service.
@@ -80,11 +108,15 @@ struct NetworkPlugin {
   /// OK when a ddprun rendezvous master answers at options.endpoint within `timeout`; else
   /// Unavailable, saying what answers there instead (a port held by another program).
   absl::Status (*probe_master)(const NetworkRendezvousOptions&, absl::Duration timeout);
+  /// The etcd half only (null in the gRPC half): joins the election of the run's leader.
+  std::unique_ptr<ElectedRendezvous> (*elect)(const ElectionOptions&) = nullptr;
 };
 
 /// The network half c10d and static use, and what every admin command and metrics page use:
 /// gRPC to a ddprun master.
 inline constexpr char kGrpcNetwork[] = "grpc";
+/// The etcd-v3 backend's half: the gRPC half's entry points, and `elect` through etcd.
+inline constexpr char kEtcdNetwork[] = "etcd";
 
 /// Loads libddprun_network.so from next to the running executable, then from
 /// ../lib/ddprun/, then from the library path, and takes its network half `half`: the entry
@@ -99,4 +131,6 @@ extern "C" {
 /// Defined in the plugin: the gRPC half (kGrpcNetwork), which fills `plugin` with its entry
 /// points.
 void ddprun_network_grpc_v3(ddprun::NetworkPlugin* plugin);
+/// The etcd half (kEtcdNetwork).
+void ddprun_network_etcd_v3(ddprun::NetworkPlugin* plugin);
 }

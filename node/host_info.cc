@@ -122,6 +122,10 @@ NetworkInterface InterfaceHolding(const std::string& local_address) {
 }
 
 NetworkInterface InterfaceToward(const std::string& addr) {
+  return InterfaceHolding(AddressToward(addr));
+}
+
+std::string AddressToward(const std::string& addr) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_DGRAM;
   addrinfo* resolved = nullptr;
@@ -137,7 +141,7 @@ NetworkInterface InterfaceToward(const std::string& addr) {
     }
   }
   ::freeaddrinfo(resolved);
-  return InterfaceHolding(local);
+  return local;
 }
 
 bool IsThisHost(const std::string& host) {

@@ -31,6 +31,8 @@ NetworkInterface InterfaceHolding(const std::string& local_address);
 /// address); none when that cannot be told. Nothing is sent: a UDP socket is connected and
 /// asked for its local address.
 NetworkInterface InterfaceToward(const std::string& addr);
+/// The address this host sends from to reach `addr`, the same way; "" when it cannot be told.
+std::string AddressToward(const std::string& addr);
 
 /// This host's IP addresses, loopback aside, each once, in inet_ntop's form: at most
 /// `limit` of them (the join carries 64).

@@ -31,6 +31,11 @@ void EventQueue::Push(RendezvousEvent event) {
   (void)!::write(fd_, &one, sizeof(one));
 }
 
+void EventQueue::Wake() {
+  const uint64_t one = 1;
+  (void)!::write(fd_, &one, sizeof(one));
+}
+
 std::vector<RendezvousEvent> EventQueue::Take() {
   uint64_t count;
   (void)!::read(fd_, &count, sizeof(count));  // clears readability; events may follow at once

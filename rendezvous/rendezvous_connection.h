@@ -116,6 +116,9 @@ class EventQueue {
 
   int fd() const { return fd_; }
   void Push(RendezvousEvent event);
+  /// Makes the fd readable without an event: the reader has something of its own to look
+  /// at (ElectedRendezvous: the run's leader moved).
+  void Wake();
   std::vector<RendezvousEvent> Take();
 
  private:

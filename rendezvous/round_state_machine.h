@@ -202,8 +202,9 @@ class RoundStateMachine {
   absl::Duration ReconnectGrace() const;
   /// The node's agent exits (its workers have exited): it is gone at once.
   void Bye(SessionId session, absl::Time now);
-  /// Where the agent of an away member (not a placeholder) serves its workers' store, an IP
-  /// address and port: nothing listening there any more means its agent is gone.
+  /// Where the agent of an away member serves its workers' store, an IP address and port:
+  /// nothing listening there any more means its agent is gone. Of the placeholders a
+  /// restarted master holds, only group rank 0's store is known (every resume names it).
   std::optional<std::pair<std::string, int>> AwayAgentStore(SessionId session) const;
   /// Nothing listens any more where the away member's agent served its store: the agent is
   /// gone (killed), not cut off. It is lost at once.

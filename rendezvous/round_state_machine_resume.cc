@@ -87,6 +87,11 @@ void RoundStateMachine::Rebuild(const Assignment& resumed, absl::Time now) {
     const SessionId id = next_placeholder_++;
     Node& node = nodes_[id];
     node.info.host = absl::StrCat("group rank ", rank, " (not back yet)");
+    if (rank == 0) {
+      // Where its workers' store is: its agent's, which holds that port for its whole life.
+      node.info.addr = resumed.master_addr;
+      node.info.master_port = resumed.master_port;
+    }
     node.placeholder = true;
     node.round = round_;
     node.last_seen = now;
@@ -186,7 +191,7 @@ absl::Status RoundStateMachine::StopStale(SessionId session, const NodeInfo& nod
 std::optional<std::pair<std::string, int>> RoundStateMachine::AwayAgentStore(
     SessionId session) const {
   auto it = nodes_.find(session);
-  if (it == nodes_.end() || !it->second.away_until || it->second.placeholder) return std::nullopt;
+  if (it == nodes_.end() || !it->second.away_until) return std::nullopt;
   const NodeInfo& info = it->second.info;
   // Only where the other nodes reach its store (the master filled an empty `addr` with the
   // address its session came from): a name is not looked up, and no other address is its.
@@ -197,10 +202,12 @@ std::optional<std::pair<std::string, int>> RoundStateMachine::AwayAgentStore(
 
 void RoundStateMachine::AgentGone(SessionId session, absl::Time now) {
   auto it = nodes_.find(session);
-  if (it == nodes_.end() || !it->second.away_until || it->second.placeholder) return;
+  if (it == nodes_.end() || !it->second.away_until) return;
   RemoveNode(session,
-             "its connection to the master broke and its agent is gone (nothing listens on its "
-             "store's port any more)",
+             it->second.placeholder
+                 ? "its agent is gone (nothing listens on its store's port any more)"
+                 : "its connection to the master broke and its agent is gone (nothing listens on "
+                   "its store's port any more)",
              /*evict=*/false, now);
 }
 

@@ -14,12 +14,14 @@ build_pkgs=(
   libhwloc-dev  # --numa-binding: the machine's topology (docs/numa.md)
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libspdlog-dev libfmt-dev libcli11-dev libgtest-dev libgmock-dev
+  golang-etcd-server-dev  # etcd's v3 protos: the etcd-v3 backend's client (net/etcd_client)
   patchelf  # scripts/gpu-bundle.sh
 )
 test_pkgs=(
   python3 python3-torch procps iproute2 openssl clang-14 libclang-rt-14-dev clang-format-14
   slurm-wlm slurmctld slurmd slurm-client munge python3-yaml groff-base debootstrap
   zsh tcsh  # the shell completions' tests (ddprun --print-completion)
+  etcd-server etcd-client  # the etcd-v3 backend's tests start their own etcd (docs/etcd.md)
   elfutils  # eu-stack: native workers' stacks in the hang report (docs/hangs.md)
   prometheus chromium chromium-driver python3-selenium  # observability tests (docs/observability.md)
 )

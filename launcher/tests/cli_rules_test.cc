@@ -15,6 +15,7 @@
 namespace ddprun {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 DeviceCounts NoGpus() {
@@ -124,11 +125,16 @@ TEST(CliRulesTest, PreloadNamesModulesAutoIsTorchAndItsPetVariableWorks) {
 TEST(BackendRegistryTest, BackendsAreFoundByNameAndListedInMessages) {
   ASSERT_NE(FindRendezvousBackend("c10d"), nullptr);
   ASSERT_NE(FindRendezvousBackend("static"), nullptr);
-  EXPECT_EQ(FindRendezvousBackend("etcd"), nullptr);
-  EXPECT_EQ(RendezvousBackendChoices(), "c10d or static");
-  absl::StatusOr<CliOutcome> out = Parse({"--rdzv-backend=etcd", "--no-python", "/bin/sh"}, Env());
+  for (const char* etcd : {"etcd-v3", "etcd", "etcd-v2"}) {
+    ASSERT_NE(FindRendezvousBackend(etcd), nullptr) << etcd;
+  }
+  EXPECT_EQ(FindRendezvousBackend("zookeeper"), nullptr);
+  EXPECT_EQ(RendezvousBackendChoices(), "c10d, static or etcd-v3") << "torchrun's names unlisted";
+  absl::StatusOr<CliOutcome> out =
+      Parse({"--rdzv-backend=zookeeper", "--no-python", "/bin/sh"}, Env());
   ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.status().message(), "--rdzv-backend='etcd' is not valid: expected c10d or static");
+  EXPECT_EQ(out.status().message(),
+            "--rdzv-backend='zookeeper' is not valid: expected c10d, static or etcd-v3");
 }
 
 TEST(BackendRegistryTest, TheStaticBackendMakesTheNodeRankFixedAndC10dAHint) {
@@ -230,6 +236,71 @@ TEST(NodeHealthOptionsTest, TheBuiltinCheckIsOnForGpuJobsAndReadsTheLogDirsDisk)
   absl::StatusOr<CliOutcome> cpu = Parse({"--nproc-per-node=4", "--no-python", "/bin/sh"}, Env());
   ASSERT_TRUE(cpu.ok()) << cpu.status();
   EXPECT_FALSE(cpu->config.health_check.any());
+}
+
+TEST(EtcdBackendTest, TheMembersComeFromTheEndpointWithEtcdsDefaultPort) {
+  absl::StatusOr<CliOutcome> out = Parse(
+      {"--nnodes=2", "--rdzv-backend=etcd-v3",
+       "--rdzv-endpoint=etcd1,etcd2:2380,http://etcd3:2381/,[fd00::1]", "--no-python", "/bin/sh"},
+      Env());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->config.etcd.endpoints,
+              ElementsAre("etcd1:2379", "etcd2:2380", "etcd3:2381", "[fd00::1]:2379"));
+  EXPECT_FALSE(out->config.etcd.https);
+  EXPECT_EQ(out->config.etcd.prefix, "/ddprun");
+  EXPECT_EQ(out->config.etcd.lease_ttl, absl::Seconds(5));
+  out = Parse({"--nnodes=2", "--rdzv-backend=etcd", "--rdzv-endpoint=https://etcd1",
+               "--rdzv-conf=etcd_prefix=/jobs/,lease_ttl=2.5", "--no-python", "/bin/sh"},
+              Env());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->config.etcd.https) << "an https:// member asks for TLS";
+  EXPECT_EQ(out->config.etcd.prefix, "/jobs");
+  EXPECT_EQ(out->config.etcd.lease_ttl, absl::Seconds(3)) << "etcd's leases are whole seconds";
+}
+
+TEST(EtcdBackendTest, EveryBadEtcdSettingNamesWhatToFix) {
+  const auto error = [](std::vector<std::string> args) {
+    args.insert(args.begin(), {"--nnodes=2", "--rdzv-backend=etcd-v3"});
+    args.insert(args.end(), {"--no-python", "/bin/sh"});
+    absl::StatusOr<CliOutcome> out = Parse(args, Env());
+    return out.ok() ? std::string("parsed") : std::string(out.status().message());
+  };
+  EXPECT_THAT(error({}), HasSubstr("needs --rdzv-endpoint=HOST[:PORT],...: etcd's members"));
+  EXPECT_THAT(error({"--rdzv-endpoint=a,,b"}),
+              HasSubstr("is not valid with --rdzv-backend=etcd-v3"));
+  EXPECT_THAT(error({"--rdzv-endpoint=a", "--rdzv-conf=cacert=/etc/hostname"}),
+              HasSubstr("add protocol=https"));
+  EXPECT_THAT(error({"--rdzv-endpoint=a", "--rdzv-conf=protocol=https,cert=/etc/hostname"}),
+              HasSubstr("cert and key go together"));
+  EXPECT_THAT(error({"--rdzv-endpoint=a", "--rdzv-conf=etcd_user=me"}),
+              HasSubstr("etcd_user and etcd_password_file go together"));
+  EXPECT_THAT(error({"--rdzv-endpoint=a", "--rdzv-conf=etcd_user=me,etcd_password_file=/no/such"}),
+              HasSubstr("--rdzv-conf etcd_password_file='/no/such' cannot be read"));
+  EXPECT_THAT(error({"--rdzv-endpoint=a", "--rdzv-conf=protocol=ftp"}),
+              HasSubstr("expected http or https"));
+  EXPECT_THAT(error({"--rdzv-endpoint=a", "--rdzv-conf=lease_ttl=1"}),
+              HasSubstr("expected seconds from 2 to 3600"));
+  EXPECT_THAT(error({"--rdzv-endpoint=a", "--rdzv-conf=etcd_prefix=/"}),
+              HasSubstr("expected a key prefix"));
+}
+
+TEST(EtcdBackendTest, SeveralHostsAreEtcdsOnlyAndEtcdKeysAreEtcdsOnly) {
+  absl::StatusOr<CliOutcome> out = Parse(
+      {"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=a:1,b:2", "--no-python", "/bin/sh"},
+      Env());
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()),
+              HasSubstr("names several hosts, but --rdzv-backend=c10d takes one"));
+  out = Parse(
+      {"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=http://a:1", "--no-python", "/bin/sh"},
+      Env());
+  ASSERT_FALSE(out.ok()) << "a URL is etcd's way to name a member";
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("expected HOST, HOST:PORT"));
+  out = Parse({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=a", "--rdzv-conf=lease_ttl=5",
+               "--no-python", "/bin/sh"},
+              Env());
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()), HasSubstr("'lease_ttl' is not known"));
 }
 
 }  // namespace

@@ -249,8 +249,8 @@ TEST_F(ParseCommandLineTest, RdzvOptions) {
 }
 
 TEST_F(ParseCommandLineTest, BadRdzvValuesAreErrors) {
-  EXPECT_THAT(Message(ParseError({"--rdzv-backend=etcd", "--no-python", "/bin/sh"})),
-              HasSubstr("--rdzv-backend='etcd'"));
+  EXPECT_THAT(Message(ParseError({"--rdzv-backend=zookeeper", "--no-python", "/bin/sh"})),
+              HasSubstr("--rdzv-backend='zookeeper'"));
   EXPECT_THAT(Message(ParseError({"--rdzv-conf=a=1,a=2", "--no-python", "/bin/sh"})),
               HasSubstr("--rdzv-conf='a=1,a=2'"));
   EXPECT_THAT(Message(ParseError({"--rdzv-id=a/b", "--no-python", "/bin/sh"})),

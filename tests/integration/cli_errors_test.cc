@@ -75,7 +75,8 @@ INSTANTIATE_TEST_SUITE_P(
             "filter_out_of_range", {"--local-ranks-filter=3", kScript}, "--local-ranks-filter='3'"},
         BadInput{"bad_signal", {"--signals-to-handle=SIGFOO", kScript}, "SIGFOO"},
         BadInput{"bad_timeout", {"--shutdown-timeout=-1", kScript}, "--shutdown-timeout='-1'"},
-        BadInput{"bad_backend", {"--rdzv-backend=etcd", kScript}, "--rdzv-backend='etcd'"},
+        BadInput{
+            "bad_backend", {"--rdzv-backend=zookeeper", kScript}, "--rdzv-backend='zookeeper'"},
         BadInput{"bad_start_method", {"--start-method=thread", kScript}, "--start-method='thread'"},
         BadInput{"bad_master_port", {"--master-port=70000", kScript}, "--master-port='70000'"},
         BadInput{"missing_value", {"--nnodes"}, "option --nnodes needs a value"},

@@ -1,0 +1,177 @@
+#include "launcher/etcd_backend.h"
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/listen_socket.h"
+#include "common/small_file.h"
+#include "common/status_macros.h"
+#include "launcher/cli_values.h"
+#include "launcher/option_values.h"
+#include "spdlog/spdlog.h"
+
+namespace ddprun {
+namespace {
+
+constexpr int kEtcdPort = 2379;  // etcd's client port
+
+std::string ConfValue(const AgentConfig& config, const char* key) {
+  auto it = config.rdzv_conf.find(key);
+  return it == config.rdzv_conf.end() ? std::string() : it->second;
+}
+
+// A file key under torchrun etcd backend's name, else its etcd-v2 backend's (ca_cert,
+// ssl_cert, ssl_cert_key).
+std::string FileKey(const AgentConfig& config, const char* name, const char* v2_name) {
+  const std::string value = ConfValue(config, name);
+  return value.empty() ? ConfValue(config, v2_name) : value;
+}
+
+// --rdzv-endpoint=etcd1:2379,etcd2,http://etcd3:2379: each member as "host:port". A URL's
+// scheme is accepted as etcd's own tools write endpoints; https:// asks for TLS.
+absl::Status ParseMembers(const std::string& value, EtcdSettings& etcd) {
+  for (absl::string_view item : absl::StrSplit(value, ',')) {
+    std::string member(absl::StripAsciiWhitespace(item));
+    if (absl::StartsWith(member, "https://")) etcd.https = true;
+    for (const char* scheme : {"http://", "https://"}) {
+      if (absl::StartsWith(member, scheme)) member.erase(0, std::string(scheme).size());
+    }
+    if (!member.empty() && member.back() == '/') member.pop_back();
+    absl::StatusOr<Endpoint> endpoint = ParseEndpoint(member, kEtcdPort);
+    if (!endpoint.ok() || member.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--rdzv-endpoint='", value,
+                       "' is not valid with --rdzv-backend=etcd-v3: expected "
+                       "etcd's members as HOST[:PORT],HOST[:PORT],... (default port 2379)"));
+    }
+    etcd.endpoints.push_back(HostPort(endpoint->host, endpoint->port));
+  }
+  return absl::OkStatus();
+}
+
+// The files --rdzv-conf names: etcd's CA, this node's client certificate, the password.
+absl::Status ReadEtcdFiles(AgentConfig& config) {
+  EtcdSettings& etcd = config.etcd;
+  const std::string cacert = FileKey(config, "cacert", "ca_cert"),
+                    cert = FileKey(config, "cert", "ssl_cert"),
+                    key = FileKey(config, "key", "ssl_cert_key");
+  if ((!cacert.empty() || !cert.empty()) && !etcd.https) {
+    return absl::InvalidArgumentError(
+        "--rdzv-conf cacert, cert and key are for etcd over TLS: add protocol=https");
+  }
+  if (cert.empty() != key.empty()) {
+    return absl::InvalidArgumentError(
+        "--rdzv-conf cert and key go together: this node's client certificate and its key");
+  }
+  if (!cacert.empty()) {
+    DDPRUN_ASSIGN_OR_RETURN(etcd.ca_pem, ReadPemFile(cacert, "--rdzv-conf cacert"));
+  }
+  if (!cert.empty()) {
+    DDPRUN_ASSIGN_OR_RETURN(etcd.cert_pem, ReadPemFile(cert, "--rdzv-conf cert"));
+    DDPRUN_ASSIGN_OR_RETURN(etcd.key_pem, ReadPemFile(key, "--rdzv-conf key"));
+  }
+  const std::string password_file = ConfValue(config, "etcd_password_file");
+  if (etcd.user.empty() != password_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--rdzv-conf etcd_user and etcd_password_file go together: the etcd user this node "
+        "authenticates as, and a file holding its password");
+  }
+  if (!password_file.empty()) {
+    DDPRUN_ASSIGN_OR_RETURN(etcd.password,
+                            ReadTokenFile(password_file, "--rdzv-conf etcd_password_file"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckEtcd(const OptionValues& values, AgentConfig& config) {
+  if (config.rendezvous.max_nodes == 1) return absl::OkStatus();  // one node needs no etcd
+  if (config.rdzv_endpoint.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--nnodes=", values["--nnodes"], " with --rdzv-backend=", config.rdzv_backend,
+                     " needs --rdzv-endpoint=HOST[:PORT],...: etcd's members (default port 2379)"));
+  }
+  config.etcd.endpoints.clear();
+  DDPRUN_RETURN_IF_ERROR(ParseMembers(config.rdzv_endpoint, config.etcd));
+  DDPRUN_RETURN_IF_ERROR(ReadEtcdFiles(config));
+  // Where the store address rules look: the first member (store/store_address.h).
+  DDPRUN_ASSIGN_OR_RETURN(Endpoint first, ParseEndpoint(config.etcd.endpoints[0], kEtcdPort));
+  config.endpoint_host = first.host;
+  config.endpoint_port = first.port;
+  return absl::OkStatus();
+}
+
+std::unique_ptr<StartedRendezvous> StartEtcd(const AgentConfig& config, int& exit_code) {
+  if (config.rdzv_backend != "etcd-v3" && config.rendezvous.max_nodes > 1) {
+    spdlog::warn(
+        "--rdzv-backend={} uses etcd's v3 API (etcd 3.4 or later), as etcd-v3 does: torchrun's "
+        "etcd backends spoke v2, which etcd 3.6 removed",
+        config.rdzv_backend);
+  }
+  return StartRendezvous(config, "--rdzv-endpoint", kEtcdNetwork, exit_code);
+}
+
+absl::Status Protocol(const std::string& option, const std::string& value, AgentConfig& config) {
+  const std::string v = absl::AsciiStrToLower(value);
+  if (v != "http" && v != "https") return InvalidValue(option, value, "http or https");
+  config.etcd.https = v == "https";
+  return absl::OkStatus();
+}
+
+absl::Status Prefix(const std::string& option, const std::string& value, AgentConfig& config) {
+  std::string prefix = value;
+  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
+  if (prefix.empty()) return InvalidValue(option, value, "a key prefix such as /ddprun");
+  config.etcd.prefix = prefix;
+  return absl::OkStatus();
+}
+
+absl::Status User(const std::string& option, const std::string& value, AgentConfig& config) {
+  if (value.empty()) return InvalidValue(option, value, "an etcd user name");
+  config.etcd.user = value;
+  return absl::OkStatus();
+}
+
+absl::Status LeaseTtl(const std::string& option, const std::string& value, AgentConfig& config) {
+  DDPRUN_ASSIGN_OR_RETURN(absl::Duration ttl, ParseSeconds(option, value, /*positive=*/true));
+  if (ttl < absl::Seconds(2) || ttl > absl::Hours(1)) {
+    return InvalidValue(option, value, "seconds from 2 to 3600");
+  }
+  config.etcd.lease_ttl = absl::Ceil(ttl, absl::Seconds(1));  // etcd's leases are whole seconds
+  return absl::OkStatus();
+}
+
+std::vector<RdzvConfKey> EtcdKeys() {
+  return {
+      {"protocol", "http", "etcd-v3: http, or https for etcd over TLS", Protocol},
+      {"cacert", "none", "etcd-v3: the CA that signs etcd's certificate (protocol=https)", nullptr},
+      {"cert", "none", "etcd-v3: this node's client certificate for etcd (with key)", nullptr},
+      {"key", "none", "etcd-v3: the key of cert", nullptr},
+      {"ca_cert", "none", "etcd-v3: torchrun etcd-v2's name for cacert", nullptr},
+      {"ssl_cert", "none", "etcd-v3: torchrun etcd-v2's name for cert", nullptr},
+      {"ssl_cert_key", "none", "etcd-v3: torchrun etcd-v2's name for key", nullptr},
+      {"etcd_prefix", "/ddprun", "etcd-v3: the key prefix every run's keys are under", Prefix},
+      {"etcd_user", "none", "etcd-v3: the etcd user to authenticate as (with etcd_password_file)",
+       User},
+      {"etcd_password_file", "none", "etcd-v3: a file holding etcd_user's password", nullptr},
+      {"lease_ttl", "5",
+       "etcd-v3: seconds the run's leader holds its place after it stops renewing it: how soon "
+       "a dead or cut-off leader is replaced",
+       LeaseTtl},
+  };
+}
+
+}  // namespace
+
+std::vector<RendezvousBackend> EtcdBackends() {
+  std::vector<RendezvousBackend> backends;
+  // etcd and etcd-v2 are torchrun's names: their command lines work, on the v3 API.
+  for (const char* name : {"etcd-v3", "etcd", "etcd-v2"}) {
+    const bool listed = std::string(name) == "etcd-v3";
+    backends.push_back(
+        {name, CheckEtcd, StartEtcd, HostingRule::kEndpointHost, EtcdKeys(), listed});
+  }
+  return backends;
+}
+
+}  // namespace ddprun

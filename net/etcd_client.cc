@@ -1,0 +1,265 @@
+#include "net/etcd_client.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "rpc/grpc_channel.h"
+#include "rpc/wire.h"
+
+namespace ddprun {
+namespace {
+
+namespace pb = ::etcdserverpb;
+
+std::shared_ptr<grpc::ChannelCredentials> Credentials(const EtcdSettings& settings) {
+  if (!settings.https) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = settings.ca_pem;  // empty: the system's roots
+  ssl.pem_private_key = settings.key_pem;
+  ssl.pem_cert_chain = settings.cert_pem;
+  return grpc::SslCredentials(ssl);
+}
+
+grpc::ChannelArguments ChannelArguments() {
+  grpc::ChannelArguments args;
+  // A member cut off by the network shows as a ping left unanswered on the streams (the
+  // lease's keep-alive, a watch). etcd answers pings more often than every 5 s
+  // (--grpc-keepalive-min-time), or any without a call open, by closing the connection.
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  SetQuickReconnect(args);
+  return args;
+}
+
+// The member did not answer, or answered that it cannot serve now (no leader, its quorum
+// lost): another member may.
+bool TryAnotherMember(const grpc::Status& status) {
+  return status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+         status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+         absl::StrContains(status.error_message(), "no leader") ||
+         absl::StrContains(status.error_message(), "leader changed");
+}
+
+bool TokenExpired(const grpc::Status& status) {
+  return absl::StrContains(status.error_message(), "invalid auth token");
+}
+
+}  // namespace
+
+std::string PrefixEnd(const std::string& prefix) {
+  std::string end = prefix;
+  while (!end.empty()) {
+    if (static_cast<unsigned char>(end.back()) < 0xff) {
+      end.back() = static_cast<char>(static_cast<unsigned char>(end.back()) + 1);
+      return end;
+    }
+    end.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+EtcdClient::EtcdClient(EtcdSettings settings) : settings_(std::move(settings)) {
+  for (const std::string& endpoint : settings_.endpoints) {
+    channels_.push_back(
+        grpc::CreateCustomChannel(endpoint, Credentials(settings_), ChannelArguments()));
+  }
+}
+
+std::shared_ptr<grpc::Channel> EtcdClient::channel() {
+  absl::MutexLock lock(&mu_);
+  return channels_[current_];
+}
+
+std::string EtcdClient::endpoint() {
+  absl::MutexLock lock(&mu_);
+  return settings_.endpoints[current_];
+}
+
+void EtcdClient::PassOver(const std::string& endpoint) {
+  absl::MutexLock lock(&mu_);
+  if (settings_.endpoints[current_] == endpoint) current_ = (current_ + 1) % channels_.size();
+}
+
+absl::Status EtcdClient::Authenticate(size_t member) {
+  pb::AuthenticateRequest request;
+  request.set_name(settings_.user);
+  request.set_password(settings_.password);
+  pb::AuthenticateResponse response;
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+  const grpc::Status status =
+      pb::Auth::NewStub(channels_[member])->Authenticate(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  absl::MutexLock lock(&mu_);
+  token_ = response.token();
+  return absl::OkStatus();
+}
+
+absl::Status EtcdClient::Prepare(grpc::ClientContext& context, size_t member) {
+  if (!settings_.user.empty()) {
+    bool have_token;
+    {
+      absl::MutexLock lock(&mu_);
+      have_token = !token_.empty();
+    }
+    if (!have_token) {
+      if (absl::Status s = Authenticate(member); !s.ok()) return s;
+    }
+    absl::MutexLock lock(&mu_);
+    context.AddMetadata("token", token_);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EtcdClient::PrepareStream(grpc::ClientContext& context) {
+  size_t member;
+  {
+    absl::MutexLock lock(&mu_);
+    member = current_;
+  }
+  // etcd's clientv3.WithRequireLeader: the member ends the stream when it loses its leader.
+  context.AddMetadata("hasleader", "true");
+  return Prepare(context, member);
+}
+
+template <typename Call>
+absl::Status EtcdClient::OnSomeMember(const char* what, Call call) {
+  size_t first;
+  {
+    absl::MutexLock lock(&mu_);
+    first = current_;
+  }
+  grpc::Status last;
+  std::string tried;
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    const size_t member = (first + i) % channels_.size();
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+      if (absl::Status s = Prepare(context, member); !s.ok()) {
+        last = grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+        break;
+      }
+      last = call(channels_[member], context);
+      if (!TokenExpired(last) || attempt == 1) break;
+      absl::MutexLock lock(&mu_);
+      token_.clear();  // a new one on the next try
+    }
+    if (last.ok()) {
+      absl::MutexLock lock(&mu_);
+      current_ = member;
+      return absl::OkStatus();
+    }
+    absl::StrAppend(&tried, tried.empty() ? "" : "; ", settings_.endpoints[member], ": ",
+                    last.error_message().empty() ? "no answer" : last.error_message());
+    if (!TryAnotherMember(last)) break;
+  }
+  const absl::Status why = FromGrpcStatus(last);
+  return absl::Status(why.code(), absl::StrCat("etcd ", what, " failed (", tried, ")"));
+}
+
+absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
+  pb::LeaseGrantRequest request;
+  request.set_ttl(std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(ttl, absl::Seconds(1)))));
+  pb::LeaseGrantResponse response;
+  absl::Status status = OnSomeMember("lease grant", [&](auto channel, grpc::ClientContext& c) {
+    return pb::Lease::NewStub(channel)->LeaseGrant(&c, request, &response);
+  });
+  if (!status.ok()) return status;
+  if (!response.error().empty()) {
+    return absl::UnavailableError(absl::StrCat("etcd lease grant: ", response.error()));
+  }
+  return response.id();
+}
+
+absl::Status EtcdClient::RevokeLease(int64_t lease) {
+  pb::LeaseRevokeRequest request;
+  request.set_id(lease);
+  pb::LeaseRevokeResponse response;
+  return OnSomeMember("lease revoke", [&](auto channel, grpc::ClientContext& c) {
+    return pb::Lease::NewStub(channel)->LeaseRevoke(&c, request, &response);
+  });
+}
+
+absl::StatusOr<EtcdClient::Campaign> EtcdClient::CreateUnlessPresent(const std::string& key,
+                                                                     const std::string& value,
+                                                                     int64_t lease) {
+  pb::TxnRequest request;
+  pb::Compare* absent = request.add_compare();
+  absent->set_key(key);
+  absent->set_target(pb::Compare::CREATE);
+  absent->set_result(pb::Compare::EQUAL);
+  absent->set_create_revision(0);
+  pb::PutRequest* put = request.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  put->set_lease(lease);
+  // Either way, the key as it stands after the transaction.
+  for (auto* branch : {request.add_success(), request.add_failure()}) {
+    branch->mutable_request_range()->set_key(key);
+  }
+  pb::TxnResponse response;
+  absl::Status status = OnSomeMember("transaction", [&](auto channel, grpc::ClientContext& c) {
+    return pb::KV::NewStub(channel)->Txn(&c, request, &response);
+  });
+  if (!status.ok()) return status;
+  Campaign campaign;
+  campaign.won = response.succeeded();
+  campaign.revision = response.header().revision();
+  const pb::RangeResponse& range =
+      response.responses(response.responses_size() - 1).response_range();
+  if (range.kvs_size() > 0) {
+    campaign.holder.value = range.kvs(0).value();
+    campaign.holder.create_revision = range.kvs(0).create_revision();
+    campaign.holder.lease = range.kvs(0).lease();
+  }
+  return campaign;
+}
+
+absl::StatusOr<bool> EtcdClient::PutIfFenced(const std::string& fence_key, int64_t create_revision,
+                                             const std::string& key, const std::string& value) {
+  pb::TxnRequest request;
+  pb::Compare* fence = request.add_compare();
+  fence->set_key(fence_key);
+  fence->set_target(pb::Compare::CREATE);
+  fence->set_result(pb::Compare::EQUAL);
+  fence->set_create_revision(create_revision);
+  pb::PutRequest* put = request.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  pb::TxnResponse response;
+  absl::Status status = OnSomeMember("fenced put", [&](auto channel, grpc::ClientContext& c) {
+    return pb::KV::NewStub(channel)->Txn(&c, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response.succeeded();
+}
+
+absl::StatusOr<std::optional<EtcdValue>> EtcdClient::Get(const std::string& key) {
+  pb::RangeRequest request;
+  request.set_key(key);
+  pb::RangeResponse response;
+  absl::Status status = OnSomeMember("read", [&](auto channel, grpc::ClientContext& c) {
+    return pb::KV::NewStub(channel)->Range(&c, request, &response);
+  });
+  if (!status.ok()) return status;
+  if (response.kvs_size() == 0) return std::optional<EtcdValue>();
+  EtcdValue value;
+  value.value = response.kvs(0).value();
+  value.create_revision = response.kvs(0).create_revision();
+  value.lease = response.kvs(0).lease();
+  return std::optional<EtcdValue>(std::move(value));
+}
+
+absl::Status EtcdClient::DeletePrefix(const std::string& prefix) {
+  pb::DeleteRangeRequest request;
+  request.set_key(prefix);
+  request.set_range_end(PrefixEnd(prefix));
+  pb::DeleteRangeResponse response;
+  return OnSomeMember("delete", [&](auto channel, grpc::ClientContext& c) {
+    return pb::KV::NewStub(channel)->DeleteRange(&c, request, &response);
+  });
+}
+
+}  // namespace ddprun

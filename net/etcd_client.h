@@ -1,0 +1,87 @@
+#pragma once
+// EtcdClient: the few calls of etcd's v3 gRPC API the etcd-v3 backend makes (leases, a
+// create-unless-present transaction, fenced puts, reads, prefix deletes), over the project's
+// gRPC with the client generated from etcd's own protos. Unary calls are synchronous and
+// bounded; a member that does not answer is passed over for the next one of
+// EtcdSettings::endpoints. The streams (lease keep-alive, watch) are opened by their users
+// on PrepareStream()'s context. Thread-safe.
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
+#include "rendezvous/etcd_settings.h"
+
+namespace ddprun {
+
+struct EtcdValue {
+  std::string value;
+  int64_t create_revision = 0;  // the revision that created the key: a holder's fence
+  int64_t lease = 0;
+};
+
+class EtcdClient {
+ public:
+  explicit EtcdClient(EtcdSettings settings);
+
+  /// A lease of `ttl` (etcd may round it up to its least); its ID.
+  absl::StatusOr<int64_t> GrantLease(absl::Duration ttl);
+  absl::Status RevokeLease(int64_t lease);
+
+  /// Creates `key` = `value`, bound to `lease`, unless the key exists. `won` says which;
+  /// `holder` is the key as it is after the call (this caller's, or the one there before);
+  /// `revision` the store's revision then.
+  struct Campaign {
+    bool won = false;
+    EtcdValue holder;
+    int64_t revision = 0;
+  };
+  absl::StatusOr<Campaign> CreateUnlessPresent(const std::string& key, const std::string& value,
+                                               int64_t lease);
+  /// Puts `key` = `value` only while `fence_key` is the one created at `create_revision` (the
+  /// caller still leads); false when it is not.
+  absl::StatusOr<bool> PutIfFenced(const std::string& fence_key, int64_t create_revision,
+                                   const std::string& key, const std::string& value);
+  /// The key's value; nullopt when it does not exist.
+  absl::StatusOr<std::optional<EtcdValue>> Get(const std::string& key);
+  /// Deletes every key that begins with `prefix`.
+  absl::Status DeletePrefix(const std::string& prefix);
+
+  /// For a stream: the channel of the member this client calls now, and a context that
+  /// carries the authentication token and asks the member to end the stream when it has no
+  /// etcd leader (a member cut off from its quorum would otherwise stay silent).
+  std::shared_ptr<grpc::Channel> channel();
+  absl::Status PrepareStream(grpc::ClientContext& context);
+  /// A stream on the current member failed: the next calls and streams try another.
+  void PassOver(const std::string& endpoint);
+  std::string endpoint();
+
+  /// How long one unary call may take on one member.
+  static constexpr absl::Duration kCallTimeout = absl::Seconds(2);
+
+ private:
+  // Runs `call` on the current member, then on each other one while they do not answer.
+  template <typename Call>
+  absl::Status OnSomeMember(const char* what, Call call);
+  absl::Status Authenticate(size_t member);
+  absl::Status Prepare(grpc::ClientContext& context, size_t member);
+
+  const EtcdSettings settings_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;  // one per endpoint
+  absl::Mutex mu_;
+  size_t current_ ABSL_GUARDED_BY(mu_) = 0;
+  std::string token_ ABSL_GUARDED_BY(mu_);  // with a user: from Authenticate
+};
+
+/// "etcd key range end" for every key beginning with `prefix` (etcd's convention).
+std::string PrefixEnd(const std::string& prefix);
+
+}  // namespace ddprun

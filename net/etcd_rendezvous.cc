@@ -1,0 +1,537 @@
+#include "net/etcd_rendezvous.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "net/endpoint_probe.h"
+#include "spdlog/spdlog.h"
+
+namespace ddprun {
+namespace {
+
+namespace pb = ::etcdserverpb;
+
+// etcd refused this node: waiting will not change that (a wrong password, a certificate
+// etcd or this node does not trust, a user without rights on the prefix).
+bool Refusal(const absl::Status& status) {
+  const absl::string_view m = status.message();
+  return absl::IsPermissionDenied(status) || absl::IsUnauthenticated(status) ||
+         absl::StrContains(m, "authentication failed") ||
+         absl::StrContains(m, "user name is empty") || absl::StrContains(m, "andshake failed") ||
+         absl::StrContains(m, "CERTIFICATE_VERIFY_FAILED") || absl::StrContains(m, "TLSV1_ALERT");
+}
+
+// After an election problem, the next try.
+constexpr absl::Duration kRetry = absl::Milliseconds(250);
+// How long a look at a leader that went silent may take (a TCP connection to its port).
+constexpr absl::Duration kLeaderLook = absl::Seconds(1);
+
+}  // namespace
+
+EtcdRendezvous::EtcdRendezvous(ElectionOptions options, HostMaster host)
+    : options_(std::move(options)),
+      host_(host),
+      leader_key_(absl::StrCat(options_.etcd.prefix, "/", options_.rendezvous.run_id, "/leader")),
+      etcd_(options_.etcd) {
+  lease_thread_ = std::thread([this] { KeepLeaseAlive(); });
+  election_ = std::thread([this] { Elect(); });
+}
+
+EtcdRendezvous::~EtcdRendezvous() {
+  inner_.reset();  // its Bye goes to the leader: this node is gone, not away
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    if (watch_ != nullptr) watch_->TryCancel();
+    if (keep_alive_ != nullptr) keep_alive_->TryCancel();
+  }
+  election_.join();
+  lease_thread_.join();
+  if (checker_.joinable()) checker_.join();
+  std::unique_ptr<HostedMaster> master;
+  int64_t lease;
+  {
+    absl::MutexLock lock(&mu_);
+    master = std::move(master_);
+    lease = lease_;
+  }
+  if (master != nullptr) {
+    // An ended run's keys go with it, so that a long-lived etcd does not fill up; a run that
+    // goes on keeps them for the next leader.
+    if (!master->RunGoesOn(options_.rendezvous.run_id)) {
+      const std::string prefix =
+          absl::StrCat(options_.etcd.prefix, "/", options_.rendezvous.run_id, "/");
+      if (absl::Status s = etcd_.DeletePrefix(prefix); !s.ok()) {
+        spdlog::warn("could not remove run '{}''s keys ({}*) from etcd: {}",
+                     options_.rendezvous.run_id, prefix, std::string(s.message()));
+      }
+    }
+    options_.on_lead(nullptr);
+    master->Shutdown(options_.rendezvous.settings.keep_alive_interval);
+  }
+  // The others elect at once, instead of after the lease's TTL.
+  if (lease != 0) (void)etcd_.RevokeLease(lease);
+}
+
+std::string EtcdRendezvous::store_addr() const {
+  if (!target_.empty()) return target_;
+  return absl::StrCat("the run's leader, elected in etcd at ",
+                      absl::StrJoin(options_.etcd.endpoints, ","));
+}
+
+HostedMaster* EtcdRendezvous::hosted_master() {
+  absl::MutexLock lock(&mu_);
+  return master_.get();
+}
+
+// ---- The agent's thread ----
+
+void EtcdRendezvous::FollowLeader() {
+  std::string leader;
+  {
+    absl::MutexLock lock(&mu_);
+    leader = leader_;
+  }
+  if (leader.empty() || leader == target_) return;
+  const bool had_session = inner_ != nullptr;
+  NetworkRendezvousOptions options = options_.rendezvous;
+  options.endpoint = leader;
+  target_ = leader;
+  if (!had_session) {
+    inner_ = std::make_unique<GrpcRendezvous>(options, &events_);
+    if (waiting_join_) {
+      inner_->Join(*waiting_join_);
+      waiting_join_.reset();
+    }
+    return;
+  }
+  inner_ = std::make_unique<GrpcRendezvous>(options, &events_);
+  if (asking_back_) {
+    // The agent asks for its place back already: the new leader's master is asked now.
+    inner_->Join(*asking_back_);
+    return;
+  }
+  // The session with the last leader's master is over (it died or stepped down): the agent
+  // takes its master for lost, reconnects (to this leader) and asks for its place back.
+  RendezvousEvent moved;
+  moved.kind = RendezvousEvent::Kind::kLost;
+  moved.status =
+      absl::UnavailableError(absl::StrCat("the run's leader moved to ", leader, " (etcd)"));
+  events_.Push(std::move(moved));
+}
+
+std::vector<RendezvousEvent> EtcdRendezvous::TakeEvents() {
+  std::vector<RendezvousEvent> events = events_.Take();
+  for (const RendezvousEvent& event : events) {
+    using Kind = RendezvousEvent::Kind;
+    if (event.kind == Kind::kEnd || event.kind == Kind::kRefused) {
+      // This node's run is over: a leader that goes now needs no successor from here.
+      absl::MutexLock lock(&mu_);
+      run_over_ = true;
+    }
+    if (event.kind != Kind::kLost && event.kind != Kind::kProgress && event.kind != Kind::kReach) {
+      asking_back_.reset();  // a master answered
+    }
+    if (event.kind == Kind::kLost) CheckLeaderGone();
+  }
+  FollowLeader();
+  return events;
+}
+
+void EtcdRendezvous::Join(const NodeInfo& node) {
+  if (node.resume) {
+    asking_back_ = node;
+  } else {
+    asking_back_.reset();
+  }
+  FollowLeader();
+  if (inner_ == nullptr) {
+    waiting_join_ = node;  // sent once a leader is known
+    return;
+  }
+  inner_->Join(node);
+}
+
+void EtcdRendezvous::Reconnect() {
+  std::string leader;
+  {
+    absl::MutexLock lock(&mu_);
+    leader = leader_;
+  }
+  if (!leader.empty() && leader != target_ && inner_ != nullptr) {
+    NetworkRendezvousOptions options = options_.rendezvous;
+    options.endpoint = target_ = leader;
+    inner_ = std::make_unique<GrpcRendezvous>(options, &events_);
+    return;
+  }
+  if (inner_ != nullptr) inner_->Reconnect();
+}
+
+void EtcdRendezvous::ReportFailure(int64_t round, std::vector<ReportedFailure> failures) {
+  if (inner_ != nullptr) inner_->ReportFailure(round, std::move(failures));
+}
+void EtcdRendezvous::ReportSuccess(int64_t round) {
+  if (inner_ != nullptr) inner_->ReportSuccess(round);
+}
+void EtcdRendezvous::ReportStopped(int64_t round) {
+  if (inner_ != nullptr) inner_->ReportStopped(round);
+}
+void EtcdRendezvous::Heartbeat() {
+  if (inner_ != nullptr) inner_->Heartbeat();
+}
+void EtcdRendezvous::ReportStacks(int64_t round, int world_size, const std::string& cause,
+                                  const std::vector<RankStack>& stacks) {
+  if (inner_ != nullptr) inner_->ReportStacks(round, world_size, cause, stacks);
+}
+void EtcdRendezvous::Leave(const std::string& reason) {
+  if (inner_ != nullptr) inner_->Leave(reason);
+}
+void EtcdRendezvous::ReportRestart(const RestartSplit& split) {
+  if (inner_ != nullptr) inner_->ReportRestart(split);
+}
+void EtcdRendezvous::ReportOutage(int64_t round, absl::Duration lost) {
+  if (inner_ != nullptr) inner_->ReportOutage(round, lost);
+}
+void EtcdRendezvous::CheckReach(const std::string& store) {
+  if (inner_ != nullptr) inner_->CheckReach(store);
+}
+
+void EtcdRendezvous::CheckProgress() {
+  if (inner_ != nullptr) return inner_->CheckProgress();
+  RendezvousEvent progress;
+  progress.kind = RendezvousEvent::Kind::kProgress;
+  std::string problem;
+  {
+    absl::MutexLock lock(&mu_);
+    problem = etcd_problem_;
+  }
+  if (problem.empty()) {
+    progress.detail = "the nodes are electing the run's leader in etcd";
+  } else {
+    progress.status = absl::UnavailableError("etcd does not answer");
+    progress.detail = absl::StrCat("no leader yet: ", problem);
+  }
+  events_.Push(std::move(progress));
+}
+
+void EtcdRendezvous::CheckLeaderGone() {
+  if (checking_.exchange(true)) return;  // one look at a time
+  if (checker_.joinable()) checker_.join();
+  std::string leader;
+  int64_t lease;
+  {
+    absl::MutexLock lock(&mu_);
+    leader = leader_;
+    lease = leader_lease_;
+  }
+  if (leader.empty() || leader == options_.self || lease == 0) {
+    checking_ = false;
+    return;
+  }
+  checker_ = std::thread([this, leader, lease] {
+    // Refused: nothing listens on the leader's store port, which its agent holds for its whole
+    // life: the agent is gone, and its lease need not run out before another leads.
+    const EndpointReach reach = ProbeEndpoint(leader, kLeaderLook);
+    if (reach.kind == EndpointReach::Kind::kRefused) {
+      spdlog::warn(
+          "run '{}': its leader at {} is gone (nothing listens there any more: {}); its etcd "
+          "lease is revoked so that another node leads now",
+          options_.rendezvous.run_id, leader, reach.detail);
+      (void)etcd_.RevokeLease(lease);
+    }
+    checking_ = false;
+  });
+}
+
+// ---- The election thread ----
+
+void EtcdRendezvous::Pause(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&stopping_), d);
+}
+
+void EtcdRendezvous::Said(const absl::Status& problem) {
+  std::string was;
+  {
+    absl::MutexLock lock(&mu_);
+    was = etcd_problem_;
+    etcd_problem_ = problem.ok() ? "" : std::string(problem.message());
+  }
+  if (problem.ok()) {
+    if (!was.empty()) spdlog::warn("etcd answers again");
+    return;
+  }
+  if (Refusal(problem)) {
+    RendezvousEvent refused;
+    refused.kind = RendezvousEvent::Kind::kRefused;
+    refused.status = absl::PermissionDeniedError(
+        absl::StrCat(problem.message(),
+                     "; check --rdzv-conf etcd_user and etcd_password_file (authentication), or "
+                     "protocol, cacert, cert and key (TLS)"));
+    events_.Push(std::move(refused));
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;  // nothing more to try
+    return;
+  }
+  if (was.empty()) {
+    spdlog::warn(
+        "etcd does not answer ({}): this node asks again and again; workers that run go on, and "
+        "the run's membership waits until etcd answers",
+        std::string(problem.message()));
+  }
+}
+
+void EtcdRendezvous::SetLeader(const std::string& address) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (leader_ == address) return;
+    leader_ = address;
+  }
+  if (!address.empty()) {
+    spdlog::info("run '{}': its leader's rendezvous master is at {} (etcd)",
+                 options_.rendezvous.run_id, address);
+  }
+  events_.Wake();
+}
+
+bool EtcdRendezvous::LeaseHeld() {
+  absl::MutexLock lock(&mu_);
+  return lease_ != 0 && absl::Now() < renewed_ + options_.etcd.lease_ttl;
+}
+
+bool EtcdRendezvous::EnsureLease() {
+  if (LeaseHeld()) return true;
+  const absl::Time asked = absl::Now();
+  absl::StatusOr<int64_t> lease = etcd_.GrantLease(options_.etcd.lease_ttl);
+  Said(lease.status());
+  if (!lease.ok()) return false;
+  absl::MutexLock lock(&mu_);
+  lease_ = *lease;
+  renewed_ = asked;
+  return true;
+}
+
+void EtcdRendezvous::Elect() {
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    if (!EnsureLease()) {
+      Pause(kRetry);
+      continue;
+    }
+    int64_t lease;
+    {
+      absl::MutexLock lock(&mu_);
+      lease = lease_;
+    }
+    absl::StatusOr<EtcdClient::Campaign> campaign =
+        etcd_.CreateUnlessPresent(leader_key_, options_.self, lease);
+    Said(campaign.status());
+    if (!campaign.ok()) {
+      Pause(kRetry);
+      continue;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      leader_lease_ = campaign->holder.lease;
+    }
+    if (campaign->won) {
+      Lead(campaign->holder.create_revision);
+    } else {
+      SetLeader(campaign->holder.value);
+      WatchLeader(campaign->revision + 1);
+    }
+  }
+}
+
+void EtcdRendezvous::Lead(int64_t revision) {
+  MasterOptions master_options = options_.master;
+  absl::StatusOr<std::unique_ptr<HostedMaster>> master = host_(master_options);
+  if (!master.ok()) {
+    spdlog::error("this node was elected the leader of run '{}' but cannot host its master: {}",
+                  options_.rendezvous.run_id, std::string(master.status().message()));
+    // Another node leads instead: with this lease revoked, the key goes at once.
+    int64_t lease;
+    {
+      absl::MutexLock lock(&mu_);
+      lease = std::exchange(lease_, 0);
+    }
+    (void)etcd_.RevokeLease(lease);
+    return Pause(kRetry);
+  }
+  options_.on_lead(master->get());
+  {
+    absl::MutexLock lock(&mu_);
+    master_ = std::move(*master);
+    leading_revision_ = revision;
+  }
+  spdlog::info("this node leads run '{}' (etcd revision {}): it hosts the rendezvous master at {}",
+               options_.rendezvous.run_id, revision, options_.self);
+  SetLeader(options_.self);
+  // Lead while the lease holds: the lease thread renews it.
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;  // the destructor ends the master
+    }
+    if (!LeaseHeld()) break;
+    Pause(std::min(options_.etcd.lease_ttl / 10, absl::Milliseconds(200)));
+  }
+  absl::Time renewed;
+  {
+    absl::MutexLock lock(&mu_);
+    renewed = renewed_;
+  }
+  StepDown(renewed == absl::InfinitePast()
+               ? std::string("etcd let its lease expire")
+               : absl::StrCat("etcd has not renewed its lease for ",
+                              absl::FormatDuration(
+                                  absl::Trunc(absl::Now() - renewed, absl::Milliseconds(1)))));
+}
+
+void EtcdRendezvous::StepDown(const std::string& why) {
+  std::unique_ptr<HostedMaster> master;
+  {
+    absl::MutexLock lock(&mu_);
+    master = std::move(master_);
+    leading_revision_ = 0;
+    lease_ = 0;  // expired: the next campaign takes a new one
+    // Its keep-alive may wait on a member that went silent: the next one asks another.
+    if (keep_alive_ != nullptr) keep_alive_->TryCancel();
+  }
+  spdlog::warn(
+      "this node no longer leads run '{}' ({}): its rendezvous master stops, and the nodes that "
+      "reach etcd elect another; the workers go on",
+      options_.rendezvous.run_id, why);
+  options_.on_lead(nullptr);
+  SetLeader("");
+  if (master != nullptr) master->Shutdown(absl::ZeroDuration());
+  // The agent may still read the stopped master (ServeWhileOthersRun): keep it until the end.
+  absl::MutexLock lock(&mu_);
+  master_.reset();
+  retired_.push_back(std::move(master));
+}
+
+void EtcdRendezvous::WatchLeader(int64_t from_revision) {
+  grpc::ClientContext context;
+  if (absl::Status s = etcd_.PrepareStream(context); !s.ok()) {
+    Said(s);
+    return Pause(kRetry);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+    watch_ = &context;
+  }
+  const std::string endpoint = etcd_.endpoint();
+  std::shared_ptr<grpc::Channel> channel = etcd_.channel();
+  auto stub = pb::Watch::NewStub(channel);
+  auto stream = stub->Watch(&context);
+  pb::WatchRequest request;
+  request.mutable_create_request()->set_key(leader_key_);
+  request.mutable_create_request()->set_start_revision(from_revision);
+  bool deleted = false;
+  if (stream->Write(request)) {
+    pb::WatchResponse response;
+    while (!deleted && stream->Read(&response)) {
+      if (response.canceled()) break;
+      for (const auto& event : response.events()) {
+        if (event.type() == mvccpb::Event::DELETE) deleted = true;
+        if (event.type() == mvccpb::Event::PUT) SetLeader(event.kv().value());
+      }
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    watch_ = nullptr;
+  }
+  context.TryCancel();
+  const grpc::Status ended = stream->Finish();
+  if (deleted) {
+    bool over;
+    {
+      absl::MutexLock lock(&mu_);
+      over = run_over_;
+      if (over) stopping_ = true;  // nothing to elect a leader for
+    }
+    if (over) return;
+    spdlog::warn("run '{}': its leader left (its etcd key is gone): electing another",
+                 options_.rendezvous.run_id);
+    SetLeader("");
+    return;
+  }
+  // The member went away or lost its quorum: the next campaign asks another.
+  etcd_.PassOver(endpoint);
+  if (!ended.ok() && ended.error_code() != grpc::StatusCode::CANCELLED) {
+    Said(absl::UnavailableError(absl::StrCat("etcd at ", endpoint, ": ", ended.error_message())));
+  }
+  Pause(kRetry);
+}
+
+// ---- The lease thread ----
+
+void EtcdRendezvous::KeepLeaseAlive() {
+  for (;;) {
+    int64_t lease;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      lease = lease_;
+    }
+    if (lease == 0) {
+      Pause(absl::Milliseconds(50));
+      continue;
+    }
+    grpc::ClientContext context;
+    if (!etcd_.PrepareStream(context).ok()) {
+      Pause(kRetry);
+      continue;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      keep_alive_ = &context;
+    }
+    const std::string endpoint = etcd_.endpoint();
+    auto stub = pb::Lease::NewStub(etcd_.channel());
+    auto stream = stub->LeaseKeepAlive(&context);
+    pb::LeaseKeepAliveRequest request;
+    request.set_id(lease);
+    pb::LeaseKeepAliveResponse response;
+    bool failed = false;
+    for (;;) {
+      const absl::Time sent = absl::Now();
+      if (!stream->Write(request) || !stream->Read(&response)) {
+        failed = true;
+        break;
+      }
+      absl::MutexLock lock(&mu_);
+      if (lease_ != lease) break;  // a new lease: a new stream
+      if (response.ttl() <= 0) {
+        renewed_ = absl::InfinitePast();  // etcd let it expire: the holder steps down
+        break;
+      }
+      renewed_ = sent;
+      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.etcd.lease_ttl / 3);
+      if (stopping_) break;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      keep_alive_ = nullptr;
+    }
+    context.TryCancel();
+    const grpc::Status finished = stream->Finish();
+    if (failed) {
+      spdlog::debug("etcd lease keep-alive on {} ended: {}", endpoint, finished.error_message());
+      etcd_.PassOver(endpoint);  // the member went away or lost its quorum
+      Pause(absl::Milliseconds(100));
+    }
+  }
+}
+
+}  // namespace ddprun

@@ -1,0 +1,221 @@
+// The etcd-v3 backend against a real etcd (Debian's etcd-server), one member on loopback:
+// agents as separate processes on one machine, each with its own --local-addr so that they
+// are told apart, and the command lines users type otherwise (docs/etcd.md).
+
+#include <signal.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ddprun_paths.h"
+#include "tests/support/etcd_server.h"
+
+namespace ddprun::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// One agent of run `run` on loopback address 127.0.0.<node>, two workers.
+std::vector<std::string> EtcdAgent(const EtcdServer& etcd, const std::string& run, int node,
+                                   const std::string& nnodes, std::vector<std::string> worker_args,
+                                   const std::string& conf = "") {
+  std::vector<std::string> options = {
+      "--nnodes=" + nnodes,     "--nproc-per-node=2",
+      "--rdzv-backend=etcd-v3", "--rdzv-endpoint=" + etcd.endpoint(),
+      "--rdzv-id=" + run,       absl::StrCat("--local-addr=127.0.0.", node),
+      "--max-restarts=3"};
+  if (!conf.empty()) options.push_back("--rdzv-conf=" + conf);
+  return DdprunWithTestWorker(options, worker_args);
+}
+
+bool AllExist(const TempDir& dir, const std::vector<std::string>& names) {
+  for (const auto& name : names) {
+    if (!FileExists(dir / name)) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> EnvFiles(int ranks, int round) {
+  std::vector<std::string> names;
+  for (int rank = 0; rank < ranks; ++rank) names.push_back(absl::StrCat("env.", rank, ".r", round));
+  return names;
+}
+
+const std::map<std::string, std::optional<std::string>> kInfo = {{"LOGLEVEL", "INFO"}};
+
+TEST(EtcdV3, TwoNodesGetTheirRanksFromTheElectedLeaderAndTheRunsKeysGoWithIt) {
+  std::unique_ptr<EtcdServer> etcd = EtcdServer::Start();
+  ASSERT_NE(etcd, nullptr);
+  TempDir dir;
+  auto a = ChildProcess::Start(EtcdAgent(*etcd, "job", 1, "2", {"round-env", dir.path()}));
+  auto b = ChildProcess::Start(EtcdAgent(*etcd, "job", 2, "2", {"round-env", dir.path()}));
+  ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, EnvFiles(4, 0)); }, absl::Seconds(30)))
+      << a->ErrSoFar() << b->ErrSoFar();
+  std::set<std::string> ranks, group_ranks, masters, stores;
+  for (const std::string& file : EnvFiles(4, 0)) {
+    auto env = ParseEnvFile(dir / file);
+    EXPECT_EQ(env["WORLD_SIZE"], "4");
+    EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "0");
+    ranks.insert(env["RANK"]);
+    group_ranks.insert(env["GROUP_RANK"]);
+    masters.insert(env["MASTER_ADDR"] + ":" + env["MASTER_PORT"]);
+    stores.insert(env["DDPRUN_STORE_ADDR"]);
+  }
+  EXPECT_EQ(ranks, (std::set<std::string>{"0", "1", "2", "3"}));
+  EXPECT_EQ(group_ranks, (std::set<std::string>{"0", "1"}));
+  EXPECT_EQ(masters.size(), 1u) << "one MASTER_ADDR:MASTER_PORT for every worker";
+  ASSERT_EQ(stores.size(), 1u);
+  EXPECT_THAT(*stores.begin(), HasSubstr("127.0.0.1:")) << "the leader's master";
+  // While the run goes on, its leader's key is there, under its prefix.
+  EXPECT_THAT(etcd->Keys("/ddprun/job/"), HasSubstr("/ddprun/job/leader"));
+  WriteFile(dir / "release", "");
+  ProcessResult ra = a->Wait(absl::Seconds(30)), rb = b->Wait(absl::Seconds(30));
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  // An ended run leaves nothing in etcd.
+  EXPECT_EQ(etcd->Keys("/ddprun/"), "");
+}
+
+TEST(EtcdV3, TheLeadersAgentKilledTheOthersGoOnUnderANewLeaderAtOnce) {
+  std::unique_ptr<EtcdServer> etcd = EtcdServer::Start();
+  ASSERT_NE(etcd, nullptr);
+  TempDir dir;
+  // A lease of 10 s: a new leader found by waiting it out would come too late for the check
+  // below; the others notice that nothing listens at the leader's address any more.
+  const std::string conf = "lease_ttl=10";
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  for (int node = 1; node <= 3; ++node) {
+    agents.push_back(ChildProcess::Start(
+        EtcdAgent(*etcd, "job", node, "2:3", {"round-env", dir.path()}, conf), kInfo));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, EnvFiles(6, 0)); }, absl::Seconds(30)));
+  int leader = -1;
+  for (int i = 0; i < 3; ++i) {
+    if (agents[i]->ErrSoFar().find("this node leads run 'job'") != std::string::npos) leader = i;
+  }
+  ASSERT_GE(leader, 0) << "one agent says it leads";
+  const std::string old_key = etcd->Ctl({"get", "/ddprun/job/leader", "--print-value-only"}).out;
+  const absl::Time killed = absl::Now();
+  ASSERT_EQ(::kill(agents[leader]->pid(), SIGKILL), 0);
+  agents[leader]->Wait(absl::Seconds(10));
+  ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, EnvFiles(4, 1)); }, absl::Seconds(30)));
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(8)) << "well before the 10 s lease ran out";
+  for (const std::string& file : EnvFiles(4, 1)) {
+    auto env = ParseEnvFile(dir / file);
+    EXPECT_EQ(env["WORLD_SIZE"], "4") << file;
+    EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "0") << "a node lost spends no restart";
+  }
+  int new_leaders = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (i == leader) continue;
+    const std::string err = agents[i]->ErrSoFar();
+    new_leaders += err.find("this node leads run 'job'") != std::string::npos;
+    // Group rank 0's agent is seen gone at once (its store is known); another group rank's
+    // place is held for the grace (5 s) first.
+    EXPECT_THAT(err, HasSubstr("(not back yet) left the job")) << "told why the round ended";
+  }
+  EXPECT_EQ(new_leaders, 1);
+  EXPECT_NE(etcd->Ctl({"get", "/ddprun/job/leader", "--print-value-only"}).out, old_key);
+  WriteFile(dir / "release", "");
+  for (int i = 0; i < 3; ++i) {
+    if (i == leader) continue;
+    ProcessResult done = agents[i]->Wait(absl::Seconds(30));
+    EXPECT_EQ(done.exit_code, 0) << done.err;
+  }
+  EXPECT_EQ(etcd->Keys("/ddprun/"), "");
+}
+
+TEST(EtcdV3, TwoRunsOnOneEtcdKeepApart) {
+  std::unique_ptr<EtcdServer> etcd = EtcdServer::Start();
+  ASSERT_NE(etcd, nullptr);
+  TempDir alpha_dir, beta_dir;
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  for (int node = 1; node <= 2; ++node) {
+    agents.push_back(
+        ChildProcess::Start(EtcdAgent(*etcd, "alpha", node, "2", {"round-env", alpha_dir.path()})));
+    agents.push_back(ChildProcess::Start(
+        EtcdAgent(*etcd, "beta", node + 2, "2", {"round-env", beta_dir.path()})));
+  }
+  for (const TempDir* dir : {&alpha_dir, &beta_dir}) {
+    ASSERT_TRUE(WaitUntil([&] { return AllExist(*dir, EnvFiles(4, 0)); }, absl::Seconds(30)));
+    EXPECT_EQ(ParseEnvFile(*dir / "env.0.r0")["WORLD_SIZE"], "4");
+  }
+  EXPECT_NE(ParseEnvFile(alpha_dir / "env.0.r0")["TORCHELASTIC_RUN_ID"],
+            ParseEnvFile(beta_dir / "env.0.r0")["TORCHELASTIC_RUN_ID"]);
+  EXPECT_THAT(etcd->Keys("/ddprun/"), HasSubstr("/ddprun/alpha/leader"));
+  EXPECT_THAT(etcd->Keys("/ddprun/"), HasSubstr("/ddprun/beta/leader"));
+  WriteFile(alpha_dir / "release", "");
+  WriteFile(beta_dir / "release", "");
+  for (auto& agent : agents) {
+    ProcessResult done = agent->Wait(absl::Seconds(30));
+    EXPECT_EQ(done.exit_code, 0) << done.err;
+  }
+  EXPECT_EQ(etcd->Keys("/ddprun/"), "");
+}
+
+TEST(EtcdV3, AWrongPasswordIsRefusedWithTheSettingsToCheck) {
+  std::unique_ptr<EtcdServer> etcd = EtcdServer::Start();
+  ASSERT_NE(etcd, nullptr);
+  ASSERT_TRUE(etcd->EnableAuth("trainer", "right horse", "/ddprun/"));
+  TempDir dir;
+  WriteFile(dir / "wrong", "battery staple\n", 0600);
+  WriteFile(dir / "right", "right horse\n", 0600);
+  WriteFile(dir / "release", "");
+  const std::string quick = "last_call_timeout=0.2,etcd_user=trainer,etcd_password_file=";
+  ProcessResult refused = RunProcess(
+      EtcdAgent(*etcd, "job", 1, "1:2", {"round-env", dir.path()}, quick + (dir / "wrong")), {},
+      absl::Seconds(30));
+  EXPECT_EQ(refused.exit_code, 75) << refused.err;
+  EXPECT_THAT(refused.err, HasSubstr("authentication failed"));
+  EXPECT_THAT(refused.err, HasSubstr("check --rdzv-conf etcd_user and etcd_password_file"));
+  ProcessResult let_in = RunProcess(
+      EtcdAgent(*etcd, "job", 1, "1:2", {"round-env", dir.path()}, quick + (dir / "right")), {},
+      absl::Seconds(30));
+  EXPECT_EQ(let_in.exit_code, 0) << let_in.err;
+  EXPECT_TRUE(FileExists(dir / "env.1.r0"));
+  EXPECT_EQ(etcd->Keys("/ddprun/"), "");
+}
+
+TEST(EtcdV3, TorchrunsEtcdNamesWorkOnTheV3ApiAndSaySo) {
+  std::unique_ptr<EtcdServer> etcd = EtcdServer::Start();
+  ASSERT_NE(etcd, nullptr);
+  for (const char* name : {"etcd", "etcd-v2"}) {
+    ProcessResult done =
+        RunProcess(DdprunWithTestWorker({"--nnodes=1:2", "--rdzv-backend=" + std::string(name),
+                                         "--rdzv-endpoint=" + etcd->endpoint(), "--rdzv-id=job",
+                                         "--rdzv-conf=last_call_timeout=0.2"},
+                                        {"exit", "0"}),
+                   {}, absl::Seconds(30));
+    EXPECT_EQ(done.exit_code, 0) << done.err;
+    EXPECT_THAT(done.err, HasSubstr(absl::StrCat("--rdzv-backend=", name,
+                                                 " uses etcd's v3 API (etcd 3.4 or later)")));
+  }
+  ProcessResult v3 =
+      RunProcess(DdprunWithTestWorker({"--nnodes=1:2", "--rdzv-backend=etcd-v3",
+                                       "--rdzv-endpoint=" + etcd->endpoint(), "--rdzv-id=job",
+                                       "--rdzv-conf=last_call_timeout=0.2"},
+                                      {"exit", "0"}),
+                 {}, absl::Seconds(30));
+  EXPECT_EQ(v3.exit_code, 0) << v3.err;
+  EXPECT_THAT(v3.err, Not(HasSubstr("v3 API")));
+}
+
+TEST(EtcdV3, NoEtcdAtTheEndpointIsSaidAndTheJoinTimeoutEndsTheWait) {
+  const std::string nothing = absl::StrCat("127.0.0.1:", FreeLoopbackPort());
+  ProcessResult done = RunProcess(
+      DdprunWithTestWorker({"--nnodes=2", "--rdzv-backend=etcd-v3", "--rdzv-endpoint=" + nothing,
+                            "--rdzv-id=job", "--rdzv-conf=join_timeout=1,keep_alive_interval=0.5"},
+                           {"exit", "0"}),
+      {}, absl::Seconds(30));
+  EXPECT_EQ(done.exit_code, 75) << done.err;
+  EXPECT_THAT(done.err, HasSubstr("etcd does not answer (etcd lease grant failed (" + nothing));
+  EXPECT_THAT(done.err, HasSubstr("the run's leader, elected in etcd at " + nothing));
+}
+
+}  // namespace
+}  // namespace ddprun::testing

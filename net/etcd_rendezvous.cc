@@ -324,6 +324,12 @@ void EtcdRendezvous::Elect() {
       Pause(kRetry);
       continue;
     }
+    int64_t stale;
+    {
+      absl::MutexLock lock(&mu_);
+      stale = std::exchange(stale_lease_, 0);
+    }
+    if (stale != 0) (void)etcd_.RevokeLease(stale);
     int64_t lease;
     {
       absl::MutexLock lock(&mu_);
@@ -400,7 +406,9 @@ void EtcdRendezvous::StepDown(const std::string& why) {
     absl::MutexLock lock(&mu_);
     master = std::move(master_);
     leading_revision_ = 0;
-    lease_ = 0;  // expired: the next campaign takes a new one
+    // Expired here, maybe not in etcd (without a quorum, etcd lets no lease run out): it is
+    // revoked once etcd answers, so that the key goes then and not a TTL later.
+    stale_lease_ = std::exchange(lease_, 0);
     // Its keep-alive may wait on a member that went silent: the next one asks another.
     if (keep_alive_ != nullptr) keep_alive_->TryCancel();
   }

@@ -98,6 +98,7 @@ class EtcdRendezvous : public ElectedRendezvous {
   grpc::ClientContext* watch_ ABSL_GUARDED_BY(mu_) = nullptr;  // to cancel at the end
   grpc::ClientContext* keep_alive_ ABSL_GUARDED_BY(mu_) = nullptr;  // to cancel at the end
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t stale_lease_ ABSL_GUARDED_BY(mu_) = 0;  // a lease this node led with, to revoke
   // When the last keep-alive that etcd answered was sent: the lease holds until then + TTL.
   absl::Time renewed_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::unique_ptr<HostedMaster> master_ ABSL_GUARDED_BY(mu_);  // while this node leads

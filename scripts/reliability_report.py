@@ -77,6 +77,39 @@ SCENARIOS = [
      "the agents lose it and find group rank 0's store still there: their workers go on; "
      "healed, each has its place back; no worker stops",
      [("master's host cut off for 5 s: every agent back in its round after healing", "rejoin")]),
+    ("EtcdNetnsTest.EtcdsLeaderMemberKilledNothingHappensToTheJob",
+     "etcd-v3, a 3-member etcd (one member on each of the 3 hosts): etcd's leader member "
+     "SIGKILLed mid-job",
+     "etcd elects another among the two left; the run's leader stays, no agent loses its master, "
+     "every worker started once",
+     [("etcd leader member SIGKILL: etcd has a new leader after", "detection")]),
+    ("EtcdNetnsTest.TheLeadersHostCutOffTheOthersReformWithoutItUnderANewLeader",
+     "etcd-v3, `--nnodes=2:3`, `lease_ttl=3`: the run's leader's host cut off (its etcd member "
+     "with it)",
+     "its lease runs out, another host leads, the other two re-form without it (no restart "
+     "spent); the cut-off host stops its own workers",
+     [("leader's host cut off: the others running again (round 1) after", "recovery")]),
+    ("EtcdNetnsTest.TheNodeTheJobStartedFromLostForGoodTheJobGoesOnWithTwo",
+     "etcd-v3, `--nnodes=2:3`: host 1 (the first agent: the run's leader and group rank 0) lost "
+     "for good, its etcd member too",
+     "the two left elect a leader, re-form without it (no restart spent) and finish, exit 0",
+     [("first node lost for good: the other two running again (round 1) after", "recovery")]),
+    ("EtcdNetnsTest.EtcdQuorumLostTheWorkersGoOnAndTheRoundGoesOnWhenItIsBack",
+     "etcd-v3: 2 of the 3 etcd members frozen (quorum lost), thawed later",
+     "workers go on; the run's leader steps down once it cannot renew its lease, the agents say "
+     "etcd does not answer, no round re-forms; quorum back, a leader is elected and every agent "
+     "has its place back: no worker stops",
+     [("etcd quorum lost: the run's leader stepped down after", "detection"),
+      ("etcd quorum lost: every agent back in its round after quorum returned", "rejoin")]),
+    ("EtcdV3.TheLeadersAgentKilledTheOthersGoOnUnderANewLeaderAtOnce",
+     "etcd-v3 (one member, loopback), 3 agents `--nnodes=2:3`: the run's leader's agent SIGKILLed",
+     "nothing listens at its address any more: its lease is revoked and another leads at once; the "
+     "other two re-form without it (no restart spent), well before a 10 s lease ran out", []),
+    ("EtcdV3.TwoRunsOnOneEtcdKeepApart", "etcd-v3: two run ids on one etcd",
+     "each job has its own leader, ranks and world size; both runs' keys gone after", []),
+    ("EtcdV3.AWrongPasswordIsRefusedWithTheSettingsToCheck",
+     "etcd-v3 with etcd authentication: a wrong password, then the right one",
+     "refused: exit 75 with etcd's reason and the keys to check; the right one runs", []),
     ("NetnsTest.TwoJobsOnOneMasterDoNotSeeEachOther", "two run ids on one ddprun-master",
      "each job has its own ranks and world size", []),
     ("MultiNode.SilentMasterTheWorkersGoOnAndTheAgentsHaveTheirPlacesBackWhenItAnswers",
@@ -109,6 +142,14 @@ SCENARIOS = [
     ("DdpAcrossHosts.TheMastersHostCutOffFor5sStopsNoWorker",
      "real DDP on 2 hosts, the master's host cut off for 5 s mid-training",
      "the same: no worker restarted, losses equal an undisturbed run's", []),
+    ("DdpAcrossHosts.TheEtcdFormTrainsAndACrashRestartsBothToTheSameParameters",
+     "real DDP, torchrun's `--rdzv_backend=etcd` command line (run on etcd's v3 API), a worker "
+     "crashes at step 5",
+     "every worker restarts (RESTART_COUNT 1) and ends with the parameters of an uncrashed run", []),
+    ("DdpAcrossHosts.EtcdFrozenMidTrainingStopsNoWorker",
+     "real DDP on 2 hosts, etcd (one member, a third host) frozen for 4 s mid-training",
+     "the run's leader steps down, the workers go on; etcd back, a leader is elected: no worker "
+     "restarted (the same pids), RESTART_COUNT 0, losses equal an undisturbed run's", []),
     ("DdpAcrossHosts.WorkersThatCannotMeetAreStoppedWithTheirMeetingPointNamed",
      "real DDP, group rank 0 gives a --local-addr where no store is; the job is stopped",
      "workers retry in init_process_group; stopped, each node's summary names their MASTER_ADDR "
@@ -150,7 +191,7 @@ def table(output):
                     cols[column] = value
         result = status.get(test, "not run")
         # The netns scenarios and the soak check that nothing of theirs is left running.
-        checks_orphans = test.startswith(("NetnsTest.", "DdpAcrossHosts.", "Soak."))
+        checks_orphans = test.startswith(("NetnsTest.", "EtcdNetnsTest.", "DdpAcrossHosts.", "Soak."))
         orphans = ("0" if result == "Passed" else "?") if checks_orphans else "not checked"
         rows.append(f"| {scenario} | {sees} | {cols['detection']} | {cols['recovery']} | {orphans} "
                     f"| {result} | `{test}` |")

@@ -101,7 +101,40 @@ class DdpAcrossHosts : public ::testing::Test {
   void TrainWithAndWithoutThePool(const std::string& python);
   // A DDP job on hosts 2 and 3 whose ddprun-master on host 1 `disturb` takes away and brings
   // back (the master it serves with afterwards, if another), against an undisturbed run.
-  void TrainThroughAMasterOutage(const std::function<void(ChildProcess*&)>& disturb);
+  void TrainThroughAMasterOutage(const std::function<void(ChildProcess*&)>& disturb) {
+    TrainThroughAnOutage(
+        C10d("2", NetnsCluster::Address(1),
+             {"--rdzv_conf=keep_alive_interval=1,heartbeat_timeout=1,keep_alive_max_attempt=10"}),
+        [&] {
+          return cluster_->Start(1, {kMaster, absl::StrCat("--port=", kPort)});
+        },
+        disturb);
+  }
+  // The same with `options`, and what host 1 serves the job (`serve`: a ddprun-master, etcd).
+  void TrainThroughAnOutage(const std::vector<std::string>& options,
+                            const std::function<std::unique_ptr<ChildProcess>()>& serve,
+                            const std::function<void(ChildProcess*&)>& disturb);
+  // One etcd member on host 1, with its data in `data`.
+  std::unique_ptr<ChildProcess> Etcd(const TempDir& data) {
+    const std::string client = absl::StrCat("http://", NetnsCluster::Address(1), ":2379");
+    const std::string peer = absl::StrCat("http://", NetnsCluster::Address(1), ":2380");
+    auto etcd =
+        cluster_->Start(1, {"/usr/bin/etcd", "--name=e1", "--data-dir=" + (data / "etcd"),
+                            "--listen-client-urls=" + client, "--advertise-client-urls=" + client,
+                            "--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
+                            "--initial-cluster=e1=" + peer, "--log-level=warn", "--logger=zap"});
+    return etcd;
+  }
+  // torchrun's etcd form (`--rdzv_backend=etcd`, which ddprun runs on the v3 API), etcd on
+  // host 1.
+  static std::vector<std::string> EtcdForm(const std::string& nnodes,
+                                           std::vector<std::string> extra = {}) {
+    std::vector<std::string> options = {
+        "--nnodes=" + nnodes, "--nproc_per_node=2", "--rdzv_backend=etcd",
+        absl::StrCat("--rdzv_endpoint=", NetnsCluster::Address(1), ":2379"), "--rdzv_id=my_job"};
+    options.insert(options.end(), extra.begin(), extra.end());
+    return options;
+  }
 
   std::unique_ptr<NetnsCluster> cluster_;
 };
@@ -256,18 +289,17 @@ TEST_F(DdpAcrossHosts, RankZeroOnAHostThatIsNotTheEndpoint) {
 // and 3 is held mid-training (ddp_train.py --hold) while `disturb` takes the master away and
 // brings it back; then it trains on. No worker restarted (the same pids, restart count 0),
 // and every rank ends with the parameters and losses of an undisturbed run.
-void DdpAcrossHosts::TrainThroughAMasterOutage(const std::function<void(ChildProcess*&)>& disturb) {
+// Agents notice a silent master within 2 s (a cut link is silent); the window is wide.
+void DdpAcrossHosts::TrainThroughAnOutage(
+    const std::vector<std::string>& options,
+    const std::function<std::unique_ptr<ChildProcess>()>& serve,
+    const std::function<void(ChildProcess*&)>& disturb) {
   TempDir undisturbed, disturbed;
   WriteFile(undisturbed / "go", "");
-  // Agents notice a silent master within 2 s (a cut link is silent); the window is wide.
-  const std::vector<std::string> options =
-      C10d("2", NetnsCluster::Address(1),
-           {"--rdzv_conf=keep_alive_interval=1,heartbeat_timeout=1,keep_alive_max_attempt=10"});
-  const std::vector<std::string> master_argv = {kMaster, absl::StrCat("--port=", kPort)};
   std::vector<std::string> held_pids;  // each rank's worker before the outage
   std::string agents_said;
   for (TempDir* out : {&undisturbed, &disturbed}) {
-    auto master = cluster_->Start(1, master_argv);
+    auto master = serve();
     ChildProcess* serving = master.get();
     auto a = Ddprun(2, options, *out, {"--hold", "12"});
     auto b = Ddprun(3, options, *out, {"--hold", "12"});
@@ -289,7 +321,8 @@ void DdpAcrossHosts::TrainThroughAMasterOutage(const std::function<void(ChildPro
     EXPECT_EQ(rb.exit_code, 0) << rb.err;
     agents_said = ra.err + rb.err;
     ::kill(serving->pid(), SIGTERM);
-    EXPECT_EQ(serving->Wait(absl::Seconds(10)).exit_code, 0);
+    // etcd ends of the SIGTERM itself once it has shut down; ddprun-master exits 0.
+    EXPECT_THAT(serving->Wait(absl::Seconds(10)).exit_code, AnyOf(0, 128 + SIGTERM));
   }
   EXPECT_EQ(ExpectTrained(disturbed, 4), ExpectTrained(undisturbed, 4));
   for (int rank = 0; rank < 4; ++rank) {
@@ -325,6 +358,56 @@ TEST_F(DdpAcrossHosts, TheMastersHostCutOffFor5sStopsNoWorker) {
     absl::SleepFor(absl::Seconds(5));
     ASSERT_TRUE(cluster_->SetLinkUp(1, true).ok());
   });
+}
+
+// torchrun's etcd command line (ddprun runs it on etcd's v3 API; etcd on host 1): a worker
+// on host 3 crashes mid-training, every worker restarts, and the job ends with the
+// parameters of a run that never crashed.
+TEST_F(DdpAcrossHosts, TheEtcdFormTrainsAndACrashRestartsBothToTheSameParameters) {
+  MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  TempDir data, clean, crashed;
+  auto etcd = Etcd(data);
+  const std::vector<std::string> options = EtcdForm("2", {"--max_restarts=1"});
+  auto a = Ddprun(2, options, clean);
+  auto b = Ddprun(3, options, clean);
+  ExpectExit0(*a);
+  ExpectExit0(*b);
+  const std::string uncrashed = ExpectTrained(clean, 4);
+  a = Ddprun(2, options, crashed, {"--crash", "2:5"});
+  b = Ddprun(3, options, crashed, {"--crash", "2:5"});
+  ExpectExit0(*a);
+  ProcessResult rb = b->Wait(absl::Seconds(180));
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  EXPECT_THAT(rb.out + rb.err, HasSubstr("rank 2: crashing at step 5"));
+  EXPECT_THAT(rb.err, HasSubstr("--rdzv-backend=etcd uses etcd's v3 API"));
+  EXPECT_EQ(ExpectTrained(crashed, 4), uncrashed);
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_EQ(Launch(crashed, rank)["TORCHELASTIC_RESTART_COUNT"], "1") << rank;
+  }
+  ::kill(etcd->pid(), SIGTERM);
+  etcd->Wait(absl::Seconds(10));
+  ExpectHostsEmpty(3);
+}
+
+// etcd (one member, on host 1) frozen for 4 s mid-training: the run's leader cannot renew
+// its lease and steps down, its master stops; the workers go on, and once etcd answers the
+// nodes elect a leader and have their places back. No worker restarted (the same pids,
+// restart count 0), and every rank ends with the parameters and losses of an undisturbed
+// run.
+TEST_F(DdpAcrossHosts, EtcdFrozenMidTrainingStopsNoWorker) {
+  MakeHosts(3);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  TempDir data;
+  TrainThroughAnOutage(
+      EtcdForm("2", {"--rdzv_conf=keep_alive_interval=1,heartbeat_timeout=1,"
+                     "keep_alive_max_attempt=10,lease_ttl=2"}),
+      [&] { return Etcd(data); },  // the runs after each other: the first removed its keys
+      [&](ChildProcess*& etcd) {
+        ASSERT_EQ(::kill(etcd->pid(), SIGSTOP), 0);
+        absl::SleepFor(absl::Seconds(4));
+        ASSERT_EQ(::kill(etcd->pid(), SIGCONT), 0);
+      });
 }
 
 // Workers that cannot meet (group rank 0's node gave --local-addr of another host, where the

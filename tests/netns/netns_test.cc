@@ -30,16 +30,6 @@ using ::testing::Not;
 constexpr int kPort = 29400;
 const std::string kMaster = DDPRUN_MASTER_BIN;
 
-bool AllLogged(const TempDir& dir, int first_rank, int ranks, const std::string& needle,
-               int times) {
-  for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
-    if (CountLinesContaining(ReadFile(dir / absl::StrCat("starts.", rank)), needle) < times) {
-      return false;
-    }
-  }
-  return true;
-}
-
 class NetnsTest : public ::testing::Test {
  protected:
   void MakeHosts(int hosts) {

@@ -15,6 +15,18 @@
 
 namespace ddprun::testing {
 
+/// Every rank from `first_rank` to `first_rank + ranks - 1` (count-starts workers in `dir`)
+/// wrote `needle` at least `times` times.
+inline bool AllLogged(const TempDir& dir, int first_rank, int ranks, const std::string& needle,
+                      int times) {
+  for (int rank = first_rank; rank < first_rank + ranks; ++rank) {
+    if (CountLinesContaining(ReadFile(dir / absl::StrCat("starts.", rank)), needle) < times) {
+      return false;
+    }
+  }
+  return true;
+}
+
 /// The agent said it lost its master while its workers ran `round`, and they go on.
 inline bool SaidWorkersGoOn(ChildProcess& agent, int64_t round) {
   return agent.ErrSoFar().find(absl::StrCat("this node's workers go on (round ", round, ")")) !=

@@ -27,6 +27,12 @@
 //              starts a new one, and every agent asks for its place back in its round as
 //              ddprun's agents do (a Join with resume): from the new master's start to every
 //              agent holding its place (Resumed) and group rank 0 told its store may open
+//   etcd     - with --etcd=MEMBERS, first: every agent takes an etcd lease and campaigns for
+//              the run's leader key (bench/etcd_load.h), as the etcd-v3 backend's agents do;
+//              from the first lease to every campaign answered (the one leader's address
+//              must be --endpoint, the master under test), then to every other agent
+//              watching the key. The leases are renewed every third of --etcd-lease-ttl
+//              through every later phase.
 // and, read from /proc/<master pid>: the master's peak RSS and its CPU time per phase.
 // Every round is checked: group ranks 0..N-1 once each, one world size, one master address.
 // Prints one JSON object on stdout.
@@ -55,6 +61,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "bench/etcd_load.h"
 #include "bench/measure.h"
 #include "common/listen_socket.h"
 #include "common/status_macros.h"
@@ -82,10 +89,12 @@ struct Options {
   // rejoin after every stop order (stop, join, assignment: three messages).
   bool in_place = true;
   bool silent_node = false;
-  double keep_alive_s = 5;     // the run's keep_alive_interval (3 attempts)
-  TlsConfig tls;               // disabled: plaintext
-  std::string restart_master;  // set: the master restart phase, with this command
-  double outage_s = 3;         // how long no master is up in it
+  double keep_alive_s = 5;        // the run's keep_alive_interval (3 attempts)
+  TlsConfig tls;                  // disabled: plaintext
+  std::string restart_master;     // set: the master restart phase, with this command
+  double outage_s = 3;            // how long no master is up in it
+  std::vector<std::string> etcd;  // set: the etcd phase, against these members
+  double etcd_lease_ttl_s = 5;
 };
 
 class Loadgen;
@@ -116,6 +125,20 @@ class Loadgen {
           " open files in this process (and as many in the master), but the hard limit "
           "(ulimit -Hn) is ",
           fd_limit, ": use fewer agents or --connections=64"));
+    }
+    if (!options_.etcd.empty()) {
+      EtcdLoadOptions load;
+      load.etcd.endpoints = options_.etcd;
+      load.etcd.lease_ttl = absl::Seconds(options_.etcd_lease_ttl_s);
+      load.run_id = options_.run_id;
+      load.self = options_.endpoint;
+      load.agents = options_.agents;
+      load.connections = channels;
+      DDPRUN_ASSIGN_OR_RETURN(etcd_, EtcdLoad::Elect(load));
+      if (etcd_->leader() != options_.endpoint) {
+        return absl::InternalError(absl::StrCat("etcd names ", etcd_->leader(),
+                                                " as the leader, not ", options_.endpoint));
+      }
     }
     OpenChannels(channels);
     absl::Time start = absl::Now();
@@ -196,6 +219,12 @@ class Loadgen {
         absl::StrFormat("%.0f", absl::ToDoubleMilliseconds(settings_.keep_alive_interval *
                                                            settings_.keep_alive_max_attempt)),
         ", \"master_peak_rss_mib\": ", absl::StrFormat("%.1f", master_peak_rss_mib_),
+        ", \"etcd\": ",
+        etcd_ == nullptr
+            ? std::string("null")
+            : absl::StrCat("{\"campaign_ms\": ", absl::StrFormat("%.2f", etcd_->campaign_ms()),
+                           ", \"watch_ms\": ", absl::StrFormat("%.2f", etcd_->watch_ms()),
+                           ", \"keep_alives\": ", etcd_->keep_alives(), "}"),
         ", \"master_restart\": ",
         options_.restart_master.empty()
             ? std::string("null")
@@ -587,6 +616,7 @@ class Loadgen {
   double connect_ms_ = 0, round_ms_ = 0, open_ms_ = 0, round_cpu_ms_ = 0, master_peak_rss_mib_ = 0;
   double hold_cpu_pct_ = 0;  // the master's CPU while held, in percent of one core
   std::vector<double> restart_ms_, restart_cpu_ms_;
+  std::unique_ptr<EtcdLoad> etcd_;  // with --etcd: the agents' leases and watches
   // Last, so destroyed first: a stream's end still reaches OnEvent, which needs mu_.
   std::vector<SimulatedAgent> agents_;
 };
@@ -629,12 +659,19 @@ int main(int argc, char** argv) {
   app.add_option("--keep-alive", options.keep_alive_s,
                  "the run's keep_alive_interval in seconds (3 attempts)")
       ->check(CLI::Range(0.1, 60.0));
+  std::string etcd;
+  app.add_option("--etcd", etcd,
+                 "etcd's members (HOST:PORT,...): first, every agent elects the run's leader "
+                 "there as the etcd-v3 backend does; the leader is --endpoint");
+  app.add_option("--etcd-lease-ttl", options.etcd_lease_ttl_s, "the agents' etcd lease TTL, s")
+      ->check(CLI::Range(2.0, 3600.0));
   std::string tls_cert, tls_key, tls_ca;
   app.add_option("--tls-cert", tls_cert, "TLS: the agents' certificate (PEM) [default: plaintext]");
   app.add_option("--tls-key", tls_key, "TLS: the private key of --tls-cert (PEM)");
   app.add_option("--tls-ca", tls_ca, "TLS: the CA that signs the master's certificate (PEM)");
   CLI11_PARSE(app, argc, argv);
   options.in_place = restart_path == "in-place";
+  if (!etcd.empty()) options.etcd = absl::StrSplit(etcd, ',', absl::SkipEmpty());
   absl::StatusOr<ddprun::TlsConfig> tls =
       ddprun::ReadTlsFiles(tls_cert, tls_key, tls_ca, "--tls-cert/--tls-key/--tls-ca");
   if (!tls.ok()) {

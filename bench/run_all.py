@@ -11,6 +11,7 @@ plots (RESULTS/restart.png, RESULTS/scale.png). scripts/bench.sh builds and call
   store.py        Store ops/s and latency with 1, 16 and 256 clients; the bare gRPC floor
   store_scale.py  1,024 .. 16,384 torch clients meeting on ddprun's and torch's TCPStore
   tls_scale.py    1,000 .. 10,000 simulated agents over mutual TLS against plaintext
+  etcd_scale.py   100 .. 4,000 simulated agents electing their leader on a 3-member etcd
 
   bench/run_all.py --build build --out bench-results [--no-torchrun] [--quick]
 """
@@ -52,6 +53,8 @@ def main():
                                                else [])]),
         ("tls_scale", [f"--build={build}", *(["--agents", "1000", "--runs", "1"] if quick
                                              else [])]),
+        ("etcd_scale", [f"--build={build}", *(["--agents", "100", "1000"] if quick else
+                                              ["--runs", "3"])]),
         ("torch_restart", [f"--ddprun={build}/launcher/ddprun", *torch,
                            "--runs", "1" if quick else "5"]),
         ("hangs", [f"--ddprun={build}/launcher/ddprun",

@@ -236,7 +236,7 @@ absl::StatusOr<bool> EtcdClient::PutIfFenced(const std::string& fence_key, int64
   return response.succeeded();
 }
 
-absl::StatusOr<std::optional<EtcdValue>> EtcdClient::Get(const std::string& key) {
+absl::StatusOr<EtcdClient::Read> EtcdClient::Get(const std::string& key) {
   pb::RangeRequest request;
   request.set_key(key);
   pb::RangeResponse response;
@@ -244,12 +244,16 @@ absl::StatusOr<std::optional<EtcdValue>> EtcdClient::Get(const std::string& key)
     return pb::KV::NewStub(channel)->Range(&c, request, &response);
   });
   if (!status.ok()) return status;
-  if (response.kvs_size() == 0) return std::optional<EtcdValue>();
-  EtcdValue value;
-  value.value = response.kvs(0).value();
-  value.create_revision = response.kvs(0).create_revision();
-  value.lease = response.kvs(0).lease();
-  return std::optional<EtcdValue>(std::move(value));
+  Read read;
+  read.revision = response.header().revision();
+  if (response.kvs_size() > 0) {
+    EtcdValue value;
+    value.value = response.kvs(0).value();
+    value.create_revision = response.kvs(0).create_revision();
+    value.lease = response.kvs(0).lease();
+    read.value = std::move(value);
+  }
+  return read;
 }
 
 absl::Status EtcdClient::DeletePrefix(const std::string& prefix) {

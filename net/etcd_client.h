@@ -50,8 +50,12 @@ class EtcdClient {
   /// caller still leads); false when it is not.
   absl::StatusOr<bool> PutIfFenced(const std::string& fence_key, int64_t create_revision,
                                    const std::string& key, const std::string& value);
-  /// The key's value; nullopt when it does not exist.
-  absl::StatusOr<std::optional<EtcdValue>> Get(const std::string& key);
+  /// The key's value (nullopt when it does not exist), and the store's revision then.
+  struct Read {
+    std::optional<EtcdValue> value;
+    int64_t revision = 0;
+  };
+  absl::StatusOr<Read> Get(const std::string& key);
   /// Deletes every key that begins with `prefix`.
   absl::Status DeletePrefix(const std::string& prefix);
 

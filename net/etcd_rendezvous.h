@@ -70,6 +70,8 @@ class EtcdRendezvous : public ElectedRendezvous {
   void Lead(int64_t revision);
   void WatchLeader(int64_t from_revision);
   bool EnsureLease();
+  // A lease this node led with, expired here while etcd did not answer: revoked once it does.
+  void RevokeStaleLease();
   void StepDown(const std::string& why);
   void Said(const absl::Status& problem);
   void SetLeader(const std::string& address);

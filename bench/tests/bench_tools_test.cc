@@ -218,6 +218,26 @@ TEST(BenchTools, TheTlsScaleScriptMeetsATlsMasterOverTls) {
   EXPECT_THAT(json, HasSubstr("\"tls\": false"));
 }
 
+// The etcd-v3 backend's load at a small scale: a three-member etcd on loopback, 40 agents
+// that elect one leader there, then the round and restarts as with c10d beside them.
+TEST(BenchTools, TheEtcdScaleScriptElectsOneLeaderOnAThreeMemberEtcd) {
+  TempDir dir;
+  ProcessResult r =
+      RunProcess({"/usr/bin/python3", kSource + "/bench/etcd_scale.py", "--build=" + kBuild,
+                  "--agents", "40", "--runs", "1", "--json", dir.path() + "/etcd_scale.json"},
+                 {}, absl::Seconds(180));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("    40 c10d     election +0.0 ms .* round +[0-9.]+ "
+                                              "ms  restarts [0-9]+/[0-9]+/[0-9]+ ms"));
+  EXPECT_THAT(r.out,
+              ::testing::ContainsRegex("    40 etcd-v3  election +[0-9.]+ ms  watches +[0-9.]+ "
+                                       "ms  round +[0-9.]+ ms  restarts [0-9]+/[0-9]+/[0-9]+ "
+                                       "ms  etcd RSS [0-9.]+ MiB"));
+  const std::string json = ReadFile(dir.path() + "/etcd_scale.json");
+  EXPECT_THAT(json, HasSubstr("\"campaign_ms\""));
+  EXPECT_THAT(json, ::testing::Not(HasSubstr("\"error\"")));
+}
+
 TEST(BenchTools, TheLaunchScriptsRunEndToEnd) {
   TempDir dir;
   ProcessResult binding = RunProcess(

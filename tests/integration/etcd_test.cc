@@ -213,7 +213,7 @@ TEST(EtcdV3, NoEtcdAtTheEndpointIsSaidAndTheJoinTimeoutEndsTheWait) {
                            {"exit", "0"}),
       {}, absl::Seconds(30));
   EXPECT_EQ(done.exit_code, 75) << done.err;
-  EXPECT_THAT(done.err, HasSubstr("etcd does not answer (etcd lease grant failed (" + nothing));
+  EXPECT_THAT(done.err, HasSubstr("etcd does not answer (etcd read failed (" + nothing));
   EXPECT_THAT(done.err, HasSubstr("the run's leader, elected in etcd at " + nothing));
 }
 

@@ -9,12 +9,14 @@
 #include "common/status_macros.h"
 #include "launcher/cli_rules.h"
 #include "launcher/cli_values.h"
+#include "launcher/etcd_backend.h"
 #include "net/network_plugin.h"
 
 namespace ddprun {
 namespace {
 
 struct AdminLine {
+  std::string backend = "c10d";
   std::string endpoint;
   std::string run_id;
   std::string rdzv_conf;
@@ -28,14 +30,24 @@ absl::StatusOr<AdminCommand> CommandFrom(AdminCommand::Kind kind, const AdminLin
                                          const LaunchEnvironment& env) {
   AdminCommand command;
   command.kind = kind;
-  DDPRUN_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(line.endpoint, 29400));
-  command.endpoint = HostPort(endpoint.host, endpoint.port);
   command.run_id = line.run_id;
+  AgentConfig config;
+  DDPRUN_ASSIGN_OR_RETURN(config.rdzv_conf, ParseRdzvConf(line.rdzv_conf));
+  if (IsEtcdBackend(line.backend)) {
+    // The master is wherever the run's leader is: etcd says (the plugin asks it).
+    if (line.run_id.empty()) {
+      return absl::InvalidArgumentError(
+          "--rdzv-backend=etcd-v3 needs --rdzv-id: etcd names a leader per run");
+    }
+    DDPRUN_RETURN_IF_ERROR(EtcdSettingsFor(line.endpoint, config));
+    command.etcd = config.etcd;
+  } else {
+    DDPRUN_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(line.endpoint, 29400));
+    command.endpoint = HostPort(endpoint.host, endpoint.port);
+  }
   command.json = line.json;
   command.reason = line.reason;
   command.timeout = absl::Seconds(line.timeout_s);
-  AgentConfig config;
-  DDPRUN_ASSIGN_OR_RETURN(config.rdzv_conf, ParseRdzvConf(line.rdzv_conf));
   DDPRUN_RETURN_IF_ERROR(ReadRdzvConfFiles(config));
   TakeTokenFromEnvironment(env, config);
   command.token = config.token;
@@ -46,6 +58,9 @@ absl::StatusOr<AdminCommand> CommandFrom(AdminCommand::Kind kind, const AdminLin
 // `ddprun status` / `ddprun stop`'s options, declared once: parsed by RunAdminCommandLine,
 // listed for the shell completions by DescribeAdminOptions.
 void DeclareAdminCommand(CLI::App& app, bool stop, AdminLine& line) {
+  app.add_option("--rdzv-backend,--rdzv_backend", line.backend,
+                 "etcd-v3: --rdzv-endpoint names etcd's members, and the run's leader found "
+                 "there is asked [default: c10d]");
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", line.endpoint,
                  "The job's rendezvous master, HOST[:PORT] (as the agents were given it)")
       ->required();
@@ -114,7 +129,8 @@ int RunAdminCommandLine(const std::vector<std::string>& args, const LaunchEnviro
                  std::string(command.status().message()).c_str());
     return kExitUsage;
   }
-  absl::StatusOr<NetworkPlugin> network = LoadNetworkPlugin();
+  absl::StatusOr<NetworkPlugin> network =
+      LoadNetworkPlugin(command->etcd.endpoints.empty() ? kGrpcNetwork : kEtcdNetwork);
   absl::StatusOr<std::string> answer =
       network.ok() ? network->admin(*command) : absl::StatusOr<std::string>(network.status());
   if (!answer.ok()) {

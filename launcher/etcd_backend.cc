@@ -163,6 +163,17 @@ std::vector<RdzvConfKey> EtcdKeys() {
 
 }  // namespace
 
+bool IsEtcdBackend(const std::string& name) {
+  return name == "etcd-v3" || name == "etcd" || name == "etcd-v2";
+}
+
+absl::Status EtcdSettingsFor(const std::string& endpoint, AgentConfig& config) {
+  config.rdzv_backend = "etcd-v3";
+  DDPRUN_RETURN_IF_ERROR(ApplyRdzvConf(config.rdzv_conf, config, EtcdKeys()));
+  DDPRUN_RETURN_IF_ERROR(ParseMembers(endpoint, config.etcd));
+  return ReadEtcdFiles(config);
+}
+
 std::vector<RendezvousBackend> EtcdBackends() {
   std::vector<RendezvousBackend> backends;
   // etcd and etcd-v2 are torchrun's names: their command lines work, on the v3 API.

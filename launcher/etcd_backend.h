@@ -11,4 +11,11 @@ namespace ddprun {
 
 std::vector<RendezvousBackend> EtcdBackends();
 
+/// True for etcd-v3 and torchrun's names for it.
+bool IsEtcdBackend(const std::string& name);
+
+/// `config.etcd` from `endpoint` (etcd's members) and config.rdzv_conf's etcd keys and files,
+/// for `ddprun status`/`stop` of an etcd-v3 run.
+absl::Status EtcdSettingsFor(const std::string& endpoint, AgentConfig& config);
+
 }  // namespace ddprun

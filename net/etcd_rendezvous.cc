@@ -87,6 +87,21 @@ HostedMaster* EtcdRendezvous::hosted_master() {
   return master_.get();
 }
 
+absl::StatusOr<std::string> FindLeader(const EtcdSettings& etcd, const std::string& run_id) {
+  EtcdClient client(etcd);
+  const std::string key = absl::StrCat(etcd.prefix, "/", run_id, "/leader");
+  absl::StatusOr<EtcdClient::Read> read = client.Get(key);
+  if (!read.ok()) return read.status();
+  if (!read->value) {
+    return absl::NotFoundError(
+        absl::StrCat("run '", run_id, "' has no leader in etcd at ",
+                     absl::StrJoin(etcd.endpoints, ","), " (no key ", key,
+                     "): it has ended, has not started, or runs under another "
+                     "--rdzv-id or etcd_prefix"));
+  }
+  return read->value->value;
+}
+
 // ---- The agent's thread ----
 
 void EtcdRendezvous::FollowLeader() {

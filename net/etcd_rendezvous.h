@@ -115,4 +115,8 @@ class EtcdRendezvous : public ElectedRendezvous {
   std::atomic<bool> checking_{false};
 };
 
+/// The master of run `run_id`'s leader, as etcd names it ("host:port"); NotFound when the
+/// run has no leader (it ended, or has not started).
+absl::StatusOr<std::string> FindLeader(const EtcdSettings& etcd, const std::string& run_id);
+
 }  // namespace ddprun

@@ -74,6 +74,15 @@ absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const MasterOptions& op
       new GrpcHostedMaster(std::move(metrics), std::move(*server)));
 }
 
+// `ddprun status`/`stop` of an etcd-v3 run: to the master of the leader etcd names.
+absl::StatusOr<std::string> EtcdAdmin(const AdminCommand& command) {
+  absl::StatusOr<std::string> leader = FindLeader(command.etcd, command.run_id);
+  if (!leader.ok()) return leader.status();
+  AdminCommand to_leader = command;
+  to_leader.endpoint = *leader;
+  return RunAdminCommand(to_leader);
+}
+
 std::unique_ptr<ElectedRendezvous> Elect(const ElectionOptions& options) {
   return std::make_unique<EtcdRendezvous>(options, &HostMaster);
 }
@@ -85,6 +94,7 @@ extern "C" void ddprun_network_etcd_v3(ddprun::NetworkPlugin* plugin) {
   ddprun_network_grpc_v3(plugin);
   plugin->connect = nullptr;  // every node is the elected leader's client instead
   plugin->elect = &ddprun::Elect;
+  plugin->admin = &ddprun::EtcdAdmin;
 }
 
 extern "C" void ddprun_network_grpc_v3(ddprun::NetworkPlugin* plugin) {

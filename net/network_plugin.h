@@ -82,6 +82,8 @@ struct AdminCommand {
   bool json = false;   // kStatus: the StatusReply as JSON, not the table
   std::string reason;  // kStop: said in every agent's log
   absl::Duration timeout = absl::Seconds(10);
+  // An etcd-v3 run (the etcd half): `endpoint` is its leader's master, read from etcd first.
+  EtcdSettings etcd;
 };
 
 /// The HTTP server of --metrics-port (metrics_http.h), as the agent holds it.
@@ -115,7 +117,8 @@ struct NetworkPlugin {
 /// The network half c10d and static use, and what every admin command and metrics page use:
 /// gRPC to a ddprun master.
 inline constexpr char kGrpcNetwork[] = "grpc";
-/// The etcd-v3 backend's half: the gRPC half's entry points, and `elect` through etcd.
+/// The etcd-v3 backend's half: the gRPC half's entry points, `elect` through etcd, and an
+/// `admin` that finds the run's leader in etcd first.
 inline constexpr char kEtcdNetwork[] = "etcd";
 
 /// Loads libddprun_network.so from next to the running executable, then from

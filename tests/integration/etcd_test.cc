@@ -73,12 +73,22 @@ TEST(EtcdV3, TwoNodesGetTheirRanksFromTheElectedLeaderAndTheRunsKeysGoWithIt) {
   EXPECT_THAT(*stores.begin(), HasSubstr("127.0.0.1:")) << "the leader's master";
   // While the run goes on, its leader's key is there, under its prefix.
   EXPECT_THAT(etcd->Keys("/ddprun/job/"), HasSubstr("/ddprun/job/leader"));
+  // `ddprun status` finds the leader's master through etcd.
+  const std::vector<std::string> status = {kDdprun, "status", "--rdzv-backend=etcd-v3",
+                                           "--rdzv-endpoint=" + etcd->endpoint(), "--rdzv-id=job"};
+  ProcessResult shown = RunProcess(status, {}, absl::Seconds(30));
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_THAT(shown.out, HasSubstr("run 'job': running, round 0, world size 4, nodes 2"));
+  EXPECT_THAT(shown.out, HasSubstr("127.0.0.2"));
   WriteFile(dir / "release", "");
   ProcessResult ra = a->Wait(absl::Seconds(30)), rb = b->Wait(absl::Seconds(30));
   EXPECT_EQ(ra.exit_code, 0) << ra.err;
   EXPECT_EQ(rb.exit_code, 0) << rb.err;
-  // An ended run leaves nothing in etcd.
+  // An ended run leaves nothing in etcd, and status says where it looked.
   EXPECT_EQ(etcd->Keys("/ddprun/"), "");
+  ProcessResult gone = RunProcess(status, {}, absl::Seconds(30));
+  EXPECT_EQ(gone.exit_code, 1);
+  EXPECT_THAT(gone.err, HasSubstr("run 'job' has no leader in etcd at " + etcd->endpoint()));
 }
 
 TEST(EtcdV3, TheLeadersAgentKilledTheOthersGoOnUnderANewLeaderAtOnce) {

@@ -395,6 +395,14 @@ class Loadgen {
   }
 
   void OpenStreams() {
+    // Where the simulated agents' stores are: one socket that listens for them all, as each
+    // real agent's store listens for its whole life. A master that looks (a restarted one, at
+    // group rank 0's place) finds them there; no store is served.
+    if (store_.empty()) {
+      absl::StatusOr<std::vector<UniqueFd>> store = ListenTcp("127.0.0.1", 0);
+      if (store.ok()) store_ = std::move(*store);
+    }
+    const int store_port = store_.empty() ? 29500 : BoundPort(store_.front().get());
     agents_.resize(options_.agents);
     const int pid = getpid();
     for (int i = 0; i < options_.agents; ++i) {
@@ -404,7 +412,7 @@ class Loadgen {
       agent.node.pid = pid;
       agent.node.incarnation = absl::StrCat("loadgen-", pid, "-", i);
       agent.node.local_world_size = options_.local_world_size;
-      agent.node.master_port = 29500;
+      agent.node.master_port = store_port;
       agent.node.restarts_in_place = options_.in_place;
       agent.stream = OpenStream(agent);
     }
@@ -617,6 +625,7 @@ class Loadgen {
   double hold_cpu_pct_ = 0;  // the master's CPU while held, in percent of one core
   std::vector<double> restart_ms_, restart_cpu_ms_;
   std::unique_ptr<EtcdLoad> etcd_;  // with --etcd: the agents' leases and watches
+  std::vector<UniqueFd> store_;     // where the simulated agents' stores listen
   // Last, so destroyed first: a stream's end still reaches OnEvent, which needs mu_.
   std::vector<SimulatedAgent> agents_;
 };

@@ -165,8 +165,10 @@ absl::Status ServeMasterAndStore(const NetworkPlugin& network, const AgentConfig
   }
   StoreAddressFacts facts;
   facts.store_on_master_port = on_master_port;
-  facts.endpoint_host = config.endpoint_host;
-  facts.endpoint_is_this_host = IsThisHost(config.endpoint_host);
+  // etcd's members say nothing of where this node is reached (an etcd gateway on every node
+  // is "localhost" everywhere).
+  facts.endpoint_host = elected ? "" : config.endpoint_host;
+  facts.endpoint_is_this_host = !elected && IsThisHost(config.endpoint_host);
   facts.local_addr = config.local_addr;
   facts.host_name = HostName();
   facts.host_name_beyond_loopback = ResolvesBeyondLoopback(facts.host_name);
@@ -288,11 +290,17 @@ class NetworkRendezvous : public StartedRendezvous {
     options.rendezvous = RendezvousOptions(config_);
     options.etcd = config_.etcd;
     options.master = HostedMasterOptions(config_, served_.worker_store.port);
-    // The address it offers for MASTER_ADDR, else the one it reaches etcd from: an address
-    // the other nodes, which reach etcd too, most likely reach.
+    // The address it offers for MASTER_ADDR (--local-addr), else the one it reaches etcd
+    // from: an address the other nodes, which reach etcd too, most likely reach; never
+    // loopback (an etcd gateway on every node), which the others would take for their own.
     std::string addr = served_.worker_store.offer.addr;
-    if (addr.empty()) addr = AddressToward(config_.endpoint_host);
-    if (addr.empty()) addr = HostName();
+    if (addr.empty()) {
+      addr = AddressToward(config_.endpoint_host);
+      if (addr.empty() || IsLoopbackOrUnspecified(addr)) {
+        const std::vector<std::string> own = OwnIpAddresses(1);
+        addr = own.empty() ? HostName() : own.front();
+      }
+    }
     options.self = HostPort(addr, served_.worker_store.port);
     options.on_lead = [slot = served_.leader_slot](HostedMaster* master) {
       absl::MutexLock lock(&slot->mu);

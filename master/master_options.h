@@ -5,6 +5,7 @@
 // one declaration.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -56,6 +57,12 @@ struct MasterOptions {
   // join of a run fixes them.
   std::optional<RendezvousSettings> run_settings;
   MasterLimits limits;
+  // Set: what the last master of the run `only_run_id` remembered (RunMemory), taken over when
+  // the run is made: an elected leader's master gets its predecessor's (docs/etcd.md).
+  std::optional<RunMemory> recalled;
+  // Set: given what a run's master must not forget whenever that changed, on the master's
+  // threads and under its lock: it must only take a copy.
+  std::function<void(const std::string& run_id, const RunMemory& memory)> remember;
   // Where the master counts rounds and Store calls (MasterMetrics, for --metrics-port); not
   // owned, and it must outlive the master. Null: it counts nothing.
   MasterMetricsSink* metrics = nullptr;

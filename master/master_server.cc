@@ -33,7 +33,10 @@ int MasterServer::SessionCount(const std::string& run_id) const {
   return state_->SessionCount(run_id);
 }
 
-bool MasterServer::RunGoesOn(const std::string& run_id) const { return state_->RunGoesOn(run_id); }
+bool MasterServer::RunGoesOn(const std::string& run_id) const {
+  // A master shut down serves nobody any more (an elected leader that stepped down).
+  return !shut_down_ && state_->RunGoesOn(run_id);
+}
 
 int MasterServer::session_end_fd() const { return state_->session_end_fd(); }
 
@@ -70,6 +73,7 @@ void MasterServer::AdoptConnection(int listen_fd, int fd) { serving_->Adopt(list
 
 void MasterServer::Shutdown(absl::Duration grace) {
   if (serving_ == nullptr) return;
+  shut_down_ = true;
   serving_->StopAccepting();
   state_->AbortStoreReads();
   serving_->Shutdown(grace);

@@ -7,6 +7,7 @@
 // Threads: gRPC's callback threads and one ticker thread that applies deadlines. All run
 // state is guarded by one mutex; the state machines and stores are pure and never block.
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,7 +40,7 @@ class MasterServer {
   int port() const;
   /// How many agents hold a session in `run_id` now.
   int SessionCount(const std::string& run_id) const;
-  /// RunGoesOn (master_state.h).
+  /// RunGoesOn (master_state.h); false once the master is shut down.
   bool RunGoesOn(const std::string& run_id) const;
   /// Readable (an eventfd; read it to reset) whenever a session ends or a run ends.
   int session_end_fd() const;
@@ -61,6 +62,7 @@ class MasterServer {
   std::unique_ptr<MasterState> state_;
   std::vector<std::unique_ptr<grpc::Service>> services_;  // what serving_ serves
   std::unique_ptr<GrpcServing> serving_;                  // null once shut down
+  std::atomic<bool> shut_down_{false};                    // read from other threads
   const int port_;
 };
 

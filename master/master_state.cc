@@ -167,6 +167,9 @@ absl::Status MasterState::Join(Session* session, const pb::Join& join) {
     found = runs_.emplace(join.run_id(), Run()).first;
     found->second.id = join.run_id();
     found->second.rounds.emplace(options_.run_settings.value_or(settings), MonotonicNow());
+    if (options_.recalled && options_.only_run_id == join.run_id()) {
+      found->second.rounds->Recall(*options_.recalled, MonotonicNow());
+    }
     found->second.idle_since = MonotonicNow();
     WakeTickerBefore(found->second.idle_since + options_.limits.idle_run_ttl);
   } else if (absl::Status same = SameJobSettings(found->second.rounds->settings(), settings);
@@ -297,6 +300,10 @@ absl::Time MasterState::ProbeAnswers(absl::Time now) {
 
 void MasterState::Dispatch(Run& run) {
   ObserveRounds(run);
+  if (options_.remember && run.rounds->memory_version() != run.remembered_version) {
+    run.remembered_version = run.rounds->memory_version();
+    options_.remember(run.id, run.rounds->Memory(MonotonicNow()));
+  }
   bool said_stop = false, said_end = false;  // one line per change, not one per node
   for (Outbound& out : run.rounds->TakeOutbound()) {
     if (out.kind == Outbound::Kind::kStop && !std::exchange(said_stop, true)) {

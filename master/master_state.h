@@ -128,6 +128,8 @@ class MasterState : public StoreHost {
     // GatheringProgress is O(nodes) and every waiting node asks for it: one text a second.
     std::string gathering;
     absl::Time gathering_at = absl::InfinitePast();
+    // The memory_version() MasterOptions::remember was last given.
+    int64_t remembered_version = -1;
   };
   // Answers a waiting node's Heartbeat.want_gathering.
   void SendGathering(Run& run, Session& session, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -41,8 +41,23 @@ bool TryAnotherMember(const grpc::Status& status) {
          absl::StrContains(status.error_message(), "leader changed");
 }
 
+// The token is one etcd no longer takes: it expired, or users or roles changed since.
 bool TokenExpired(const grpc::Status& status) {
-  return absl::StrContains(status.error_message(), "invalid auth token");
+  return absl::StrContains(status.error_message(), "invalid auth token") ||
+         absl::StrContains(status.error_message(), "revision of auth store is old");
+}
+
+// This member will not take this node, whenever asked: its credentials or certificate.
+bool RefusedBy(const grpc::Status& status) {
+  const std::string& m = status.error_message();
+  if (status.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+      status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    return true;
+  }
+  return absl::StrContains(m, "authentication failed") ||
+         absl::StrContains(m, "user name is empty") || absl::StrContains(m, "permission denied") ||
+         absl::StrContains(m, "andshake failed") ||
+         absl::StrContains(m, "CERTIFICATE_VERIFY_FAILED") || absl::StrContains(m, "TLSV1_ALERT");
 }
 
 }  // namespace
@@ -74,6 +89,12 @@ std::shared_ptr<grpc::Channel> EtcdClient::channel() {
 std::string EtcdClient::endpoint() {
   absl::MutexLock lock(&mu_);
   return settings_.endpoints[current_];
+}
+
+void EtcdClient::StreamEnded(const grpc::Status& status) {
+  if (!TokenExpired(status)) return;
+  absl::MutexLock lock(&mu_);
+  token_.clear();  // the next stream or call authenticates again
 }
 
 void EtcdClient::PassOver(const std::string& endpoint) {
@@ -132,6 +153,7 @@ absl::Status EtcdClient::OnSomeMember(const char* what, Call call) {
   }
   grpc::Status last;
   std::string tried;
+  int asked = 0, refused = 0;
   for (size_t i = 0; i < channels_.size(); ++i) {
     const size_t member = (first + i) % channels_.size();
     for (int attempt = 0; attempt < 2; ++attempt) {
@@ -153,10 +175,16 @@ absl::Status EtcdClient::OnSomeMember(const char* what, Call call) {
     }
     absl::StrAppend(&tried, tried.empty() ? "" : "; ", settings_.endpoints[member], ": ",
                     last.error_message().empty() ? "no answer" : last.error_message());
+    ++asked;
+    refused += RefusedBy(last);
     if (!TryAnotherMember(last)) break;
   }
+  const std::string text = absl::StrCat("etcd ", what, " failed (", tried, ")");
+  // Refused by every member asked: a refusal. One that had no leader, or did not answer,
+  // may take this node once it does.
+  if (refused == asked) return absl::PermissionDeniedError(text);
   const absl::Status why = FromGrpcStatus(last);
-  return absl::Status(why.code(), absl::StrCat("etcd ", what, " failed (", tried, ")"));
+  return absl::Status(RefusedBy(last) ? absl::StatusCode::kUnavailable : why.code(), text);
 }
 
 absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {

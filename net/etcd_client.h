@@ -4,7 +4,8 @@
 // gRPC with the client generated from etcd's own protos. Unary calls are synchronous and
 // bounded; a member that does not answer is passed over for the next one of
 // EtcdSettings::endpoints. The streams (lease keep-alive, watch) are opened by their users
-// on PrepareStream()'s context. Thread-safe.
+// on PrepareStream()'s context. A call that every member asked refused (credentials, a
+// certificate, rights) fails PermissionDenied: asking again would not change it. Thread-safe.
 
 #include <grpcpp/grpcpp.h>
 
@@ -66,6 +67,8 @@ class EtcdClient {
   absl::Status PrepareStream(grpc::ClientContext& context);
   /// A stream on the current member failed: the next calls and streams try another.
   void PassOver(const std::string& endpoint);
+  /// A stream ended with `status`: a token etcd no longer takes is dropped, for a new one.
+  void StreamEnded(const grpc::Status& status);
   std::string endpoint();
 
   /// How long one unary call may take on one member.

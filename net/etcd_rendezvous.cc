@@ -6,7 +6,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/clock.h"
 #include "net/endpoint_probe.h"
+#include "rpc/run_memory_wire.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
@@ -14,14 +16,10 @@ namespace {
 
 namespace pb = ::etcdserverpb;
 
-// etcd refused this node: waiting will not change that (a wrong password, a certificate
-// etcd or this node does not trust, a user without rights on the prefix).
+// etcd refused this node: waiting will not change that (EtcdClient says so when every member
+// it asked refused it: a wrong password, a certificate neither side trusts, no rights).
 bool Refusal(const absl::Status& status) {
-  const absl::string_view m = status.message();
-  return absl::IsPermissionDenied(status) || absl::IsUnauthenticated(status) ||
-         absl::StrContains(m, "authentication failed") ||
-         absl::StrContains(m, "user name is empty") || absl::StrContains(m, "andshake failed") ||
-         absl::StrContains(m, "CERTIFICATE_VERIFY_FAILED") || absl::StrContains(m, "TLSV1_ALERT");
+  return absl::IsPermissionDenied(status) || absl::IsUnauthenticated(status);
 }
 
 // After an election problem, the next try.
@@ -35,8 +33,10 @@ EtcdRendezvous::EtcdRendezvous(ElectionOptions options, HostMaster host)
     : options_(std::move(options)),
       host_(host),
       leader_key_(absl::StrCat(options_.etcd.prefix, "/", options_.rendezvous.run_id, "/leader")),
+      state_key_(absl::StrCat(options_.etcd.prefix, "/", options_.rendezvous.run_id, "/state")),
       etcd_(options_.etcd) {
   lease_thread_ = std::thread([this] { KeepLeaseAlive(); });
+  memory_writer_ = std::thread([this] { WriteMemories(); });
   election_ = std::thread([this] { Elect(); });
 }
 
@@ -50,18 +50,25 @@ EtcdRendezvous::~EtcdRendezvous() {
   }
   election_.join();
   lease_thread_.join();
+  memory_writer_.join();
   if (checker_.joinable()) checker_.join();
   std::unique_ptr<HostedMaster> master;
-  int64_t lease;
+  int64_t lease, revision;
+  bool ended;
   {
     absl::MutexLock lock(&mu_);
     master = std::move(master_);
     lease = lease_;
+    revision = leading_revision_;
+    ended = run_ended_;
   }
   if (master != nullptr) {
-    // An ended run's keys go with it, so that a long-lived etcd does not fill up; a run that
-    // goes on keeps them for the next leader.
-    if (!master->RunGoesOn(options_.rendezvous.run_id)) {
+    // An ended run's keys go with it, so that a long-lived etcd does not fill up (the other
+    // agents may not have closed their sessions yet); a run that goes on keeps them for the
+    // next leader, with what this one remembered last.
+    if (!ended && master->RunGoesOn(options_.rendezvous.run_id)) {
+      (void)WriteMemory(revision);
+    } else {
       const std::string prefix =
           absl::StrCat(options_.etcd.prefix, "/", options_.rendezvous.run_id, "/");
       if (absl::Status s = etcd_.DeletePrefix(prefix); !s.ok()) {
@@ -74,6 +81,12 @@ EtcdRendezvous::~EtcdRendezvous() {
   }
   // The others elect at once, instead of after the lease's TTL.
   if (lease != 0) (void)etcd_.RevokeLease(lease);
+}
+
+void EtcdRendezvous::CloseSession() {
+  inner_.reset();  // its Bye goes to the leader: this node is gone, not away
+  absl::MutexLock lock(&mu_);
+  run_over_ = true;  // a leader that goes now needs no successor from here
 }
 
 std::string EtcdRendezvous::store_addr() const {
@@ -112,10 +125,10 @@ void EtcdRendezvous::FollowLeader() {
   }
   if (leader.empty() || leader == target_) return;
   const bool had_session = inner_ != nullptr;
-  NetworkRendezvousOptions options = options_.rendezvous;
-  options.endpoint = leader;
   target_ = leader;
   if (!had_session) {
+    NetworkRendezvousOptions options = options_.rendezvous;
+    options.endpoint = leader;
     inner_ = std::make_unique<GrpcRendezvous>(options, &events_);
     if (waiting_join_) {
       inner_->Join(*waiting_join_);
@@ -123,7 +136,7 @@ void EtcdRendezvous::FollowLeader() {
     }
     return;
   }
-  inner_ = std::make_unique<GrpcRendezvous>(options, &events_);
+  inner_->Retarget(leader);  // its last report stays, for the resume
   if (asking_back_) {
     // The agent asks for its place back already: the new leader's master is asked now.
     inner_->Join(*asking_back_);
@@ -146,6 +159,8 @@ std::vector<RendezvousEvent> EtcdRendezvous::TakeEvents() {
       // This node's run is over: a leader that goes now needs no successor from here.
       absl::MutexLock lock(&mu_);
       run_over_ = true;
+      // Ended for every node (not only released from this one): its keys may go.
+      if (event.kind == Kind::kEnd && event.outcome != RunOutcome::kReleased) run_ended_ = true;
     }
     if (event.kind != Kind::kLost && event.kind != Kind::kProgress && event.kind != Kind::kReach) {
       asking_back_.reset();  // a master answered
@@ -177,9 +192,8 @@ void EtcdRendezvous::Reconnect() {
     leader = leader_;
   }
   if (!leader.empty() && leader != target_ && inner_ != nullptr) {
-    NetworkRendezvousOptions options = options_.rendezvous;
-    options.endpoint = target_ = leader;
-    inner_ = std::make_unique<GrpcRendezvous>(options, &events_);
+    target_ = leader;
+    inner_->Retarget(leader);
     return;
   }
   if (inner_ != nullptr) inner_->Reconnect();
@@ -247,21 +261,34 @@ void EtcdRendezvous::CheckLeaderGone() {
     return;
   }
   checker_ = std::thread([this, leader, lease] {
-    // Refused: nothing listens on the leader's store port, which its agent holds for its whole
-    // life: the agent is gone, and its lease need not run out before another leads.
-    const EndpointReach reach = ProbeEndpoint(leader, kLeaderLook);
-    if (reach.kind == EndpointReach::Kind::kRefused) {
-      spdlog::warn(
-          "run '{}': its leader at {} is gone (nothing listens there any more: {}); its etcd "
-          "lease is revoked so that another node leads now",
-          options_.rendezvous.run_id, leader, reach.detail);
-      (void)etcd_.RevokeLease(lease);
-    } else if (reach.kind != EndpointReach::Kind::kListens) {
-      // Its host is out of reach: the etcd member this node watches through may be on it, or
-      // behind the same cut, and would never say that the leader's key went. Watch through
-      // another member.
-      absl::MutexLock lock(&mu_);
-      if (watch_ != nullptr) watch_->TryCancel();
+    // A killed agent's kernel closes its sessions' sockets, then its store's listening one:
+    // a first look a moment later, and two more while the port still listens.
+    for (absl::Duration after :
+         {absl::Milliseconds(20), absl::Milliseconds(250), absl::Seconds(1)}) {
+      Pause(after);
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_ || leader_ != leader) break;  // ending, or a new leader is known
+      }
+      // Refused: nothing listens on the leader's store port, which its agent holds for its
+      // whole life: the agent is gone, and its lease need not run out before another leads.
+      const EndpointReach reach = ProbeEndpoint(leader, kLeaderLook);
+      if (reach.kind == EndpointReach::Kind::kRefused) {
+        spdlog::warn(
+            "run '{}': its leader at {} is gone (nothing listens there any more: {}); its etcd "
+            "lease is revoked so that another node leads now",
+            options_.rendezvous.run_id, leader, reach.detail);
+        (void)etcd_.RevokeLease(lease);
+        break;
+      }
+      if (reach.kind != EndpointReach::Kind::kListens) {
+        // Its host is out of reach: the etcd member this node watches through may be on it,
+        // or behind the same cut, and would never say that the leader's key went. Watch
+        // through another member.
+        absl::MutexLock lock(&mu_);
+        if (watch_ != nullptr) watch_->TryCancel();
+        break;
+      }
     }
     checking_ = false;
   });
@@ -319,13 +346,24 @@ void EtcdRendezvous::SetLeader(const std::string& address) {
 }
 
 bool EtcdRendezvous::LeaseHeld() {
+  // A margin before the TTL runs out: etcd counts it from when the renewal reached it, which
+  // is after it was sent, but a leader that stops at the last moment would still be stopping.
+  const absl::Duration margin = std::min(options_.etcd.lease_ttl / 10, absl::Milliseconds(500));
   absl::MutexLock lock(&mu_);
-  return lease_ != 0 && absl::Now() < renewed_ + options_.etcd.lease_ttl;
+  const absl::Time now = MonotonicNow();
+  if (lease_ != 0 && keep_alive_ != nullptr && now > renewed_ + options_.etcd.lease_ttl / 2 &&
+      now > nudged_ + options_.etcd.lease_ttl / 4) {
+    // No renewal for half the TTL: the member it talks to went silent (frozen, cut off). The
+    // keep-alive is ended so that it asks another member, before the lease runs out.
+    keep_alive_->TryCancel();
+    nudged_ = now;
+  }
+  return lease_ != 0 && now < renewed_ + options_.etcd.lease_ttl - margin;
 }
 
 bool EtcdRendezvous::EnsureLease() {
   if (LeaseHeld()) return true;
-  const absl::Time asked = absl::Now();
+  const absl::Time asked = MonotonicNow();
   absl::StatusOr<int64_t> lease = etcd_.GrantLease(options_.etcd.lease_ttl);
   Said(lease.status());
   if (!lease.ok()) return false;
@@ -353,7 +391,7 @@ void EtcdRendezvous::Elect() {
   for (;;) {
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_) return;
+      if (stopping_ || run_over_) return;  // no leader needed: the run is over here
     }
     RevokeStaleLease();
     // A read first: once a leader is elected, a node that starts or comes back follows it
@@ -397,14 +435,87 @@ void EtcdRendezvous::Elect() {
     if (campaign->won) {
       Lead(campaign->holder.create_revision);
     } else {
+      // Another node won the race: a follower needs no lease (it takes one to campaign).
+      {
+        absl::MutexLock lock(&mu_);
+        if (lease_ == lease) lease_ = 0;
+      }
+      (void)etcd_.RevokeLease(lease);
       SetLeader(campaign->holder.value);
       WatchLeader(campaign->revision + 1);
     }
   }
 }
 
+// What the run's last leader remembered (RunMemory), for this node's master to take over.
+std::optional<RunMemory> EtcdRendezvous::RecallMemory() {
+  absl::StatusOr<EtcdClient::Read> read = etcd_.Get(state_key_);
+  if (!read.ok() || !read->value) return std::nullopt;  // none yet, or etcd went: start afresh
+  absl::StatusOr<RunMemory> memory = RunMemoryFromBytes(read->value->value);
+  if (!memory.ok()) {
+    spdlog::warn("run '{}': ignored what its last leader left in etcd at {}: {}",
+                 options_.rendezvous.run_id, state_key_, std::string(memory.status().message()));
+    return std::nullopt;
+  }
+  return *std::move(memory);
+}
+
+// Writes what the master remembered last, if it has not been, while this node's election
+// holds (the transaction compares the leader key's revision): false when it no longer does.
+bool EtcdRendezvous::WriteMemory(int64_t revision) {
+  std::string bytes;
+  int64_t version;
+  {
+    absl::MutexLock lock(&memory_mu_);
+    if (memory_version_ == written_version_) return true;
+    bytes = memory_;
+    version = memory_version_;
+  }
+  absl::StatusOr<bool> written = etcd_.PutIfFenced(leader_key_, revision, state_key_, bytes);
+  Said(written.status());
+  if (!written.ok()) return true;  // etcd did not answer: the next look tries again
+  if (!*written) return false;
+  absl::MutexLock lock(&memory_mu_);
+  written_version_ = version;
+  return true;
+}
+
+// The memory writer's thread: etcd calls that may wait (2 s a member) never hold up the
+// lease's watch in Lead(). A write is fenced by the election it was made for, so one that
+// comes late after a step-down changes nothing.
+void EtcdRendezvous::WriteMemories() {
+  for (;;) {
+    int64_t revision;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      revision = leading_revision_;
+    }
+    bool pending;
+    {
+      absl::MutexLock lock(&memory_mu_);
+      pending = memory_version_ != written_version_;
+    }
+    if (revision == 0 || !pending) {
+      Pause(absl::Milliseconds(100));
+      continue;
+    }
+    if (!WriteMemory(revision)) {
+      absl::MutexLock lock(&mu_);
+      if (leading_revision_ == revision) fence_lost_ = true;
+    }
+    Pause(absl::Milliseconds(100));
+  }
+}
+
 void EtcdRendezvous::Lead(int64_t revision) {
   MasterOptions master_options = options_.master;
+  master_options.recalled = RecallMemory();
+  master_options.remember = [this](const std::string&, const RunMemory& memory) {
+    absl::MutexLock lock(&memory_mu_);
+    memory_ = RunMemoryToBytes(memory);
+    ++memory_version_;
+  };
   absl::StatusOr<std::unique_ptr<HostedMaster>> master = host_(master_options);
   if (!master.ok()) {
     spdlog::error("this node was elected the leader of run '{}' but cannot host its master: {}",
@@ -424,8 +535,14 @@ void EtcdRendezvous::Lead(int64_t revision) {
     master_ = std::move(*master);
     leading_revision_ = revision;
   }
-  spdlog::info("this node leads run '{}' (etcd revision {}): it hosts the rendezvous master at {}",
-               options_.rendezvous.run_id, revision, options_.self);
+  spdlog::info(
+      "this node leads run '{}' (etcd revision {}): it hosts the rendezvous master at {}{}",
+      options_.rendezvous.run_id, revision, options_.self,
+      master_options.recalled
+          ? absl::StrCat(", with what the last leader remembered (",
+                         master_options.recalled->nodes.size(), " nodes' records, ",
+                         master_options.recalled->restarts_spent, " restarts spent)")
+          : "");
   SetLeader(options_.self);
   // Lead while the lease holds: the lease thread renews it.
   for (;;) {
@@ -434,6 +551,15 @@ void EtcdRendezvous::Lead(int64_t revision) {
       if (stopping_) return;  // the destructor ends the master
     }
     if (!LeaseHeld()) break;
+    bool fence_lost;
+    {
+      absl::MutexLock lock(&mu_);
+      fence_lost = std::exchange(fence_lost_, false);
+    }
+    if (fence_lost) {
+      return StepDown(absl::StrCat("its election is over: ", leader_key_,
+                                   " is not the key it created any more"));
+    }
     Pause(std::min(options_.etcd.lease_ttl / 10, absl::Milliseconds(200)));
   }
   absl::Time renewed;
@@ -445,7 +571,7 @@ void EtcdRendezvous::Lead(int64_t revision) {
                ? std::string("etcd let its lease expire")
                : absl::StrCat("etcd has not renewed its lease for ",
                               absl::FormatDuration(
-                                  absl::Trunc(absl::Now() - renewed, absl::Milliseconds(1)))));
+                                  absl::Trunc(MonotonicNow() - renewed, absl::Milliseconds(1)))));
 }
 
 void EtcdRendezvous::StepDown(const std::string& why) {
@@ -497,8 +623,14 @@ void EtcdRendezvous::WatchLeader(int64_t from_revision) {
     while (!deleted && stream->Read(&response)) {
       if (response.canceled()) break;
       for (const auto& event : response.events()) {
-        if (event.type() == mvccpb::Event::DELETE) deleted = true;
-        if (event.type() == mvccpb::Event::PUT) SetLeader(event.kv().value());
+        deleted = event.type() == mvccpb::Event::DELETE;  // the last event is what holds
+        if (event.type() == mvccpb::Event::PUT) {
+          {
+            absl::MutexLock lock(&mu_);
+            leader_lease_ = event.kv().lease();
+          }
+          SetLeader(event.kv().value());
+        }
       }
     }
   }
@@ -508,6 +640,7 @@ void EtcdRendezvous::WatchLeader(int64_t from_revision) {
   }
   context.TryCancel();
   const grpc::Status ended = stream->Finish();
+  etcd_.StreamEnded(ended);
   if (deleted) {
     bool over;
     {
@@ -561,7 +694,7 @@ void EtcdRendezvous::KeepLeaseAlive() {
     pb::LeaseKeepAliveResponse response;
     bool failed = false;
     for (;;) {
-      const absl::Time sent = absl::Now();
+      const absl::Time sent = MonotonicNow();
       if (!stream->Write(request) || !stream->Read(&response)) {
         failed = true;
         break;
@@ -569,7 +702,9 @@ void EtcdRendezvous::KeepLeaseAlive() {
       absl::MutexLock lock(&mu_);
       if (lease_ != lease) break;  // a new lease: a new stream
       if (response.ttl() <= 0) {
-        renewed_ = absl::InfinitePast();  // etcd let it expire: the holder steps down
+        // etcd let it expire: a leader steps down; a node that campaigns takes a new one.
+        renewed_ = absl::InfinitePast();
+        lease_ = 0;
         break;
       }
       renewed_ = sent;
@@ -582,6 +717,7 @@ void EtcdRendezvous::KeepLeaseAlive() {
     }
     context.TryCancel();
     const grpc::Status finished = stream->Finish();
+    etcd_.StreamEnded(finished);
     if (failed) {
       spdlog::debug("etcd lease keep-alive on {} ended: {}", endpoint, finished.error_message());
       etcd_.PassOver(endpoint);  // the member went away or lost its quorum

@@ -8,9 +8,11 @@
 // sees its master lost, keeps its workers going and asks the new master for its place back
 // (docs/protocol.md, "Losing the master"), which takes the round up from those resumes.
 //
-// Threads: the agent's calls come on its thread; one election thread campaigns and watches;
-// one keeps this node's lease alive. The agent's thread alone owns the GrpcRendezvous; the
-// other two only say where the leader is, under mu_, and wake the agent.
+// Threads: the agent's calls come on its thread; one election thread campaigns, watches, and
+// while this node leads, watches its lease; one keeps the lease alive; one writes what the
+// leader's master remembers (RunMemory) to etcd; a short-lived one looks at a leader that
+// went silent. The agent's thread alone owns the GrpcRendezvous; the others only say where
+// the leader is, under mu_, and wake the agent.
 
 #include <atomic>
 #include <memory>
@@ -57,7 +59,8 @@ class EtcdRendezvous : public ElectedRendezvous {
     return options_.rendezvous.settings.keep_alive_interval;
   }
   HostedMaster* hosted_master() override;
-  void CloseSession() override { inner_.reset(); }
+  /// Also ends this node's part in the election: its run is over, it needs no leader.
+  void CloseSession() override;
 
  private:
   // The agent's thread: connects to the leader etcd names now, when it moved.
@@ -68,6 +71,9 @@ class EtcdRendezvous : public ElectedRendezvous {
   // The election thread.
   void Elect();
   void Lead(int64_t revision);
+  std::optional<RunMemory> RecallMemory();
+  bool WriteMemory(int64_t revision);
+  void WriteMemories();
   void WatchLeader(int64_t from_revision);
   bool EnsureLease();
   // A lease this node led with, expired here while etcd did not answer: revoked once it does.
@@ -83,6 +89,7 @@ class EtcdRendezvous : public ElectedRendezvous {
   const ElectionOptions options_;
   const HostMaster host_;
   const std::string leader_key_;  // <prefix>/<run id>/leader
+  const std::string state_key_;   // <prefix>/<run id>/state: the leader's RunMemory
   EtcdClient etcd_;
   EventQueue events_;
 
@@ -96,21 +103,32 @@ class EtcdRendezvous : public ElectedRendezvous {
   std::string leader_ ABSL_GUARDED_BY(mu_);        // the leader's master: "host:port"; "": none now
   std::string etcd_problem_ ABSL_GUARDED_BY(mu_);  // why etcd does not answer, while it does not
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool run_over_ ABSL_GUARDED_BY(mu_) = false;                 // the agent was told the run ended
-  grpc::ClientContext* watch_ ABSL_GUARDED_BY(mu_) = nullptr;  // to cancel at the end
+  bool run_over_ ABSL_GUARDED_BY(mu_) = false;   // this node needs no leader any more
+  bool run_ended_ ABSL_GUARDED_BY(mu_) = false;  // the agent was told the run ended for all
+  grpc::ClientContext* watch_ ABSL_GUARDED_BY(mu_) = nullptr;       // to cancel at the end
   grpc::ClientContext* keep_alive_ ABSL_GUARDED_BY(mu_) = nullptr;  // to cancel at the end
   int64_t lease_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t stale_lease_ ABSL_GUARDED_BY(mu_) = 0;  // a lease this node led with, to revoke
   // When the last keep-alive that etcd answered was sent: the lease holds until then + TTL.
-  absl::Time renewed_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time renewed_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // on MonotonicNow()
+  absl::Time nudged_ ABSL_GUARDED_BY(mu_) =
+      absl::InfinitePast();                                    // the last silent keep-alive ended
   std::unique_ptr<HostedMaster> master_ ABSL_GUARDED_BY(mu_);  // while this node leads
   // Masters of an earlier leadership, stopped: hosted_master()'s caller may still read one.
   std::vector<std::unique_ptr<HostedMaster>> retired_ ABSL_GUARDED_BY(mu_);
   int64_t leading_revision_ ABSL_GUARDED_BY(mu_) = 0;
+  bool fence_lost_ ABSL_GUARDED_BY(mu_) = false;   // the writer found the leader key another's
   int64_t leader_lease_ ABSL_GUARDED_BY(mu_) = 0;  // the lease the leader's key is bound to
+
+  // What this node's master remembered last (RunMemory's bytes), and what is in etcd.
+  absl::Mutex memory_mu_;
+  std::string memory_ ABSL_GUARDED_BY(memory_mu_);
+  int64_t memory_version_ ABSL_GUARDED_BY(memory_mu_) = 0;
+  int64_t written_version_ ABSL_GUARDED_BY(memory_mu_) = 0;
 
   std::thread election_;
   std::thread lease_thread_;
+  std::thread memory_writer_;
   std::thread checker_;
   std::atomic<bool> checking_{false};
 };

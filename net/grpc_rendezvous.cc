@@ -92,11 +92,23 @@ void SessionStream::OnDone(const grpc::Status& status) {
 
 GrpcRendezvous::GrpcRendezvous(NetworkRendezvousOptions options, EventQueue* events)
     : options_(std::move(options)), events_(events != nullptr ? events : &own_events_) {
+  Connect();
+}
+
+void GrpcRendezvous::Connect() {
   channel_ = grpc::CreateCustomChannel(options_.endpoint, AgentCredentials(options_),
                                        AgentChannelArguments(options_));
   stub_ = pb::Rendezvous::NewStub(channel_);
   stream_ = OpenStream();
   quick_connect_ = std::make_unique<QuickConnect>(channel_);
+}
+
+void GrpcRendezvous::Retarget(const std::string& endpoint) {
+  if (stream_) stream_->Abandon();
+  stream_.reset();
+  quick_connect_.reset();
+  options_.endpoint = endpoint;
+  Connect();
 }
 
 GrpcRendezvous::~GrpcRendezvous() {
@@ -176,7 +188,9 @@ void GrpcRendezvous::CheckProgress() {
     stream_->Send(HeartbeatMessage(/*want_gathering=*/true));
     return;
   }
-  StartProbe([this] { ProbeAddress(); });
+  StartProbe([this, endpoint = options_.endpoint, channel = channel_] {
+    ProbeAddress(endpoint, channel);
+  });
 }
 
 bool GrpcRendezvous::StartProbe(std::function<void()> probe) {
@@ -208,16 +222,16 @@ void GrpcRendezvous::CheckReach(const std::string& store) {
   });
 }
 
-void GrpcRendezvous::ProbeAddress() {
-  const EndpointReach reach = ddprun::ProbeEndpoint(options_.endpoint, kProbeTimeout);
+void GrpcRendezvous::ProbeAddress(const std::string& endpoint,
+                                  std::shared_ptr<grpc::Channel> channel) {
+  const EndpointReach reach = ddprun::ProbeEndpoint(endpoint, kProbeTimeout);
   // A master that came up meanwhile answers the next check itself: nothing to say now.
-  if (channel_->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY) {
+  if (channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY) {
     RendezvousEvent event;
     event.kind = RendezvousEvent::Kind::kProgress;
     event.status = absl::UnavailableError("no answer");
-    event.detail =
-        absl::StrCat("the rendezvous master at ", options_.endpoint,
-                     " does not answer: ", DescribeUnansweredMaster(options_.endpoint, reach));
+    event.detail = absl::StrCat("the rendezvous master at ", endpoint,
+                                " does not answer: ", DescribeUnansweredMaster(endpoint, reach));
     events_->Push(std::move(event));
   }
 }

@@ -79,6 +79,10 @@ class GrpcRendezvous : public RendezvousConnection {
                     const std::vector<RankStack>& stacks) override;
   void Leave(const std::string& reason) override;
   void Reconnect() override;
+  /// Points this connection at another master (an elected run's new leader): the current
+  /// stream is dropped without a word (its master may still serve another leader's round),
+  /// a new one opens there. The last report stays, for the resume that follows.
+  void Retarget(const std::string& endpoint);
   /// Connected: asks the master how the round gathers. Not: a TCP probe of its address, on
   /// a thread of its own (at most one at a time, bounded by kProbeTimeout), says who answers.
   void CheckProgress() override;
@@ -94,7 +98,8 @@ class GrpcRendezvous : public RendezvousConnection {
 
  private:
   std::unique_ptr<SessionStream> OpenStream();
-  void ProbeAddress();
+  void Connect();
+  void ProbeAddress(const std::string& endpoint, std::shared_ptr<grpc::Channel> channel);
   // Runs `probe` on the probe thread unless one is out; false if one is.
   bool StartProbe(std::function<void()> probe);
   // Sends a report, and keeps it: a resume on a new stream sends it again, since the old

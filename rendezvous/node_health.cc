@@ -40,6 +40,7 @@ std::string NodeHealth::Key(const std::string& host) {
 }
 
 NodeHealth::Ledger& NodeHealth::Of(const std::string& host) {
+  ++changes_;  // every caller changes what it finds
   Ledger& ledger = hosts_[Key(host)];
   if (ledger.record.host.empty()) ledger.record.host = host;
   return ledger;
@@ -126,6 +127,35 @@ std::optional<NodeExclusion> NodeHealth::KeepOut(const std::string& host, absl::
     ledger.record.times_excluded = 1;
   }
   return Excluded(host, now);
+}
+
+std::vector<RememberedNode> NodeHealth::Remember(absl::Time now) const {
+  std::vector<RememberedNode> nodes;
+  for (const auto& [key, ledger] : hosts_) {
+    RememberedNode node;
+    node.record = ledger.record;
+    if (ledger.record.times_excluded > 0) {
+      node.cooldown_left = ledger.record.until == absl::InfiniteFuture()
+                               ? absl::InfiniteDuration()
+                               : std::max(ledger.record.until - now, absl::ZeroDuration());
+    }
+    node.failures_since_admitted = ledger.failures_since_admitted;
+    node.flaps_since_admitted = ledger.flaps_since_admitted;
+    nodes.push_back(std::move(node));
+  }
+  return nodes;
+}
+
+void NodeHealth::Recall(const std::vector<RememberedNode>& nodes, absl::Time now) {
+  for (const RememberedNode& node : nodes) {
+    if (node.record.host.empty()) continue;
+    Ledger& ledger = Of(node.record.host);
+    ledger.record = node.record;
+    ledger.record.until = node.cooldown_left == absl::InfiniteDuration() ? absl::InfiniteFuture()
+                                                                         : now + node.cooldown_left;
+    ledger.failures_since_admitted = node.failures_since_admitted;
+    ledger.flaps_since_admitted = node.flaps_since_admitted;
+  }
 }
 
 NodeExclusion NodeHealth::Counts(const std::string& host) const {

@@ -6,6 +6,7 @@
 // (--local-addr, else its host name): an agent that comes back on a new session, or a new
 // agent process on the same host, is the same node.
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,6 +33,16 @@ struct NodeExclusion {
   int failed_checks = 0;
   int times_excluded = 0;
   absl::Time until = absl::InfiniteFuture();  // InfiniteFuture: for the rest of the run
+};
+
+/// What NodeHealth knows of one node, for the master that takes a run over from another (an
+/// elected leader's successor, docs/etcd.md). A cooldown travels as the time left: that
+/// master has a clock of its own.
+struct RememberedNode {
+  NodeExclusion record;                                 // its `until` is not used: cooldown_left
+  absl::Duration cooldown_left = absl::ZeroDuration();  // InfiniteDuration: the rest of the run
+  int failures_since_admitted = 0;
+  int flaps_since_admitted = 0;
 };
 
 class NodeHealth {
@@ -64,6 +75,13 @@ class NodeHealth {
   static std::string Describe(const NodeExclusion& exclusion, absl::Time now);
 
   const NodeHealthSettings& settings() const { return settings_; }
+
+  /// Every node's ledger at `now`, to hand on.
+  std::vector<RememberedNode> Remember(absl::Time now) const;
+  /// Takes over ledgers an earlier master handed on (Remember), at `now` on this clock.
+  void Recall(const std::vector<RememberedNode>& nodes, absl::Time now);
+  /// Counts every change to the ledgers: a master hands them on only when it moved.
+  int64_t changes() const { return changes_; }
   /// Which node `host` is, for the ledger: "NODE3", "node3." and "node3.cluster.local" are
   /// one (a node excluded under one spelling must not come back under another); an IP
   /// address stays whole, in its canonical form.
@@ -82,6 +100,7 @@ class NodeHealth {
 
   NodeHealthSettings settings_;
   std::map<std::string, Ledger> hosts_;
+  int64_t changes_ = 0;
 };
 
 }  // namespace ddprun

@@ -120,6 +120,15 @@ enum class StopReason { kWorkerFailed, kMembershipChanged, kRunEnded };
 // kStopped: an operator ended the run (`ddprun stop`).
 enum class RunOutcome { kSucceeded, kFailed, kTimedOut, kReleased, kStopped };
 
+/// What a run's master must not forget when another master takes the run over (an elected
+/// leader's successor, docs/etcd.md): the restarts spent and every node's health ledger. The
+/// round and the restarts also come back with the agents' joins and resumes; the ledgers
+/// only come with this.
+struct RunMemory {
+  int restarts_spent = 0;
+  std::vector<RememberedNode> nodes;
+};
+
 /// One round of a run, as the status shows it (docs/observability.md).
 struct RoundRecord {
   int64_t round = 0;
@@ -256,6 +265,12 @@ class RoundStateMachine {
   bool WouldTakeUp(const NodeInfo& node) const;
   int restarts_spent() const { return restarts_spent_; }
   const NodeHealth& health() const { return health_; }
+  /// What the next master of this run must not forget, at `now` (RunMemory).
+  RunMemory Memory(absl::Time now) const;
+  /// Takes over what the run's last master remembered (before any join).
+  void Recall(const RunMemory& memory, absl::Time now);
+  /// Grows whenever Memory() would say something new.
+  int64_t memory_version() const { return health_.changes() + restarts_spent_; }
   /// Sessions in the current round, in group-rank order (none once the run has ended).
   const std::vector<SessionId>& members() const { return members_; }
   /// Sessions that joined and wait for the next round to close.

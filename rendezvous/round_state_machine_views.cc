@@ -158,4 +158,18 @@ std::string RoundStateMachine::GatheringProgress(absl::Time now) const {
   return out;
 }
 
+RunMemory RoundStateMachine::Memory(absl::Time now) const {
+  RunMemory memory;
+  memory.restarts_spent = restarts_spent_;
+  memory.nodes = health_.Remember(now);
+  return memory;
+}
+
+void RoundStateMachine::Recall(const RunMemory& memory, absl::Time now) {
+  // Never more than the budget, whatever the memory says (it came from etcd).
+  restarts_spent_ =
+      std::max(restarts_spent_, std::clamp(memory.restarts_spent, 0, settings_.max_restarts));
+  health_.Recall(memory.nodes, now);
+}
+
 }  // namespace ddprun

@@ -104,7 +104,12 @@ SCENARIOS = [
     ("EtcdV3.TheLeadersAgentKilledTheOthersGoOnUnderANewLeaderAtOnce",
      "etcd-v3 (one member, loopback), 3 agents `--nnodes=2:3`: the run's leader's agent SIGKILLed",
      "nothing listens at its address any more: its lease is revoked and another leads at once; the "
-     "other two re-form without it (no restart spent), well before a 10 s lease ran out", []),
+     "other two re-form without it (no restart spent), well before a 20 s lease ran out", []),
+    ("EtcdV3.TheNextLeaderTakesOverWhatTheLastOneRemembered",
+     "etcd-v3, `--max-node-failures=2`: a node's worker fails, then the run's leader's agent is "
+     "SIGKILLed",
+     "the leader kept the run's memory in etcd (fenced by its election); the next leader's master "
+     "still counts that node's failure and the restart spent", []),
     ("EtcdV3.TwoRunsOnOneEtcdKeepApart", "etcd-v3: two run ids on one etcd",
      "each job has its own leader, ranks and world size; both runs' keys gone after", []),
     ("EtcdV3.AWrongPasswordIsRefusedWithTheSettingsToCheck",

@@ -83,5 +83,44 @@ TEST(NodeHealthTest, DescribeSaysHowLongIsLeftAndEveryCount) {
               HasSubstr("was excluded, admitted again after its cooldown"));
 }
 
+// An elected leader's successor takes the ledgers over on a clock of its own: a cooldown
+// goes on where it was, counts since admission go on towards the limit.
+TEST(NodeHealthTest, AnotherMastersClockTakesTheLedgersOverWithTheCooldownLeft) {
+  NodeHealth first(Settings(2, 3, absl::Seconds(60)));
+  EXPECT_FALSE(first.CountFailure("h1", kStart));
+  EXPECT_TRUE(first.CountFailure("h1", kStart));   // out until kStart + 60 s
+  EXPECT_FALSE(first.CountFailure("h2", kStart));  // one of two
+  EXPECT_FALSE(first.CountFlap("h2", kStart));
+  const int64_t before = first.changes();
+  const std::vector<RememberedNode> memory = first.Remember(kStart + absl::Seconds(10));
+  EXPECT_EQ(first.changes(), before) << "remembering changes nothing";
+  ASSERT_EQ(memory.size(), 2u);
+  EXPECT_EQ(memory[0].cooldown_left, absl::Seconds(50));
+  EXPECT_EQ(memory[1].cooldown_left, absl::ZeroDuration()) << "never excluded";
+
+  const absl::Time other_clock = absl::FromUnixSeconds(5);
+  NodeHealth next(Settings(2, 3, absl::Seconds(60)));
+  next.Recall(memory, other_clock);
+  EXPECT_GT(next.changes(), 0);
+  ASSERT_TRUE(next.Excluded("h1", other_clock + absl::Seconds(49)));
+  EXPECT_FALSE(next.Excluded("h1", other_clock + absl::Seconds(50)));
+  EXPECT_EQ(next.Counts("h1").failures, 2);
+  EXPECT_THAT(next.Excluded("h1", other_clock)->reason, HasSubstr("root cause of 2 failures"));
+  // h2's first failure and flap came with it: its second failure is its limit.
+  EXPECT_TRUE(next.CountFailure("h2", other_clock));
+  EXPECT_EQ(next.Counts("h2").flaps, 1);
+}
+
+TEST(NodeHealthTest, ARestOfTheRunExclusionStaysSoForTheNextMaster) {
+  NodeHealth first(Settings(1, 0, absl::InfiniteDuration()));
+  EXPECT_TRUE(first.CountFailure("h", kStart));
+  const std::vector<RememberedNode> memory = first.Remember(kStart + absl::Hours(1));
+  ASSERT_EQ(memory.size(), 1u);
+  EXPECT_EQ(memory[0].cooldown_left, absl::InfiniteDuration());
+  NodeHealth next(Settings(1, 0, absl::InfiniteDuration()));
+  next.Recall(memory, kStart);
+  EXPECT_TRUE(next.Excluded("h", kStart + absl::Hours(1000)));
+}
+
 }  // namespace
 }  // namespace ddprun

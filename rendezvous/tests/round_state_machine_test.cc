@@ -1046,5 +1046,32 @@ TEST_F(NodeHealthRulesTest, AStrangersFailedCheckExcludesNobodyAndNoSpellingGets
   EXPECT_FALSE(sm_->health().Excluded("node33", now_));
 }
 
+// A failure's restart and its node's count are what the next master must know; it takes
+// them over before any join (an elected leader's successor, docs/etcd.md), within the budget.
+TEST_F(RoundStateMachineTest, TheMemoryOfARunIsTakenOverByTheNextMaster) {
+  NodeHealthSettings health;
+  health.max_node_failures = 2;
+  Make(2, 2, 3, health);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  const int64_t version = sm_->memory_version();
+  sm_->ReportFailure(2, 0, {Failure("b", 3, absl::ZeroDuration())}, now_);
+  EXPECT_GT(sm_->memory_version(), version) << "a restart spent and a count moved";
+  const RunMemory memory = sm_->Memory(now_);
+  EXPECT_EQ(memory.restarts_spent, 1);
+  ASSERT_EQ(memory.nodes.size(), 1u);
+  EXPECT_EQ(memory.nodes[0].record.host, "b");
+  EXPECT_EQ(memory.nodes[0].failures_since_admitted, 1);
+
+  Make(2, 2, 3, health);  // the next master, before any join
+  sm_->Recall(memory, now_);
+  EXPECT_EQ(sm_->restarts_spent(), 1);
+  EXPECT_EQ(sm_->health().Counts("b").failures, 1);
+  RunMemory greedy = memory;
+  greedy.restarts_spent = 1000;  // it came from etcd: never more than the budget
+  sm_->Recall(greedy, now_);
+  EXPECT_EQ(sm_->restarts_spent(), 3);
+}
+
 }  // namespace
 }  // namespace ddprun

@@ -183,8 +183,9 @@ TEST_F(EtcdNetnsTest, EtcdsLeaderMemberKilledNothingHappensToTheJob) {
   const int other = etcd_leader % kMembers + 1;
   ASSERT_TRUE(WaitUntil([&] { return EtcdLeader(other) != 0; }, absl::Seconds(20)));
   Measure("etcd leader member SIGKILL", "etcd has a new leader after", absl::Now() - killed);
-  // Two of the nodes' lease terms (lease_ttl=3) pass: a lease that was not renewed through
-  // the change would have made the run's leader step down by then.
+  // What is under test is a window: two of the nodes' lease terms (lease_ttl=3) pass, and a
+  // lease that was not renewed through etcd's change would have made the run's leader step
+  // down within it. No event marks "nothing happened"; the window is sized by the TTL.
   absl::SleepFor(absl::Seconds(6));
   EXPECT_EQ(Leader(), ddprun_leader) << "the run's leader is the same";
   for (auto& agent : agents_) {
@@ -301,7 +302,9 @@ TEST_F(EtcdNetnsTest, EtcdQuorumLostTheWorkersGoOnAndTheRoundGoesOnWhenItIsBack)
     EXPECT_TRUE(WaitUntil([&] { return SaidWorkersGoOn(*agent, 0); }, absl::Seconds(10)))
         << agent->ErrSoFar();
   }
-  absl::SleepFor(absl::Seconds(2));  // membership waits: no node re-forms a round meanwhile
+  // Membership waits while etcd has no quorum: for this window (2 s, past the 1 s keep-alive
+  // and last call), no round re-forms. What is under test is that nothing happens in it.
+  absl::SleepFor(absl::Seconds(2));
   EXPECT_FALSE(AllLogged(dir_, 0, 1, "round=1", 1));
   const absl::Time back = absl::Now();
   ASSERT_EQ(::kill(members_[1]->pid(), SIGCONT), 0);

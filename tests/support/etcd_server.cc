@@ -62,7 +62,12 @@ ProcessResult EtcdServer::Ctl(std::vector<std::string> args) const {
 }
 
 std::string EtcdServer::Keys(const std::string& prefix) const {
-  return Ctl({"get", "--prefix", "--keys-only", prefix}).out;
+  ProcessResult listed = Ctl({"get", "--prefix", "--keys-only", prefix});
+  if (listed.exit_code != 0) {
+    ADD_FAILURE() << "etcdctl get --prefix " << prefix << ": " << listed.err;
+    return "(etcdctl failed)";
+  }
+  return listed.out;
 }
 
 bool EtcdServer::EnableAuth(const std::string& user, const std::string& password,

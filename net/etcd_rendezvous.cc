@@ -327,9 +327,21 @@ void EtcdRendezvous::Said(const absl::Status& problem) {
   if (was.empty()) {
     spdlog::warn(
         "etcd does not answer ({}): this node asks again and again; workers that run go on, and "
-        "the run's membership waits until etcd answers",
-        std::string(problem.message()));
+        "the run's membership waits until etcd answers{}",
+        std::string(problem.message()), TlsHint(problem));
   }
+}
+
+// Over TLS, an etcd that asks for client certificates and does not trust this node's closes
+// the connection once the handshake is over: gRPC says only that the read failed.
+std::string EtcdRendezvous::TlsHint(const absl::Status& problem) const {
+  const absl::string_view m = problem.message();
+  if (!options_.etcd.https || options_.etcd.cert_pem.empty() ||
+      (!absl::StrContains(m, "Endpoint read failed") && !absl::StrContains(m, "Socket closed"))) {
+    return "";
+  }
+  return "; over TLS, a connection etcd closes like this is often a client certificate it does "
+         "not trust: check --rdzv-conf cert and key against etcd's --trusted-ca-file";
 }
 
 void EtcdRendezvous::SetLeader(const std::string& address) {

@@ -80,6 +80,7 @@ class EtcdRendezvous : public ElectedRendezvous {
   void RevokeStaleLease();
   void StepDown(const std::string& why);
   void Said(const absl::Status& problem);
+  std::string TlsHint(const absl::Status& problem) const;
   void SetLeader(const std::string& address);
   // The lease thread.
   void KeepLeaseAlive();

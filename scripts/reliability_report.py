@@ -110,6 +110,11 @@ SCENARIOS = [
      "SIGKILLed",
      "the leader kept the run's memory in etcd (fenced by its election); the next leader's master "
      "still counts that node's failure and the restart spent", []),
+    ("EtcdV3.ACertificateEitherSideDoesNotTrustIsRefusedWithTheSettingsToCheck",
+     "etcd-v3 over TLS with client certificates: etcd's certificate not signed by `cacert`; then "
+     "a client certificate etcd does not trust; then the right files",
+     "the first refused at once (exit 75, the keys to check); the second said with the keys to "
+     "check, exit 75 at join_timeout; the right files run", []),
     ("EtcdV3.TwoRunsOnOneEtcdKeepApart", "etcd-v3: two run ids on one etcd",
      "each job has its own leader, ranks and world size; both runs' keys gone after", []),
     ("EtcdV3.AWrongPasswordIsRefusedWithTheSettingsToCheck",

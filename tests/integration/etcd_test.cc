@@ -13,6 +13,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 #include "tests/support/etcd_server.h"
+#include "tests/support/test_certificates.h"
 
 namespace ddprun::testing {
 namespace {
@@ -297,6 +298,39 @@ TEST(EtcdV3, TheNextLeaderTakesOverWhatTheLastOneRemembered) {
     EXPECT_EQ(done.exit_code, 0) << done.err;
   }
   EXPECT_EQ(etcd->Keys("/ddprun/"), "");
+}
+
+// etcd over TLS that asks for client certificates. An etcd whose certificate the given CA did
+// not sign is refused at once, with the keys to check. A client certificate etcd does not
+// trust: etcd closes the connection after the handshake, which gRPC tells apart from nothing
+// else; the agent says what to check, and exits 75 at join_timeout. The right files let the
+// node in.
+TEST(EtcdV3, ACertificateEitherSideDoesNotTrustIsRefusedWithTheSettingsToCheck) {
+  TempDir certs;
+  ASSERT_TRUE(MakeTestCertificates(certs).ok());
+  std::unique_ptr<EtcdServer> etcd = EtcdServer::Start(&certs);
+  ASSERT_NE(etcd, nullptr);
+  TempDir dir;
+  WriteFile(dir / "release", "");
+  const auto run = [&](const std::string& ca, const std::string& cert) {
+    return RunProcess(
+        EtcdAgent(*etcd, "job", 1, "1:2", {"round-env", dir.path()},
+                  absl::StrCat("last_call_timeout=0.2,join_timeout=2,keep_alive_interval=0.5,"
+                               "protocol=https,cacert=",
+                               certs / (ca + ".pem"), ",cert=", certs / (cert + ".pem"),
+                               ",key=", certs / (cert + ".key"))),
+        {}, absl::Seconds(60));
+  };
+  ProcessResult untrusted_etcd = run("rogue-ca", "node");
+  EXPECT_EQ(untrusted_etcd.exit_code, 75) << untrusted_etcd.err;
+  EXPECT_THAT(untrusted_etcd.err, HasSubstr("or protocol, cacert, cert and key (TLS)"));
+  ProcessResult untrusted_node = run("ca", "rogue");
+  EXPECT_EQ(untrusted_node.exit_code, 75) << untrusted_node.err;
+  EXPECT_THAT(untrusted_node.err,
+              HasSubstr("a client certificate it does not trust: check --rdzv-conf cert and key"));
+  ProcessResult let_in = run("ca", "node");
+  EXPECT_EQ(let_in.exit_code, 0) << let_in.err;
+  EXPECT_TRUE(FileExists(dir / "env.1.r0"));
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ constexpr char kRootPassword[] = "root-password";
 
 }  // namespace
 
-std::unique_ptr<EtcdServer> EtcdServer::Start() {
+std::unique_ptr<EtcdServer> EtcdServer::Start(const TempDir* certs) {
   if (::access(kEtcd, X_OK) != 0 || ::access(kEtcdctl, X_OK) != 0) {
     ADD_FAILURE() << kEtcd << " or " << kEtcdctl
                   << " is missing: scripts/install-deps.sh installs etcd-server and etcd-client";
@@ -25,13 +25,26 @@ std::unique_ptr<EtcdServer> EtcdServer::Start() {
   std::unique_ptr<EtcdServer> server(new EtcdServer);
   server->client_port_ = FreeLoopbackPort();
   server->peer_port_ = FreeLoopbackPort();
-  const std::string client = absl::StrCat("http://127.0.0.1:", server->client_port_);
+  if (certs != nullptr) server->certs_ = certs->path();
+  const std::string client =
+      absl::StrCat(certs != nullptr ? "https" : "http", "://127.0.0.1:", server->client_port_);
   const std::string peer = absl::StrCat("http://127.0.0.1:", server->peer_port_);
-  server->process_ =
-      ChildProcess::Start({kEtcd, "--name=test", "--data-dir=" + server->dir_ / "data",
-                           "--listen-client-urls=" + client, "--advertise-client-urls=" + client,
-                           "--listen-peer-urls=" + peer, "--initial-advertise-peer-urls=" + peer,
-                           "--initial-cluster=test=" + peer, "--log-level=warn", "--logger=zap"});
+  std::vector<std::string> argv = {kEtcd,
+                                   "--name=test",
+                                   "--data-dir=" + server->dir_ / "data",
+                                   "--listen-client-urls=" + client,
+                                   "--advertise-client-urls=" + client,
+                                   "--listen-peer-urls=" + peer,
+                                   "--initial-advertise-peer-urls=" + peer,
+                                   "--initial-cluster=test=" + peer,
+                                   "--log-level=warn",
+                                   "--logger=zap"};
+  if (certs != nullptr) {
+    argv.insert(argv.end(),
+                {"--cert-file=" + (*certs / "node.pem"), "--key-file=" + (*certs / "node.key"),
+                 "--trusted-ca-file=" + (*certs / "ca.pem"), "--client-cert-auth"});
+  }
+  server->process_ = ChildProcess::Start(argv);
   const bool up = WaitUntil(
       [&] {
         return server->Ctl({"endpoint", "health"}).exit_code == 0;
@@ -57,6 +70,10 @@ ProcessResult EtcdServer::Ctl(std::vector<std::string> args) const {
   std::vector<std::string> argv = {kEtcdctl, "--endpoints=" + endpoint(), "--dial-timeout=2s",
                                    "--command-timeout=5s"};
   if (auth_) argv.push_back(absl::StrCat("--user=root:", kRootPassword));
+  if (!certs_.empty()) {
+    argv.insert(argv.end(), {"--cacert=" + certs_ + "/ca.pem", "--cert=" + certs_ + "/node.pem",
+                             "--key=" + certs_ + "/node.key"});
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   return RunProcess(argv, {{"ETCDCTL_API", "3"}}, absl::Seconds(20));
 }

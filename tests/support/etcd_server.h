@@ -17,8 +17,9 @@ namespace ddprun::testing {
 class EtcdServer {
  public:
   /// Starts a member on 127.0.0.1 and waits until it answers; null (with a test failure
-  /// saying why) when it cannot.
-  static std::unique_ptr<EtcdServer> Start();
+  /// saying why) when it cannot. With `certs` (test_certificates.h): TLS with its "node"
+  /// certificate, and clients must show one signed by its "ca" (--client-cert-auth).
+  static std::unique_ptr<EtcdServer> Start(const TempDir* certs = nullptr);
   ~EtcdServer();
 
   /// "127.0.0.1:PORT": its client address, as --rdzv-endpoint names it.
@@ -37,6 +38,7 @@ class EtcdServer {
   int client_port_ = 0;
   int peer_port_ = 0;
   bool auth_ = false;
+  std::string certs_;  // the certificates' folder, with TLS
   std::unique_ptr<ChildProcess> process_;
 };
 

@@ -306,7 +306,7 @@ void EtcdRendezvous::Said(const absl::Status& problem) {
   {
     absl::MutexLock lock(&mu_);
     was = etcd_problem_;
-    etcd_problem_ = problem.ok() ? "" : std::string(problem.message());
+    etcd_problem_ = problem.ok() ? "" : absl::StrCat(problem.message(), TlsHint(problem));
   }
   if (problem.ok()) {
     if (!was.empty()) spdlog::warn("etcd answers again");
@@ -333,11 +333,13 @@ void EtcdRendezvous::Said(const absl::Status& problem) {
 }
 
 // Over TLS, an etcd that asks for client certificates and does not trust this node's closes
-// the connection once the handshake is over: gRPC says only that the read failed.
+// the connection once the handshake is over: gRPC says only that the read failed, or that
+// the connection was reset, as the timing goes.
 std::string EtcdRendezvous::TlsHint(const absl::Status& problem) const {
   const absl::string_view m = problem.message();
   if (!options_.etcd.https || options_.etcd.cert_pem.empty() ||
-      (!absl::StrContains(m, "Endpoint read failed") && !absl::StrContains(m, "Socket closed"))) {
+      (!absl::StrContains(m, "Endpoint read failed") && !absl::StrContains(m, "Socket closed") &&
+       !absl::StrContains(m, "Connection reset by peer"))) {
     return "";
   }
   return "; over TLS, a connection etcd closes like this is often a client certificate it does "

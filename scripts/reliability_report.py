@@ -100,7 +100,7 @@ SCENARIOS = [
      "etcd does not answer, no round re-forms; quorum back, a leader is elected and every agent "
      "has its place back: no worker stops",
      [("etcd quorum lost: the run's leader stepped down after", "detection"),
-      ("etcd quorum lost: every agent back in its round after quorum returned", "rejoin")]),
+      ("etcd quorum lost: every agent back in its round after quorum returned", "quorum back")]),
     ("EtcdV3.TheLeadersAgentKilledTheOthersGoOnUnderANewLeaderAtOnce",
      "etcd-v3 (one member, loopback), 3 agents `--nnodes=2:3`: the run's leader's agent SIGKILLed",
      "nothing listens at its address any more: its lease is revoked and another leads at once; the "
@@ -197,6 +197,8 @@ def table(output):
                     cols["recovery"] = f"whole job (form, crash, restart, finish): {value}"
                 elif column == "rejoin":
                     cols["recovery"] += f"; back {value} after healing"
+                elif column == "quorum back":
+                    cols["recovery"] += f"; every agent back {value} after quorum returned"
                 else:
                     cols[column] = value
         result = status.get(test, "not run")

@@ -1,6 +1,8 @@
 // The etcd-v3 backend against a real etcd (Debian's etcd-server), one member on loopback:
 // agents as separate processes on one machine, each with its own --local-addr so that they
-// are told apart, and the command lines users type otherwise (docs/etcd.md).
+// are told apart, and the command lines users type otherwise (docs/etcd.md). The same cases
+// without --local-addr, on hosts whose names do not resolve across hosts, are the netns
+// tests (tests/netns/etcd_netns_test.cc, ddp_across_hosts_test.cc's etcd form).
 
 #include <signal.h>
 

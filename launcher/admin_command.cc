@@ -50,6 +50,7 @@ absl::StatusOr<AdminCommand> CommandFrom(AdminCommand::Kind kind, const AdminLin
   command.timeout = absl::Seconds(line.timeout_s);
   DDPRUN_RETURN_IF_ERROR(ReadRdzvConfFiles(config));
   TakeTokenFromEnvironment(env, config);
+  if (IsEtcdBackend(line.backend)) DDPRUN_RETURN_IF_ERROR(CheckEtcdTokenHasTls(config));
   command.token = config.token;
   command.tls = config.tls;
   return command;

@@ -84,8 +84,22 @@ absl::Status ReadEtcdFiles(AgentConfig& config) {
   return absl::OkStatus();
 }
 
+}  // namespace
+
+absl::Status CheckEtcdTokenHasTls(const AgentConfig& config) {
+  if (config.token.empty() || config.tls.enabled()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      "--rdzv-backend=etcd-v3 with a token (DDPRUN_RDZV_TOKEN or --rdzv-conf token_file) needs "
+      "TLS to the run's leader (--rdzv-conf tls_cert=,tls_key=,tls_ca=): its address is read "
+      "from etcd, and without TLS whoever can write the run's keys there is sent the token; give "
+      "every node the TLS files, or run without a token (docs/security.md#etcd-v3)");
+}
+
+namespace {
+
 absl::Status CheckEtcd(const OptionValues& values, AgentConfig& config) {
   if (config.rendezvous.max_nodes == 1) return absl::OkStatus();  // one node needs no etcd
+  DDPRUN_RETURN_IF_ERROR(CheckEtcdTokenHasTls(config));
   if (config.rdzv_endpoint.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--nnodes=", values["--nnodes"], " with --rdzv-backend=", config.rdzv_backend,

@@ -18,4 +18,9 @@ bool IsEtcdBackend(const std::string& name);
 /// for `ddprun status`/`stop` of an etcd-v3 run.
 absl::Status EtcdSettingsFor(const std::string& endpoint, AgentConfig& config);
 
+/// InvalidArgument when `config` has a token but no TLS to the master: an etcd-v3 agent finds
+/// its master at the address etcd names, which anyone who may write the run's keys can set,
+/// and would send the token there in clear text.
+absl::Status CheckEtcdTokenHasTls(const AgentConfig& config);
+
 }  // namespace ddprun

@@ -253,6 +253,13 @@ absl::StatusOr<bool> EtcdClient::PutIfFenced(const std::string& fence_key, int64
   fence->set_target(pb::Compare::CREATE);
   fence->set_result(pb::Compare::EQUAL);
   fence->set_create_revision(create_revision);
+  // Nothing of the leader's rewrites its key: one modified since it was created was
+  // overwritten by someone else (a put keeps the creation revision).
+  pb::Compare* untouched = request.add_compare();
+  untouched->set_key(fence_key);
+  untouched->set_target(pb::Compare::MOD);
+  untouched->set_result(pb::Compare::EQUAL);
+  untouched->set_mod_revision(create_revision);
   pb::PutRequest* put = request.add_success()->mutable_request_put();
   put->set_key(key);
   put->set_value(value);

@@ -4,9 +4,13 @@
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/clock.h"
+#include "common/ip_address.h"
+#include "common/printable.h"
 #include "net/endpoint_probe.h"
 #include "rpc/run_memory_wire.h"
 #include "spdlog/spdlog.h"
@@ -27,7 +31,40 @@ constexpr absl::Duration kRetry = absl::Milliseconds(250);
 // How long a look at a leader that went silent may take (a TCP connection to its port).
 constexpr absl::Duration kLeaderLook = absl::Seconds(1);
 
+// A host name (255 bytes at most), ':' and a port, an IPv6 address in brackets.
+constexpr size_t kMaxLeaderValue = 1 + 255 + 1 + 1 + 5;
+
+// At most the first 64 bytes of a value read from etcd, made printable, for a log line.
+std::string Shown(absl::string_view value) {
+  constexpr size_t kShown = 64;
+  return value.size() <= kShown
+             ? Printable(value)
+             : absl::StrCat(Printable(value.substr(0, kShown)), "... (", value.size(), " bytes)");
+}
+
 }  // namespace
+
+absl::Status CheckLeaderAddress(absl::string_view value) {
+  const auto refused = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("its value '", Shown(value), "' is not a leader's address (", why, ")"));
+  };
+  if (value.size() > kMaxLeaderValue) {
+    return refused(absl::StrCat("longer than ", kMaxLeaderValue, " bytes"));
+  }
+  const size_t colon = value.rfind(':');
+  if (colon == absl::string_view::npos) return refused("no :PORT");
+  absl::string_view host = value.substr(0, colon);
+  int port = 0;
+  if (!absl::SimpleAtoi(value.substr(colon + 1), &port) || port < 1 || port > 65535) {
+    return refused("the port is not 1-65535");
+  }
+  if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) {
+    return refused("an IPv6 address without its closing ]");
+  }
+  if (!IsHostOrAddressText(host)) return refused("not a host name or an IP address");
+  return absl::OkStatus();
+}
 
 EtcdRendezvous::EtcdRendezvous(ElectionOptions options, HostMaster host)
     : options_(std::move(options)),
@@ -37,6 +74,7 @@ EtcdRendezvous::EtcdRendezvous(ElectionOptions options, HostMaster host)
       etcd_(options_.etcd) {
   lease_thread_ = std::thread([this] { KeepLeaseAlive(); });
   memory_writer_ = std::thread([this] { WriteMemories(); });
+  key_guard_ = std::thread([this] { GuardLeaderKey(); });
   election_ = std::thread([this] { Elect(); });
 }
 
@@ -47,10 +85,12 @@ EtcdRendezvous::~EtcdRendezvous() {
     stopping_ = true;
     if (watch_ != nullptr) watch_->TryCancel();
     if (keep_alive_ != nullptr) keep_alive_->TryCancel();
+    if (guard_watch_ != nullptr) guard_watch_->TryCancel();
   }
   election_.join();
   lease_thread_.join();
   memory_writer_.join();
+  key_guard_.join();
   if (checker_.joinable()) checker_.join();
   std::unique_ptr<HostedMaster> master;
   int64_t lease, revision;
@@ -111,6 +151,11 @@ absl::StatusOr<std::string> FindLeader(const EtcdSettings& etcd, const std::stri
                      absl::StrJoin(etcd.endpoints, ","), " (no key ", key,
                      "): it has ended, has not started, or runs under another "
                      "--rdzv-id or etcd_prefix"));
+  }
+  if (absl::Status bad = CheckLeaderAddress(read->value->value); !bad.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "run '", run_id, "': etcd's key ", key, " is not the work of ddprun: ", bad.message(),
+        "; whoever may write ", etcd.prefix, " in etcd wrote it (docs/security.md#etcd-v3)"));
   }
   return read->value->value;
 }
@@ -359,6 +404,24 @@ void EtcdRendezvous::SetLeader(const std::string& address) {
   events_.Wake();
 }
 
+void EtcdRendezvous::FollowLeaderKey(const std::string& value) {
+  const absl::Status bad = CheckLeaderAddress(value);
+  if (bad.ok()) return SetLeader(value);
+  bool said;
+  {
+    absl::MutexLock lock(&mu_);
+    said = refused_leader_ == value;
+    refused_leader_ = value;
+  }
+  if (!said) {
+    spdlog::error(
+        "run '{}': etcd's key {} is not the work of ddprun: {}; this node follows no leader until "
+        "it holds one (whoever may write {} in etcd wrote it: docs/security.md#etcd-v3)",
+        options_.rendezvous.run_id, leader_key_, std::string(bad.message()), options_.etcd.prefix);
+  }
+  SetLeader("");
+}
+
 bool EtcdRendezvous::LeaseHeld() {
   // A margin before the TTL runs out: etcd counts it from when the renewal reached it, which
   // is after it was sent, but a leader that stops at the last moment would still be stopping.
@@ -422,7 +485,7 @@ void EtcdRendezvous::Elect() {
         absl::MutexLock lock(&mu_);
         leader_lease_ = read->value->lease;
       }
-      SetLeader(read->value->value);
+      FollowLeaderKey(read->value->value);
       WatchLeader(read->revision + 1);
       continue;
     }
@@ -455,7 +518,7 @@ void EtcdRendezvous::Elect() {
         if (lease_ == lease) lease_ = 0;
       }
       (void)etcd_.RevokeLease(lease);
-      SetLeader(campaign->holder.value);
+      FollowLeaderKey(campaign->holder.value);
       WatchLeader(campaign->revision + 1);
     }
   }
@@ -548,6 +611,8 @@ void EtcdRendezvous::Lead(int64_t revision) {
     absl::MutexLock lock(&mu_);
     master_ = std::move(*master);
     leading_revision_ = revision;
+    fence_lost_ = false;
+    fence_why_.clear();
   }
   spdlog::info(
       "this node leads run '{}' (etcd revision {}): it hosts the rendezvous master at {}{}",
@@ -566,13 +631,15 @@ void EtcdRendezvous::Lead(int64_t revision) {
     }
     if (!LeaseHeld()) break;
     bool fence_lost;
+    std::string why;
     {
       absl::MutexLock lock(&mu_);
       fence_lost = std::exchange(fence_lost_, false);
+      why = fence_why_;
     }
     if (fence_lost) {
       return StepDown(absl::StrCat("its election is over: ", leader_key_,
-                                   " is not the key it created any more"));
+                                   why.empty() ? " is not the key it created any more" : why));
     }
     Pause(std::min(options_.etcd.lease_ttl / 10, absl::Milliseconds(200)));
   }
@@ -599,6 +666,7 @@ void EtcdRendezvous::StepDown(const std::string& why) {
     stale_lease_ = std::exchange(lease_, 0);
     // Its keep-alive may wait on a member that went silent: the next one asks another.
     if (keep_alive_ != nullptr) keep_alive_->TryCancel();
+    if (guard_watch_ != nullptr) guard_watch_->TryCancel();
   }
   spdlog::warn(
       "this node no longer leads run '{}' ({}): its rendezvous master stops, and the nodes that "
@@ -643,7 +711,7 @@ void EtcdRendezvous::WatchLeader(int64_t from_revision) {
             absl::MutexLock lock(&mu_);
             leader_lease_ = event.kv().lease();
           }
-          SetLeader(event.kv().value());
+          FollowLeaderKey(event.kv().value());
         }
       }
     }
@@ -674,6 +742,88 @@ void EtcdRendezvous::WatchLeader(int64_t from_revision) {
     Said(absl::UnavailableError(absl::StrCat("etcd at ", endpoint, ": ", ended.error_message())));
   }
   Pause(kRetry);
+}
+
+// ---- The key guard's thread ----
+
+// While this node leads, its leader key is watched: nothing of ddprun's rewrites it, so any
+// change (deleted, overwritten with another address) was made by someone else, and another
+// node may lead by now or the others follow another address. The leader steps down at once
+// rather than serve a round beside another master until its lease runs out.
+void EtcdRendezvous::GuardLeaderKey() {
+  for (;;) {
+    int64_t revision;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      revision = leading_revision_;
+    }
+    if (revision == 0) {
+      Pause(absl::Milliseconds(50));
+      continue;
+    }
+    const std::string changed = WatchOwnKey(revision);
+    absl::MutexLock lock(&mu_);
+    if (changed.empty() || leading_revision_ != revision) continue;
+    fence_lost_ = true;
+    fence_why_ = changed;
+    // One notice per election: wait until Lead() has stepped down.
+    const auto over = [this, revision]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || leading_revision_ != revision;
+    };
+    mu_.Await(absl::Condition(&over));
+  }
+}
+
+// What happened to the key created at `revision` (" was deleted", ...), or "" when the watch
+// ended without an event (the member went, the leadership ended).
+std::string EtcdRendezvous::WatchOwnKey(int64_t revision) {
+  grpc::ClientContext context;
+  if (absl::Status s = etcd_.PrepareStream(context); !s.ok()) {
+    Pause(kRetry);
+    return "";
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || leading_revision_ != revision) return "";
+    guard_watch_ = &context;
+  }
+  const std::string endpoint = etcd_.endpoint();
+  auto stream = pb::Watch::NewStub(etcd_.channel())->Watch(&context);
+  pb::WatchRequest request;
+  request.mutable_create_request()->set_key(leader_key_);
+  request.mutable_create_request()->set_start_revision(revision + 1);
+  std::string changed;
+  if (stream->Write(request)) {
+    pb::WatchResponse response;
+    while (changed.empty() && stream->Read(&response)) {
+      if (response.canceled()) break;
+      for (const auto& event : response.events()) {
+        changed = event.type() == mvccpb::Event::DELETE
+                      ? std::string(" was deleted (not by ddprun)")
+                      : absl::StrCat(" was overwritten (not by ddprun) with '",
+                                     Shown(event.kv().value()), "'");
+      }
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    guard_watch_ = nullptr;
+  }
+  context.TryCancel();
+  const grpc::Status ended = stream->Finish();
+  etcd_.StreamEnded(ended);
+  if (!changed.empty()) return changed;
+  bool still_leading;
+  {
+    absl::MutexLock lock(&mu_);
+    still_leading = !stopping_ && leading_revision_ == revision;
+  }
+  if (still_leading) {
+    etcd_.PassOver(endpoint);  // the member went away or lost its quorum: watch through another
+    Pause(kRetry);
+  }
+  return "";
 }
 
 // ---- The lease thread ----

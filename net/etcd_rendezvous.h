@@ -10,7 +10,8 @@
 //
 // Threads: the agent's calls come on its thread; one election thread campaigns, watches, and
 // while this node leads, watches its lease; one keeps the lease alive; one writes what the
-// leader's master remembers (RunMemory) to etcd; a short-lived one looks at a leader that
+// leader's master remembers (RunMemory) to etcd; one watches the leader's own key while it
+// leads (a change is someone else's: it steps down); a short-lived one looks at a leader that
 // went silent. The agent's thread alone owns the GrpcRendezvous; the others only say where
 // the leader is, under mu_, and wake the agent.
 
@@ -75,6 +76,11 @@ class EtcdRendezvous : public ElectedRendezvous {
   bool WriteMemory(int64_t revision);
   void WriteMemories();
   void WatchLeader(int64_t from_revision);
+  // The leader key, when valid, becomes the leader; else it is refused (said once).
+  void FollowLeaderKey(const std::string& value);
+  // The key guard's thread.
+  void GuardLeaderKey();
+  std::string WatchOwnKey(int64_t revision);
   bool EnsureLease();
   // A lease this node led with, expired here while etcd did not answer: revoked once it does.
   void RevokeStaleLease();
@@ -118,8 +124,11 @@ class EtcdRendezvous : public ElectedRendezvous {
   // Masters of an earlier leadership, stopped: hosted_master()'s caller may still read one.
   std::vector<std::unique_ptr<HostedMaster>> retired_ ABSL_GUARDED_BY(mu_);
   int64_t leading_revision_ ABSL_GUARDED_BY(mu_) = 0;
-  bool fence_lost_ ABSL_GUARDED_BY(mu_) = false;   // the writer found the leader key another's
-  int64_t leader_lease_ ABSL_GUARDED_BY(mu_) = 0;  // the lease the leader's key is bound to
+  bool fence_lost_ ABSL_GUARDED_BY(mu_) = false;  // the leader key is not this node's any more
+  std::string fence_why_ ABSL_GUARDED_BY(mu_);    // what the key guard saw happen to it
+  grpc::ClientContext* guard_watch_ ABSL_GUARDED_BY(mu_) = nullptr;  // to cancel at the end
+  std::string refused_leader_ ABSL_GUARDED_BY(mu_);  // the last invalid leader value, said once
+  int64_t leader_lease_ ABSL_GUARDED_BY(mu_) = 0;    // the lease the leader's key is bound to
 
   // What this node's master remembered last (RunMemory's bytes), and what is in etcd.
   absl::Mutex memory_mu_;
@@ -130,12 +139,18 @@ class EtcdRendezvous : public ElectedRendezvous {
   std::thread election_;
   std::thread lease_thread_;
   std::thread memory_writer_;
+  std::thread key_guard_;
   std::thread checker_;
   std::atomic<bool> checking_{false};
 };
 
+/// OK when `value`, read from a leader key, is "host:port" ("[v6]:port"): bounded, printable.
+/// Else InvalidArgument with a printable, shortened copy of it.
+absl::Status CheckLeaderAddress(absl::string_view value);
+
 /// The master of run `run_id`'s leader, as etcd names it ("host:port"); NotFound when the
-/// run has no leader (it ended, or has not started).
+/// run has no leader (it ended, or has not started); FailedPrecondition when the key holds
+/// something else.
 absl::StatusOr<std::string> FindLeader(const EtcdSettings& etcd, const std::string& run_id);
 
 }  // namespace ddprun

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -27,8 +28,14 @@ namespace {
 // serve() returns the worker's __main__, run here so that no frame of the server is below the
 // user's while it runs (faulthandler's and py-spy's stacks show only this one), then end()
 // ends the process as Python's own exit would.
+// `-c` puts '' (the working folder) first on sys.path, which a started `python x.py` does not:
+// it goes before anything is imported, or a socket.py in a world-writable folder the job was
+// started from would run inside the pool (-P does the same but only from Python 3.11 on). The
+// server puts the worker's own first entry there (warm_pool_server.py: worker_path0).
 constexpr char kBootstrap[] =
-    "import os,sys\n"
+    "import sys\n"
+    "if sys.path[:1]==[''] and not getattr(sys.flags,'safe_path',0):del sys.path[0]\n"
+    "import os\n"
     "_n={}\n"
     "exec(compile(os.read(int(sys.argv[2]),1<<22),'<ddprun warm pool>','exec'),_n)\n"
     "_c,_g=_n['serve']()\n"
@@ -143,6 +150,15 @@ absl::Status WarmPool::Launch() {
   }
   socket_ = UniqueFd(ends[0]);
   UniqueFd child_end(ends[1]);
+  // One fork request carries a worker's whole command line and environment, which exec takes
+  // up to ARG_MAX (2 MiB by default): the default send buffer (net.core.wmem_default, 208 KiB)
+  // holds less. Past net.core.wmem_max only root may go (SO_SNDBUFFORCE).
+  constexpr int kRequestBuffer = 4 << 20;
+  if (::setsockopt(socket_.get(), SOL_SOCKET, SO_SNDBUFFORCE, &kRequestBuffer,
+                   sizeof kRequestBuffer) != 0) {
+    (void)::setsockopt(socket_.get(), SOL_SOCKET, SO_SNDBUF, &kRequestBuffer,
+                       sizeof kRequestBuffer);
+  }
   const std::vector<std::string>& worker = settings_.worker_argv;
   const size_t target = TargetIndex(worker);
   SpawnSpec spec;
@@ -268,6 +284,15 @@ absl::StatusOr<pid_t> WarmPool::Fork(const SpawnSpec& spec) {
   fields.insert(fields.end(), spec.env.begin(), spec.env.end());
   const std::string message = absl::StrJoin(fields, std::string(1, '\0'));
   if (absl::Status s = SendWithFds(socket_.get(), message, fds); !s.ok()) {
+    if (absl::StrContains(s.message(), strerror(EMSGSIZE))) {
+      int buffer = 0;
+      socklen_t length = sizeof buffer;
+      (void)::getsockopt(socket_.get(), SOL_SOCKET, SO_SNDBUF, &buffer, &length);
+      s = absl::ResourceExhaustedError(absl::StrCat(
+          "a worker's command line and environment (", message.size() / 1024,
+          " KiB) are more than one message to the warm pool carries (", buffer / 1024,
+          " KiB, the socket's send buffer: raise net.core.wmem_max, or run ddprun as root)"));
+    }
     GiveUp(std::string(s.message()));
     return s;
   }

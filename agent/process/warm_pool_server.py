@@ -63,6 +63,31 @@ def unsafe_to_fork():
     return None
 
 
+def open_sockets(sock):
+    """{fd: "socket:[inode]"} for each socket this interpreter holds but the agent's (`sock`)
+    and its standard streams (a socket under systemd's journal)."""
+    found = {}
+    for fd in os.listdir("/proc/self/fd"):
+        if int(fd) <= 2 or int(fd) == sock.fileno():
+            continue
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            found[int(fd)] = target
+    return found
+
+
+def opened_socket(name, sockets):
+    # A socket open at the fork is every worker's at once: two ranks write into one connection
+    # (their bytes interleave), or read each other's answers.
+    listed = ", ".join(f"fd {fd}: {target}" for fd, target in sorted(sockets.items()))
+    return (f"import {name} left a socket open ({listed}); a forked worker would share it with "
+            "every other worker: open connections in the worker (after the import), or leave "
+            "the module out of --preload")
+
+
 def module_files():
     files = {}
     for module in list(sys.modules.values()):
@@ -85,6 +110,10 @@ def first_changed(files):
         if (st.st_mtime_ns, st.st_size) != seen:
             return path
     return None
+
+
+# Python's -P / PYTHONSAFEPATH (3.11+): a started worker gets no first entry of its own then.
+SAFE_PATH = bool(getattr(sys.flags, "safe_path", False))
 
 
 def worker_path0(kind, target):
@@ -213,13 +242,15 @@ def main_of(argv):
     sys.modules["__main__"] = main
     if rest[0] == "-m":
         sys.argv = ["-m"] + rest[2:]
-        sys.path[0] = worker_path0("module", rest[1])
+        if not SAFE_PATH:
+            sys.path[0] = worker_path0("module", rest[1])
         code = compile("__import__('runpy')._run_module_as_main(%r)" % rest[1],
                        "<ddprun warm pool>", "exec")
         return code, {}
     script = rest[0]
     sys.argv = list(rest)
-    sys.path[0] = worker_path0("script", script)
+    if not SAFE_PATH:
+        sys.path[0] = worker_path0("script", script)
     path = os.path.abspath(script)
     main.__file__ = path
     main.__cached__ = None
@@ -311,13 +342,21 @@ def serve():
     sock = socket.socket(fileno=int(sys.argv[2]))
     kind, target = sys.argv[3].split(":", 1)
     modules = [m for m in sys.argv[4].split(",") if m]
-    sys.path[0] = worker_path0(kind, target)
+    # The bootstrap took the working folder off sys.path before anything was imported; the
+    # preloaded modules are found where the worker's own imports would find them.
+    if not SAFE_PATH:
+        sys.path.insert(0, worker_path0(kind, target))
     began = time.monotonic()
+    before = open_sockets(sock)  # none, unless the agent's own parent left one open to it
     for name in modules:
         try:
             importlib.import_module(name)
         except BaseException as e:
             send(sock, "failed", f"import {name} raised {type(e).__name__}: {e}")
+            os._exit(0)
+        sockets = {fd: t for fd, t in open_sockets(sock).items() if before.get(fd) != t}
+        if sockets:
+            send(sock, "failed", opened_socket(name, sockets))
             os._exit(0)
     why = unsafe_to_fork()
     if why:
@@ -327,7 +366,7 @@ def serve():
     send(sock, "ready", f"{time.monotonic() - began:.3f}", len(files))
     while True:
         reap_helpers()
-        message, fds, _, _ = socket.recv_fds(sock, 1 << 20, 8)
+        message, fds, _, _ = socket.recv_fds(sock, 4 << 20, 8)  # the agent's send buffer
         if not message:
             os._exit(0)  # the agent is gone
         fields = message.decode("utf-8", "surrogateescape").split("\0")

@@ -4,6 +4,8 @@
 // that quietly fell back would make these comparisons pass for nothing.
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -137,6 +139,41 @@ TEST_P(WarmPoolCompat, AForkedWorkerIsTheProcessAStartedOneWouldBe) {
       }
     }
     EXPECT_EQ(seen.size(), 4u) << "two workers drew the same random numbers";
+  }
+}
+
+// Modules named as ones the pool's server and torch import, planted in the folder the job is
+// started from (world-writable and sticky, as /tmp is): a started `python3 /elsewhere/x.py`
+// never looks there, and the pool, which runs as the agent's user, must not either (it once
+// ran a planted socket.py: `python -c` puts the working folder first on sys.path).
+TEST_P(WarmPoolCompat, AModulePlantedInTheWorkingFolderIsNotImported) {
+  TempDir planted, out;
+  ASSERT_EQ(::chmod(planted.path().c_str(), 01777), 0);
+  const std::vector<std::string> names = {"socket", "ctypes", "types",  "time",
+                                          "typing", "json",   "pickle", "numpy"};
+  for (const std::string& name : names) {
+    planted.Write(name + ".py", absl::StrCat("open(", "'", out / ("planted." + name), "', 'w')\n",
+                                             "raise SystemExit('planted ", name, " ran')\n"));
+  }
+  const std::string script = out.Write("worker.py",
+                                       "import os, sys, torch\n"
+                                       "open(os.path.join(sys.argv[1], 'done.' + "
+                                       "os.environ['RANK']), 'w').close()\n");
+  for (bool pool : {false, true}) {
+    SCOPED_TRACE(pool ? "--preload=torch" : "started");
+    std::vector<std::string> argv = {"/bin/sh",      "-c",    "cd \"$0\" && exec \"$@\"",
+                                     planted.path(), kDdprun, "--nproc-per-node=2"};
+    if (pool) argv.push_back("--preload=torch");
+    argv.insert(argv.end(), {script, out.path()});
+    ProcessResult r = RunProcess(argv, JobEnv(), absl::Seconds(240));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (pool) EXPECT_THAT(r.err, HasSubstr(kForked));
+    for (const std::string& name : names) {
+      EXPECT_FALSE(FileExists(out / ("planted." + name))) << "the planted " << name << ".py ran";
+    }
+    EXPECT_TRUE(FileExists(out / "done.1")) << r.err;
+    ::unlink((out / "done.0").c_str());
+    ::unlink((out / "done.1").c_str());
   }
 }
 

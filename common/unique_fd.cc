@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,21 @@ namespace ddprun {
 void UniqueFd::Reset(int fd) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = fd;
+}
+
+void CloseInheritedOnExec() {
+  // close_range(2) with CLOSE_RANGE_CLOEXEC, Linux 5.11 on; on older kernels (RHEL 8's 4.18)
+  // each descriptor /proc lists.
+  constexpr long kCloseRange = 436;  // the same number on x86_64 and aarch64
+  constexpr unsigned kCloseRangeCloexec = 1U << 2;
+  if (::syscall(kCloseRange, 3U, ~0U, kCloseRangeCloexec) == 0) return;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  while (const dirent* entry = ::readdir(dir)) {
+    const int fd = atoi(entry->d_name);
+    if (fd > 2 && fd != ::dirfd(dir)) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  ::closedir(dir);
 }
 
 absl::Status ErrnoStatus(int err, absl::string_view what) {

@@ -34,6 +34,11 @@ class UniqueFd {
   int fd_ = -1;
 };
 
+/// Marks every descriptor above standard error close-on-exec: what the agent inherited open
+/// (a scheduler's socket, a shell's redirection) reaches no worker, as torchrun's Popen closes
+/// them. Called once at start, before any thread.
+void CloseInheritedOnExec();
+
 struct Pipe {
   UniqueFd read_end;
   UniqueFd write_end;

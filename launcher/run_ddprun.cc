@@ -21,6 +21,7 @@
 #include "agent/logs/log_format.h"
 #include "agent/process/orphan_guard.h"
 #include "common/exit_codes.h"
+#include "common/unique_fd.h"
 #include "launcher/admin_command.h"
 #include "launcher/backends.h"
 #include "launcher/cli.h"
@@ -118,6 +119,7 @@ int RunDdprun(int argc, char** argv) {
   }
   // A closed console must not kill the agent (and with it every worker): writes just fail.
   ::signal(SIGPIPE, SIG_IGN);
+  ddprun::CloseInheritedOnExec();
   if (argc >= 2 && ddprun::IsAdminCommand(argv[1])) {
     return ddprun::RunAdminCommandLine(std::vector<std::string>(argv + 1, argv + argc),
                                        ddprun::LaunchEnvironment::OfThisProcess());

@@ -4,6 +4,7 @@
 // is imported again by a new interpreter.
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
 
@@ -105,7 +107,14 @@ INSTANTIATE_TEST_SUITE_P(
               "the preloaded interpreter has 2 threads"},
         Guard{"fake_cuda_driver", kFakeDriver, "libcuda.so is loaded in the preloaded interpreter"},
         Guard{"raises", "raise RuntimeError('no config file')\n",
-              "import preloaded raised RuntimeError: no config file"}),
+              "import preloaded raised RuntimeError: no config file"},
+        // A client that connects at import (a metrics exporter, a database): every forked
+        // worker would write into that one connection.
+        Guard{"socket",
+              "import socket\nVALUE = 4\n"
+              "_server = socket.create_server(('127.0.0.1', 0))\n"
+              "_client = socket.create_connection(_server.getsockname())\n",
+              "import preloaded left a socket open (fd "}),
     [](const ::testing::TestParamInfo<Guard>& info) { return info.param.name; });
 
 pid_t PoolPid(const std::string& err) {
@@ -157,6 +166,51 @@ TEST(WarmPool, APreloadedModuleChangedOnDiskIsImportedAgainForTheNextAttempt) {
   EXPECT_THAT(r.err, Not(HasSubstr(kFellBack)));
   EXPECT_EQ(ReadFile(job.dir / "done.0.1"), "6");
   EXPECT_EQ(ReadFile(job.dir / "done.1.1"), "6");
+}
+
+// A descriptor the agent was started with and not told to close on exec (a shell's `7<file`,
+// a scheduler's socket): torchrun's Popen closes it, and no worker, started or forked, nor
+// the pool's interpreter gets it here either.
+TEST(WarmPool, ADescriptorTheAgentInheritedReachesNoWorker) {
+  for (bool pool : {false, true}) {
+    SCOPED_TRACE(pool ? "--preload=json" : "started");
+    Job job;
+    const std::string worker =
+        job.dir.Write("fds.py",
+                      "import os, sys\n"
+                      "open(os.path.join(sys.argv[1], 'fds.' + os.environ['RANK']), 'w').write("
+                      "' '.join(sorted(os.listdir('/proc/self/fd'), key=int)))\n");
+    std::vector<std::string> argv = {"/bin/sh", "-c",    "exec 7</etc/hostname; exec \"$@\"",
+                                     "sh",      kDdprun, "--nproc-per-node=2"};
+    if (pool) argv.push_back("--preload=json");
+    argv.insert(argv.end(), {worker, job.dir.path()});
+    ProcessResult r = RunProcess(argv, job.env, absl::Seconds(120));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    if (pool) EXPECT_THAT(r.err, HasSubstr(kForked));
+    for (const char* rank : {"0", "1"}) {
+      const std::vector<std::string> fds =
+          absl::StrSplit(ReadFile(job.dir / ("fds." + std::string(rank))), ' ');
+      EXPECT_THAT(fds, Not(::testing::Contains("7"))) << "rank " << rank;
+    }
+  }
+}
+
+// An environment of 400 KiB (four variables of 100 KiB: exec takes up to 2 MiB), more than
+// a socket's default send buffer (208 KiB): as root the pool's socket is made to carry it and
+// the workers are forked; otherwise the agent says what limits it, and starts them.
+TEST(WarmPool, ALargeEnvironmentReachesForkedWorkersOrIsSaid) {
+  Job job;
+  job.Module("preloaded", "VALUE = 7\n");
+  for (int i = 0; i < 4; ++i) job.env[absl::StrCat("BIG_", i)] = std::string(100 * 1024, 'x');
+  ProcessResult r = RunProcess(job.Argv("preloaded"), job.env, absl::Seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err.substr(0, 4096);
+  EXPECT_EQ(ReadFile(job.dir / "done.1.0"), "7");
+  if (::geteuid() == 0) {
+    EXPECT_THAT(r.err, HasSubstr(kForked));
+    EXPECT_THAT(r.err, Not(HasSubstr(kFellBack)));
+  } else {
+    EXPECT_THAT(r.err, HasSubstr("are more than one message to the warm pool carries"));
+  }
 }
 
 }  // namespace

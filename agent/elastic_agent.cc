@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "agent/join_request.h"
 #include "agent/logs/log_format.h"
 #include "agent/rules_settings.h"
@@ -151,7 +152,20 @@ void ElasticAgent::StartWarmPool() {
     spdlog::warn("--preload: workers start the usual way: {}", pool.status().message());
     return;
   }
+  if (absl::Status s = (*pool)->WatchImports(*inputs_.loop, [this] { OnWarmPoolSettled(); });
+      !s.ok()) {
+    spdlog::warn("--preload: workers start the usual way: {}", s.message());
+    return;
+  }
   warm_pool_ = std::move(*pool);
+}
+
+// The warm pool's imports are done, failed or late: workers held for them start now.
+void ElasticAgent::OnWarmPoolSettled() {
+  if (!workers_ || !workers_->waiting_for_pool() || !rules_.assignment()) return;
+  workers_->StartPending();
+  WorkersStarted(*rules_.assignment());
+  RunActions();
 }
 
 void ElasticAgent::OnSignals() {
@@ -447,6 +461,16 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
     KillWorkersNow();
     return rules_.Fatal(kExitInternal);
   }
+  if (workers_->waiting_for_pool()) {
+    // The loop goes on meanwhile: heartbeats, signals, the master's orders.
+    spdlog::info("attempt {}: its workers wait for the warm pool to import {}", assignment.round,
+                 absl::StrJoin(config_.preload, ","));
+    return;
+  }
+  WorkersStarted(assignment);
+}
+
+void ElasticAgent::WorkersStarted(const Assignment& assignment) {
   seen_.records->WorkersStarted(workers_->Outcomes());
   seen_.metrics.WorkersStarted(workers_->size());
   // The workers meet in group rank 0's store: that node sees them reach it.

@@ -92,6 +92,9 @@ class ElasticAgent {
   void CheckHealth();
   void Join(const std::optional<Assignment>& last, const std::string& failed_check, bool resume);
   void StartAttempt(const Assignment& assignment);
+  // The attempt's workers are running (or failed to start): records, metrics, the log line.
+  void WorkersStarted(const Assignment& assignment);
+  void OnWarmPoolSettled();
   AttemptResult CloseAttempt();
   // Writes this node's hang report and sends its stacks; true when the report lacks other
   // nodes' ranks, so that the master's merged one is awaited.

@@ -138,6 +138,32 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
   }
   DDPRUN_RETURN_IF_ERROR(OpenFilteredLogs(plan));  // in the folders just made
   if (warm_pool_ != nullptr) warm_pool_->BeginAttempt();
+  if (warm_pool_ != nullptr && warm_pool_->importing()) {
+    pending_plan_ = plan;
+    return absl::OkStatus();
+  }
+  StartAll(plan);
+  return absl::OkStatus();
+}
+
+void WorkerSupervisor::StartPending() {
+  if (!pending_plan_) return;
+  const AttemptPlan plan = *std::move(pending_plan_);
+  pending_plan_.reset();
+  StartAll(plan);
+}
+
+void WorkerSupervisor::AbandonPending(int signal) {
+  if (!pending_plan_) return;
+  pending_plan_.reset();
+  for (auto& worker : workers_) {
+    worker->state = WorkerState::kStopped;
+    worker->wait_status = signal;  // as if the signal had ended it: EndedByStop holds
+    worker->exited = absl::Now();
+  }
+}
+
+void WorkerSupervisor::StartAll(const AttemptPlan& plan) {
   for (auto& worker : workers_) {
     if (absl::Status s = StartWorker(*worker, plan); !s.ok()) {
       // The reason is kept for the summary; the agent stops the rest as for any failure.
@@ -152,7 +178,6 @@ absl::Status WorkerSupervisor::Start(const AttemptPlan& plan) {
       CloseStream(worker->err);
     }
   }
-  return absl::OkStatus();
 }
 
 // --duplicate-*-filters: the attempt's filtered_stdout.log and filtered_stderr.log.
@@ -300,6 +325,7 @@ bool WorkerSupervisor::EndedByStop(int wait_status) const {
 
 void WorkerSupervisor::Stop(int signal) {
   stop_signals_ |= uint64_t{1} << signal;
+  AbandonPending(signal);
   if (hangs_) hangs_->Quiet();
   for (auto& worker : workers_) {
     if (Alive(*worker)) ::killpg(worker->pid, signal);
@@ -308,6 +334,7 @@ void WorkerSupervisor::Stop(int signal) {
 
 void WorkerSupervisor::KillRemaining(const std::string& why) {
   stop_signals_ |= uint64_t{1} << SIGKILL;
+  AbandonPending(SIGKILL);
   if (hangs_) hangs_->Quiet();
   for (auto& worker : workers_) {
     if (!Alive(*worker)) continue;
@@ -493,6 +520,7 @@ void WorkerSupervisor::OnHang(const Hang& hang) {
 void WorkerSupervisor::Freeze() {
   if (!stacks_taken_ || stacks_taken_->frozen()) return;
   stop_signals_ |= uint64_t{1} << SIGABRT;  // a Python worker's traceback ends it: a stop
+  AbandonPending(SIGABRT);                  // no stack to take of a worker that never started
   hangs_->Quiet();  // stopped workers send no heartbeat: no more hangs to declare
   stacks_taken_->Freeze(StackTargets());
   for (auto& worker : workers_) {
@@ -503,7 +531,7 @@ void WorkerSupervisor::Freeze() {
 std::vector<StackCollection::Worker> WorkerSupervisor::StackTargets() const {
   std::vector<StackCollection::Worker> targets;
   for (const auto& worker : workers_) {
-    if (!Alive(*worker)) continue;
+    if (!Alive(*worker) || worker->pid <= 0) continue;  // ended, or waiting for the pool
     targets.push_back({worker->local_rank, worker->rank, worker->pid, worker->err.get(),
                        worker->stderr_in_file ? worker->paths.stderr_log : std::string()});
   }

@@ -65,7 +65,11 @@ class WorkerSupervisor {
   ~WorkerSupervisor();
 
   /// Starts every worker. A worker that cannot start counts as failed (with the reason).
+  /// While the warm pool still imports, the workers wait for it (waiting_for_pool()): the
+  /// agent's loop goes on, and StartPending() starts them once the pool is ready or given up.
   absl::Status Start(const AttemptPlan& plan);
+  bool waiting_for_pool() const { return pending_plan_.has_value(); }
+  void StartPending();
 
   /// Handles the exit of `pid` (from waitpid). Returns false if it is not one of ours.
   bool OnProcessExited(pid_t pid, int wait_status);
@@ -163,6 +167,10 @@ class WorkerSupervisor {
                            std::vector<UniqueFd>& child_ends);
   WorkerFailure DescribeFailure(const Worker& worker) const;
   static bool Alive(const Worker& worker) { return !Ended(worker.state); }
+  // Workers still waiting for the pool, when a stop (or a freeze) comes first: they end as
+  // stopped by `signal`, never started.
+  void AbandonPending(int signal);
+  void StartAll(const AttemptPlan& plan);
   bool Failed(const Worker& worker) const;
   bool EndedByStop(int wait_status) const;
   void CloseStream(std::unique_ptr<PipedStream>& stream);
@@ -176,6 +184,7 @@ class WorkerSupervisor {
   EventLoop& loop_;
   OrphanGuard& guard_;
   WarmPool* const warm_pool_;
+  std::optional<AttemptPlan> pending_plan_;  // the workers wait for the warm pool's imports
   std::string host_;
   const Hooks hooks_;
   const std::string hostname_;            // ${hostname} in --log-line-prefix-template

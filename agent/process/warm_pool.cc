@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/process_status.h"
+#include "common/status_macros.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
@@ -179,7 +180,9 @@ absl::Status WarmPool::Launch() {
   if (!pid.ok()) return pid.status();
   pid_ = *pid;
   ready_ = false;
-  return SendWithFds(socket_.get(), kWarmPoolServer, {});
+  DDPRUN_RETURN_IF_ERROR(SendWithFds(socket_.get(), kWarmPoolServer, {}));
+  WatchLaunched();
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<std::string>> WarmPool::Receive(absl::Duration bound) {
@@ -217,6 +220,59 @@ bool WarmPool::AwaitReady() {
                  absl::StrJoin(settings_.modules, ","));
     reply = Receive(settings_.import_wait);
   }
+  return TakeImportAnswer(reply, began);
+}
+
+absl::Status WarmPool::WatchImports(EventLoop& loop, std::function<void()> on_settled) {
+  DDPRUN_ASSIGN_OR_RETURN(OneShotTimer timer, OneShotTimer::Create());
+  import_timer_ = std::make_unique<OneShotTimer>(std::move(timer));
+  DDPRUN_RETURN_IF_ERROR(loop.WatchReadable(import_timer_->fd(), [this](uint32_t) {
+    if (import_timer_->Acknowledge()) OnImportsLate();
+  }));
+  loop_ = &loop;
+  on_settled_ = std::move(on_settled);
+  WatchLaunched();
+  return absl::OkStatus();
+}
+
+void WarmPool::WatchLaunched() {
+  if (loop_ == nullptr || !importing()) return;
+  launched_ = absl::Now();
+  if (absl::Status s = loop_->WatchReadable(socket_.get(), [this](uint32_t) { OnImportAnswer(); });
+      !s.ok()) {
+    return GiveUp(absl::StrCat("cannot wait for its imports: ", s.message()));
+  }
+  watching_ = true;
+  import_timer_->Arm(settings_.import_wait);
+}
+
+void WarmPool::StopWatching() {
+  if (!watching_) return;
+  watching_ = false;
+  loop_->Unwatch(socket_.get());  // later answers are read where they are asked for
+  import_timer_->Disarm();
+}
+
+void WarmPool::OnImportAnswer() {
+  if (!importing()) return;
+  StopWatching();
+  TakeImportAnswer(Receive(absl::ZeroDuration()), launched_);
+  Settled();
+}
+
+void WarmPool::OnImportsLate() {
+  if (!importing()) return;
+  GiveUp(absl::StrCat("its interpreter did not import ", absl::StrJoin(settings_.modules, ","),
+                      " within ", absl::FormatDuration(settings_.import_wait)));
+  Settled();
+}
+
+void WarmPool::Settled() {
+  if (on_settled_) on_settled_();
+}
+
+bool WarmPool::TakeImportAnswer(const absl::StatusOr<std::vector<std::string>>& reply,
+                                absl::Time began) {
   if (!reply.ok()) {
     GiveUp(absl::StrCat("its interpreter did not import ", absl::StrJoin(settings_.modules, ","),
                         ": ", reply.status().message()));
@@ -253,7 +309,9 @@ void WarmPool::BeginAttempt() {
 }
 
 absl::StatusOr<pid_t> WarmPool::StartWorker(const SpawnSpec& spec) {
-  if (!given_up_ && AwaitReady()) {
+  // With the agent's loop, a start never waits: its workers were held until the imports
+  // settled.
+  if (!given_up_ && (loop_ != nullptr ? ready_ : AwaitReady())) {
     absl::StatusOr<pid_t> pid = Fork(spec);
     if (pid.ok() || !given_up_) return pid;  // forked, or what a started worker also hits
   }
@@ -331,6 +389,7 @@ void WarmPool::GiveUp(const std::string& why) {
 }
 
 void WarmPool::EndInterpreter() {
+  StopWatching();
   socket_.Reset();
   ready_ = false;
   if (pid_ <= 0) return;
@@ -351,6 +410,7 @@ bool WarmPool::OnProcessExited(pid_t pid, int wait_status) {
                ? (*last)[1]
                : absl::StrCat("its interpreter (pid ", pid,
                               ") ended: ", DescribeWaitStatus(wait_status)));
+    Settled();  // workers held for its imports start now
     return true;
   }
   auto it = std::find(ended_.begin(), ended_.end(), pid);

@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "agent/process/orphan_guard.h"
 #include "agent/process/worker_process.h"
 #include "common/env_map.h"
+#include "common/event_loop.h"
 #include "common/unique_fd.h"
 
 namespace ddprun {
@@ -31,8 +33,8 @@ struct WarmPoolSettings {
   std::vector<std::string> worker_argv;  // the interpreter, its flags, then -m M or a script
   EnvMap env;                            // what the imports run with (NodeWorkerEnv)
   std::string cwd;                       // the agent's working folder: each worker's
-  // How long a worker start may wait for the imports to finish before it starts the usual
-  // way; they are not given up, and later starts fork.
+  // How long the imports may take: past it the pool is given up, and workers start the
+  // usual way.
   absl::Duration import_wait = absl::Minutes(5);
 };
 
@@ -45,6 +47,13 @@ class WarmPool {
   static absl::StatusOr<std::unique_ptr<WarmPool>> Start(WarmPoolSettings settings,
                                                          OrphanGuard& guard);
   ~WarmPool();  // the interpreter ends with it
+
+  /// The agent's loop waits for the imports from now on (no call of this class waits for
+  /// them then): `on_settled` runs when they are done, failed, or past import_wait, so that
+  /// workers held for them start.
+  absl::Status WatchImports(EventLoop& loop, std::function<void()> on_settled);
+  /// The interpreter is importing: a worker started now would wait for it.
+  bool importing() const { return pid_ > 0 && !ready_ && !given_up_; }
 
   /// Before an attempt's workers: a new interpreter if a preloaded module's file changed.
   void BeginAttempt();
@@ -65,6 +74,14 @@ class WarmPool {
   absl::Status Launch();
   // Waits for "ready" after Launch; false: the pool is given up (and why was said).
   bool AwaitReady();
+  // The imports' answer ("ready", or why not): true when ready; else the pool is given up.
+  bool TakeImportAnswer(const absl::StatusOr<std::vector<std::string>>& reply, absl::Time began);
+  // With the loop: the interpreter's answer, or import_wait passed.
+  void WatchLaunched();
+  void StopWatching();
+  void OnImportAnswer();
+  void OnImportsLate();
+  void Settled();
   absl::StatusOr<pid_t> Fork(const SpawnSpec& spec);
   // Workers start the usual way from now on; `why` is said once.
   void GiveUp(const std::string& why);
@@ -78,7 +95,12 @@ class WarmPool {
   bool ready_ = false;
   bool given_up_ = false;
   int forked_ = 0;
-  std::vector<pid_t> ended_;  // interpreters ended and not reaped yet
+  std::vector<pid_t> ended_;   // interpreters ended and not reaped yet
+  EventLoop* loop_ = nullptr;  // set by WatchImports
+  std::function<void()> on_settled_;
+  std::unique_ptr<OneShotTimer> import_timer_;  // import_wait after each launch
+  absl::Time launched_;
+  bool watching_ = false;  // the loop watches socket_ for the imports' answer
 };
 
 }  // namespace ddprun

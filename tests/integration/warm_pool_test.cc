@@ -213,5 +213,68 @@ TEST(WarmPool, ALargeEnvironmentReachesForkedWorkersOrIsSaid) {
   }
 }
 
+// A preloaded module that takes 8 s to import, in a 2-node job whose master drops a node
+// after 3 s without a heartbeat: the workers wait for the pool in the agent's loop, which
+// goes on beating, so no node is dropped and nothing restarts (it once blocked the agent:
+// both nodes dropped, every worker restarted).
+TEST(WarmPool, ASlowImportKeepsTheAgentsHeartbeatsGoing) {
+  Job job;
+  job.Module("preloaded", "import time\ntime.sleep(8)\nVALUE = 8\n");
+  const int port = FreeLoopbackPort();
+  const auto agent = [&](bool hosts) {
+    return ChildProcess::Start(
+        {kDdprun, "--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
+         absl::StrCat("--rdzv-endpoint=127.0.0.1:", port), "--rdzv-id=slow", "--max-restarts=1",
+         "--preload=preloaded",
+         absl::StrCat("--rdzv-conf=keep_alive_interval=1,keep_alive_max_attempt=3",
+                      hosts ? "" : ",is_host=0"),
+         job.worker, job.dir.path()},
+        job.env);
+  };
+  auto host = agent(true);
+  auto other = agent(false);
+  ProcessResult h = host->Wait(absl::Seconds(120)), o = other->Wait(absl::Seconds(120));
+  ASSERT_EQ(h.exit_code, 0) << h.err;
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  for (const ProcessResult* r : {&h, &o}) {
+    EXPECT_THAT(r->err, HasSubstr("its workers wait for the warm pool to import preloaded"));
+    EXPECT_THAT(r->err, HasSubstr(kForked));
+    EXPECT_THAT(r->err, Not(HasSubstr(kFellBack)));
+  }
+  for (const ProcessResult* r : {&h, &o}) {
+    // A node dropped for silence spends no restart: its next round is attempt 1 all the same.
+    EXPECT_THAT(r->err, Not(HasSubstr("no heartbeat for"))) << r->err;
+    EXPECT_THAT(r->err, Not(HasSubstr("attempt 1:"))) << r->err;
+  }
+  EXPECT_EQ(ReadFile(job.dir / "done.0.0"), "8");
+  EXPECT_EQ(ReadFile(job.dir / "done.1.0"), "8");
+}
+
+// SIGTERM while the workers wait for a slow import: the agent ends at once with 143, and
+// the pool's interpreter with it (it once took effect only when the wait ended).
+TEST(WarmPool, ASignalDuringASlowImportEndsTheAgentAtOnce) {
+  Job job;
+  job.Module("preloaded", absl::StrCat("import os, time\nopen('", job.dir / "pool.pid",
+                                       "', 'w').write(str(os.getpid()))\ntime.sleep(120)\n"));
+  auto agent = ChildProcess::Start(job.Argv("preloaded"), job.env);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return FileExists(job.dir / "pool.pid") &&
+               absl::StrContains(agent->ErrSoFar(), "its workers wait for the warm pool");
+      },
+      absl::Seconds(60)))
+      << agent->ErrSoFar();
+  const absl::Time sent = absl::Now();
+  ASSERT_EQ(::kill(agent->pid(), SIGTERM), 0);
+  ProcessResult r = agent->Wait(absl::Seconds(60));
+  EXPECT_EQ(r.exit_code, 143) << r.err;
+  EXPECT_LT(absl::Now() - sent, absl::Seconds(10)) << r.err;
+  int pool = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(ReadFile(job.dir / "pool.pid"), &pool));
+  EXPECT_TRUE(WaitUntil([&] { return !ProcessAlive(pool); }, absl::Seconds(10)))
+      << "the pool's interpreter outlived its agent";
+  EXPECT_FALSE(FileExists(job.dir / "done.0.0")) << "no worker started after the stop";
+}
+
 }  // namespace
 }  // namespace ddprun::testing

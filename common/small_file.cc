@@ -1,6 +1,7 @@
 #include "common/small_file.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace ddprun {
 
@@ -60,6 +62,15 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::st
     return absl::InvalidArgumentError(absl::StrCat(setting, "='", path, "' is empty"));
   }
   return token;
+}
+
+std::string ExposedSecretFile(const std::string& path, const std::string& setting) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || (st.st_mode & (S_IRGRP | S_IROTH)) == 0) return "";
+  return absl::StrFormat(
+      "%s='%s' can be read by other users (mode %04o): anyone on this machine can read the "
+      "secret in it; chmod 600 %s",
+      setting, path, st.st_mode & 07777, path);
 }
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& setting) {

@@ -24,6 +24,10 @@ std::string ReadFdPart(int fd, uint64_t offset, size_t max_bytes);
 /// from ("--token-file"); errors say "<setting>='<path>' cannot be read" or "... is empty".
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& setting);
 
+/// "" when only its owner may read the secret file `path`; else what to say about it (a
+/// warning: the file works, but others on the machine can read the secret).
+std::string ExposedSecretFile(const std::string& path, const std::string& setting);
+
 /// A PEM file: "<setting>='<path>' cannot be read" or "... is not a PEM file".
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& setting);
 

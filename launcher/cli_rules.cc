@@ -54,6 +54,21 @@ absl::StatusOr<std::string> FindExecutable(const std::string& name, const std::s
 
 }  // namespace
 
+void NoteExposedSecrets(const AgentConfig& config, std::vector<std::string>& notices) {
+  for (const char* key : {"token_file", "etcd_password_file"}) {
+    auto it = config.rdzv_conf.find(key);
+    if (it == config.rdzv_conf.end()) continue;
+    const std::string said = ExposedSecretFile(it->second, absl::StrCat("--rdzv-conf ", key));
+    if (!said.empty()) notices.push_back(said);
+  }
+  if (!config.etcd.password.empty() && !config.etcd.https) {
+    notices.push_back(
+        "--rdzv-conf etcd_password_file with protocol=http: etcd's password crosses the network "
+        "in clear text to each member; use protocol=https (with cacert) where the network is "
+        "not the job's own");
+  }
+}
+
 absl::Status ReadRdzvConfFiles(AgentConfig& config) {
   auto path = [&](const char* key) {
     auto it = config.rdzv_conf.find(key);

@@ -17,6 +17,10 @@ namespace ddprun {
 /// (tls_cert, tls_key, tls_ca: all three or none).
 absl::Status ReadRdzvConfFiles(AgentConfig& config);
 
+/// Warnings about secrets the config reads: a token_file or etcd_password_file others may
+/// read, a password sent to etcd without TLS (protocol=http).
+void NoteExposedSecrets(const AgentConfig& config, std::vector<std::string>& notices);
+
 /// The join token from DDPRUN_RDZV_TOKEN, unless a token file gave one (agents, and
 /// `ddprun status`/`stop`).
 void TakeTokenFromEnvironment(const LaunchEnvironment& env, AgentConfig& config);

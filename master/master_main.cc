@@ -99,6 +99,8 @@ absl::StatusOr<ddprun::MasterOptions> MasterOptionsFrom(const Settings& s) {
   if (!s.token_file.empty()) {
     DDPRUN_ASSIGN_OR_RETURN(std::string token, ddprun::ReadTokenFile(s.token_file, "--token-file"));
     options.token = std::move(token);
+    const std::string exposed = ddprun::ExposedSecretFile(s.token_file, "--token-file");
+    if (!exposed.empty()) spdlog::warn("{}", exposed);
   }
   return options;
 }

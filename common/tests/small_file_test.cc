@@ -37,6 +37,21 @@ TEST(ReadTokenFileTest, StripsWhitespaceAndNamesTheSettingOnErrors) {
             "--rdzv-conf token_file='" + blank + "' is empty");
 }
 
+TEST(ExposedSecretFileTest, AFileOthersCanReadIsSaidWithItsModeAndTheFix) {
+  TempDir dir;
+  const std::string own = dir.Write("own", "s3cret", 0600);
+  EXPECT_EQ(ExposedSecretFile(own, "--token-file"), "");
+  const std::string shared = dir.Write("shared", "s3cret", 0644);
+  EXPECT_EQ(ExposedSecretFile(shared, "--rdzv-conf token_file"),
+            "--rdzv-conf token_file='" + shared +
+                "' can be read by other users (mode 0644): anyone on this machine can read the "
+                "secret in it; chmod 600 " +
+                shared);
+  const std::string group = dir.Write("group", "s3cret", 0640);
+  EXPECT_NE(ExposedSecretFile(group, "--token-file"), "");
+  EXPECT_EQ(ExposedSecretFile(dir.path() + "/missing", "--token-file"), "");
+}
+
 TEST(ReadPemFileTest, RefusesWhatIsNotPem) {
   TempDir dir;
   const std::string pem = dir.Write("c.pem", "-----BEGIN CERTIFICATE-----\nx\n");

@@ -284,6 +284,39 @@ TEST(EtcdBackendTest, EveryBadEtcdSettingNamesWhatToFix) {
               HasSubstr("expected a key prefix"));
 }
 
+// A token needs TLS with etcd-v3 (its master's address comes from etcd); secret files others
+// may read and a password sent to etcd in clear text are said.
+TEST(EtcdBackendTest, ATokenNeedsTlsAndExposedSecretsAreSaid) {
+  testing::TempDir dir;
+  const std::string token = dir.Write("token", "s3cret\n", 0644);
+  const std::string password = dir.Write("password", "pw\n", 0600);
+  absl::StatusOr<CliOutcome> out =
+      Parse({"--nnodes=2", "--rdzv-backend=etcd-v3", "--rdzv-endpoint=a",
+             "--rdzv-conf=token_file=" + token, "--no-python", "/bin/sh"},
+            Env());
+  ASSERT_FALSE(out.ok());
+  EXPECT_THAT(std::string(out.status().message()),
+              HasSubstr("--rdzv-backend=etcd-v3 with a token (DDPRUN_RDZV_TOKEN or --rdzv-conf "
+                        "token_file) needs TLS to the run's leader"));
+  out = Parse({"--nnodes=2", "--rdzv-backend=etcd-v3", "--rdzv-endpoint=a",
+               "--rdzv-conf=etcd_user=me,etcd_password_file=" + password, "--no-python", "/bin/sh"},
+              Env());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->notices,
+              ::testing::Contains(HasSubstr("etcd_password_file with protocol=http: etcd's "
+                                            "password crosses the network in clear text")));
+  out = Parse({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=a",
+               "--rdzv-conf=token_file=" + token, "--no-python", "/bin/sh"},
+              Env());
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(
+      out->notices,
+      ::testing::Contains("--rdzv-conf token_file='" + token +
+                          "' can be read by other users (mode 0644): anyone on this machine can "
+                          "read the secret in it; chmod 600 " +
+                          token));
+}
+
 TEST(EtcdBackendTest, SeveralHostsAreEtcdsOnlyAndEtcdKeysAreEtcdsOnly) {
   absl::StatusOr<CliOutcome> out = Parse(
       {"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=a:1,b:2", "--no-python", "/bin/sh"},

@@ -44,6 +44,7 @@ constexpr char kBootstrap[] =
     "except BaseException as _e:_n['end'](_e)\n"
     "_n['end'](None)\n";
 
+constexpr char kEnvRoom[] = "DDPRUN_ENV_ROOM";
 constexpr absl::Duration kReplyBound = absl::Seconds(30);  // a fork, or a look at files
 constexpr size_t kMaxReply = 64 * 1024;
 
@@ -174,6 +175,9 @@ absl::Status WarmPool::Launch() {
                     absl::StrCat(module ? "module:" : "script:", worker[target + (module ? 1 : 0)]),
                     absl::StrJoin(settings_.modules, ","), std::string(worker_length + 256, ' ')});
   spec.env = FlattenEnv(settings_.env);
+  // Room, last, for each worker to add its own variables (RANK, ...) to what
+  // /proc/PID/environ shows, as for the command line (warm_pool_server.py: show_environment).
+  spec.env.push_back(absl::StrCat(kEnvRoom, "=", std::string(16 * 1024, ' ')));
   spec.guard_fd = guard_.registration_fd();
   spec.inherit_fd = child_end.get();
   absl::StatusOr<pid_t> pid = SpawnWorkerProcess(spec);

@@ -197,6 +197,7 @@ def become_worker(sock, request, fds, helper, grouped):
         os._exit(127)
     place_fds(request, fds)
     show_command_line(request["argv"])
+    show_environment(request["env"])
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
@@ -214,6 +215,31 @@ def show_command_line(argv):
     room = end - start
     if len(text) <= room:
         ctypes.memmove(start, text.ljust(room, b"\0"), room)
+
+
+def show_environment(env):
+    """/proc/self/environ (what `ps e` and tools that map pids to ranks read) gains the
+    worker's own variables (RANK, LOCAL_RANK, ...), written over the room the agent left last
+    in the pool's environment (DDPRUN_ENV_ROOM). The pool's own strings stay where they are:
+    a library may hold a pointer to one."""
+    with open("/proc/self/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    start, end = int(fields[47]), int(fields[48])  # env_start, env_end
+    with open("/proc/self/environ", "rb") as environ:
+        area = environ.read()
+    at = area.rfind(b"\0DDPRUN_ENV_ROOM=") + 1
+    if at <= 0 or len(area) != end - start:
+        return
+    room_end = area.find(b"\0", at) + 1  # last, unless a wrapper (sh) reordered it
+    if room_end <= 0:
+        return
+    kept = set(area[:at].split(b"\0")) | set(area[room_end:].split(b"\0"))
+    added = b"".join(entry + b"\0" for entry in
+                     (f"{k}={v}".encode("utf-8", "surrogateescape") for k, v in env.items())
+                     if entry not in kept)
+    room = room_end - at
+    if len(added) <= room:
+        ctypes.memmove(start + at, added.ljust(room, b"\0"), room)
 
 
 def reseed_generators():

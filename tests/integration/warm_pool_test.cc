@@ -195,6 +195,26 @@ TEST(WarmPool, ADescriptorTheAgentInheritedReachesNoWorker) {
   }
 }
 
+// Tools that map pids to ranks read /proc/PID/environ, not the worker's own os.environ: a
+// forked worker's shows its RANK and LOCAL_RANK, as a started one's does.
+TEST(WarmPool, AForkedWorkersProcEnvironNamesItsRank) {
+  Job job;
+  const std::string worker = job.dir.Write(
+      "environ.py",
+      "import os, sys\n"
+      "seen = dict(e.split(b'=', 1) for e in open('/proc/self/environ', 'rb').read().split(b'\\0')"
+      " if b'=' in e)\n"
+      "open(os.path.join(sys.argv[1], 'environ.' + os.environ['RANK']), 'w').write("
+      "'%s %s' % (seen[b'RANK'].decode(), seen[b'LOCAL_RANK'].decode()))\n");
+  ProcessResult r =
+      RunProcess({kDdprun, "--nproc-per-node=2", "--preload=json", worker, job.dir.path()}, job.env,
+                 absl::Seconds(120));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(kForked));
+  EXPECT_EQ(ReadFile(job.dir / "environ.0"), "0 0");
+  EXPECT_EQ(ReadFile(job.dir / "environ.1"), "1 1");
+}
+
 // An environment of 400 KiB (four variables of 100 KiB: exec takes up to 2 MiB), more than
 // a socket's default send buffer (208 KiB): as root the pool's socket is made to carry it and
 // the workers are forked; otherwise the agent says what limits it, and starts them.

@@ -1,22 +1,25 @@
 // The rendezvous rules: a RoundStateMachine fed an arbitrary sequence of joins (some with a
 // failed health check, some of agents that can be restarted in place), resumes (an agent that
-// lost its master asking for its place back in some round: a restarted master takes rounds up
-// from them), heartbeats, "stopped" notes, broken streams, byes, agents found gone, outages,
-// reports, unhealthy leaves and clock ticks from up to 8 sessions, with
-// node-health limits and an exclude list. Besides no crash, every round it closes must be
-// sound: no more members than --nnodes allows, group ranks 0..n-1, RANK offsets that add up to
-// WORLD_SIZE, and every assignment of a round the same, whether sent as the answer to joins or
-// with the stop orders of a restart in place; a store opens only for the running round, at
-// group rank 0; and after every step, no host the run keeps out among a running round's members.
+// lost its master asking for its place back in some round, with a proof of its place, some
+// forged: a restarted master takes rounds up from them), heartbeats, "stopped" notes, broken
+// streams, byes, agents found gone, outages, reports, unhealthy leaves and clock ticks from up to 8
+// sessions, with node-health limits and an exclude list. Besides no crash, every round it closes
+// must be sound: no more members than --nnodes allows, group ranks 0..n-1, RANK offsets that add up
+// to WORLD_SIZE, every assignment of a round the same, whether sent as the answer to joins or with
+// the stop orders of a restart in place, and its proof holding for its member's agent; a store
+// opens only for the running round, at group rank 0; and after every step, no host the run keeps
+// out among a running round's members.
 
 #include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "fuzz/fuzz_input.h"
+#include "rendezvous/round_proof.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace {
@@ -35,7 +38,8 @@ const ddprun::Assignment* Begun(const Outbound& o) {
   return nullptr;
 }
 
-void CheckRound(const std::vector<Outbound>& out, const ddprun::RendezvousSettings& settings) {
+void CheckRound(const std::vector<Outbound>& out, const ddprun::RendezvousSettings& settings,
+                const std::map<ddprun::SessionId, std::string>& incarnation_of) {
   std::map<int64_t, std::vector<const Outbound*>> by_round;
   for (const Outbound& o : out) {
     if (const ddprun::Assignment* a = Begun(o)) by_round[a->round].push_back(&o);
@@ -53,6 +57,8 @@ void CheckRound(const std::vector<Outbound>& out, const ddprun::RendezvousSettin
       Require(a.restart_count == first.restart_count);
       Require(a.restart_count <= settings.max_restarts);
       Require(a.base_rank >= 0 && a.base_rank < a.world_size);
+      // Its proof holds for its own agent: a restarted master could take it up.
+      Require(ddprun::ProofHolds(a, incarnation_of.at(o->session)));
       group_ranks.insert(a.group_rank);
       ranks += 2;  // every node joins with local_world_size 2 below
     }
@@ -83,7 +89,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   settings.node_health.node_cooldown =
       in.Below(4) == 0 ? absl::InfiniteDuration() : absl::Milliseconds(1 + in.Below(5000));
   if (in.Below(4) == 0) settings.node_health.exclude_hosts = {absl::StrCat("node", in.Below(4))};
-  std::map<ddprun::SessionId, std::string> host_of;  // the host of each session's last join
+  std::map<ddprun::SessionId, std::string> host_of;         // the host of each session's last join
+  std::map<ddprun::SessionId, std::string> incarnation_of;  // and its incarnation
   absl::Time now = absl::UnixEpoch();
   ddprun::RoundStateMachine rounds(settings, now);
   for (int steps = 0; !in.empty() && steps < 2000; ++steps) {
@@ -110,9 +117,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           resumed.base_rank = 2 * resumed.group_rank;
           resumed.world_size = 2 * resumed.group_world_size;
           resumed.restart_count = in.Below(4);
+          // Its proof, as a master would have made it: the other places' agents are inc0,
+          // inc1, ..., by group rank, so that resumes of several sessions can agree.
+          std::vector<ddprun::Assignment> round(resumed.group_world_size, resumed);
+          std::vector<ddprun::Assignment*> places;
+          std::vector<std::string> incarnations;
+          for (int g = 0; g < resumed.group_world_size; ++g) {
+            round[g].group_rank = g;
+            round[g].base_rank = 2 * g;
+            places.push_back(&round[g]);
+            incarnations.push_back(g == resumed.group_rank ? node.incarnation
+                                                           : absl::StrCat("inc", g));
+          }
+          ddprun::ProveRound(places, {incarnations.begin(), incarnations.end()});
+          resumed = round[resumed.group_rank];
+          if (in.Below(8) == 0) resumed.round_digest[in.Below(32)] ^= 1;  // a forged one
           node.resume = resumed;
         }
         host_of[session] = node.host;
+        incarnation_of[session] = node.incarnation;
         (void)rounds.Join(session, node, now);
         break;
       }
@@ -162,7 +185,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         break;
     }
     const std::vector<Outbound> out = rounds.TakeOutbound();
-    CheckRound(out, settings);
+    CheckRound(out, settings, incarnation_of);
     for (const Outbound& o : out) {  // group rank 0's store opens for the running round only
       Require(o.kind != Outbound::Kind::kOpenStore ||
               (o.store_round == rounds.round() && !rounds.members().empty() &&

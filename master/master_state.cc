@@ -190,14 +190,7 @@ absl::Status MasterState::Join(Session* session, const pb::Join& join) {
     }
   }
   DDPRUN_RETURN_IF_ERROR(CheckPlacesHeld(*run.rounds, node));
-  const bool takes_up = run.rounds->WouldTakeUp(node);
   DDPRUN_RETURN_IF_ERROR(run.rounds->Join(session->id(), node, MonotonicNow()));
-  if (takes_up) {
-    // Group rank 0's place is held for its agent, whose store every resume names: when
-    // nothing listens there (it went with the last master: an elected leader's node, say),
-    // the place is given up at once rather than after the grace.
-    ProbeSoon(run, run.rounds->members().front(), absl::ZeroDuration());
-  }
   if (run.rounds->phase() == RoundStateMachine::Phase::kRunning &&
       run.rounds->IsWaiting(session->id())) {
     spdlog::info("run '{}': {} waits for a place: the job runs at its --nnodes maximum ({})",
@@ -214,8 +207,13 @@ absl::Status MasterState::CheckPlacesHeld(const RoundStateMachine& rounds,
                                           const NodeInfo& node) const {
   if (!rounds.WouldTakeUp(node)) return absl::OkStatus();
   int held = 0;  // O(runs), only for a resume that takes a round up
-  for (const auto& [id, run] : runs_) held += run.rounds ? run.rounds->placeholders() : 0;
-  if (held + node.resume->group_world_size <= options_.limits.max_places_held) {
+  for (const auto& [id, run] : runs_) {
+    if (run.rounds && &*run.rounds != &rounds) held += run.rounds->placeholders();
+  }
+  // This run holds the most any round its resumes name has: one more resume of the same
+  // round holds no more.
+  held += std::max(rounds.placeholders(), node.resume->group_world_size);
+  if (held <= options_.limits.max_places_held) {
     return absl::OkStatus();
   }
   return absl::ResourceExhaustedError(absl::StrCat(

@@ -26,9 +26,11 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
   if (!node.failed_check.empty()) {
     DDPRUN_RETURN_IF_ERROR(CheckFailedCheckIsItsOwn(session, node));
   }
-  if (phase_ == Phase::kGathering) {
+  if (phase_ == Phase::kGathering && history_.empty()) {
     // A restarted master learns from the agents where the run was, so that rounds and
-    // TORCHELASTIC_RESTART_COUNT go on and the restart budget is not handed out afresh.
+    // TORCHELASTIC_RESTART_COUNT go on and the restart budget is not handed out afresh. A
+    // master that began or took up a round knows better than any join: a token holder's
+    // join claiming every restart spent must not spend them.
     round_ = std::max(round_, node.last_round);
     // Never more than the budget, whatever an agent claims.
     restarts_spent_ =
@@ -123,6 +125,7 @@ void RoundStateMachine::Bye(SessionId session, absl::Time now) {
 
 void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
                                       std::vector<ReportedFailure> failures, absl::Time now) {
+  if (!failures.empty() && HoldReport(session, round, failures)) return;
   if (round != round_ || failures.empty() || !IsMember(session)) {
     return;  // a report about a round that has already ended
   }
@@ -200,6 +203,7 @@ void RoundStateMachine::Leave(SessionId session, const std::string& reason, absl
 }
 
 void RoundStateMachine::ReportSuccess(SessionId session, int64_t round, absl::Time now) {
+  if (HoldReport(session, round, {})) return;
   if (round != round_ || (phase_ != Phase::kRunning && phase_ != Phase::kFinishing) ||
       !IsMember(session)) {
     return;
@@ -267,7 +271,8 @@ void RoundStateMachine::Tick(absl::Time now) {
                             " within ", absl::FormatDuration(ReconnectGrace())),
                /*evict=*/false, now);
   }
-  if (phase_ == Phase::kGathering) {
+  if (take_up_ && now >= take_up_->decide_at) DecideTakeUp(now);
+  if (phase_ == Phase::kGathering && !take_up_) {
     if (last_call_deadline_ && now >= *last_call_deadline_) {
       CloseRound(now);
     } else if (joined_count_ < settings_.min_nodes &&
@@ -324,7 +329,8 @@ absl::Time RoundStateMachine::NextDeadline() const {
   if (phase_ == Phase::kEnded) return next;
   if (!by_last_seen_.empty()) next = by_last_seen_.begin()->first + DeadAfter();
   if (!away_.empty()) next = std::min(next, away_.begin()->first);
-  if (phase_ == Phase::kGathering) {
+  if (take_up_) next = std::min(next, take_up_->decide_at);
+  if (phase_ == Phase::kGathering && !take_up_) {
     if (last_call_deadline_) next = std::min(next, *last_call_deadline_);
     if (joined_count_ < settings_.min_nodes) {
       next = std::min(next, gathering_since_ + settings_.join_timeout);
@@ -340,6 +346,7 @@ bool RoundStateMachine::AllPreviousMembersBack() const {
 }
 
 void RoundStateMachine::MaybeCloseRound(absl::Time now) {
+  if (take_up_) return;  // the round the nodes resume comes first (DecideTakeUp)
   const int joined = joined_count_;
   if (joined >= settings_.max_nodes ||
       (joined >= settings_.min_nodes && AllPreviousMembersBack())) {

@@ -27,6 +27,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "common/natural_less.h"
+#include "rendezvous/assignment.h"
 #include "rendezvous/node_health.h"
 #include "rendezvous/rendezvous_settings.h"
 #include "rendezvous/restart_split.h"
@@ -38,23 +39,6 @@ using SessionId = uint64_t;
 
 /// The most workers one run may have: RANK and WORLD_SIZE are 32-bit integers in workers.
 inline constexpr int64_t kMaxWorldSize = int64_t{1} << 30;
-
-/// What a node runs in a round: the master's answer to its join.
-struct Assignment {
-  int64_t round = 0;
-  int restart_count = 0;
-  int group_rank = 0;
-  int group_world_size = 0;
-  int base_rank = 0;
-  int world_size = 0;
-  std::string master_addr;
-  int master_port = 0;
-  // Group rank 0 only: every member's `addresses`, once each, in order.
-  std::vector<std::string> store_clients;
-  // Group rank 0 of several nodes only: group rank 1's store ("host:port"). Without a
-  // master, whether its host answers tells whether this node is cut off from the job.
-  std::string neighbour_store;
-};
 
 /// What an agent says about itself when it joins.
 struct NodeInfo {
@@ -258,9 +242,10 @@ class RoundStateMachine {
   Phase phase() const { return phase_; }
   const RendezvousSettings& settings() const { return settings_; }
   int64_t round() const { return round_; }
-  /// Places held for members a restarted master has not heard from yet (Rebuild).
-  int placeholders() const { return placeholders_; }
-  /// This resume would have the run take its round up (a restarted master), holding
+  /// Places a restarted master would hold for the round it takes up: the most any round the
+  /// resumes it heard name has (HoldForTakeUp), and those it holds (Rebuild).
+  int placeholders() const;
+  /// This resume would have the run take its round up (a restarted master), holding up to
   /// `node.resume->group_world_size` places.
   bool WouldTakeUp(const NodeInfo& node) const;
   int restarts_spent() const { return restarts_spent_; }
@@ -330,16 +315,51 @@ class RoundStateMachine {
   // member of that round; a master that does not know the round (it restarted) rebuilds it
   // from this node (Rebuild); otherwise the round is over here, and it is ordered to stop.
   absl::Status Resume(SessionId session, const NodeInfo& node, absl::Time now);
-  // A restarted master: round `resumed.round` runs, with group_world_size members, none of
-  // them back yet: each place is held (away) for ReconnectGrace() by a placeholder.
+  // A resume to a master that does not know its round (it restarted): the session waits,
+  // with every resume of the same round digest, until ReconnectGrace() after the first
+  // resume; then the master takes up the round most of them prove (DecideTakeUp). The first
+  // resume decides nothing: a token holder's round of its own making is one more round.
+  absl::Status HoldForTakeUp(SessionId session, const NodeInfo& node, absl::Time now);
+  // The take-up's time is up: the round that most resumes prove is taken up when every one
+  // of its places came back (each resumed agent takes its place; the round goes on), and
+  // ends otherwise, as a round that lost a member does; the resumes of any other round are
+  // told to stop.
+  void DecideTakeUp(absl::Time now);
+  // DecideTakeUp's parts: the resumes of hosts kept out meanwhile are told so and dropped;
+  // the round the most resumes prove (none: every one was dropped); the resumes of the other
+  // rounds are told to stop; the chosen round, every place back, is taken up, and what its
+  // nodes reported meanwhile is applied; or, a place not back, it ends, as a round that
+  // lost a member does, its numbers (round, restarts spent) carried over.
+  struct HeldRound;
+  struct TakeUp;
+  struct HeldResume;
+  void KeepOutHeldHosts(TakeUp& take_up, absl::Time now);
+  static const HeldRound* MostProved(const TakeUp& take_up);
+  void StopOtherRounds(const TakeUp& take_up, const HeldRound& chosen, absl::Time now);
+  void TakeUpWhole(const HeldRound& chosen, std::map<SessionId, HeldResume>& held_resumes,
+                   absl::Time now);
+  void LoseTakenUpRound(const HeldRound& held, absl::Time now);
+  // A resume held for a take-up is no longer (its session ended, or the take-up decided).
+  void ForgetHeldResume(SessionId session);
+  // A report from a session whose resume is held, about the round it resumes: kept, and
+  // made once it has its place (its agent sends it once, right after the resume). Empty
+  // `failures`: its workers succeeded. False: the session's resume is not held.
+  bool HoldReport(SessionId session, int64_t round, const std::vector<ReportedFailure>& failures);
+  // Round `resumed.round`, with group_world_size members, none of them in it yet: each
+  // place is held by a placeholder, to be taken over (TakeOver) by its agent's session.
   void Rebuild(const Assignment& resumed, absl::Time now);
+  // A round taken up (or not, for want of a place): its round and restarts spent carry
+  // over, and it has a record, begun at `began`.
+  RoundRecord& CarryOver(const Assignment& numbers, absl::Time began);
   // The agent of member `old` (a placeholder, an away member, or one whose old stream is
   // still open) is back on `session`: it takes the place, and an old stream is closed.
   void TakeOver(SessionId old, SessionId session, const NodeInfo& node, absl::Time now);
-  // The round a resuming node runs is over here: it stops its workers and joins again.
-  absl::Status StopStale(SessionId session, const NodeInfo& node, absl::Time now);
-  // The place `resumed` names in the running round, when it may be this node's: its own
-  // (the same agent), or a placeholder the restarted master holds for it. 0: none.
+  // The round a resuming node runs is over here (`why`; by default, it ended while the node
+  // was away): it stops its workers and joins again.
+  absl::Status StopStale(SessionId session, const NodeInfo& node, absl::Time now,
+                         const std::string& why = "");
+  // This node's place in the running round, when it resumes that round: its own (the same
+  // agent). 0: none.
   SessionId PlaceOf(const NodeInfo& node) const;
   void MarkAway(SessionId session, absl::Time until);
   // Removes every away member: the round ends (a membership change).
@@ -355,6 +375,10 @@ class RoundStateMachine {
   // as the answer to its join, or with the stop order of the round that ends (`stop_detail`:
   // a restart in place).
   void BeginRound(const std::optional<std::string>& stop_detail, absl::Time now);
+  // Sends a member its assignment: the answer to its join, or with the stop order of the
+  // round that ends (`stop_detail`: a restart in place).
+  void SendAssignment(SessionId session, Assignment assignment,
+                      const std::optional<std::string>& stop_detail);
   // A worker failed and the round ends: the next round can be the same members in the same
   // order, told in one message each, when every member is connected (none away), healthy
   // and able to, no node waits to join and no rank hung. Otherwise every member rejoins
@@ -406,6 +430,26 @@ class RoundStateMachine {
   std::set<std::pair<absl::Time, SessionId>> by_last_seen_;  // oldest first, for Tick
   std::set<std::pair<absl::Time, SessionId>> away_;          // by away_until, for Tick
   int placeholders_ = 0;  // members a restarted master has not heard from yet
+  // The resumes a restarted master heard, by the round digest they prove (HoldForTakeUp).
+  struct HeldRound {
+    Assignment numbers;               // the round's, as the first resume of it says
+    std::map<int, SessionId> places;  // by group rank
+    int64_t heard = 0;                // the order it was first heard in: the earlier wins a tie
+  };
+  struct TakeUp {  // no member initializers: clang cannot emplace it in take_up_ then
+    absl::Time decide_at;
+    std::map<std::string, HeldRound> rounds;  // by round digest
+    int64_t heard;                            // rounds heard so far
+  };
+  std::optional<TakeUp> take_up_;
+  struct HeldResume {
+    std::string digest;
+    int group_rank = 0;
+    int64_t round = 0;
+    // What its agent reported of the round meanwhile: none, success, or these failures.
+    std::optional<std::vector<ReportedFailure>> report;
+  };
+  std::map<SessionId, HeldResume> held_resumes_;
   SessionId next_placeholder_ = SessionId{1} << 62;  // above any session id the master draws
   int joined_count_ = 0;                             // nodes with `joined`
   int finished_members_ = 0;                         // members with `finished`

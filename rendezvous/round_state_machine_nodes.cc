@@ -58,6 +58,7 @@ void RoundStateMachine::UpdateLastSeen(SessionId session, Node& node, absl::Time
 void RoundStateMachine::EraseNode(SessionId session) {
   auto it = nodes_.find(session);
   if (it == nodes_.end()) return;
+  ForgetHeldResume(session);
   Node& node = it->second;
   SetJoined(node, false);
   SetFinished(node, false);

@@ -5,8 +5,11 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/string_view.h"
 #include "common/listen_socket.h"
+#include "rendezvous/round_proof.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
@@ -43,6 +46,22 @@ void RoundStateMachine::ReportStopped(SessionId session, int64_t round) {
   outbound_.push_back(std::move(out));
 }
 
+void RoundStateMachine::SendAssignment(SessionId session, Assignment assignment,
+                                       const std::optional<std::string>& stop_detail) {
+  Outbound out;
+  out.session = session;
+  if (stop_detail) {
+    out.kind = Outbound::Kind::kStop;
+    out.stop_reason = StopReason::kWorkerFailed;
+    out.detail = *stop_detail;
+    out.next = std::move(assignment);
+  } else {
+    out.kind = Outbound::Kind::kAssign;
+    out.assignment = std::move(assignment);
+  }
+  outbound_.push_back(std::move(out));
+}
+
 void RoundStateMachine::BeginRound(const std::optional<std::string>& stop_detail, absl::Time now) {
   departed_.clear();
   still_stopping_.clear();
@@ -54,13 +73,16 @@ void RoundStateMachine::BeginRound(const std::optional<std::string>& stop_detail
   int world_size = 0;
   for (SessionId s : members_) world_size += nodes_.at(s).info.local_world_size;
   const NodeInfo& rank0 = nodes_.at(members_.front()).info;
+  std::vector<Assignment> assignments(members_.size());
+  std::vector<Assignment*> proved;
+  std::vector<absl::string_view> incarnations;
   int base_rank = 0;
   for (size_t i = 0; i < members_.size(); ++i) {
     Node& node = nodes_.at(members_[i]);
     SetJoined(node, false);
     SetFinished(node, false);
     SetMember(node, true);
-    Assignment assignment;
+    Assignment& assignment = assignments[i];
     assignment.round = round_;
     assignment.restart_count = restarts_spent_;
     assignment.group_rank = static_cast<int>(i);
@@ -74,21 +96,15 @@ void RoundStateMachine::BeginRound(const std::optional<std::string>& stop_detail
       const NodeInfo& next = nodes_.at(members_[1]).info;
       assignment.neighbour_store = HostPort(next.addr, next.master_port);
     }
-    Outbound out;
-    out.session = members_[i];
-    if (stop_detail) {
-      out.kind = Outbound::Kind::kStop;
-      out.stop_reason = StopReason::kWorkerFailed;
-      out.detail = *stop_detail;
-      out.next = std::move(assignment);
-    } else {
-      out.kind = Outbound::Kind::kAssign;
-      out.assignment = std::move(assignment);
-    }
-    outbound_.push_back(std::move(out));
+    proved.push_back(&assignment);
+    incarnations.push_back(node.info.incarnation);
     node.base_rank = base_rank;
     node.round = round_;
     base_rank += node.info.local_world_size;
+  }
+  ProveRound(proved, incarnations);
+  for (size_t i = 0; i < members_.size(); ++i) {
+    SendAssignment(members_[i], std::move(assignments[i]), stop_detail);
   }
   RoundRecord record;
   record.round = round_;

@@ -1,14 +1,16 @@
 // How RoundStateMachine keeps a running round through a master outage (docs/protocol.md,
 // "Losing the master"): a member whose stream broke is away, its place held for
 // ReconnectGrace(); an agent that comes back on a new session with `resume` takes its place
-// back; a restarted master rebuilds the round from those resumes. Nothing is stopped unless
-// a member does not come back. The rules that end rounds are in round_state_machine.cc.
+// back; a restarted master takes the round up from those resumes, the round most of them
+// prove (round_state_machine_take_up.cc). Nothing is stopped unless a member does not come
+// back. The rules that end rounds are in round_state_machine.cc.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/ip_address.h"
+#include "rendezvous/round_proof.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
@@ -34,9 +36,15 @@ absl::Status RoundStateMachine::Resume(SessionId session, const NodeInfo& node, 
     joining.resume.reset();
     return Join(session, joining, now);
   }
+  if (!ProofHolds(*node.resume, node.incarnation)) {
+    return StopStale(session, node, now,
+                     absl::StrCat("this node's resume of round ", node.resume->round,
+                                  " does not prove its place (its round digest or place proof "
+                                  "is not the one its master gave it)"));
+  }
   // A master that does not know the round (it restarted, or lost every member meanwhile)
-  // takes it up as the nodes say; the first resume says how many places it has.
-  if (WouldTakeUp(node)) Rebuild(*node.resume, now);
+  // takes it up as the nodes prove it.
+  if (WouldTakeUp(node)) return HoldForTakeUp(session, node, now);
   const SessionId place = PlaceOf(node);
   if (place == 0) return StopStale(session, node, now);
   TakeOver(place, session, node, now);
@@ -53,18 +61,8 @@ SessionId RoundStateMachine::PlaceOf(const NodeInfo& node) const {
   if ((phase_ != Phase::kRunning && phase_ != Phase::kFinishing) || resumed.round != round_) {
     return 0;
   }
-  if (auto same = by_incarnation_.find(node.incarnation); same != by_incarnation_.end()) {
-    return nodes_.at(same->second).member ? same->second : 0;
-  }
-  // A placeholder: the same round as every other member says it (places, restarts, world).
-  if (resumed.group_rank < 0 || resumed.group_rank >= static_cast<int>(members_.size()) ||
-      resumed.group_world_size != static_cast<int>(members_.size()) || history_.empty() ||
-      history_.back().round != round_ || resumed.restart_count != history_.back().restart_count ||
-      resumed.world_size != history_.back().world_size) {
-    return 0;
-  }
-  const SessionId held = members_[resumed.group_rank];
-  return nodes_.at(held).placeholder ? held : 0;
+  auto same = by_incarnation_.find(node.incarnation);
+  return same != by_incarnation_.end() && nodes_.at(same->second).member ? same->second : 0;
 }
 
 void RoundStateMachine::Rebuild(const Assignment& resumed, absl::Time now) {
@@ -75,9 +73,6 @@ void RoundStateMachine::Rebuild(const Assignment& resumed, absl::Time now) {
   departed_.clear();
   still_stopping_.clear();
   failures_.clear();
-  round_ = resumed.round;
-  restarts_spent_ =
-      std::max(restarts_spent_, std::min(resumed.restart_count, settings_.max_restarts));
   phase_ = Phase::kRunning;
   last_call_deadline_.reset();
   finishing_deadline_.reset();
@@ -87,11 +82,6 @@ void RoundStateMachine::Rebuild(const Assignment& resumed, absl::Time now) {
     const SessionId id = next_placeholder_++;
     Node& node = nodes_[id];
     node.info.host = absl::StrCat("group rank ", rank, " (not back yet)");
-    if (rank == 0) {
-      // Where its workers' store is: its agent's, which holds that port for its whole life.
-      node.info.addr = resumed.master_addr;
-      node.info.master_port = resumed.master_port;
-    }
     node.placeholder = true;
     node.round = round_;
     node.last_seen = now;
@@ -101,16 +91,24 @@ void RoundStateMachine::Rebuild(const Assignment& resumed, absl::Time now) {
     MarkAway(id, until);
     ++placeholders_;
   }
+  CarryOver(resumed, now);
+}
+
+RoundRecord& RoundStateMachine::CarryOver(const Assignment& numbers, absl::Time began) {
+  round_ = std::max(round_, numbers.round);
+  restarts_spent_ =
+      std::max(restarts_spent_, std::min(numbers.restart_count, settings_.max_restarts));
   RoundRecord record;
-  record.round = round_;
-  record.restart_count = resumed.restart_count;
-  record.nodes = resumed.group_world_size;
-  record.world_size = resumed.world_size;
-  record.gathering_began = now;
-  record.began = now;
+  record.round = numbers.round;
+  record.restart_count = numbers.restart_count;
+  record.nodes = numbers.group_world_size;
+  record.world_size = numbers.world_size;
+  record.gathering_began = began;
+  record.began = began;
   record.taken_up = true;
   history_.push_back(std::move(record));
   if (history_.size() > kHistoryRounds) history_.pop_front();
+  return history_.back();
 }
 
 void RoundStateMachine::TakeOver(SessionId old, SessionId session, const NodeInfo& node,
@@ -169,7 +167,8 @@ void RoundStateMachine::TakeOver(SessionId old, SessionId session, const NodeInf
   outbound_.push_back(std::move(open));
 }
 
-absl::Status RoundStateMachine::StopStale(SessionId session, const NodeInfo& node, absl::Time now) {
+absl::Status RoundStateMachine::StopStale(SessionId session, const NodeInfo& node, absl::Time now,
+                                          const std::string& why) {
   DropOldSession(session, node, now);
   if (phase_ == Phase::kEnded) return JoinEndedRun(session);
   Node& entry = Admit(session, node, now);
@@ -178,12 +177,14 @@ absl::Status RoundStateMachine::StopStale(SessionId session, const NodeInfo& nod
   out.session = session;
   out.kind = Outbound::Kind::kStop;
   out.stop_reason = StopReason::kMembershipChanged;
-  out.detail = absl::StrCat("round ", node.resume->round,
-                            ", which this node's workers run, ended while it was away from "
-                            "the master (the job is ",
-                            phase_ == Phase::kGathering ? "gathering for the next round"
-                                                        : absl::StrCat("at round ", round_),
-                            ")");
+  out.detail = !why.empty()
+                   ? why
+                   : absl::StrCat("round ", node.resume->round,
+                                  ", which this node's workers run, ended while it was "
+                                  "away from the master (the job is ",
+                                  phase_ == Phase::kGathering ? "gathering for the next round"
+                                                              : absl::StrCat("at round ", round_),
+                                  ")");
   outbound_.push_back(std::move(out));
   return absl::OkStatus();
 }

@@ -23,6 +23,8 @@ void AssignmentToWire(const Assignment& from, v1::RoundAssignment& a) {
   a.set_master_port(from.master_port);
   for (const std::string& c : from.store_clients) a.add_store_clients(c);
   a.set_neighbour_store(from.neighbour_store);
+  a.set_round_digest(from.round_digest);
+  for (const std::string& step : from.place_proof) a.add_place_proof(step);
 }
 
 Assignment AssignmentFromWire(const v1::RoundAssignment& a) {
@@ -37,6 +39,8 @@ Assignment AssignmentFromWire(const v1::RoundAssignment& a) {
   out.master_port = a.master_port();
   out.store_clients.assign(a.store_clients().begin(), a.store_clients().end());
   out.neighbour_store = a.neighbour_store();
+  out.round_digest = a.round_digest();
+  out.place_proof.assign(a.place_proof().begin(), a.place_proof().end());
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/ip_address.h"
+#include "rendezvous/round_proof.h"
 #include "rpc/wire.h"
 #include "rpc/wire_limits.h"
 
@@ -45,6 +46,29 @@ absl::Status CheckMilliseconds(const char* field, double ms) {
       absl::StrCat(field, " is ", ms, "; it must be in [", 0, ", ", kDayMs, "]"));
 }
 
+// A resume: the round the agent runs, as its master gave it, less what the master has no use
+// for (store_clients, neighbour_store).
+void CheckResume(const v1::RoundAssignment& r, std::vector<absl::Status>& checks) {
+  for (absl::Status s :
+       {CheckRange("join.resume.round", r.round(), 0, int64_t{1} << 40),
+        CheckRange("join.resume.group_world_size", r.group_world_size(), 1, kMaxNodes),
+        CheckRange("join.resume.group_rank", r.group_rank(), 0, r.group_world_size() - 1),
+        CheckRange("join.resume.restart_count", r.restart_count(), 0, 1 << 30),
+        CheckRange("join.resume.base_rank", r.base_rank(), 0, int64_t{1} << 30),
+        CheckRange("join.resume.world_size", r.world_size(), 1, int64_t{1} << 30),
+        CheckLength("join.resume.master_addr", r.master_addr(), 255),
+        CheckRange("join.resume.store_clients (count)", r.store_clients_size(), 0, 0),
+        CheckLength("join.resume.neighbour_store", r.neighbour_store(), 0),
+        CheckLength("join.resume.round_digest", r.round_digest(), kRoundDigestBytes),
+        // One step per level of a tree of kMaxNodes leaves.
+        CheckRange("join.resume.place_proof (count)", r.place_proof_size(), 0, 20)}) {
+    checks.push_back(std::move(s));
+  }
+  for (const std::string& step : r.place_proof()) {
+    checks.push_back(CheckLength("join.resume.place_proof", step, kRoundDigestBytes));
+  }
+}
+
 }  // namespace
 
 absl::Status CheckLimits(const v1::AgentMessage& message) {
@@ -71,21 +95,7 @@ absl::Status CheckLimits(const v1::AgentMessage& message) {
         // The one bound across settings.
         CheckRange("join.settings.max_nodes", s.max_nodes(), s.min_nodes(), kMaxNodes),
         CheckLength("join.failed_check", j.failed_check(), 8192)};
-    if (j.has_resume()) {
-      const v1::RoundAssignment& r = j.resume();
-      for (absl::Status s :
-           {CheckRange("join.resume.round", r.round(), 0, int64_t{1} << 40),
-            CheckRange("join.resume.group_world_size", r.group_world_size(), 1, kMaxNodes),
-            CheckRange("join.resume.group_rank", r.group_rank(), 0, r.group_world_size() - 1),
-            CheckRange("join.resume.restart_count", r.restart_count(), 0, 1 << 30),
-            CheckRange("join.resume.base_rank", r.base_rank(), 0, int64_t{1} << 30),
-            CheckRange("join.resume.world_size", r.world_size(), 1, int64_t{1} << 30),
-            CheckLength("join.resume.master_addr", r.master_addr(), 255),
-            CheckRange("join.resume.store_clients (count)", r.store_clients_size(), 0, 0),
-            CheckLength("join.resume.neighbour_store", r.neighbour_store(), 0)}) {
-        checks.push_back(std::move(s));
-      }
-    }
+    if (j.has_resume()) CheckResume(j.resume(), checks);
     for (const std::string& address : j.node().addresses()) {
       // An IPv6 address with its zone ("fe80::1%eth0") fits in 64 bytes; a longer zone is
       // none an interface has.

@@ -10,9 +10,11 @@
 #include <thread>
 
 #include "common/unique_fd.h"
+#include "ddprun/v1/admin.pb.h"
 #include "master/tests/master_test_support.h"
 #include "store/kv_store.h"
 #include "tests/support/child_process.h"
+#include "tests/support/proved_round.h"
 
 namespace ddprun {
 namespace {
@@ -315,29 +317,122 @@ TEST_F(MasterSecurityTest, AResumeWithoutTheTokenHoldsNothing) {
 
 // A resume makes a restarted master hold a place for each node of the round it names, up to
 // --nnodes' maximum: what every run together may hold is bounded, and the resume that would
-// pass it is refused by name; one within it is answered.
+// pass it is refused by name; one within it is held, then told its round was not taken up
+// (its three other nodes never came back).
 TEST_F(MasterSecurityTest, PlacesARestartedMasterHoldsAreBounded) {
   MasterOptions options;
   options.limits.max_places_held = 5;
   StartMaster(options);
   auto resume = [](const std::string& run_id, int places) {
-    pb::AgentMessage message = TestSession::JoinMessage(run_id, "node1", 1, 64);
-    pb::RoundAssignment* r = message.mutable_join()->mutable_resume();
-    r->set_round(3);
-    r->set_group_world_size(places);
-    r->set_world_size(2 * places);
-    return message;
+    RendezvousSettings settings =
+        FromWire(TestSession::JoinMessage(run_id, "node1", 1, 64).join().settings());
+    settings.keep_alive_interval = absl::Seconds(2);  // the take-up listens this long
+    NodeInfo node;
+    node.host = "node1";
+    node.addr = "node1.example";
+    node.incarnation = "inc-node1";
+    node.master_port = 29500;
+    testing::RoundOf of;
+    of.round = 3;
+    of.world_size = 2 * places;
+    for (int g = 0; g < places; ++g) of.incarnations.push_back(absl::StrCat("inc-", g));
+    of.incarnations[0] = node.incarnation;
+    node.resume = testing::ProvedRound(of)[0];
+    return JoinMessage(node, run_id, "", settings);
   };
   TestSession first(NewChannel());
   ASSERT_TRUE(first.Write(resume("a", 4)));
-  std::optional<pb::MasterMessage> resumed = first.Read();
-  ASSERT_TRUE(resumed && resumed->has_resumed()) << "4 places: within the bound";
-  EXPECT_EQ(resumed->resumed().round(), 3);
-  grpc::Status status = Refusal(resume("b", 3));  // 3 more are held for run a
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return master_->SessionCount("a") == 1; }, absl::Seconds(10)));
+  grpc::Status status = Refusal(resume("b", 3));  // 4 are held for run a
   EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(status.error_message(),
               HasSubstr("taking round 3 up would hold 3 places for nodes not back yet, past the "
                         "5 this master holds over every run"));
+  std::optional<pb::MasterMessage> answer = first.Read();
+  ASSERT_TRUE(answer && answer->has_stop()) << "4 places: within the bound, held";
+  EXPECT_THAT(answer->stop().detail(),
+              HasSubstr("round 3 was not taken up by the restarted master: group ranks 1, 2, 3 "
+                        "did not come back within 2s"));
+}
+
+// The review's attack on a restarted master, over the wire. The job's agents have their
+// assignments (with their proofs) from the first master; a second one knows nothing. A
+// token holder's sessions reach it first: mallory sends node2's resume as it is (it is not
+// node2's agent), eve a round of her own making (one node, every restart spent, group rank
+// 0's store a port nothing serves). The agents' resumes, sent back as their master gave
+// them, decide: they have their places, the round and its restarts are theirs.
+TEST_F(MasterSecurityTest, ATokenHoldersResumesDoNotDecideWhatARestartedMasterTakesUp) {
+  MasterOptions options;
+  options.token = "secret";
+  StartMaster(options);
+  auto join = [](const std::string& host) {
+    return TestSession::JoinMessage("job", host, 2, 2, /*max_restarts=*/3, "secret", 2,
+                                    /*keep_alive=*/absl::Seconds(2));
+  };
+  auto resume = [&](const std::string& host, const pb::RoundAssignment& running) {
+    pb::AgentMessage message = join(host);
+    *message.mutable_join()->mutable_resume() = running;
+    message.mutable_join()->mutable_resume()->clear_store_clients();
+    message.mutable_join()->mutable_resume()->clear_neighbour_store();
+    return message;
+  };
+  std::vector<pb::RoundAssignment> given;
+  {
+    TestSession node1(NewChannel()), node2(NewChannel());
+    ASSERT_TRUE(node1.Write(join("node1")));
+    ASSERT_TRUE(node2.Write(join("node2")));
+    for (TestSession* node : {&node1, &node2}) {
+      std::optional<pb::MasterMessage> assigned = node->Read();
+      ASSERT_TRUE(assigned && assigned->has_assignment());
+      EXPECT_EQ(assigned->assignment().round_digest().size(), 32u) << "no proof was given";
+      given.push_back(assigned->assignment());
+    }
+    master_.reset();  // the master restarts: the next one knows nothing of the run
+  }
+  StartMaster(options);
+  TestSession mallory(NewChannel()), eve(NewChannel());
+  ASSERT_TRUE(mallory.Write(resume("mallory", given[1])));
+  testing::RoundOf own;
+  own.round = 5;
+  own.restart_count = 3;
+  own.world_size = 2;
+  own.incarnations = {"inc-eve"};
+  own.master_addr = "127.0.0.1";
+  own.master_port = 1;  // nothing serves it
+  const Assignment made = testing::ProvedRound(own)[0];
+  pb::RoundAssignment forged;
+  forged.set_round(made.round);
+  forged.set_restart_count(made.restart_count);
+  forged.set_group_world_size(1);
+  forged.set_world_size(made.world_size);
+  forged.set_master_addr(made.master_addr);
+  forged.set_master_port(made.master_port);
+  forged.set_round_digest(made.round_digest);
+  ASSERT_TRUE(eve.Write(resume("eve", forged)));
+  std::optional<pb::MasterMessage> refused = mallory.Read();
+  ASSERT_TRUE(refused && refused->has_stop());
+  EXPECT_THAT(refused->stop().detail(), HasSubstr("resume of round 0 does not prove its place"));
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return master_->SessionCount("job") >= 1; }, absl::Seconds(10)));
+  TestSession node1(NewChannel()), node2(NewChannel());
+  ASSERT_TRUE(node1.Write(resume("node1", given[0])));
+  ASSERT_TRUE(node2.Write(resume("node2", given[1])));
+  std::optional<pb::MasterMessage> lost = eve.Read();
+  ASSERT_TRUE(lost && lost->has_stop());
+  EXPECT_THAT(lost->stop().detail(), HasSubstr("the restarted master took up round 0, which the "
+                                               "resumes of 2 node(s) prove"));
+  for (TestSession* node : {&node1, &node2}) {
+    std::optional<pb::MasterMessage> back = node->Read();
+    ASSERT_TRUE(back && back->has_resumed()) << (back ? back->DebugString() : "no answer");
+    EXPECT_EQ(back->resumed().round(), 0);
+  }
+  std::optional<pb::MasterMessage> open = node1.Read();
+  ASSERT_TRUE(open && open->has_store_open()) << "group rank 0's store is its own";
+  absl::StatusOr<pb::StatusReply> status = master_->Status("job", false);
+  ASSERT_TRUE(status.ok() && status->runs_size() == 1) << status.status();
+  EXPECT_EQ(status->runs(0).round(), 0);
+  EXPECT_EQ(status->runs(0).restarts_used(), 0) << "eve's claim of 3 restarts counted";
 }
 
 // The review's stranger joined first with join_timeout_ms=0 and so ended the run before the

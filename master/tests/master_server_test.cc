@@ -666,8 +666,9 @@ TEST(WireTest, ARestartsSplitSurvivesTheWireAndItsBoundsAreNamed) {
   EXPECT_THAT(refused(bad), HasSubstr("restart.round is -1"));
 }
 
-// A resume crosses the wire as the agent sends it (no store_clients, no neighbour_store),
-// and each of its fields, and an outage's length, is bounded by name.
+// A resume crosses the wire as the agent sends it (no store_clients, no neighbour_store;
+// its round digest and place proof), and each of its fields, and an outage's length, is bounded by
+// name.
 TEST(WireTest, AResumeAndAnOutageCrossTheWireAndTheirBoundsAreNamed) {
   NodeInfo node;
   node.host = "node1";
@@ -683,6 +684,8 @@ TEST(WireTest, AResumeAndAnOutageCrossTheWireAndTheirBoundsAreNamed) {
   running.master_port = 29500;
   running.store_clients = {"10.0.0.1", "10.0.0.2"};
   running.neighbour_store = "10.0.0.2:41000";
+  running.round_digest = std::string(32, 'd');
+  running.place_proof = {std::string(32, 'p')};
   node.resume = running;
   const pb::AgentMessage message = JoinMessage(node, "job", "", RendezvousSettings());
   EXPECT_TRUE(CheckLimits(message).ok()) << CheckLimits(message);
@@ -692,6 +695,8 @@ TEST(WireTest, AResumeAndAnOutageCrossTheWireAndTheirBoundsAreNamed) {
   EXPECT_EQ(back.resume->group_world_size, 2);
   EXPECT_TRUE(back.resume->store_clients.empty());
   EXPECT_TRUE(back.resume->neighbour_store.empty());
+  EXPECT_EQ(back.resume->round_digest, running.round_digest) << "the proof crosses the wire";
+  EXPECT_EQ(back.resume->place_proof, running.place_proof);
   auto refused = [](pb::AgentMessage m) { return std::string(CheckLimits(m).message()); };
   pb::AgentMessage bad = message;
   bad.mutable_join()->mutable_resume()->set_group_rank(2);
@@ -705,6 +710,15 @@ TEST(WireTest, AResumeAndAnOutageCrossTheWireAndTheirBoundsAreNamed) {
   bad = message;
   bad.mutable_join()->mutable_resume()->set_neighbour_store("x:1");
   EXPECT_THAT(refused(bad), HasSubstr("join.resume.neighbour_store has 3 bytes; the limit is 0"));
+  bad = message;
+  bad.mutable_join()->mutable_resume()->set_round_digest(std::string(33, 'd'));
+  EXPECT_THAT(refused(bad), HasSubstr("join.resume.round_digest has 33 bytes; the limit is 32"));
+  bad = message;
+  for (int i = 0; i < 20; ++i) bad.mutable_join()->mutable_resume()->add_place_proof("p");
+  EXPECT_THAT(refused(bad), HasSubstr("join.resume.place_proof (count) is 21"));
+  bad = message;
+  bad.mutable_join()->mutable_resume()->add_place_proof(std::string(64, 'p'));
+  EXPECT_THAT(refused(bad), HasSubstr("join.resume.place_proof has 64 bytes; the limit is 32"));
   pb::AgentMessage outage;
   outage.mutable_outage()->set_round(4);
   outage.mutable_outage()->set_lost_ms(3200);

@@ -8,6 +8,7 @@
 
 #include "observability/master_metrics.h"
 #include "prometheus/text_serializer.h"
+#include "tests/support/proved_round.h"
 
 namespace ddprun {
 namespace {
@@ -263,19 +264,20 @@ TEST_F(RunStatusTest, TheRoundTableKeepsTheLongestOfEachPartOfARestart) {
 // A restarted master takes round 4 up from its nodes, which were without a master for a
 // while; the round table says so, with the longest outage any member said.
 TEST_F(RunStatusTest, ARoundTakenUpByARestartedMasterShowsTheOutage) {
-  Assignment resumed;
-  resumed.round = 4;
-  resumed.group_world_size = 2;
-  resumed.world_size = 4;
-  resumed.restart_count = 1;
+  testing::RoundOf of;
+  of.round = 4;
+  of.restart_count = 1;
+  of.world_size = 4;
   NodeInfo a = Node("a");
-  a.resume = resumed;
   NodeInfo b = Node("b");
-  resumed.group_rank = 1;
-  resumed.base_rank = 2;
-  b.resume = resumed;
+  of.incarnations = {a.incarnation, b.incarnation};
+  const std::vector<Assignment> round = testing::ProvedRound(of);
+  a.resume = round[0];
+  b.resume = round[1];
   ASSERT_TRUE(rounds_->Join(11, a, now_).ok());
   ASSERT_TRUE(rounds_->Join(12, b, now_).ok());
+  now_ += rounds_->ReconnectGrace();  // the restarted master listens for resumes that long
+  rounds_->Tick(now_);
   rounds_->OutageExplained(11, 4, absl::Milliseconds(3200));
   rounds_->OutageExplained(12, 4, absl::Milliseconds(2900));
   rounds_->OutageExplained(12, 3, absl::Seconds(60));  // another round: nothing

@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
 #include "rendezvous/round_state_machine.h"
+#include "tests/support/proved_round.h"
 #include "tests/support/scenario_scripts.h"
 
 namespace ddprun {
@@ -109,12 +110,13 @@ class Scenario : public testing::ScenarioMachine {
   }
 
   // join S HOST [rank=HINT] [nproc=N] [in-place] (it can be restarted in place) | resume S
-  // HOST round=R place=G/N base=B world=W restarts=C [in-place] (a join asking for its place
-  // back in the round its workers run) | heartbeat S | disconnect S (its stream broke) | bye
-  // S (its agent exits) | fail S round=R rank=K [peer-lost] | succeed S round=R | stopped S round=R
-  // (after a restart in place, its workers of R exited) | stop REASON... (`ddprun stop`) | tick
-  // DURATION (time passes, nobody beats) | pass DURATION (time passes second by second, every
-  // session that joined beating)
+  // HOST round=R place=G/N of=HOST,... world=W restarts=C [in-place] (a join asking for its
+  // place back in the round its workers run, `of` its members' hosts in group-rank order,
+  // each with W/N workers: its proof is the one their master gave it) | heartbeat S | disconnect S
+  // (its stream broke) | bye S (its agent exits) | fail S round=R rank=K [peer-lost] | succeed S
+  // round=R | stopped S round=R (after a restart in place, its workers of R exited) | stop
+  // REASON... (`ddprun stop`) | tick DURATION (time passes, nobody beats) | pass DURATION (time
+  // passes second by second, every session that joined beating)
   std::vector<std::string> Apply(const std::string& line) override {
     const std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
     const std::string& verb = words[0];
@@ -140,15 +142,20 @@ class Scenario : public testing::ScenarioMachine {
       n.master_port = 29000 + static_cast<int>(session);
       n.restarts_in_place = args.count("in-place") > 0;
       if (verb == "resume") {
-        Assignment a;
-        a.round = testing::ScenarioInt(args, "round", 0);
-        const std::vector<std::string> rank = absl::StrSplit(args.at("place"), '/');
-        EXPECT_TRUE(absl::SimpleAtoi(rank.at(0), &a.group_rank)) << line;
-        EXPECT_TRUE(absl::SimpleAtoi(rank.at(1), &a.group_world_size)) << line;
-        a.base_rank = testing::ScenarioInt(args, "base", 0);
-        a.world_size = testing::ScenarioInt(args, "world", 1);
-        a.restart_count = testing::ScenarioInt(args, "restarts", 0);
-        n.resume = a;
+        const std::vector<std::string> members = absl::StrSplit(args.at("of"), ',');
+        const std::vector<std::string> place = absl::StrSplit(args.at("place"), '/');
+        int group_rank = 0;
+        EXPECT_TRUE(absl::SimpleAtoi(place.at(0), &group_rank)) << line;
+        EXPECT_EQ(place.at(1), std::to_string(members.size())) << line;
+        testing::RoundOf of;
+        of.round = testing::ScenarioInt(args, "round", 0);
+        of.restart_count = testing::ScenarioInt(args, "restarts", 0);
+        of.world_size = testing::ScenarioInt(args, "world", 1);
+        for (const std::string& host : members) of.incarnations.push_back("inc-" + host);
+        of.master_addr = members[0] + ".addr";
+        of.master_port = 29011;
+        const std::vector<Assignment> round = testing::ProvedRound(of);
+        n.resume = round.at(group_rank);
       }
       if (absl::Status s = sm_->Join(session, n, now_); !s.ok()) {
         out.push_back(absl::StrCat("refused: ", s.message()));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "tests/support/proved_round.h"
 
 namespace ddprun {
 namespace {
@@ -321,17 +322,21 @@ TEST_F(RoundStateMachineTest, AnAgentThatSaysByeIsGoneAtOnce) {
   EXPECT_EQ(sm_->restarts_spent(), 0);
 }
 
-// The agent asks for its place back in the round its workers run (it lost its master).
+// The agent asks for its place back in the round its workers run (it lost its master), with
+// the proof its master gave it: that round's group rank G is `node`, the others are the
+// nodes Node() makes for hosts "a", "b", ... by group rank.
 NodeInfo Resuming(NodeInfo node, int64_t round, int group_rank, int group_world_size, int base_rank,
                   int world_size, int restarts = 0) {
-  Assignment a;
-  a.round = round;
-  a.group_rank = group_rank;
-  a.group_world_size = group_world_size;
-  a.base_rank = base_rank;
-  a.world_size = world_size;
-  a.restart_count = restarts;
-  node.resume = a;
+  testing::RoundOf of;
+  of.round = round;
+  of.restart_count = restarts;
+  of.world_size = world_size;
+  for (int g = 0; g < group_world_size; ++g) {
+    of.incarnations.push_back(g == group_rank ? node.incarnation
+                                              : absl::StrCat("inc-", std::string(1, 'a' + g)));
+  }
+  node.resume = testing::ProvedRound(of).at(group_rank);
+  EXPECT_EQ(node.resume->base_rank, base_rank) << "Resuming gives each node world / N ranks";
   return node;
 }
 
@@ -426,41 +431,130 @@ TEST_F(RoundStateMachineTest, AnAwayMembersSilenceCountsFromItsBreak) {
   EXPECT_EQ(OfKind(Take(), Kind::kResumed).size(), 1u);
 }
 
-// A node that joins while a restarted master waits for the places of the round it took up
-// waits too; once the round is whole, it joins the job (the round ends for it, for free).
+// A node that joins while a restarted master listens for resumes waits; once the round is
+// taken up whole, it joins the job (the round ends for it, for free).
 TEST_F(RoundStateMachineTest, ANewcomerWaitsForATakenUpRoundToBeWhole) {
   Make(2, 3);
   ASSERT_TRUE(Join(11, Resuming(Node("a"), 5, 0, 2, 0, 4)).ok());
-  Take();
   ASSERT_TRUE(Join(3, Node("c")).ok());
-  EXPECT_TRUE(OfKind(Take(), Kind::kStop).empty()) << "it stopped a round not yet whole";
   ASSERT_TRUE(Join(12, Resuming(Node("b"), 5, 1, 2, 2, 4)).ok());
+  EXPECT_TRUE(Take().empty()) << "it decided before the take-up's time was up";
+  AdvanceWithHeartbeats(sm_->ReconnectGrace(), {11, 3, 12});
   auto out = Take();
+  EXPECT_EQ(OfKind(out, Kind::kResumed).size(), 2u);
   auto stops = OfKind(out, Kind::kStop);
   ASSERT_EQ(stops.size(), 2u);
   EXPECT_EQ(stops[0].stop_reason, StopReason::kMembershipChanged);
   EXPECT_THAT(stops[0].detail, HasSubstr("a node joins the job"));
   EXPECT_TRUE(OfKind(out, Kind::kOpenStore).empty());
+  EXPECT_TRUE(OfKind(out, Kind::kAssign).empty()) << "c began a round of its own";
 }
 
-TEST_F(RoundStateMachineTest, ARestartedMasterTakesUpOnlyTheRoundTheFirstResumeDescribes) {
+// The review's attacks on a restarted master, by a token holder whose sessions come first:
+// one resumes a round of its own making (every restart spent), one claims b's place with a
+// round 7 whose proof it made for itself, one sends b's own proof. None decides anything:
+// the round the most resumes prove is taken up with its own numbers, a and b get their
+// places, and the others are told to stop.
+TEST_F(RoundStateMachineTest, ARestartedMasterTakesUpTheRoundMostResumesProve) {
   Make(2, 2, /*max_restarts=*/3);
-  ASSERT_TRUE(Join(11, Resuming(Node("a"), 7, 0, 2, 0, 4, /*restarts=*/2)).ok());
-  EXPECT_EQ(OfKind(Take(), Kind::kResumed).size(), 1u);
+  ASSERT_TRUE(Join(9, Resuming(Node("eve"), 9, 0, 1, 0, 2, /*restarts=*/3)).ok());
+  ASSERT_TRUE(Join(8, Resuming(Node("trudy"), 7, 1, 2, 2, 4, 2)).ok());
+  NodeInfo forged = Resuming(Node("b"), 7, 1, 2, 2, 4, 2);
+  forged.incarnation = "mallory";
+  ASSERT_TRUE(Join(7, forged).ok());
+  auto refused = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].session, 7u);
+  EXPECT_THAT(refused[0].detail, HasSubstr("resume of round 7 does not prove its place"));
+  ASSERT_TRUE(Join(11, Resuming(Node("a"), 7, 0, 2, 0, 4, 2)).ok());
+  ASSERT_TRUE(Join(12, Resuming(Node("b"), 7, 1, 2, 2, 4, 2)).ok());
+  EXPECT_TRUE(Take().empty());
+  EXPECT_EQ(sm_->restarts_spent(), 0) << "a resume's numbers counted before the take-up";
+  EXPECT_EQ(sm_->placeholders(), 2) << "the most places any round heard has";
+  AdvanceWithHeartbeats(sm_->ReconnectGrace(), {7, 8, 9, 11, 12});
+  auto out = Take();
+  ASSERT_EQ(out.size(), 5u);
+  for (int i : {0, 1}) {
+    EXPECT_EQ(out[i].kind, Kind::kStop);
+    EXPECT_THAT(out[i].detail, HasSubstr("the restarted master took up round 7, which the "
+                                         "resumes of 2 node(s) prove"));
+  }
+  EXPECT_EQ(out[0].session + out[1].session, 17u);  // eve and trudy
+  EXPECT_EQ(out[2].kind, Kind::kResumed);
+  EXPECT_EQ(out[3].kind, Kind::kResumed);
+  EXPECT_EQ(out[4].kind, Kind::kOpenStore);  // whole: group rank 0's store, its own
+  EXPECT_EQ(out[4].session, 11u);
+  EXPECT_THAT(sm_->members(), ElementsAre(11u, 12u));
   EXPECT_EQ(sm_->round(), 7);
   EXPECT_EQ(sm_->restarts_spent(), 2);
+  EXPECT_EQ(sm_->placeholders(), 0);
   ASSERT_EQ(sm_->history().size(), 1u);
   EXPECT_TRUE(sm_->history().back().taken_up);
-  // Another world size, restart count or number of places is another round: not this one.
-  ASSERT_TRUE(Join(12, Resuming(Node("b"), 7, 1, 2, 2, 6, 2)).ok());
-  ASSERT_EQ(OfKind(Take(), Kind::kStop).size(), 1u);
-  ASSERT_TRUE(Join(13, Resuming(Node("c"), 7, 1, 2, 2, 4, 2)).ok());
-  auto out = Take();
-  ASSERT_EQ(out.size(), 2u);
-  EXPECT_EQ(out[0].kind, Kind::kResumed);
-  EXPECT_EQ(out[1].kind, Kind::kOpenStore);  // whole again
-  EXPECT_EQ(out[1].session, 11u);
-  EXPECT_THAT(sm_->members(), ElementsAre(11u, 13u));
+  EXPECT_EQ(sm_->history().back().nodes, 2);
+}
+
+// Alone, a resume proves nothing the others agree on: a round of one resume against a round
+// of two is not taken up, whichever came first; a tie goes to the round heard first.
+TEST_F(RoundStateMachineTest, ATakeUpIsDecidedByTheResumesNotByTheFirst) {
+  Make(1, 3, /*max_restarts=*/3);
+  ASSERT_TRUE(Join(9, Resuming(Node("eve"), 9, 0, 1, 0, 2, /*restarts=*/3)).ok());
+  ASSERT_TRUE(Join(11, Resuming(Node("a"), 4, 0, 3, 0, 6, 1)).ok());
+  ASSERT_TRUE(Join(12, Resuming(Node("b"), 4, 1, 3, 2, 6, 1)).ok());
+  AdvanceWithHeartbeats(sm_->ReconnectGrace(), {9, 11, 12});
+  auto stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 3u);  // c never came back: round 4 is not taken up either
+  EXPECT_EQ(stops[0].session, 9u);
+  EXPECT_THAT(stops[0].detail, HasSubstr("took up round 4"));
+  EXPECT_THAT(stops[1].detail, HasSubstr("round 4 was not taken up by the restarted master: "
+                                         "group rank 2 did not come back within 5s"));
+  EXPECT_EQ(sm_->restarts_spent(), 1) << "what a and b agree on, not eve's 3";
+  EXPECT_EQ(sm_->round(), 4);
+  ASSERT_EQ(sm_->history().size(), 1u);
+  EXPECT_EQ(sm_->history().back().ended_by, stops[1].detail);
+  // The nodes join again and go on from round 4 with the restart they had spent.
+  for (SessionId s : {21, 22}) ASSERT_TRUE(Join(s, Node(s == 21 ? "a" : "b")).ok());
+  AdvanceWithHeartbeats(absl::Seconds(30), {21, 22});
+  auto assigns = OfKind(Take(), Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 2u);
+  EXPECT_EQ(assigns[0].assignment.round, 5);
+  EXPECT_EQ(assigns[0].assignment.restart_count, 1);
+}
+
+// An agent sends its last report right after its resume: while the take-up listens, it is
+// kept, and made once the node has its place (here: both nodes' workers had succeeded).
+TEST_F(RoundStateMachineTest, WhatAResumingNodeReportedIsMadeOnceItHasItsPlace) {
+  Make(2, 2);
+  ASSERT_TRUE(Join(11, Resuming(Node("a"), 3, 0, 2, 0, 4)).ok());
+  sm_->ReportSuccess(11, 3, now_);
+  ASSERT_TRUE(Join(12, Resuming(Node("b"), 3, 1, 2, 2, 4)).ok());
+  sm_->ReportSuccess(12, 3, now_);
+  EXPECT_TRUE(Take().empty());
+  AdvanceWithHeartbeats(sm_->ReconnectGrace(), {11, 12});
+  auto ends = OfKind(Take(), Kind::kEnd);
+  ASSERT_EQ(ends.size(), 2u) << "the successes were dropped: the run would wait for ever";
+  EXPECT_EQ(ends[0].outcome, RunOutcome::kSucceeded);
+}
+
+// A master that ran the run knows its round and restarts: a join that claims more (a token
+// holder's, while the job gathers after a failure) spends nothing and moves no round.
+TEST_F(RoundStateMachineTest, AJoinsClaimsCountOnlyWithAMasterThatKnowsNothing) {
+  Make(2, 2, /*max_restarts=*/3);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  sm_->ReportFailure(2, 0, {Failure("b", 2, absl::ZeroDuration())}, now_);
+  Take();
+  EXPECT_EQ(sm_->restarts_spent(), 1);
+  NodeInfo eve = Node("eve");
+  eve.last_round = 50;
+  eve.restarts_seen = 3;
+  ASSERT_TRUE(Join(9, eve).ok());
+  EXPECT_EQ(sm_->restarts_spent(), 1) << "eve's claim spent the budget";
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  auto assigns = OfKind(Take(), Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 2u);
+  EXPECT_EQ(assigns[0].assignment.round, 1);
+  EXPECT_EQ(assigns[0].assignment.restart_count, 1);
 }
 
 TEST_F(RoundStateMachineTest, ARoundKeepsTheLongestOutageItsMembersSaid) {
@@ -945,6 +1039,31 @@ TEST_F(NodeHealthRulesTest, LostConnectionsAreCountedApartFromFailuresWithTheirO
   EXPECT_EQ(record.flaps, 2);
   EXPECT_EQ(record.failures, 0);
   EXPECT_EQ(sm_->restarts_spent(), 0);
+}
+
+// Found by fuzz_rounds: a host kept out while a restarted master listens for resumes (its
+// other agent's health check failed) took its place in the round taken up. It is told it
+// is kept out instead, and the round, one place short, is not taken up.
+TEST_F(NodeHealthRulesTest, AHostKeptOutWhileItsResumeIsHeldGetsNoPlace) {
+  Make(2, 2, /*max_restarts=*/0, Limits(0, 0, absl::Seconds(60)));
+  ASSERT_TRUE(Join(11, Resuming(Node("a"), 4, 0, 2, 0, 4)).ok());
+  ASSERT_TRUE(Join(12, Resuming(Node("b"), 4, 1, 2, 2, 4)).ok());
+  NodeInfo sick = Node("b");
+  sick.incarnation = "another agent on b";
+  sick.failed_check = "it ended with exit code 1";
+  ASSERT_TRUE(Join(3, sick).ok());
+  Take();
+  AdvanceWithHeartbeats(sm_->ReconnectGrace(), {11, 12, 3});
+  auto out = Take();
+  EXPECT_TRUE(OfKind(out, Kind::kResumed).empty());
+  auto excluded = OfKind(out, Kind::kExclude);
+  ASSERT_EQ(excluded.size(), 1u);
+  EXPECT_EQ(excluded[0].session, 12u);
+  auto stops = OfKind(out, Kind::kStop);
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].session, 11u);
+  EXPECT_THAT(stops[0].detail, HasSubstr("group rank 1 did not come back"));
+  EXPECT_TRUE(sm_->members().empty());
 }
 
 TEST_F(NodeHealthRulesTest, ListedHostsAreKeptOutForTheWholeJob) {

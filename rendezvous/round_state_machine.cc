@@ -21,20 +21,11 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
   // This join replaces the session's earlier one, if any: a round that closes meanwhile (when
   // an old session of the same agent is dropped, below) must not take it as it was.
   if (auto mine = nodes_.find(session); mine != nodes_.end()) SetJoined(mine->second, false);
+  ForgetHeldResume(session);  // a resume it sent before is no longer what it asks
   DropOldSession(session, node, now);
   if (phase_ == Phase::kEnded) return JoinEndedRun(session);
   if (!node.failed_check.empty()) {
     DDPRUN_RETURN_IF_ERROR(CheckFailedCheckIsItsOwn(session, node));
-  }
-  if (phase_ == Phase::kGathering && history_.empty()) {
-    // A restarted master learns from the agents where the run was, so that rounds and
-    // TORCHELASTIC_RESTART_COUNT go on and the restart budget is not handed out afresh. A
-    // master that began or took up a round knows better than any join: a token holder's
-    // join claiming every restart spent must not spend them.
-    round_ = std::max(round_, node.last_round);
-    // Never more than the budget, whatever an agent claims.
-    restarts_spent_ =
-        std::max(restarts_spent_, std::min(node.restarts_seen, settings_.max_restarts));
   }
   Node& entry = Admit(session, node, now);
   const bool member = entry.member;
@@ -364,6 +355,7 @@ void RoundStateMachine::CloseRound(absl::Time now) {
     if (auto it = nodes_.find(s); it != nodes_.end()) SetMember(it->second, false);
   }
   members_ = OrderForNextRound();
+  if (history_.empty()) AdoptJoinClaims();
   BeginRound(std::nullopt, now);
 }
 

@@ -339,6 +339,11 @@ class RoundStateMachine {
   void TakeUpWhole(const HeldRound& chosen, std::map<SessionId, HeldResume>& held_resumes,
                    absl::Time now);
   void LoseTakenUpRound(const HeldRound& held, absl::Time now);
+  // The first round a master closes from joins, when it knows no round of the run (it
+  // restarted, or took nothing up): rounds and TORCHELASTIC_RESTART_COUNT go on from where
+  // the members' agents say the run was (`last_round`, `restarts_seen`), so that the
+  // budget is not handed out afresh.
+  void AdoptJoinClaims();
   // A resume held for a take-up is no longer (its session ended, or the take-up decided).
   void ForgetHeldResume(SessionId session);
   // A report from a session whose resume is held, about the round it resumes: kept, and

@@ -42,8 +42,8 @@ absl::Status RoundStateMachine::Resume(SessionId session, const NodeInfo& node, 
                                   " does not prove its place (its round digest or place proof "
                                   "is not the one its master gave it)"));
   }
-  // A master that does not know the round (it restarted, or lost every member meanwhile)
-  // takes it up as the nodes prove it.
+  // A master that knows no round of the run (it restarted) takes it up as the nodes prove
+  // it.
   if (WouldTakeUp(node)) return HoldForTakeUp(session, node, now);
   const SessionId place = PlaceOf(node);
   if (place == 0) return StopStale(session, node, now);
@@ -52,8 +52,11 @@ absl::Status RoundStateMachine::Resume(SessionId session, const NodeInfo& node, 
 }
 
 bool RoundStateMachine::WouldTakeUp(const NodeInfo& node) const {
-  return node.resume && phase_ == Phase::kGathering && node.resume->round > round_ &&
-         node.resume->group_world_size >= 1 && node.resume->group_world_size <= settings_.max_nodes;
+  // Only a master that knows no round of the run: one that began or took up a round knows
+  // where the run is, and a round it does not know is not the run's.
+  return node.resume && history_.empty() && phase_ == Phase::kGathering &&
+         node.resume->round > round_ && node.resume->group_world_size >= 1 &&
+         node.resume->group_world_size <= settings_.max_nodes;
 }
 
 SessionId RoundStateMachine::PlaceOf(const NodeInfo& node) const {
@@ -95,7 +98,7 @@ void RoundStateMachine::Rebuild(const Assignment& resumed, absl::Time now) {
 }
 
 RoundRecord& RoundStateMachine::CarryOver(const Assignment& numbers, absl::Time began) {
-  round_ = std::max(round_, numbers.round);
+  round_ = numbers.round;  // above round_: WouldTakeUp, and no round closes meanwhile
   restarts_spent_ =
       std::max(restarts_spent_, std::min(numbers.restart_count, settings_.max_restarts));
   RoundRecord record;

@@ -7,6 +7,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -86,6 +88,22 @@ void RoundStateMachine::ForgetHeldResume(SessionId session) {
   if (take_up_->rounds.empty()) take_up_.reset();  // nobody left to take a round up for
 }
 
+void RoundStateMachine::AdoptJoinClaims() {
+  // What most of the round's members say (a tie: the lower claim), not the highest claim,
+  // which one token holder's join would set. Never more than the budget.
+  std::map<std::pair<int64_t, int>, int> said;
+  for (SessionId s : members_) {
+    const NodeInfo& info = nodes_.at(s).info;
+    ++said[{info.last_round, std::min(info.restarts_seen, settings_.max_restarts)}];
+  }
+  const auto most = std::max_element(said.begin(), said.end(), [](const auto& a, const auto& b) {
+    return a.second < b.second;  // the first of equals: the lower claim
+  });
+  if (most == said.end()) return;
+  round_ = std::max(round_, most->first.first);
+  restarts_spent_ = std::max(restarts_spent_, most->first.second);
+}
+
 void RoundStateMachine::DecideTakeUp(absl::Time now) {
   TakeUp take_up = std::move(*take_up_);
   take_up_.reset();
@@ -103,6 +121,8 @@ void RoundStateMachine::DecideTakeUp(absl::Time now) {
     } else {
       LoseTakenUpRound(*chosen, now);
     }
+  } else {
+    gathering_since_ = now;  // every node that resumed is kept out: the gathering begins now
   }
   if (phase_ == Phase::kGathering) MaybeCloseRound(now);  // joins that waited for the take-up
 }
@@ -127,10 +147,14 @@ const RoundStateMachine::HeldRound* RoundStateMachine::MostProved(const TakeUp& 
   const HeldRound* chosen = nullptr;
   for (const auto& [digest, held] : take_up.rounds) {
     if (held.places.empty()) continue;
-    if (!chosen || held.places.size() > chosen->places.size() ||
-        (held.places.size() == chosen->places.size() && held.heard < chosen->heard)) {
-      chosen = &held;
-    }
+    // The most places, then a round every place of which came back, then the first heard:
+    // a round of one resume, whole, does not outweigh two members of a round one short.
+    const auto rank = [](const HeldRound& r) {
+      return std::make_tuple(r.places.size(),
+                             static_cast<int>(r.places.size()) == r.numbers.group_world_size,
+                             -r.heard);
+    };
+    if (!chosen || rank(held) > rank(*chosen)) chosen = &held;
   }
   return chosen;
 }

@@ -520,6 +520,79 @@ TEST_F(RoundStateMachineTest, ATakeUpIsDecidedByTheResumesNotByTheFirst) {
   EXPECT_EQ(assigns[0].assignment.restart_count, 1);
 }
 
+// A round whose every place came back wins over one heard first with as many resumes but a
+// place missing (a token holder's two sessions claiming a round of three).
+TEST_F(RoundStateMachineTest, ARoundWhollyBackIsTakenUpBeforeOneHeardFirst) {
+  Make(2, 3, /*max_restarts=*/3);
+  NodeInfo trudy = Node("trudy"), mallory = Node("mallory");
+  testing::RoundOf theirs;
+  theirs.round = 9;
+  theirs.restart_count = 3;
+  theirs.world_size = 6;
+  theirs.incarnations = {trudy.incarnation, mallory.incarnation, "inc-nobody"};
+  trudy.resume = testing::ProvedRound(theirs)[0];
+  mallory.resume = testing::ProvedRound(theirs)[1];
+  ASSERT_TRUE(Join(8, trudy).ok());
+  ASSERT_TRUE(Join(9, mallory).ok());
+  ASSERT_TRUE(Join(11, Resuming(Node("a"), 4, 0, 2, 0, 4, 1)).ok());
+  ASSERT_TRUE(Join(12, Resuming(Node("b"), 4, 1, 2, 2, 4, 1)).ok());
+  AdvanceWithHeartbeats(sm_->ReconnectGrace(), {8, 9, 11, 12});
+  auto out = Take();
+  EXPECT_EQ(OfKind(out, Kind::kResumed).size(), 2u);
+  EXPECT_EQ(OfKind(out, Kind::kStop).size(), 2u);
+  EXPECT_THAT(sm_->members(), ElementsAre(11u, 12u));
+  EXPECT_EQ(sm_->restarts_spent(), 1);
+}
+
+// A master that began a round knows where the run is: a resume of a round above its own (a
+// token holder's, while the job gathers) is not taken up, it is stopped at once.
+TEST_F(RoundStateMachineTest, AMasterThatRanARoundTakesNothingUp) {
+  Make(2, 2, /*max_restarts=*/3);
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  sm_->ReportFailure(2, 0, {Failure("b", 2, absl::ZeroDuration())}, now_);
+  Take();
+  ASSERT_TRUE(Join(9, Resuming(Node("eve"), 5, 0, 1, 0, 2, /*restarts=*/3)).ok());
+  auto stops = OfKind(Take(), Kind::kStop);
+  ASSERT_EQ(stops.size(), 1u);
+  EXPECT_EQ(stops[0].session, 9u);
+  EXPECT_EQ(sm_->placeholders(), 0);
+  EXPECT_EQ(sm_->restarts_spent(), 1);
+}
+
+// A restarted master learns from the joins where the run was: what most of the round's
+// members say, not the highest claim (a token holder's join claiming every restart spent).
+TEST_F(RoundStateMachineTest, ARestartedMasterTakesFromTheJoinsWhatMostMembersSay) {
+  Make(3, 3, /*max_restarts=*/3);
+  NodeInfo eve = Node("eve"), a = Node("a"), b = Node("b");
+  eve.last_round = 50;
+  eve.restarts_seen = 3;
+  a.last_round = b.last_round = 4;
+  a.restarts_seen = b.restarts_seen = 1;
+  ASSERT_TRUE(Join(9, eve).ok());
+  ASSERT_TRUE(Join(1, a).ok());
+  ASSERT_TRUE(Join(2, b).ok());
+  auto assigns = OfKind(Take(), Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 3u);
+  EXPECT_EQ(assigns[0].assignment.round, 5);
+  EXPECT_EQ(assigns[0].assignment.restart_count, 1);
+}
+
+// A plain join on a session whose resume a restarted master holds takes the resume back:
+// the session joins as any node does and takes no place in the round taken up.
+TEST_F(RoundStateMachineTest, AJoinOnASessionWhoseResumeIsHeldWithdrawsTheResume) {
+  Make(1, 2);
+  ASSERT_TRUE(Join(9, Resuming(Node("eve"), 7, 0, 1, 0, 2)).ok());
+  ASSERT_TRUE(Join(9, Node("eve")).ok());
+  EXPECT_EQ(sm_->placeholders(), 0) << "the resume is still held";
+  AdvanceWithHeartbeats(absl::Seconds(31), {9});
+  auto out = Take();
+  EXPECT_TRUE(OfKind(out, Kind::kResumed).empty());
+  auto assigns = OfKind(out, Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 1u);
+  EXPECT_EQ(assigns[0].assignment.round, 0);
+}
+
 // An agent sends its last report right after its resume: while the take-up listens, it is
 // kept, and made once the node has its place (here: both nodes' workers had succeeded).
 TEST_F(RoundStateMachineTest, WhatAResumingNodeReportedIsMadeOnceItHasItsPlace) {

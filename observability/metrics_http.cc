@@ -180,10 +180,13 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptio
   CivetCallbacks callbacks;
   callbacks.begin_request = &MetricsHttp::BeginRequest;
   const std::string address = HostPort(o.host, o.port);
-  // Few threads: a scrape a second and a page or two. A client gets 3 s to send its request
-  // (an idle one holds a thread that long; Prometheus' scrape timeout is 10 s).
-  const std::vector<std::string> civet = {"listening_ports",    address, "num_threads", "4",
-                                          "request_timeout_ms", "3000"};
+  // A scrape a second and a page or two need few threads, but a client that opens a
+  // connection and sends nothing holds one until its read times out, and a request waits
+  // for a free thread: 16 threads, and 1 s for each read (Prometheus and browsers send
+  // their request at once), so that 64 such clients at once delay a scrape by 4 s, within
+  // Prometheus' 10 s scrape timeout (4 threads and 3 s made it 48 s).
+  const std::vector<std::string> civet = {"listening_ports",    address, "num_threads", "16",
+                                          "request_timeout_ms", "1000"};
   try {
     http->server_ = std::make_unique<CivetServer>(civet, &callbacks, http.get());
   } catch (const CivetException& e) {

@@ -14,10 +14,12 @@
 #include "common/unique_fd.h"
 #include "tests/support/child_process.h"
 #include "tests/support/http_get.h"
+#include "tests/support/tcp_sockets.h"
 
 namespace ddprun {
 namespace {
 
+using ::ddprun::testing::ConnectToLoopback;
 using ::ddprun::testing::FreeLoopbackPort;
 using ::ddprun::testing::HttpGet;
 using ::ddprun::testing::HttpReply;
@@ -86,12 +88,8 @@ TEST(MetricsHttpTest, ClientsThatSendNoWholeRequestDelayAScrapeBrieflyAndAreDrop
   const int port = (*http)->port();
   std::vector<UniqueFd> holds;
   for (int i = 0; i < 32; ++i) {
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << i;
+    UniqueFd fd = ConnectToLoopback(port);
+    ASSERT_TRUE(fd.valid()) << "connection " << i;
     const std::string half = "GET /metrics HTTP/1.1\r\nHost: x\r\n";  // no blank line
     ASSERT_EQ(::send(fd.get(), half.data(), half.size(), MSG_NOSIGNAL),
               static_cast<ssize_t>(half.size()));

@@ -18,6 +18,7 @@
 #include "tests/support/ddprun_paths.h"
 #include "tests/support/delay_proxy.h"
 #include "tests/support/master_outage.h"
+#include "tests/support/tcp_sockets.h"
 
 namespace ddprun::testing {
 namespace {
@@ -473,12 +474,8 @@ TEST(MultiNode, AMasterOutOfDescriptorsSaysSoAndAcceptsAgainAfterwards) {
       << master->ErrSoFar();
   std::vector<UniqueFd> idle;
   for (int i = 0; i < 200; ++i) {
-    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << i;
+    UniqueFd fd = ConnectToLoopback(port);
+    ASSERT_TRUE(fd.valid()) << "connection " << i;
     idle.push_back(std::move(fd));
   }
   EXPECT_TRUE(WaitUntil(

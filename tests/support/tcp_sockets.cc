@@ -60,4 +60,16 @@ TcpConnectionsOnPort TcpConnectionsOn(int port) {
   return found;
 }
 
+UniqueFd ConnectToLoopback(int port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (!fd.valid() || ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    return UniqueFd();
+  }
+  return fd;
+}
+
 }  // namespace ddprun::testing

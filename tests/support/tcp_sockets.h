@@ -1,8 +1,14 @@
 #pragma once
 // Test support: this process's own TCP connections on a port, read from /proc/self/fd, to
-// check the options the code under test set on sockets it never shows (gRPC's, a server's).
+// check the options the code under test set on sockets it never shows (gRPC's, a server's);
+// and a plain connection to a loopback port, as an idle or slow client holds one.
+
+#include "common/unique_fd.h"
 
 namespace ddprun::testing {
+
+/// A TCP connection to 127.0.0.1:`port`; an empty UniqueFd if it could not be made.
+UniqueFd ConnectToLoopback(int port);
 
 struct TcpConnectionsOnPort {
   int accepted = 0;                  // this process's end of a connection accepted on the port

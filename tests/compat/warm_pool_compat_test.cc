@@ -145,7 +145,9 @@ TEST_P(WarmPoolCompat, AForkedWorkerIsTheProcessAStartedOneWouldBe) {
 // Modules named as ones the pool's server and torch import, planted in the folder the job is
 // started from (world-writable and sticky, as /tmp is): a started `python3 /elsewhere/x.py`
 // never looks there, and the pool, which runs as the agent's user, must not either (it once
-// ran a planted socket.py: `python -c` puts the working folder first on sys.path).
+// ran a planted socket.py: `python -c` puts the working folder first on sys.path). The 2.x
+// root's Python (3.14) starts in that folder too (DDPRUN_TORCH2_KEEP_CWD): there, too, a
+// `python -c "import socket"` runs the planted one, and the pool does not.
 TEST_P(WarmPoolCompat, AModulePlantedInTheWorkingFolderIsNotImported) {
   TempDir planted, out;
   ASSERT_EQ(::chmod(planted.path().c_str(), 01777), 0);
@@ -159,13 +161,23 @@ TEST_P(WarmPoolCompat, AModulePlantedInTheWorkingFolderIsNotImported) {
                                        "import os, sys, torch\n"
                                        "open(os.path.join(sys.argv[1], 'done.' + "
                                        "os.environ['RANK']), 'w').close()\n");
+  {  // The attack is staged: this interpreter, started there with -c, runs the planted one.
+    const std::string python = Torch2() ? kTorch2Python : kPython;
+    ProcessResult staged = RunProcess({"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", planted.path(),
+                                       python, "-c", "import socket"},
+                                      {{"DDPRUN_TORCH2_KEEP_CWD", "1"}}, absl::Seconds(60));
+    EXPECT_THAT(staged.err, HasSubstr("planted socket ran")) << "the attack is not staged";
+    ASSERT_EQ(::unlink((out / "planted.socket").c_str()), 0);
+  }
   for (bool pool : {false, true}) {
     SCOPED_TRACE(pool ? "--preload=torch" : "started");
     std::vector<std::string> argv = {"/bin/sh",      "-c",    "cd \"$0\" && exec \"$@\"",
                                      planted.path(), kDdprun, "--nproc-per-node=2"};
     if (pool) argv.push_back("--preload=torch");
     argv.insert(argv.end(), {script, out.path()});
-    ProcessResult r = RunProcess(argv, JobEnv(), absl::Seconds(240));
+    std::map<std::string, std::optional<std::string>> env = JobEnv();
+    env["DDPRUN_TORCH2_KEEP_CWD"] = "1";
+    ProcessResult r = RunProcess(argv, env, absl::Seconds(240));
     EXPECT_EQ(r.exit_code, 0) << r.err;
     if (pool) EXPECT_THAT(r.err, HasSubstr(kForked));
     for (const std::string& name : names) {

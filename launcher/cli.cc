@@ -149,6 +149,19 @@ std::vector<KnownOption> KnownOptions() {
     }
     known.push_back(std::move(option));
   }
+  // torch.distributed.launch's own, which scripts written for it still pass to the launcher
+  // (docs/user-guide.md): refused by name, with what to do, never taken for a prefix of ours.
+  known.push_back({{"--local-rank", "--local_rank"},
+                   true,
+                   false,
+                   "ddprun, like torchrun, gives each worker its local rank in LOCAL_RANK and "
+                   "passes no --local-rank to the script; drop it here, and read "
+                   "os.environ['LOCAL_RANK'] in the script (or pass it after the script "
+                   "yourself: train.py --local_rank='${local_rank}')"});
+  known.push_back({{"--use-env", "--use_env"},
+                   false,
+                   false,
+                   "ddprun, like torchrun, always passes the local rank in LOCAL_RANK; drop it"});
   return known;
 }
 

@@ -97,6 +97,11 @@ absl::StatusOr<std::vector<std::string>> ExpandOptionPrefixes(
       option = *resolved;
       arg = absl::StrCat(LongName(*option), equals == std::string::npos ? "" : arg.substr(equals));
     }
+    if (!option->launch_era_hint.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          name, " is an option of torch.distributed.launch, not of torchrun or ddprun: ",
+          option->launch_era_hint));
+    }
     if (option->takes_value && equals == std::string::npos) ++i;
   }
   return out;
@@ -110,6 +115,7 @@ std::string ClosestOption(const std::string& unknown, const std::vector<KnownOpt
   std::string best;
   size_t best_distance = allowed + 1;
   for (const KnownOption& option : options) {
+    if (!option.launch_era_hint.empty()) continue;  // never suggested
     for (const std::string& spelling : option.spellings) {
       if (!absl::StartsWith(spelling, "--")) continue;
       const size_t distance = EditDistance(name, spelling);

@@ -24,11 +24,16 @@ struct KnownOption {
   std::vector<std::string> spellings;  // "--nproc-per-node", "--nproc_per_node", "-r", ...
   bool takes_value = false;            // the next argument is its value (unless `=` gives one)
   bool torchrun = false;               // one of torchrun's own options
+  // Not an option: one of torch.distributed.launch's, which scripts still pass. Given (or
+  // named by a prefix), the command line is refused with this, which says what to do.
+  std::string launch_era_hint;
 };
 
 /// `args` with every unique prefix of a long option replaced by the option's first
 /// spelling (`--max_restart=2` -> `--max-restarts=2`). An ambiguous prefix is an
-/// InvalidArgument that lists the candidates; an unknown option is left as it is.
+/// InvalidArgument that lists the candidates; so is a launch-era option (or a prefix that
+/// names one, not a longer option: `--local-rank=1` is not `--local-ranks-filter=1`), with its
+/// hint; an unknown option is left as it is.
 absl::StatusOr<std::vector<std::string>> ExpandOptionPrefixes(
     const std::vector<std::string>& args, const std::vector<KnownOption>& options);
 

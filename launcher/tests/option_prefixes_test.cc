@@ -26,6 +26,10 @@ const std::vector<KnownOption>& Known() {
       {{"--rdzv-endpoint", "--rdzv_endpoint"}, true, true},
       {{"--rdzv-id", "--rdzv_id"}, true, true},
       {{"--standalone"}, false, true},
+      {{"--local-addr", "--local_addr"}, true, true},
+      {{"--local-ranks-filter", "--local_ranks_filter"}, true, true},
+      {{"--local-rank", "--local_rank"}, true, false, "read LOCAL_RANK"},
+      {{"--use-env", "--use_env"}, false, false, "drop it"},
   };
   return *known;
 }
@@ -39,6 +43,27 @@ std::vector<std::string> Expand(const std::vector<std::string>& args) {
 std::string Refusal(const std::vector<std::string>& args) {
   absl::StatusOr<std::vector<std::string>> out = ExpandOptionPrefixes(args, Known());
   return out.ok() ? "" : std::string(out.status().message());
+}
+
+// Issue 48: `--local-rank=1`, which scripts written for torch.distributed.launch pass, was
+// taken for a prefix of --local-ranks-filter (rank 0's output left the console). A
+// launch-era option, or a prefix naming only it, is refused with its hint; a prefix of
+// ours that is longer, or shared with one of torchrun's options, is still ours.
+TEST(ExpandOptionPrefixes, ALaunchEraOptionIsRefusedNotTakenForAPrefixOfOurs) {
+  for (const std::string& given :
+       {"--local-rank=1", "--local_rank", "--use-env", "--use_env", "--use", "--use_e"}) {
+    EXPECT_THAT(Refusal({given, "1", "train.py"}),
+                HasSubstr(" is an option of torch.distributed.launch, not of torchrun or ddprun"))
+        << given;
+  }
+  EXPECT_THAT(Refusal({"--local-rank=1", "train.py"}), HasSubstr("read LOCAL_RANK"));
+  EXPECT_THAT(Expand({"--local-ranks=0", "train.py"}),
+              ElementsAre("--local-ranks-filter=0", "train.py"));
+  EXPECT_THAT(Expand({"--local-r=0", "train.py"}),
+              ElementsAre("--local-ranks-filter=0", "train.py"));
+  EXPECT_THAT(Expand({"train.py", "--local-rank=1"}), ElementsAre("train.py", "--local-rank=1"))
+      << "the script's own arguments are its own";
+  EXPECT_NE(ClosestOption("--local-rnk", Known()), "--local-rank") << "never suggested";
 }
 
 TEST(ExpandOptionPrefixes, AUniquePrefixBecomesTheOption) {

@@ -35,7 +35,10 @@ namespace pb = ::ddprun::v1;
 
 constexpr char kToken[] = "a-token-the-attacker-holds";
 
-// A node of the job: 2 count-starts workers, this test's master at `port`, the token.
+// A node of the job: 2 count-starts workers, this test's master at `port`, the token. Two
+// nodes on one machine need their own addresses (--local-addr); the rightful path without
+// it, host names that do not resolve across hosts, is
+// NetnsTest.TheMasterOnItsOwnHostKilledAndRestartedStopsNoWorker.
 std::unique_ptr<ChildProcess> StartNode(int port, int node, const std::string& dir) {
   const std::vector<std::string> options = {"--nnodes=2",
                                             "--nproc-per-node=2",
@@ -52,17 +55,7 @@ std::unique_ptr<ChildProcess> StartNode(int port, int node, const std::string& d
 // A token holder's resume: the job's settings (status shows them), `running` as its own.
 pb::AgentMessage Forged(const std::string& host, const Assignment& running) {
   pb::AgentMessage message = TestSession::JoinMessage("job", host, 2, 2, 3, kToken);
-  pb::RoundAssignment* r = message.mutable_join()->mutable_resume();
-  r->set_round(running.round);
-  r->set_restart_count(running.restart_count);
-  r->set_group_rank(running.group_rank);
-  r->set_group_world_size(running.group_world_size);
-  r->set_base_rank(running.base_rank);
-  r->set_world_size(running.world_size);
-  r->set_master_addr(running.master_addr);
-  r->set_master_port(running.master_port);
-  r->set_round_digest(running.round_digest);
-  for (const std::string& step : running.place_proof) r->add_place_proof(step);
+  *message.mutable_join()->mutable_resume() = master_testing::ResumeOnTheWire(running);
   return message;
 }
 

@@ -400,16 +400,8 @@ TEST_F(MasterSecurityTest, ATokenHoldersResumesDoNotDecideWhatARestartedMasterTa
   own.incarnations = {"inc-eve"};
   own.master_addr = "127.0.0.1";
   own.master_port = 1;  // nothing serves it
-  const Assignment made = testing::ProvedRound(own)[0];
-  pb::RoundAssignment forged;
-  forged.set_round(made.round);
-  forged.set_restart_count(made.restart_count);
-  forged.set_group_world_size(1);
-  forged.set_world_size(made.world_size);
-  forged.set_master_addr(made.master_addr);
-  forged.set_master_port(made.master_port);
-  forged.set_round_digest(made.round_digest);
-  ASSERT_TRUE(eve.Write(resume("eve", forged)));
+  ASSERT_TRUE(
+      eve.Write(resume("eve", master_testing::ResumeOnTheWire(testing::ProvedRound(own)[0]))));
   std::optional<pb::MasterMessage> refused = mallory.Read();
   ASSERT_TRUE(refused && refused->has_stop());
   EXPECT_THAT(refused->stop().detail(), HasSubstr("resume of round 0 does not prove its place"));

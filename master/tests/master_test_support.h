@@ -25,6 +25,13 @@ namespace master_testing {
 
 namespace pb = ::ddprun::v1;
 
+/// `running` as an agent sends it back in a resume (rpc/wire.h's conversion of a join).
+inline pb::RoundAssignment ResumeOnTheWire(const Assignment& running) {
+  NodeInfo node;
+  node.resume = running;
+  return ::ddprun::JoinMessage(node, "", "", RendezvousSettings()).join().resume();
+}
+
 inline bool WaitReadable(int fd, absl::Duration timeout) {
   pollfd p{fd, POLLIN, 0};
   return ::poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout))) == 1;

@@ -4,10 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <random>
-
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "agent/join_request.h"
 #include "agent/logs/log_format.h"
@@ -15,6 +12,7 @@
 #include "common/clock.h"
 #include "common/exit_codes.h"
 #include "common/process_status.h"
+#include "common/random_id.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
 #include "node/host_info.h"
@@ -26,11 +24,6 @@ namespace {
 constexpr spdlog::level::level_enum kSpdlogLevels[] = {  // in LogLevel's order
     spdlog::level::info, spdlog::level::warn, spdlog::level::err};
 
-std::string RandomIncarnation() {
-  std::random_device rd;
-  return absl::StrFormat("%08x%08x%08x%08x", rd(), rd(), rd(), rd());
-}
-
 }  // namespace
 
 ElasticAgent::ElasticAgent(const AgentConfig& config, EnvMap base_env,
@@ -41,7 +34,7 @@ ElasticAgent::ElasticAgent(const AgentConfig& config, EnvMap base_env,
       rendezvous_(rendezvous),
       guard_(guard),
       // How this node is named in reports and ordered among nodes: --local-addr if given.
-      node_{config.local_addr.empty() ? HostName() : config.local_addr, RandomIncarnation(),
+      node_{config.local_addr.empty() ? HostName() : config.local_addr, RandomId(),
             std::move(worker_store), std::nullopt, ""},
       rules_(RulesSettings(config, node_.host, rendezvous, store() && store()->server != nullptr),
              MonotonicNow()),

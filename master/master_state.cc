@@ -6,6 +6,7 @@
 #include "common/clock.h"
 #include "common/ip_address.h"
 #include "common/printable.h"
+#include "common/random_id.h"
 #include "common/status_macros.h"
 #include "rendezvous/node_address.h"
 #include "rendezvous/run_access.h"
@@ -166,7 +167,8 @@ absl::Status MasterState::Join(Session* session, const pb::Join& join) {
     }
     found = runs_.emplace(join.run_id(), Run()).first;
     found->second.id = join.run_id();
-    found->second.rounds.emplace(options_.run_settings.value_or(settings), MonotonicNow());
+    found->second.rounds.emplace(options_.run_settings.value_or(settings), MonotonicNow(),
+                                 RandomId());
     if (options_.recalled && options_.only_run_id == join.run_id()) {
       found->second.rounds->Recall(*options_.recalled, MonotonicNow());
     }

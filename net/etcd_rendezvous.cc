@@ -1,5 +1,8 @@
 #include "net/etcd_rendezvous.h"
 
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -40,6 +43,24 @@ std::string Shown(absl::string_view value) {
   return value.size() <= kShown
              ? Printable(value)
              : absl::StrCat(Printable(value.substr(0, kShown)), "... (", value.size(), " bytes)");
+}
+
+// Whether every agent's session with `master` in `run_id` ends before `deadline`: the
+// run's nodes all left (an interrupt on every node ends a run too), so no next leader needs
+// what this one remembered.
+bool EverySessionEnds(const HostedMaster& master, const std::string& run_id, absl::Time deadline) {
+  for (;;) {
+    if (master.SessionCount(run_id) == 0) return true;
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return false;
+    pollfd fd = {master.session_end_fd(), POLLIN, 0};
+    if (::poll(&fd, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1) < 0 &&
+        errno != EINTR) {
+      return false;
+    }
+    uint64_t count = 0;
+    (void)!::read(master.session_end_fd(), &count, sizeof count);
+  }
 }
 
 }  // namespace
@@ -104,9 +125,12 @@ EtcdRendezvous::~EtcdRendezvous() {
   }
   if (master != nullptr) {
     // An ended run's keys go with it, so that a long-lived etcd does not fill up (the other
-    // agents may not have closed their sessions yet); a run that goes on keeps them for the
-    // next leader, with what this one remembered last.
-    if (!ended && master->RunGoesOn(options_.rendezvous.run_id)) {
+    // agents may not have closed their sessions yet); so do the keys of a run every node
+    // left (Ctrl-C on each), within the grace the master's shutdown gives their sessions
+    // anyway. A run that goes on keeps them for the next leader, with what this one
+    // remembered last.
+    const absl::Time grace_ends = absl::Now() + options_.rendezvous.settings.keep_alive_interval;
+    if (!ended && !EverySessionEnds(*master, options_.rendezvous.run_id, grace_ends)) {
       (void)WriteMemory(revision);
     } else {
       const std::string prefix =
@@ -117,7 +141,7 @@ EtcdRendezvous::~EtcdRendezvous() {
       }
     }
     options_.on_lead(nullptr);
-    master->Shutdown(options_.rendezvous.settings.keep_alive_interval);
+    master->Shutdown(std::max(absl::ZeroDuration(), grace_ends - absl::Now()));
   }
   // The others elect at once, instead of after the lease's TTL.
   if (lease != 0) (void)etcd_.RevokeLease(lease);
@@ -211,6 +235,10 @@ std::vector<RendezvousEvent> EtcdRendezvous::TakeEvents() {
       asking_back_.reset();  // a master answered
     }
     if (event.kind == Kind::kLost) CheckLeaderGone();
+    if (event.kind == Kind::kAssigned && !event.assignment.run_incarnation.empty()) {
+      absl::MutexLock lock(&mu_);
+      placed_in_run_ = event.assignment.run_incarnation;
+    }
   }
   FollowLeader();
   return events;
@@ -524,7 +552,9 @@ void EtcdRendezvous::Elect() {
   }
 }
 
-// What the run's last leader remembered (RunMemory), for this node's master to take over.
+// What the run's last leader remembered (RunMemory), for this node's master to take over:
+// only when it is of the run a master placed this node in. Another run of this id (one
+// that never ended cleanly: every node killed) left the rest; the new master overwrites it.
 std::optional<RunMemory> EtcdRendezvous::RecallMemory() {
   absl::StatusOr<EtcdClient::Read> read = etcd_.Get(state_key_);
   if (!read.ok() || !read->value) return std::nullopt;  // none yet, or etcd went: start afresh
@@ -532,6 +562,23 @@ std::optional<RunMemory> EtcdRendezvous::RecallMemory() {
   if (!memory.ok()) {
     spdlog::warn("run '{}': ignored what its last leader left in etcd at {}: {}",
                  options_.rendezvous.run_id, state_key_, std::string(memory.status().message()));
+    return std::nullopt;
+  }
+  std::string placed_in;
+  {
+    absl::MutexLock lock(&mu_);
+    placed_in = placed_in_run_;
+  }
+  if (memory->run_incarnation.empty() || memory->run_incarnation != placed_in) {
+    spdlog::warn(
+        "run '{}': etcd holds another run's state at {} (run {}, {} restarts spent, {} nodes' "
+        "records), which this node {}: not taken over; this run starts with its whole budget. "
+        "An earlier job of this --rdzv-id that did not end (every node killed) left it; a "
+        "new --rdzv-id per job keeps jobs apart",
+        options_.rendezvous.run_id, state_key_,
+        memory->run_incarnation.empty() ? "unstamped" : memory->run_incarnation,
+        memory->restarts_spent, memory->nodes.size(),
+        placed_in.empty() ? "was never placed in a round of" : "was not in");
     return std::nullopt;
   }
   return *std::move(memory);

@@ -129,6 +129,9 @@ class EtcdRendezvous : public ElectedRendezvous {
   grpc::ClientContext* guard_watch_ ABSL_GUARDED_BY(mu_) = nullptr;  // to cancel at the end
   std::string refused_leader_ ABSL_GUARDED_BY(mu_);  // the last invalid leader value, said once
   int64_t leader_lease_ ABSL_GUARDED_BY(mu_) = 0;    // the lease the leader's key is bound to
+  // The run (its incarnation) a master last placed this node in: etcd's state is taken over
+  // only when it is that run's.
+  std::string placed_in_run_ ABSL_GUARDED_BY(mu_);
 
   // What this node's master remembered last (RunMemory's bytes), and what is in etcd.
   absl::Mutex memory_mu_;

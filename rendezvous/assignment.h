@@ -9,6 +9,9 @@
 
 namespace ddprun {
 
+/// The longest run incarnation a master or etcd may hand over (ours are 32 hex digits).
+inline constexpr size_t kMaxRunIncarnation = 64;
+
 /// What a node runs in a round: the master's answer to its join.
 struct Assignment {
   int64_t round = 0;
@@ -28,6 +31,9 @@ struct Assignment {
   // the round's digest, and the hashes from its place up to the digest's tree root.
   std::string round_digest;
   std::vector<std::string> place_proof;
+  // The run the round is of: random, made by the master that began the run, kept by every
+  // master that takes it over. An elected leader's successor checks etcd's state by it.
+  std::string run_incarnation;
 };
 
 }  // namespace ddprun

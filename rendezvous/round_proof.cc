@@ -31,7 +31,7 @@ std::string Inner(absl::string_view left, absl::string_view right) {
 std::string Digest(const Assignment& a, absl::string_view root) {
   return Sha256(absl::StrCat("ddprun round\n", a.round, "\n", a.restart_count, "\n",
                              a.group_world_size, "\n", a.world_size, "\n", a.master_port, "\n",
-                             a.master_addr, "\n", root));
+                             a.master_addr, "\n", a.run_incarnation, "\n", root));
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // What a round's assignments prove to a master that did not begin the round (a restarted
 // ddprun-master, an elected leader's successor): the master that begins a round gives every
 // member the round's digest and the member's own proof of its place. The digest is a SHA-256
-// over the round's numbers (round, restarts, nodes, world size, group rank 0's store) and a
+// over the round's numbers (round, restarts, nodes, world size, group rank 0's store, the
+// run incarnation) and a
 // Merkle tree whose leaf G is group rank G's base rank and incarnation (random per agent
 // process, known to that agent and the master only). A resume that carries them names its
 // place by something only its agent has; resumes whose digests are equal are of one round,

@@ -9,8 +9,18 @@
 
 namespace ddprun {
 
-RoundStateMachine::RoundStateMachine(RendezvousSettings settings, absl::Time now)
-    : settings_(std::move(settings)), health_(settings_.node_health), gathering_since_(now) {}
+RoundStateMachine::RoundStateMachine(RendezvousSettings settings, absl::Time now,
+                                     std::string run_incarnation)
+    : settings_(std::move(settings)),
+      health_(settings_.node_health),
+      run_incarnation_(std::move(run_incarnation)),
+      gathering_since_(now) {}
+
+void RoundStateMachine::AdoptRunIncarnation(const std::string& run_incarnation) {
+  if (run_incarnation.empty() || run_incarnation == run_incarnation_) return;
+  run_incarnation_ = run_incarnation;
+  ++incarnation_changes_;
+}
 
 absl::Duration RoundStateMachine::DeadAfter() const {
   return settings_.keep_alive_interval * settings_.keep_alive_max_attempt;

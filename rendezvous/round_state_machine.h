@@ -111,6 +111,7 @@ enum class RunOutcome { kSucceeded, kFailed, kTimedOut, kReleased, kStopped };
 struct RunMemory {
   int restarts_spent = 0;
   std::vector<RememberedNode> nodes;
+  std::string run_incarnation;  // the run it is of (Assignment::run_incarnation)
 };
 
 /// One round of a run, as the status shows it (docs/observability.md).
@@ -176,7 +177,9 @@ class RoundStateMachine {
  public:
   enum class Phase { kGathering, kRunning, kFinishing, kEnded };
 
-  RoundStateMachine(RendezvousSettings settings, absl::Time now);
+  /// `run_incarnation`: random, made by the master for a run it begins (Assignment's); a
+  /// master that takes the run over takes the run's (Recall, a taken-up round's).
+  RoundStateMachine(RendezvousSettings settings, absl::Time now, std::string run_incarnation = "");
 
   /// A session asks to be in the next round. A session of the same incarnation (the same
   /// agent process) is dropped: the agent left it. Errors: FailedPrecondition once the run
@@ -249,13 +252,16 @@ class RoundStateMachine {
   /// `node.resume->group_world_size` places.
   bool WouldTakeUp(const NodeInfo& node) const;
   int restarts_spent() const { return restarts_spent_; }
+  const std::string& run_incarnation() const { return run_incarnation_; }
   const NodeHealth& health() const { return health_; }
   /// What the next master of this run must not forget, at `now` (RunMemory).
   RunMemory Memory(absl::Time now) const;
   /// Takes over what the run's last master remembered (before any join).
   void Recall(const RunMemory& memory, absl::Time now);
   /// Grows whenever Memory() would say something new.
-  int64_t memory_version() const { return health_.changes() + restarts_spent_; }
+  int64_t memory_version() const {
+    return health_.changes() + restarts_spent_ + incarnation_changes_;
+  }
   /// Sessions in the current round, in group-rank order (none once the run has ended).
   const std::vector<SessionId>& members() const { return members_; }
   /// Sessions that joined and wait for the next round to close.
@@ -418,12 +424,16 @@ class RoundStateMachine {
   // which is now unless the caller ends it anyway. O(nodes), once per exclusion.
   void KeepOutHost(const std::string& host, bool round_ends_anyway, absl::Time now);
   absl::Duration DeadAfter() const;
+  // The run is the one `run_incarnation` names (a recalled memory's, a taken-up round's).
+  void AdoptRunIncarnation(const std::string& run_incarnation);
 
   RendezvousSettings settings_;
   NodeHealth health_;
   Phase phase_ = Phase::kGathering;
   int64_t round_ = -1;  // the last round closed; -1 before the first
   int restarts_spent_ = 0;
+  std::string run_incarnation_;
+  int incarnation_changes_ = 0;  // for memory_version
   bool collect_stacks_ = false;  // while ReportFailure ends the round or run for a hung rank
   int64_t stacks_round_ = -1;    // the last round that ended for a hung rank
   std::map<SessionId, Node> nodes_;

@@ -91,6 +91,7 @@ void RoundStateMachine::BeginRound(const std::optional<std::string>& stop_detail
     assignment.world_size = world_size;
     assignment.master_addr = rank0.addr;
     assignment.master_port = rank0.master_port;
+    assignment.run_incarnation = run_incarnation_;
     if (i == 0) assignment.store_clients = StoreClients();
     if (i == 0 && members_.size() > 1) {
       const NodeInfo& next = nodes_.at(members_[1]).info;

@@ -99,6 +99,7 @@ void RoundStateMachine::Rebuild(const Assignment& resumed, absl::Time now) {
 
 RoundRecord& RoundStateMachine::CarryOver(const Assignment& numbers, absl::Time began) {
   round_ = numbers.round;  // above round_: WouldTakeUp, and no round closes meanwhile
+  AdoptRunIncarnation(numbers.run_incarnation);
   restarts_spent_ =
       std::max(restarts_spent_, std::min(numbers.restart_count, settings_.max_restarts));
   RoundRecord record;

@@ -162,6 +162,7 @@ RunMemory RoundStateMachine::Memory(absl::Time now) const {
   RunMemory memory;
   memory.restarts_spent = restarts_spent_;
   memory.nodes = health_.Remember(now);
+  memory.run_incarnation = run_incarnation_;
   return memory;
 }
 
@@ -170,6 +171,7 @@ void RoundStateMachine::Recall(const RunMemory& memory, absl::Time now) {
   restarts_spent_ =
       std::max(restarts_spent_, std::clamp(memory.restarts_spent, 0, settings_.max_restarts));
   health_.Recall(memory.nodes, now);
+  AdoptRunIncarnation(memory.run_incarnation);
 }
 
 }  // namespace ddprun

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/printable.h"
 #include "ddprun/v1/rendezvous.pb.h"
 
 namespace ddprun {
@@ -28,6 +29,7 @@ absl::Status CheckCount(const char* field, int value) {
 std::string RunMemoryToBytes(const RunMemory& memory) {
   v1::RunMemory wire;
   wire.set_restarts_spent(memory.restarts_spent);
+  wire.set_run_incarnation(memory.run_incarnation);
   for (const RememberedNode& node : memory.nodes) {
     v1::RememberedNode* out = wire.add_nodes();
     out->set_host(node.record.host);
@@ -55,8 +57,14 @@ absl::StatusOr<RunMemory> RunMemoryFromBytes(const std::string& bytes) {
                        absl::StrCat("holds ", wire.nodes_size(), ", more than ", kMaxNodes));
   }
   if (absl::Status s = CheckCount("restarts_spent", wire.restarts_spent()); !s.ok()) return s;
+  if (wire.run_incarnation().size() > kMaxRunIncarnation ||
+      Printable(wire.run_incarnation()) != wire.run_incarnation()) {
+    return OutOfBounds("run_incarnation",
+                       absl::StrCat("is not up to ", kMaxRunIncarnation, " printable characters"));
+  }
   RunMemory memory;
   memory.restarts_spent = wire.restarts_spent();
+  memory.run_incarnation = wire.run_incarnation();
   for (const v1::RememberedNode& in : wire.nodes()) {
     if (in.host().empty() || in.host().size() > kMaxHost) {
       return OutOfBounds("host", absl::StrCat("has ", in.host().size(), " bytes: 1 to ", kMaxHost));

@@ -25,6 +25,7 @@ void AssignmentToWire(const Assignment& from, v1::RoundAssignment& a) {
   a.set_neighbour_store(from.neighbour_store);
   a.set_round_digest(from.round_digest);
   for (const std::string& step : from.place_proof) a.add_place_proof(step);
+  a.set_run_incarnation(from.run_incarnation);
 }
 
 Assignment AssignmentFromWire(const v1::RoundAssignment& a) {
@@ -41,6 +42,7 @@ Assignment AssignmentFromWire(const v1::RoundAssignment& a) {
   out.neighbour_store = a.neighbour_store();
   out.round_digest = a.round_digest();
   out.place_proof.assign(a.place_proof().begin(), a.place_proof().end());
+  out.run_incarnation = a.run_incarnation();
   return out;
 }
 

@@ -60,6 +60,7 @@ void CheckResume(const v1::RoundAssignment& r, std::vector<absl::Status>& checks
         CheckRange("join.resume.store_clients (count)", r.store_clients_size(), 0, 0),
         CheckLength("join.resume.neighbour_store", r.neighbour_store(), 0),
         CheckLength("join.resume.round_digest", r.round_digest(), kRoundDigestBytes),
+        CheckLength("join.resume.run_incarnation", r.run_incarnation(), kMaxRunIncarnation),
         // One step per level of a tree of kMaxNodes leaves.
         CheckRange("join.resume.place_proof (count)", r.place_proof_size(), 0, 20)}) {
     checks.push_back(std::move(s));

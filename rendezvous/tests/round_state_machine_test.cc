@@ -17,7 +17,8 @@ using Kind = Outbound::Kind;
 // Drives a RoundStateMachine with a fake clock.
 class RoundStateMachineTest : public ::testing::Test {
  protected:
-  void Make(int min_nodes, int max_nodes, int max_restarts = 0, NodeHealthSettings health = {}) {
+  void Make(int min_nodes, int max_nodes, int max_restarts = 0, NodeHealthSettings health = {},
+            const std::string& run_incarnation = "") {
     RendezvousSettings settings;
     settings.node_health = std::move(health);
     settings.min_nodes = min_nodes;
@@ -28,7 +29,7 @@ class RoundStateMachineTest : public ::testing::Test {
     settings.keep_alive_interval = absl::Seconds(5);
     settings.keep_alive_max_attempt = 3;
     settings.exit_barrier_timeout = absl::Seconds(300);
-    sm_ = std::make_unique<RoundStateMachine>(settings, now_);
+    sm_ = std::make_unique<RoundStateMachine>(settings, now_, run_incarnation);
   }
 
   static NodeInfo Node(const std::string& host, int nproc = 2, int hint = -1) {
@@ -326,8 +327,9 @@ TEST_F(RoundStateMachineTest, AnAgentThatSaysByeIsGoneAtOnce) {
 // the proof its master gave it: that round's group rank G is `node`, the others are the
 // nodes Node() makes for hosts "a", "b", ... by group rank.
 NodeInfo Resuming(NodeInfo node, int64_t round, int group_rank, int group_world_size, int base_rank,
-                  int world_size, int restarts = 0) {
+                  int world_size, int restarts = 0, const std::string& run_incarnation = "") {
   testing::RoundOf of;
+  of.run_incarnation = run_incarnation;
   of.round = round;
   of.restart_count = restarts;
   of.world_size = world_size;
@@ -1263,6 +1265,39 @@ TEST_F(RoundStateMachineTest, TheMemoryOfARunIsTakenOverByTheNextMaster) {
   greedy.restarts_spent = 1000;  // it came from etcd: never more than the budget
   sm_->Recall(greedy, now_);
   EXPECT_EQ(sm_->restarts_spent(), 3);
+}
+
+// Every assignment names the run (its incarnation, which the digest covers), and so does
+// its memory: an elected leader's successor takes etcd's state over only for the run its
+// own node was placed in (docs/etcd.md). A master that takes the run over names the same
+// run, from the memory or from the round its members prove, and writes it down anew.
+TEST_F(RoundStateMachineTest, EveryAssignmentAndTheMemoryNameTheRunAndItsNextMasterKeepsIt) {
+  Make(2, 2, /*max_restarts=*/3, {}, "run-A");
+  ASSERT_TRUE(Join(1, Node("a")).ok());
+  ASSERT_TRUE(Join(2, Node("b")).ok());
+  auto assigns = OfKind(Take(), Kind::kAssign);
+  ASSERT_EQ(assigns.size(), 2u);
+  for (const Outbound& a : assigns) EXPECT_EQ(a.assignment.run_incarnation, "run-A");
+  const RunMemory memory = sm_->Memory(now_);
+  EXPECT_EQ(memory.run_incarnation, "run-A");
+  Assignment changed = assigns[0].assignment;
+  changed.run_incarnation = "run-B";
+  EXPECT_FALSE(ProofHolds(changed, "inc-a")) << "the digest covers the run";
+
+  Make(2, 2, /*max_restarts=*/3, {}, "run-B");  // an elected leader's successor
+  int64_t version = sm_->memory_version();
+  sm_->Recall(memory, now_);
+  EXPECT_EQ(sm_->run_incarnation(), "run-A");
+  EXPECT_GT(sm_->memory_version(), version) << "the memory is written anew, as run-A's";
+
+  Make(2, 2, /*max_restarts=*/3, {}, "run-C");  // a restarted master that recalls nothing
+  version = sm_->memory_version();
+  ASSERT_TRUE(Join(11, Resuming(Node("a"), 4, 0, 2, 0, 4, 1, "run-A")).ok());
+  ASSERT_TRUE(Join(12, Resuming(Node("b"), 4, 1, 2, 2, 4, 1, "run-A")).ok());
+  AdvanceWithHeartbeats(sm_->ReconnectGrace(), {11, 12});
+  ASSERT_EQ(sm_->round(), 4);
+  EXPECT_EQ(sm_->run_incarnation(), "run-A");
+  EXPECT_GT(sm_->memory_version(), version);
 }
 
 }  // namespace

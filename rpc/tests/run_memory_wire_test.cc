@@ -12,6 +12,7 @@ using ::testing::HasSubstr;
 RunMemory TwoNodes() {
   RunMemory memory;
   memory.restarts_spent = 2;
+  memory.run_incarnation = "0123456789abcdef0123456789abcdef";
   RememberedNode out;
   out.record.host = "node3";
   out.record.reason = "it was the root cause of 2 failures (--max-node-failures=2)";
@@ -31,6 +32,7 @@ TEST(RunMemoryWireTest, WhatALeaderWritesItsSuccessorReadsBack) {
   absl::StatusOr<RunMemory> back = RunMemoryFromBytes(RunMemoryToBytes(TwoNodes()));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->restarts_spent, 2);
+  EXPECT_EQ(back->run_incarnation, TwoNodes().run_incarnation);
   ASSERT_EQ(back->nodes.size(), 2u);
   EXPECT_EQ(back->nodes[0].record.host, "node3");
   EXPECT_EQ(back->nodes[0].record.reason, TwoNodes().nodes[0].record.reason);
@@ -55,6 +57,10 @@ TEST(RunMemoryWireTest, WhatIsOutOfBoundsIsRefusedByName) {
   };
   EXPECT_THAT(refused([](v1::RunMemory& w) { w.set_restarts_spent(-1); }),
               HasSubstr("restarts_spent is -1"));
+  EXPECT_THAT(refused([](v1::RunMemory& w) { w.set_run_incarnation(std::string(65, 'a')); }),
+              HasSubstr("run_incarnation is not up to 64 printable characters"));
+  EXPECT_THAT(refused([](v1::RunMemory& w) { w.set_run_incarnation("a\nb"); }),
+              HasSubstr("run_incarnation is not up to 64 printable characters"));
   EXPECT_THAT(refused([](v1::RunMemory& w) { w.mutable_nodes(0)->set_host(""); }),
               HasSubstr("host has 0 bytes"));
   EXPECT_THAT(

@@ -136,10 +136,11 @@ TEST(EtcdV3, TheLeadersAgentKilledTheOthersGoOnUnderANewLeaderAtOnce) {
     if (i == leader) continue;
     const std::string err = agents[i]->ErrSoFar();
     new_leaders += err.find("this node leads run 'job'") != std::string::npos;
-    // The new leader's master listens for resumes for the grace (5 s): the round they prove
-    // lacks the killed node's place, so it is not taken up, and they form the next one.
-    EXPECT_THAT(err, HasSubstr("was not taken up by the restarted master")) << "told why";
   }
+  // The new leader's master listens for resumes for the grace (5 s): the round they prove
+  // lacks the killed node's place, so it is not taken up, and they form the next one (round 1
+  // above). Which words each survivor read depends on when its resume came (not taken up, or
+  // ended while it was away): the outcome is what is checked.
   EXPECT_EQ(new_leaders, 1);
   EXPECT_NE(etcd->Ctl({"get", "/ddprun/job/leader", "--print-value-only"}).out, old_key);
   WriteFile(dir / "release", "");
@@ -305,6 +306,108 @@ TEST(EtcdV3, TheNextLeaderTakesOverWhatTheLastOneRemembered) {
     ProcessResult done = agents[i]->Wait(absl::Seconds(60));
     EXPECT_EQ(done.exit_code, 0) << done.err;
   }
+  EXPECT_EQ(etcd->Keys("/ddprun/"), "");
+}
+
+// Ctrl-C on every node at once ends the job: the leader, whose master sees every session
+// end, removes the run's keys, so that the same command again starts a new run.
+TEST(EtcdV3, AJobInterruptedOnEveryNodeLeavesNothingInEtcd) {
+  std::unique_ptr<EtcdServer> etcd = EtcdServer::Start();
+  ASSERT_NE(etcd, nullptr);
+  TempDir dir;
+  auto a = ChildProcess::Start(EtcdAgent(*etcd, "job", 1, "2", {"wait-signal", dir.path()}), kInfo);
+  auto b = ChildProcess::Start(EtcdAgent(*etcd, "job", 2, "2", {"wait-signal", dir.path()}), kInfo);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return AllExist(dir, {"ready.0", "ready.1", "ready.2", "ready.3"});
+      },
+      absl::Seconds(30)))
+      << a->ErrSoFar() << b->ErrSoFar();
+  ASSERT_TRUE(WaitUntil(
+      [&] { return etcd->Keys("/ddprun/job/").find("/ddprun/job/state") != std::string::npos; },
+      absl::Seconds(10)));
+  ASSERT_EQ(::kill(a->pid(), SIGINT), 0);
+  ASSERT_EQ(::kill(b->pid(), SIGINT), 0);
+  ProcessResult ra = a->Wait(absl::Seconds(30)), rb = b->Wait(absl::Seconds(30));
+  EXPECT_EQ(ra.exit_code, 130) << ra.err;
+  EXPECT_EQ(rb.exit_code, 130) << rb.err;
+  EXPECT_EQ(etcd->Keys("/ddprun/"), "") << ra.err << rb.err;
+}
+
+// Ctrl-C on one node, then on the other: the first leader leaves its memory to the node
+// that goes on, which leads next; when it leaves too, no node is left and the keys go.
+TEST(EtcdV3, AJobInterruptedNodeByNodeLeavesNothingInEtcd) {
+  std::unique_ptr<EtcdServer> etcd = EtcdServer::Start();
+  ASSERT_NE(etcd, nullptr);
+  TempDir dir;
+  std::vector<std::unique_ptr<ChildProcess>> agents;
+  for (int node = 1; node <= 2; ++node) {
+    agents.push_back(ChildProcess::Start(
+        EtcdAgent(*etcd, "job", node, "2", {"wait-signal", dir.path()}), kInfo));
+  }
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return AllExist(dir, {"ready.0", "ready.1", "ready.2", "ready.3"});
+      },
+      absl::Seconds(30)));
+  const int leader =
+      agents[0]->ErrSoFar().find("this node leads run 'job'") != std::string::npos ? 0 : 1;
+  const int other = 1 - leader;
+  ASSERT_EQ(::kill(agents[leader]->pid(), SIGINT), 0);
+  ProcessResult first = agents[leader]->Wait(absl::Seconds(30));
+  EXPECT_EQ(first.exit_code, 130) << first.err;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return agents[other]->ErrSoFar().find("this node leads run 'job'") != std::string::npos;
+      },
+      absl::Seconds(30)))
+      << agents[other]->ErrSoFar();
+  EXPECT_THAT(etcd->Keys("/ddprun/job/"), HasSubstr("/ddprun/job/state"))
+      << "kept for the node that goes on";
+  ASSERT_EQ(::kill(agents[other]->pid(), SIGINT), 0);
+  ProcessResult second = agents[other]->Wait(absl::Seconds(30));
+  EXPECT_EQ(second.exit_code, 130) << second.err;
+  EXPECT_EQ(etcd->Keys("/ddprun/"), "") << second.err;
+}
+
+// Every node of a job killed (kill -9): nothing removes its state from etcd. The same command
+// again is a new run: its leader says what etcd holds and does not take it over; its workers
+// start at restart 0 with the whole budget, and its end removes the keys.
+TEST(EtcdV3, AKilledJobsStateIsNotTakenOverByTheNextJobOfItsId) {
+  std::unique_ptr<EtcdServer> etcd = EtcdServer::Start();
+  ASSERT_NE(etcd, nullptr);
+  TempDir first, second;
+  WriteFile(first / "pause.1", "");  // restart 1's rank 1 waits
+  std::vector<std::unique_ptr<ChildProcess>> killed;
+  for (int node = 1; node <= 2; ++node) {
+    killed.push_back(ChildProcess::Start(
+        EtcdAgent(*etcd, "job", node, "2", {"crash-until", "2", first.path()}), kInfo));
+  }
+  ASSERT_TRUE(WaitUntil([&] { return FileExists(first / "at.1"); }, absl::Seconds(30)));
+  // The leader wrote the failure down (the failing node's record) before it is killed.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return etcd->Ctl({"get", "--print-value-only", "/ddprun/job/state"}).out.find("127.0.0.") !=
+               std::string::npos;
+      },
+      absl::Seconds(10)));
+  for (auto& agent : killed) ASSERT_EQ(::kill(agent->pid(), SIGKILL), 0);
+  for (auto& agent : killed) agent->Wait(absl::Seconds(10));
+  ASSERT_THAT(etcd->Keys("/ddprun/job/"), HasSubstr("/ddprun/job/state"));
+
+  auto a = ChildProcess::Start(EtcdAgent(*etcd, "job", 1, "2", {"env", second.path()}), kInfo);
+  auto b = ChildProcess::Start(EtcdAgent(*etcd, "job", 2, "2", {"env", second.path()}), kInfo);
+  ProcessResult ra = a->Wait(absl::Seconds(60)), rb = b->Wait(absl::Seconds(60));
+  EXPECT_EQ(ra.exit_code, 0) << ra.err;
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    const auto file = second / absl::StrCat("env.", rank, ".0");
+    ASSERT_TRUE(FileExists(file)) << "rank " << rank << " ran at restart 0: " << ra.err << rb.err;
+    EXPECT_EQ(ParseEnvFile(file)["TORCHELASTIC_RESTART_COUNT"], "0");
+  }
+  EXPECT_THAT(ra.err + rb.err,
+              HasSubstr("run 'job': etcd holds another run's state at /ddprun/job/state"));
+  EXPECT_THAT(ra.err + rb.err, Not(HasSubstr("with what the last leader remembered")));
   EXPECT_EQ(etcd->Keys("/ddprun/"), "");
 }
 

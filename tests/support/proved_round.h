@@ -19,6 +19,7 @@ struct RoundOf {
   std::vector<std::string> incarnations;  // by group rank
   std::string master_addr;
   int master_port = 0;
+  std::string run_incarnation;
 };
 
 inline std::vector<Assignment> ProvedRound(const RoundOf& of) {
@@ -35,6 +36,7 @@ inline std::vector<Assignment> ProvedRound(const RoundOf& of) {
     a.world_size = of.world_size;
     a.master_addr = of.master_addr;
     a.master_port = of.master_port;
+    a.run_incarnation = of.run_incarnation;
     proved.push_back(&a);
   }
   ProveRound(proved, {of.incarnations.begin(), of.incarnations.end()});

@@ -74,6 +74,7 @@ void AgentStateMachine::RunRound(const Assignment& assignment, bool in_place) {
   assignment_ = assignment;
   stopping_ = false;
   failure_reported_ = false;
+  succeeded_ = false;
   closing_ = false;
   stacks_ = Stacks::kNone;
   held_stop_ = 0;
@@ -104,6 +105,14 @@ void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail
                                     absl::Time now) {
   if (over()) return;
   OutageOver();
+  if (WorkDone()) {
+    // As torchrun: a node whose workers succeeded is done, whatever the others do next.
+    Emit(AgentAction::Kind::kEndStoreRound);
+    Log(LogLevel::kWarning,
+        absl::StrCat(detail, ": this node's workers had all succeeded in round ",
+                     assignment_->round, ", so it does not run them again; exiting 0"));
+    return Exit(kExitSuccess);
+  }
   CollectStacksIfRunning(collect_stacks);
   Emit(AgentAction::Kind::kEndStoreRound);
   Log(LogLevel::kWarning,
@@ -266,6 +275,7 @@ void AgentStateMachine::AttemptClosed(const AttemptResult& result, absl::Time no
   if (result.succeeded) {
     Log(LogLevel::kInfo, absl::StrCat("all ", settings_.nproc_per_node, " workers succeeded"));
     EmitForRound(AgentAction::Kind::kReportSuccess);
+    succeeded_ = true;
   }
   // Failed (already reported) or succeeded: the rendezvous decides what comes next.
   phase_ = Phase::kFinishing;
@@ -312,6 +322,8 @@ void AgentStateMachine::Tick(absl::Time now) {
     if (phase_ == Phase::kJoining) {
       Emit(AgentAction::Kind::kCheckProgress);
       progress_deadline_ = now + settings_.progress_every;
+    } else if (WorkDone() && master_lost_at_) {
+      WaitForMasterWithWorkDone("", now);
     }
   }
   if (cooldown_deadline_ && now >= *cooldown_deadline_) {
@@ -330,6 +342,14 @@ void AgentStateMachine::Tick(absl::Time now) {
   }
   if (outage_deadline_ && now >= *outage_deadline_) {
     outage_deadline_.reset();
+    if (master_lost_at_ && WorkDone()) {
+      Log(LogLevel::kWarning,
+          absl::StrCat("no rendezvous master answered within ",
+                       absl::FormatDuration(settings_.finished_master_wait),
+                       " of its loss: this node's workers all succeeded, so it exits 0 without "
+                       "the exit barrier (each other node's agent reports its own outcome)"));
+      return Exit(kExitSuccess);
+    }
     if (master_lost_at_) {
       Log(LogLevel::kError,
           absl::StrCat("no rendezvous master answered for ",

@@ -69,6 +69,10 @@ struct AgentSettings {
   // How long workers run on without a master (--rdzv-conf master_outage_timeout): then they
   // are stopped and the node joins again. InfiniteDuration: the master is never lost.
   absl::Duration master_outage_timeout = absl::InfiniteDuration();
+  // After this node's workers all succeeded, how long it asks for a lost master to take that
+  // report (the master's keep-alive window, at most master_outage_timeout): then it exits 0
+  // without the exit barrier, as torchrun does when its barrier's store is gone.
+  absl::Duration finished_master_wait = absl::Seconds(15);
 };
 
 /// A worker of this attempt was taken for hung (agent/hangs/hang_watch.h found it).
@@ -229,6 +233,10 @@ class AgentStateMachine {
   void Freeze();
   void CollectStacks();
   void FinishExit();
+  // This node's workers all succeeded: its work is done, it never runs them again.
+  bool WorkDone() const { return phase_ == Phase::kFinishing && succeeded_; }
+  // A master lost after WorkDone: say how the wait goes; exit 0 once it is over.
+  void WaitForMasterWithWorkDone(const std::string& detail, absl::Time now);
   // The run is over for this node (kExiting or kDone): events other than the hang report's
   // change nothing.
   bool over() const { return phase_ == Phase::kExiting || phase_ == Phase::kDone; }
@@ -243,6 +251,7 @@ class AgentStateMachine {
   std::optional<Assignment> assignment_;  // the current attempt's, or the last one run
   bool stopping_ = false;                 // this attempt's workers were told to stop
   bool failure_reported_ = false;         // this attempt's failure went to the rendezvous
+  bool succeeded_ = false;                // every worker of this attempt exited 0
   bool closing_ = false;                  // kCloseAttempt emitted, AttemptClosed not yet back
   // Where this attempt's stack collection stands: the workers are frozen (a hang here, or
   // an order to collect), being collected (kCollectStacks out), or their stacks are taken.

@@ -28,6 +28,11 @@ void AgentStateMachine::MasterLost(const std::string& detail, absl::Time now) {
     if (!resume_deadline_) resume_deadline_ = now + kResumeRetry;
     return;
   }
+  if (WorkDone()) {
+    master_lost_at_ = now;
+    WaitForMasterWithWorkDone(detail, now);
+    return Resume(now);
+  }
   {
     master_lost_at_ = now;
     outage_deadline_ = now + settings_.master_outage_timeout;
@@ -45,6 +50,33 @@ void AgentStateMachine::MasterLost(const std::string& detail, absl::Time now) {
   }
   Resume(now);
   CheckReach(now);
+}
+
+// torchrun's exit barrier gives up at once when its store is gone; this node first asks for
+// its place back (a restarted master, an elected leader's successor, takes the round up with
+// this node's success in it) for the keep-alive window, then exits 0 (Tick).
+void AgentStateMachine::WaitForMasterWithWorkDone(const std::string& detail, absl::Time now) {
+  const absl::Time gives_up = *master_lost_at_ + settings_.finished_master_wait;
+  if (!detail.empty()) {
+    outage_deadline_ = gives_up;
+    Log(LogLevel::kWarning, absl::StrCat("lost the rendezvous master: ", detail,
+                                         "; this node's workers all "
+                                         "succeeded (round ",
+                                         assignment_->round,
+                                         "): it asks a master to take that "
+                                         "for up to ",
+                                         absl::FormatDuration(settings_.finished_master_wait),
+                                         ", then exits 0 without the exit barrier"));
+  } else {
+    Log(LogLevel::kInfo,
+        absl::StrCat("no rendezvous master yet (lost ",
+                     absl::FormatDuration(absl::Floor(now - *master_lost_at_, absl::Seconds(1))),
+                     " ago); this node's workers all succeeded: it exits 0 in ",
+                     absl::FormatDuration(absl::Ceil(gives_up - now, absl::Seconds(1))),
+                     " unless one answers"));
+  }
+  if (gives_up - now > settings_.progress_first)
+    progress_deadline_ = now + settings_.progress_first;
 }
 
 void AgentStateMachine::Resume(absl::Time /*now*/) {

@@ -1,5 +1,7 @@
 #include "agent/rules_settings.h"
 
+#include <algorithm>
+
 namespace ddprun {
 
 AgentSettings RulesSettings(const AgentConfig& config, const std::string& host,
@@ -15,6 +17,9 @@ AgentSettings RulesSettings(const AgentConfig& config, const std::string& host,
   if (settings.heartbeat_interval != absl::InfiniteDuration()) {
     settings.join_deadline = config.rendezvous.join_timeout + config.rendezvous.keep_alive_interval;
     settings.master_outage_timeout = config.master_outage_timeout;
+    settings.finished_master_wait =
+        std::min(config.master_outage_timeout,
+                 config.rendezvous.keep_alive_interval * config.rendezvous.keep_alive_max_attempt);
   }
   settings.join_timeout = config.rendezvous.join_timeout;
   settings.master_endpoint = rendezvous.store_addr();

@@ -344,6 +344,37 @@ TEST(MultiNode, ExitBarrierTimeoutReleasesTheFinishedNodeAndTheOtherGoesOn) {
   EXPECT_EQ(CountLinesContaining(ReadFile(dir / "starts.2"), "started"), 1);
 }
 
+// Node 2's workers all succeeded; it waits at the exit barrier while node 1's still run, and
+// node 1's agent, which hosts the master, is killed. Node 2's work is done: it asks for a
+// master for the keep-alive window (15 s), saying how the wait goes, then exits 0, as
+// torchrun's agent does when its exit barrier's store is gone. It never runs the script
+// again (it used to wait 5 minutes, then rejoin for a new round).
+TEST(MultiNode, AFinishedNodeWhoseMasterIsKilledExitsZeroWithinTheKeepAliveWindow) {
+  TempDir running, finished;
+  WriteFile(finished / "release", "");  // node 2's workers exit 0 at once
+  const int port = FreeLoopbackPort();
+  const std::map<std::string, std::optional<std::string>> info = {{"LOGLEVEL", "INFO"}};
+  auto a = ChildProcess::Start(Agent(port, 1, "2", {"count-starts", running.path()}), info);
+  auto b = ChildProcess::Start(Agent(port, 2, "2", {"count-starts", finished.path()}), info);
+  ASSERT_TRUE(
+      WaitUntil([&] { return b->ErrSoFar().find("all 2 workers succeeded") != std::string::npos; },
+                absl::Seconds(30)))
+      << b->ErrSoFar();
+  ASSERT_EQ(::kill(a->pid(), SIGKILL), 0);
+  a->Wait(absl::Seconds(10));
+  ProcessResult rb = b->Wait(absl::Seconds(60));
+  EXPECT_EQ(rb.exit_code, 0) << rb.err;
+  EXPECT_THAT(rb.err, HasSubstr("this node's workers all succeeded (round 0): it asks a master "
+                                "to take that for up to 15s"));
+  EXPECT_THAT(rb.err, HasSubstr("no rendezvous master yet (lost 5s ago)"));
+  EXPECT_THAT(rb.err, HasSubstr("no rendezvous master answered within 15s of its loss"));
+  for (int rank : {2, 3}) {
+    EXPECT_EQ(CountLinesContaining(ReadFile(finished / absl::StrCat("starts.", rank)), "started"),
+              1)
+        << "rank " << rank << " ran once: " << rb.err;
+  }
+}
+
 // A slow link between the agents and the master (100 ms each way, and a 300 ms stall now
 // and then, as TCP shows packet loss): the job still forms, and a crash still restarts
 // every worker once.

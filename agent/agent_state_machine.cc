@@ -447,6 +447,8 @@ void AgentStateMachine::ExitAtRunEnd() {
   node.in_last_round = phase_ == Phase::kRunning || phase_ == Phase::kFinishing;
   node.first_rank = assignment_ ? assignment_->base_rank : 0;
   node.ranks = assignment_ ? settings_.nproc_per_node : 0;
+  node.ever_placed = assignment_.has_value();
+  node.master = settings_.master_endpoint;
   RunExit exit = ExitForRunEnd(*run_end_, node);
   if (exit.failure_summary) Emit(AgentAction::Kind::kWriteFailureSummary);
   for (auto& [level, text] : exit.lines) Log(level, std::move(text));

@@ -46,6 +46,17 @@ RunExit ExitForRunEnd(const RunEnd& end, const NodeAtEnd& node) {
   switch (end.outcome) {
     case RunOutcome::kSucceeded:
       out.exit_code = kExitSuccess;
+      if (!node.ever_placed) {
+        // A spare of a job at its --nnodes maximum, or a second job's agent on the first
+        // one's port with the same run id: the same to the master, so the line names both.
+        out.lines.emplace_back(
+            LogLevel::kWarning,
+            absl::StrCat("the run this node joined at ", node.master, " ended (", end.detail,
+                         ") before it had a place: this node ran nothing and exits 0, as "
+                         "torchrun's spare nodes do. If it is of another job, that job joined "
+                         "the run of the job already there: give it a --rdzv-endpoint port and "
+                         "a --rdzv-id of its own"));
+      }
       break;
     case RunOutcome::kReleased:
       out.lines.emplace_back(

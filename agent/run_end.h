@@ -36,6 +36,9 @@ struct NodeAtEnd {
   bool in_last_round = false;
   int first_rank = 0;
   int ranks = 0;
+  // It ran in some round of the run: a node that never did only waited for a place.
+  bool ever_placed = false;
+  std::string master;  // where the run's master is, for the lines
 };
 
 struct RunExit {

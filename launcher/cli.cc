@@ -192,6 +192,7 @@ absl::Status Configure(const OptionValues& values, const std::vector<std::string
   ApplyEnvironmentDefaults(values, env, config);
   DDPRUN_RETURN_IF_ERROR(ApplyBackendRules(values, config));
   NoteExposedSecrets(config, outcome.notices);
+  NoteDefaultRunId(config, outcome.notices);
   DeriveSettings(values, config);
   ApplyNodeHealthRules(values, env, config);
   return BuildWorkerCommand(values, positional, env, config);

@@ -69,6 +69,18 @@ void NoteExposedSecrets(const AgentConfig& config, std::vector<std::string>& not
   }
 }
 
+void NoteDefaultRunId(const AgentConfig& config, std::vector<std::string>& notices) {
+  if (config.rdzv_backend != "c10d" || config.standalone || config.run_id != "none" ||
+      config.rendezvous.max_nodes <= 1) {
+    return;
+  }
+  notices.push_back(
+      "--rdzv-id is not set, so this job's run is 'none', as is every job's started without "
+      "one: another such job on this --rdzv-endpoint would join this job's run (as a spare, or "
+      "in its nodes' place). Give each job an id of its own (--rdzv-id=$SLURM_JOB_ID is taken "
+      "by default in a Slurm job)");
+}
+
 absl::Status ReadRdzvConfFiles(AgentConfig& config) {
   auto path = [&](const char* key) {
     auto it = config.rdzv_conf.find(key);

@@ -20,6 +20,9 @@ absl::Status ReadRdzvConfFiles(AgentConfig& config);
 /// Warnings about secrets the config reads: a token_file or etcd_password_file others may
 /// read, a password sent to etcd without TLS (protocol=http).
 void NoteExposedSecrets(const AgentConfig& config, std::vector<std::string>& notices);
+/// A multi-node c10d job on the default run id ("none"): one warning, since a second job on
+/// its endpoint would join its run.
+void NoteDefaultRunId(const AgentConfig& config, std::vector<std::string>& notices);
 
 /// The join token from DDPRUN_RDZV_TOKEN, unless a token file gave one (agents, and
 /// `ddprun status`/`stop`).

@@ -131,6 +131,33 @@ void MasterState::LogRefusal(const Session& session, const absl::Status& why) {
   spdlog::warn("refused a session from {}: {}", session.peer(), Printable(why.message()));
 }
 
+// The caller showed the token (or the job has none), as `ddprun status` does: it may know
+// which run this master serves.
+std::string MasterState::AnotherJobsMaster(const std::string& run_id) const {
+  const std::string& served = *options_.only_run_id;
+  std::string what = "no node has joined it yet";
+  if (auto it = runs_.find(served); it != runs_.end()) {
+    const Run& run = it->second;
+    const RoundStateMachine& rounds = *run.rounds;
+    using Phase = RoundStateMachine::Phase;
+    const std::string now = rounds.phase() == Phase::kEnded ? "it has ended"
+                            : rounds.phase() == Phase::kGathering
+                                ? absl::StrCat("gathering round ", rounds.round() + 1, " with ",
+                                               run.sessions.size(), " node(s) joined")
+                                : absl::StrCat("running round ", rounds.round(), " on ",
+                                               rounds.members().size(), " node(s)");
+    what = absl::StrCat(
+        "since ", absl::FormatTime("%Y-%m-%d %H:%M:%S %Z", run.created_wall, absl::UTCTimeZone()),
+        " (", absl::FormatDuration(absl::Floor(absl::Now() - run.created_wall, absl::Seconds(1))),
+        " ago), ", now);
+  }
+  return absl::StrCat("this port's rendezvous master runs another job: run '", served, "', ", what,
+                      ". This node asked for run '", run_id,
+                      "': if it is of that job, give it --rdzv-id=", served,
+                      " as on that job's nodes; if it is another job, give that job a port "
+                      "of its own (--rdzv-endpoint=HOST:PORT with a free PORT) or its own master");
+}
+
 absl::Status MasterState::Join(Session* session, const pb::Join& join) {
   if (join.version() != pb::PROTOCOL_VERSION_2) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -143,9 +170,7 @@ absl::Status MasterState::Join(Session* session, const pb::Join& join) {
                                     "token_file=PATH or DDPRUN_RDZV_TOKEN"));
   DDPRUN_RETURN_IF_ERROR(CheckRunId(join.run_id(), "join.run_id"));
   if (options_.only_run_id && join.run_id() != *options_.only_run_id) {
-    // The run it does serve is not said: the caller may not know it for a reason.
-    return absl::NotFoundError(absl::StrCat("this master serves another run than '", join.run_id(),
-                                            "': use the same --rdzv-id on every node"));
+    return absl::NotFoundError(AnotherJobsMaster(join.run_id()));
   }
   if (session->joined && join.run_id() != session->run_id) {
     return absl::InvalidArgumentError("a session cannot change its run id");
@@ -167,6 +192,7 @@ absl::Status MasterState::Join(Session* session, const pb::Join& join) {
     }
     found = runs_.emplace(join.run_id(), Run()).first;
     found->second.id = join.run_id();
+    found->second.created_wall = absl::Now();
     found->second.rounds.emplace(options_.run_settings.value_or(settings), MonotonicNow(),
                                  RandomId());
     if (options_.recalled && options_.only_run_id == join.run_id()) {

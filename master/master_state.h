@@ -116,6 +116,7 @@ class MasterState : public StoreHost {
  private:
   struct Run {
     std::string id;
+    absl::Time created_wall;  // when the first join made it, on the wall clock: for people
     std::optional<RoundStateMachine> rounds;
     int64_t store_round = -1;  // the round whose keys its store (in stores_) holds
     std::map<SessionId, Session*> sessions;
@@ -131,6 +132,9 @@ class MasterState : public StoreHost {
     // The memory_version() MasterOptions::remember was last given.
     int64_t remembered_version = -1;
   };
+  // Why a join for `run_id` is refused by a master that serves only another run: which job
+  // it does serve, since when, and what to do.
+  std::string AnotherJobsMaster(const std::string& run_id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers a waiting node's Heartbeat.want_gathering.
   void SendGathering(Run& run, Session& session, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Feeds the rounds that began or ended since the last call to the metrics.

@@ -224,7 +224,8 @@ absl::Status RoundStateMachine::JoinEndedRun(SessionId session) {
   if (outcome_ != RunOutcome::kStopped) {
     return absl::FailedPreconditionError(
         absl::StrCat("this run has already ended (", end_detail_,
-                     "); start the job again with a new --rdzv-id"));
+                     ") and admits no one: start the job again with a new --rdzv-id "
+                     "(another job: a port of its own)"));
   }
   // An operator stopped the job: an agent that comes late (or back) stops too, and exits as they
   // did.

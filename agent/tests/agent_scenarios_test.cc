@@ -172,7 +172,7 @@ class Scenario : public testing::ScenarioMachine {
 };
 
 TEST(AgentScenarios, EveryScriptGivesItsActions) {
-  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "agent/tests/testdata", 21,
+  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "agent/tests/testdata", 22,
                               [] { return std::make_unique<Scenario>(); });
 }
 

@@ -196,16 +196,31 @@ TEST_F(MasterServerTest, WrongTokenIsRefusedWithTheSettingToCheck) {
   EXPECT_TRUE(right.Read()->has_assignment());
 }
 
-TEST_F(MasterServerTest, WrongRunIdIsRefused) {
+// A second job's agent on this job's port: told which job the port's master runs, and to use
+// a port of its own. Only once it has shown the token, as `ddprun status` asks: a stranger
+// learns nothing.
+TEST_F(MasterServerTest, AJoinForAnotherRunIsToldWhichJobThePortsMasterRuns) {
   MasterOptions options;
   options.only_run_id = "mine";
+  options.token = "s3cret";
   StartMaster(options);
+  TestSession member(NewChannel());
+  ASSERT_TRUE(member.Join("mine", "node1", 2, 2, 0, "s3cret"));
   TestSession a(NewChannel());
-  ASSERT_TRUE(a.Join("theirs", "node1", 1, 1));
+  ASSERT_TRUE(a.Join("theirs", "node9", 1, 1, 0, "s3cret"));
   EXPECT_FALSE(a.Read().has_value());
   grpc::Status status = a.Close();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
-  EXPECT_THAT(status.error_message(), HasSubstr("this master serves another run than 'theirs'"));
+  EXPECT_THAT(status.error_message(),
+              HasSubstr("this port's rendezvous master runs another job: run 'mine', since "));
+  EXPECT_THAT(status.error_message(), HasSubstr("gathering round 0 with 1 node(s) joined"));
+  EXPECT_THAT(status.error_message(), HasSubstr("This node asked for run 'theirs'"));
+  EXPECT_THAT(status.error_message(), HasSubstr("give that job a port of its own"));
+  TestSession stranger(NewChannel());
+  ASSERT_TRUE(stranger.Join("theirs", "node8", 1, 1, 0, "guess"));
+  EXPECT_FALSE(stranger.Read().has_value());
+  status = stranger.Close();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(status.error_message(), ::testing::Not(HasSubstr("mine")))
       << "a refusal must not tell a stranger which run the master serves";
 }

@@ -375,6 +375,49 @@ TEST(MultiNode, AFinishedNodeWhoseMasterIsKilledExitsZeroWithinTheKeepAliveWindo
   }
 }
 
+// Two jobs on one port, neither with a --rdzv-id (the run 'none' each): each agent warns once
+// that another job on its endpoint would join its run. Job 2's agents find job 1's run at
+// its --nnodes maximum and wait as spares; job 1 ends, and they exit 0 having run nothing,
+// as torchrun's spares do, and say so, with what to give a second job.
+TEST(MultiNode, ASecondJobOnTheDefaultRunIdWaitsAsSparesAndIsToldItRanNothing) {
+  TempDir first, second;
+  const int port = FreeLoopbackPort();
+  const auto agent = [&](int node, const TempDir& dir) {
+    std::vector<std::string> options = {"--nnodes=2", "--nproc-per-node=1", "--rdzv-backend=c10d",
+                                        absl::StrCat("--rdzv-endpoint=127.0.0.1:", port),
+                                        absl::StrCat("--local-addr=127.0.0.", node)};
+    return ChildProcess::Start(DdprunWithTestWorker(options, {"count-starts", dir.path()}),
+                               {{"LOGLEVEL", "INFO"}});  // the host says who waits
+  };
+  auto a1 = agent(1, first);
+  auto a2 = agent(2, first);
+  ASSERT_TRUE(WaitUntil([&] { return AllRanksLogged(first, 2, "started", 1); }, absl::Seconds(30)))
+      << a1->ErrSoFar() << a2->ErrSoFar();
+  auto b1 = agent(3, second);
+  auto b2 = agent(4, second);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return CountLinesContaining(a1->ErrSoFar() + a2->ErrSoFar(), "waits for a place") >= 2;
+      },
+      absl::Seconds(30)))
+      << a1->ErrSoFar() << a2->ErrSoFar() << b1->ErrSoFar();
+  WriteFile(first / "release", "");
+  for (auto* job1 : {a1.get(), a2.get()}) {
+    ProcessResult done = job1->Wait(absl::Seconds(30));
+    EXPECT_EQ(done.exit_code, 0) << done.err;
+  }
+  for (auto* job2 : {b1.get(), b2.get()}) {
+    ProcessResult done = job2->Wait(absl::Seconds(30));
+    EXPECT_EQ(done.exit_code, 0) << done.err;
+    EXPECT_THAT(done.err, HasSubstr("--rdzv-id is not set, so this job's run is 'none'"));
+    EXPECT_THAT(done.err, HasSubstr("ended (every node's workers succeeded) before it had a "
+                                    "place: this node ran nothing and exits 0"));
+    EXPECT_THAT(done.err, HasSubstr("give it a --rdzv-endpoint port and a --rdzv-id of its own"));
+  }
+  EXPECT_FALSE(FileExists(second / "starts.0")) << "job 2 ran nothing under job 1's master";
+  EXPECT_FALSE(FileExists(second / "starts.1"));
+}
+
 // A slow link between the agents and the master (100 ms each way, and a 300 ms stall now
 // and then, as TCP shows packet loss): the job still forms, and a crash still restarts
 // every worker once.
@@ -423,8 +466,9 @@ TEST(MultiNode, WrongTokenIsRefusedWithStatus75AndTheSettingToCheck) {
   kill(master->pid(), SIGTERM);
 }
 
-// b is refused at once; a, the host, says whom it refused and why, at the default level.
-TEST(MultiNode, WrongRunIdIsRefused) {
+// b, of another job on a's port, is refused at once, told which job the port's master runs
+// and to use a port of its own; a, the host, says whom it refused and why, at the default level.
+TEST(MultiNode, AnAgentOfAnotherJobIsToldWhichJobThePortsMasterRuns) {
   TempDir dir;
   const int port = FreeLoopbackPort();
   auto a = ChildProcess::Start(Agent(port, 1, "2", {"env", dir.path()}));
@@ -438,10 +482,13 @@ TEST(MultiNode, WrongRunIdIsRefused) {
   }
   ProcessResult rb = RunProcess(other, {}, absl::Seconds(60));
   EXPECT_EQ(rb.exit_code, 75) << rb.err;
-  EXPECT_THAT(rb.err, HasSubstr("this master serves another run than 'another-job'"));
+  EXPECT_THAT(rb.err, HasSubstr("this port's rendezvous master runs another job: run 'job', "
+                                "since "));
+  EXPECT_THAT(rb.err, HasSubstr("gathering round 0 with 1 node(s) joined"));
+  EXPECT_THAT(rb.err, HasSubstr("give that job a port of its own"));
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return a->ErrSoFar().find("serves another run than 'another-job'") != std::string::npos;
+        return a->ErrSoFar().find("This node asked for run 'another-job'") != std::string::npos;
       },
       absl::Seconds(30)))
       << a->ErrSoFar();

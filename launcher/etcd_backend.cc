@@ -98,7 +98,13 @@ absl::Status CheckEtcdTokenHasTls(const AgentConfig& config) {
 namespace {
 
 absl::Status CheckEtcd(const OptionValues& values, AgentConfig& config) {
-  if (config.rendezvous.max_nodes == 1) return absl::OkStatus();  // one node needs no etcd
+  if (config.rendezvous.max_nodes == 1) {
+    // One node needs no etcd, and the endpoint names etcd's members, not the workers' store
+    // (etcd's own port): rank 0's worker hosts the store on a free port, as under torchrun's
+    // etcd backends.
+    config.rdzv_endpoint.clear();
+    return absl::OkStatus();
+  }
   DDPRUN_RETURN_IF_ERROR(CheckEtcdTokenHasTls(config));
   if (config.rdzv_endpoint.empty()) {
     return absl::InvalidArgumentError(

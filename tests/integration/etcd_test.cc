@@ -227,6 +227,30 @@ TEST(EtcdV3, TorchrunsEtcdNamesWorkOnTheV3ApiAndSaySo) {
   EXPECT_THAT(v3.err, Not(HasSubstr("v3 API")));
 }
 
+// torchrun's one-node etcd command line: the workers meet through a store of their own, and
+// nothing listens on (or is refused at) etcd's port, which etcd holds. Either spelling.
+TEST(EtcdV3, AOneNodeJobServesNothingOnEtcdsPort) {
+  std::unique_ptr<EtcdServer> etcd = EtcdServer::Start();
+  ASSERT_NE(etcd, nullptr);
+  const std::string etcd_port = etcd->endpoint().substr(etcd->endpoint().rfind(':') + 1);
+  for (const std::string backend : {"etcd", "etcd-v3"}) {
+    TempDir dir;
+    ProcessResult done = RunProcess(
+        DdprunWithTestWorker({"--nnodes=1", "--nproc-per-node=2", "--rdzv_backend=" + backend,
+                              "--rdzv_endpoint=localhost:" + etcd_port},
+                             {"env", dir.path()}),
+        {}, absl::Seconds(60));
+    EXPECT_EQ(done.exit_code, 0) << backend << ": " << done.err;
+    for (int rank = 0; rank < 2; ++rank) {
+      auto env = ParseEnvFile(dir / absl::StrCat("env.", rank, ".0"));
+      EXPECT_EQ(env["WORLD_SIZE"], "2") << backend;
+      EXPECT_NE(env["MASTER_PORT"], etcd_port) << backend;
+      EXPECT_NE(env["MASTER_PORT"], "") << backend;
+    }
+  }
+  EXPECT_EQ(etcd->Ctl({"endpoint", "health"}).exit_code, 0) << "etcd still serves its port";
+}
+
 TEST(EtcdV3, NoEtcdAtTheEndpointIsSaidAndTheJoinTimeoutEndsTheWait) {
   const std::string nothing = absl::StrCat("127.0.0.1:", FreeLoopbackPort());
   ProcessResult done = RunProcess(

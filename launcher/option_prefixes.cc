@@ -1,6 +1,7 @@
 #include "launcher/option_prefixes.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -107,25 +108,37 @@ absl::StatusOr<std::vector<std::string>> ExpandOptionPrefixes(
   return out;
 }
 
+std::string ClosestName(const std::string& unknown, const std::vector<std::string>& names,
+                        size_t allowed) {
+  std::string best;
+  size_t best_distance = allowed + 1;
+  for (const std::string& name : names) {
+    const size_t distance = EditDistance(unknown, name);
+    if (distance < best_distance) {
+      best = name;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
 std::string ClosestOption(const std::string& unknown, const std::vector<KnownOption>& options) {
   const std::string name = unknown.substr(0, unknown.find('='));
   if (!absl::StartsWith(name, "--")) return "";
-  // Close enough to be a typo: one edit in a short name, one in four in a longer one.
-  const size_t allowed = std::max<size_t>(1, (name.size() - 2) / 4);
-  std::string best;
-  size_t best_distance = allowed + 1;
+  std::vector<std::string> spellings;
+  std::map<std::string, const KnownOption*> owner;
   for (const KnownOption& option : options) {
     if (!option.launch_era_hint.empty()) continue;  // never suggested
     for (const std::string& spelling : option.spellings) {
       if (!absl::StartsWith(spelling, "--")) continue;
-      const size_t distance = EditDistance(name, spelling);
-      if (distance < best_distance) {
-        best = LongName(option);
-        best_distance = distance;
-      }
+      spellings.push_back(spelling);
+      owner.emplace(spelling, &option);
     }
   }
-  return best;
+  // Close enough to be a typo: one edit in a short name, one in four in a longer one.
+  const std::string closest =
+      ClosestName(name, spellings, std::max<size_t>(1, (name.size() - 2) / 4));
+  return closest.empty() ? "" : LongName(*owner.at(closest));
 }
 
 }  // namespace ddprun

@@ -103,7 +103,8 @@ absl::Status RdzvConf(const std::string& value, ParseState& s) {
   // --rdzv-backend is parsed before: its own keys are known.
   const RendezvousBackend* backend = FindRendezvousBackend(s.config.rdzv_backend);
   return ApplyRdzvConf(s.config.rdzv_conf, s.config,
-                       backend != nullptr ? backend->rdzv_conf_keys : std::vector<RdzvConfKey>{});
+                       backend != nullptr ? backend->rdzv_conf_keys : std::vector<RdzvConfKey>{},
+                       &s.notices);
 }
 
 absl::Status Standalone(const std::string& value, ParseState& s) {

@@ -6,8 +6,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/printable.h"
 #include "common/status_macros.h"
 #include "launcher/cli_values.h"
+#include "launcher/option_prefixes.h"
 
 namespace ddprun {
 namespace {
@@ -153,8 +155,28 @@ std::string RdzvConfKeyList(const std::string& conjunction,
   return absl::StrCat(absl::StrJoin(names, ", "), " ", conjunction, " ", last);
 }
 
+namespace {
+
+std::string UnknownKeyIgnored(const std::string& name, const std::string& backend,
+                              const std::vector<RdzvConfKey>& backend_keys) {
+  std::vector<std::string> known;
+  for (const auto* keys : {&RdzvConfKeys(), &backend_keys}) {
+    for (const RdzvConfKey& k : *keys) known.push_back(k.name);
+  }
+  // A typo: one edit in a short key, one in four in a longer one.
+  const std::string nearest = ClosestName(name, known, std::max<size_t>(1, name.size() / 4));
+  return absl::StrCat(
+      "--rdzv-conf key '", Printable(name), "' is not known with --rdzv-backend=", backend,
+      ": ignored, as torchrun ignores keys it does not read",
+      nearest.empty() ? absl::StrCat(" (known: ", RdzvConfKeyList("and", backend_keys), ")")
+                      : absl::StrCat("; did you mean ", nearest, "?"));
+}
+
+}  // namespace
+
 absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, AgentConfig& config,
-                           const std::vector<RdzvConfKey>& backend_keys) {
+                           const std::vector<RdzvConfKey>& backend_keys,
+                           std::vector<std::string>* ignored) {
   for (const auto& [name, value] : conf) {
     const RdzvConfKey* key = nullptr;
     for (const auto* keys : {&RdzvConfKeys(), &backend_keys}) {
@@ -163,9 +185,10 @@ absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, Agent
       }
     }
     if (key == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--rdzv-conf key '", name, "' is not known with --rdzv-backend=", config.rdzv_backend,
-          ": expected ", RdzvConfKeyList("or", backend_keys)));
+      if (ignored != nullptr) {
+        ignored->push_back(UnknownKeyIgnored(name, config.rdzv_backend, backend_keys));
+      }
+      continue;
     }
     if (key->apply) {
       DDPRUN_RETURN_IF_ERROR(key->apply(absl::StrCat("--rdzv-conf ", name), value, config));

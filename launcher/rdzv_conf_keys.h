@@ -36,9 +36,12 @@ const std::vector<RdzvConfKey>& RdzvConfKeys();
 std::string RdzvConfKeyList(const std::string& conjunction,
                             const std::vector<RdzvConfKey>& backend_keys = {});
 
-/// Applies the --rdzv-conf keys to `config`: every backend's, and `backend_keys`. An unknown
-/// key or a bad value is an error that lists what is accepted.
+/// Applies the --rdzv-conf keys to `config`: every backend's, and `backend_keys`. A bad value
+/// is an error that lists what is accepted. An unknown key is ignored, as torchrun ignores
+/// keys it does not read (a key of another backend, a stray quote): one line for it, with
+/// the nearest known key, goes to `ignored` when given.
 absl::Status ApplyRdzvConf(const std::map<std::string, std::string>& conf, AgentConfig& config,
-                           const std::vector<RdzvConfKey>& backend_keys = {});
+                           const std::vector<RdzvConfKey>& backend_keys = {},
+                           std::vector<std::string>* ignored = nullptr);
 
 }  // namespace ddprun

@@ -79,9 +79,12 @@ TEST(RdzvConfKeysTest, TheSettingsTablesBoundsAreTheKeysBounds) {
   EXPECT_EQ(config.rendezvous.join_timeout, absl::Milliseconds(1500));
 }
 
-TEST(RdzvConfKeysTest, AnUnknownKeyListsEveryKeyAndTorchrunsKeysAreAccepted) {
+TEST(RdzvConfKeysTest, AnUnknownKeyFarFromAnyListsEveryKeyAndTorchrunsKeysAreAccepted) {
   AgentConfig config;
-  const std::string message(ApplyRdzvConf({{"joint_timeout", "5"}}, config).message());
+  std::vector<std::string> ignored;
+  ASSERT_TRUE(ApplyRdzvConf({{"zzz_zzz_zzz", "5"}}, config, {}, &ignored).ok());
+  ASSERT_EQ(ignored.size(), 1u);
+  const std::string message = ignored[0];
   for (const RdzvConfKey& key : RdzvConfKeys()) {
     if (key.torchrun_only) {
       EXPECT_TRUE(ApplyRdzvConf({{key.name, "x"}}, config).ok()) << key.name;
@@ -89,10 +92,14 @@ TEST(RdzvConfKeysTest, AnUnknownKeyListsEveryKeyAndTorchrunsKeysAreAccepted) {
       EXPECT_THAT(message, HasSubstr(key.name));
     }
   }
-  EXPECT_THAT(message, HasSubstr("read_timeout, is_host, token_file, tls_cert, tls_key or tls_ca"));
+  EXPECT_THAT(message,
+              HasSubstr("read_timeout, is_host, token_file, tls_cert, tls_key and tls_ca"));
 }
 
-TEST(RdzvConfKeysTest, ABackendsOwnKeysAreKnownOnlyWithIt) {
+// An unknown key is ignored, as torchrun ignores keys it does not read, with one line that
+// names it and the nearest known key (or, with none near, the known ones). A backend's own
+// keys are known only with it.
+TEST(RdzvConfKeysTest, AnUnknownKeyIsIgnoredWithALineAndABackendsOwnKeysAreKnownOnlyWithIt) {
   AgentConfig config;
   config.rdzv_backend = "c10d";
   std::string seen;
@@ -102,14 +109,26 @@ TEST(RdzvConfKeysTest, ABackendsOwnKeysAreKnownOnlyWithIt) {
          seen = value;
          return absl::OkStatus();
        }}};
-  EXPECT_THAT(ApplyRdzvConf({{"lease", "3"}}, config).message(),
-              HasSubstr("--rdzv-conf key 'lease' is not known with --rdzv-backend=c10d"));
+  std::vector<std::string> ignored;
+  ASSERT_TRUE(ApplyRdzvConf({{"lease", "3"}, {"joint_timeout", "9"}}, config, {}, &ignored).ok());
+  EXPECT_EQ(seen, "") << "not applied";
+  ASSERT_EQ(ignored.size(), 2u);
+  EXPECT_THAT(ignored[0], HasSubstr("--rdzv-conf key 'joint_timeout' is not known with "
+                                    "--rdzv-backend=c10d: ignored, as torchrun ignores keys it "
+                                    "does not read; did you mean join_timeout?"));
+  EXPECT_EQ(config.rendezvous.join_timeout, AgentConfig().rendezvous.join_timeout);
+  EXPECT_THAT(ignored[1], HasSubstr("'lease' is not known"));
+  EXPECT_THAT(ignored[1], HasSubstr("(known: join_timeout, "));
   config.rdzv_backend = "etcd-like";
   ASSERT_TRUE(ApplyRdzvConf({{"lease", "3"}, {"join_timeout", "9"}}, config, own).ok());
   EXPECT_EQ(seen, "3");
   EXPECT_EQ(config.rendezvous.join_timeout, absl::Seconds(9)) << "every backend's keys too";
-  EXPECT_THAT(ApplyRdzvConf({{"lase", "3"}}, config, own).message(),
-              HasSubstr("tls_key, tls_ca or lease"));
+  ignored.clear();
+  ASSERT_TRUE(ApplyRdzvConf({{"lase", "3"}}, config, own, &ignored).ok());
+  ASSERT_EQ(ignored.size(), 1u);
+  EXPECT_THAT(ignored[0], HasSubstr("did you mean lease?"));
+  EXPECT_FALSE(ApplyRdzvConf({{"lease", "3"}, {"join_timeout", "soon"}}, config, own).ok())
+      << "a value that cannot be parsed stays an error";
 }
 
 TEST(RdzvConfKeysTest, HelpAndCompletionAreMadeFromTheKeys) {

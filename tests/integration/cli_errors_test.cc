@@ -91,9 +91,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadInput{"multi_node_c10d_without_endpoint",
                  {"--nnodes=2", "--rdzv-backend=c10d", kScript},
                  "needs --rdzv-endpoint"},
-        BadInput{"unknown_rdzv_conf_key",
-                 {"--rdzv-conf=joint_timeout=5", kScript},
-                 "key 'joint_timeout' is not known"}),
+        BadInput{"unparsable_rdzv_conf_value",
+                 {"--rdzv-conf=join_timeout=soon", kScript},
+                 "--rdzv-conf join_timeout='soon'"}),
     [](const ::testing::TestParamInfo<BadInput>& info) { return info.param.name; });
 
 TEST(CliErrorsEnv, BadPetDefaultIsNamed) {
@@ -106,6 +106,21 @@ TEST(CliErrorsEnv, BadLogLevelIsNamed) {
   ProcessResult r = RunProcess({kDdprun, kScript}, {{"LOGLEVEL", "LOUD"}});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("LOGLEVEL='LOUD'"));
+}
+
+// torchrun ignores --rdzv-conf keys it does not read (another backend's, a stray quote): a
+// command line that carries one runs, with one line naming the key and the nearest one.
+TEST(CliCompat, AnUnknownRdzvConfKeyIsIgnoredWithOneLineAndTheJobRuns) {
+  ProcessResult r = RunProcess({kDdprun, "--rdzv-conf=joint_timeout=5,'read_timeout=60", kScript});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(CountLinesContaining(r.err,
+                                 "--rdzv-conf key 'joint_timeout' is not known with "
+                                 "--rdzv-backend=static: ignored, as torchrun ignores "
+                                 "keys it does not read; did you mean join_timeout?"),
+            1)
+      << r.err;
+  EXPECT_EQ(CountLinesContaining(r.err, "--rdzv-conf key ''read_timeout' is not known"), 1)
+      << r.err;
 }
 
 TEST(CliErrorsEnv, MissingPythonIsNamed) {

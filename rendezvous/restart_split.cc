@@ -49,6 +49,15 @@ std::string FormatRestartSplit(const RestartSplit& split) {
     absl::StrAppend(&line, separator, words, " ", Millis(part));
     separator = ", ";
   }
+  if (!split.connected) {
+    // A one-node job without --rdzv-endpoint (rank 0's worker hosts the store), a node other
+    // than group rank 0: what the workers do after they start is not seen here, and a
+    // script's imports may take seconds. Say so, lest "5 ms" read as the whole restart.
+    absl::StrAppend(&line,
+                    " (to the workers' start only: their own start-up, imports and "
+                    "init_process_group, is not seen on a node that serves no store they "
+                    "connect to)");
+  }
   return line;
 }
 

@@ -495,7 +495,8 @@ AttemptResult ElasticAgent::CloseAttempt() {
     spdlog::info("attempt {} failed: rank {} (local_rank {}, pid {}) ended with {}",
                  rules_.assignment()->round, root.rank, root.local_rank, root.pid,
                  DescribeWaitStatus(root.wait_status));
-    result.root_cause = AttemptResult::RootCause{root.rank, ShellExitCode(root.wait_status)};
+    result.root_cause =
+        AttemptResult::RootCause{root.rank, ShellExitCode(root.wait_status), root.hung};
   }
   result.awaits_hang_report = ReportStacks(workers_->TakeStacks());
   const std::vector<WorkerFailure> failures =

@@ -18,7 +18,7 @@ RunExit ExitAfterFailedRun(const RunEnd& end, const NodeAtEnd& node) {
   out.exit_code = 1;
   if (node.root_cause) {
     out.failure_summary = true;
-    out.exit_code = node.root_cause->shell_exit_code;
+    out.exit_code = node.root_cause->hung ? kExitHung : node.root_cause->shell_exit_code;
   }
   if (!end.root_cause.empty()) {
     const ReportedFailure& root = end.root_cause.front();
@@ -31,11 +31,13 @@ RunExit ExitAfterFailedRun(const RunEnd& end, const NodeAtEnd& node) {
           LogLevel::kError,
           absl::StrCat("root cause across the job: rank ", root.rank, " on ", root.host,
                        " failed with exitcode ", root.exit_code, ": ", root.message));
-      out.exit_code = ShellCodeFromTorch(root.exit_code);
+      out.exit_code = root.hung ? kExitHung : ShellCodeFromTorch(root.exit_code);
     }
   }
-  out.lines.emplace_back(LogLevel::kError, absl::StrCat("job failed (", end.detail,
-                                                        "); exiting with status ", out.exit_code));
+  out.lines.emplace_back(
+      LogLevel::kError,
+      absl::StrCat("job failed (", end.detail, "); exiting with status ", out.exit_code,
+                   out.exit_code == kExitHung ? " (a rank hung)" : ""));
   return out;
 }
 

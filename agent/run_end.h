@@ -17,6 +17,7 @@ namespace ddprun {
 struct NodeRootCause {
   int rank = 0;
   int shell_exit_code = 1;  // what a shell would report for it (128+N for signal N)
+  bool hung = false;        // taken for hung: the signal that ended it was the agent's
 };
 
 /// The run's end, as the rendezvous said it.

@@ -18,6 +18,11 @@ inline constexpr int kExitCannotServe = 75;  // EX_TEMPFAIL
 // it (docs/hangs.md). Restarting here would not help; the scheduler should try another node.
 inline constexpr int kExitNodeUnhealthy = 69;  // EX_UNAVAILABLE
 
+/// The job failed because a worker was taken for hung (no heartbeat, a FileTimer, a wedged
+/// worker), whatever signal then ended it: 124, as timeout(1) reports a command that ran out
+/// of time.
+inline constexpr int kExitHung = 124;
+
 /// An operator stopped the job (`ddprun stop`) in a job without a token: anyone who reaches
 /// the master could have sent that stop, so it must not look like success to a scheduler.
 /// 143 is what a job ended by SIGTERM (scancel, kubectl delete) reports.

@@ -17,6 +17,13 @@ constexpr char kIntro[] =
     "also has torchrun's underscored spelling (--nproc_per_node) and a PET_ variable "
     "(PET_NPROC_PER_NODE), and takes a unique prefix (--nproc) as torchrun does.";
 
+// Hangs are caught only by a check the user turns on: --help says so, and how; and names
+// what ddprun adds that a torchrun user would not look for.
+constexpr char kOwn[] =
+    "Hangs are caught only with a check on: --worker-heartbeat-timeout or "
+    "TORCHELASTIC_ENABLE_FILE_TIMER=1 (docs/hangs.md). Also ddprun's: --preload=torch, "
+    "--metrics-port, ddprun status|stop.";
+
 constexpr char kScript[] =
     "training_script [args...]: the script (python -u), module (-m) or program (--no-python), "
     "then its arguments, passed through verbatim; ${local_rank} in them becomes each "
@@ -93,13 +100,7 @@ std::string Everyday(const std::vector<OptionDoc>& options, size_t width) {
       }
     }
   }
-  absl::StrAppend(
-      &out, "\n", Wrap(kScript, 0, 2, width), "\n",
-      Wrap(absl::StrCat("ddprun --help-all lists all ", options.size(),
-                        " options by section, with their spellings and PET_ variables, "
-                        "the environment, signals and exit statuses (also man ddprun and "
-                        "docs/user-guide.md, which maps every torchrun flag)."),
-           0, 0, width));
+  absl::StrAppend(&out, "\n", Wrap(kScript, 0, 2, width), "\n", Wrap(kOwn, 0, 0, width));
   return out;
 }
 

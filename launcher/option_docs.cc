@@ -41,6 +41,8 @@ Exit status:
   0        every worker succeeded, or `ddprun stop` ended the job
   N        the root-cause worker's exit code (128+S if it died of signal S)
   128+S    ddprun received signal S and stopped the workers
+  124      the root cause was a rank taken for hung (no heartbeat, a FileTimer),
+           whatever signal then ended it (docs/hangs.md)
   2        bad command line or environment: nothing was started
   69       this node is unhealthy: a worker stuck in uninterruptible sleep, or
            still there --kill-timeout after SIGKILL (docs/hangs.md); or the job

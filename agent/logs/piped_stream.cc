@@ -43,13 +43,11 @@ void PipedStream::Consume(std::string_view chunk) {
   if (capture_ != nullptr && capture_->size() < kMaxCapture) {
     capture_->append(chunk.substr(0, kMaxCapture - capture_->size()));
   }
-  if (file_.valid()) {
-    if (absl::Status s = WriteAll(file_.get(), chunk); !s.ok()) {
-      spdlog::error("worker log file write failed: {}; further output goes to the console only",
-                    s.message());
-      file_.Reset();
-    }
-  }
+  WriteToFile(chunk);
+  // A stack dump on the worker's way out goes to the hang report and the worker's log file:
+  // the console shows the report's summary, and the failure summary's tail keeps the lines
+  // the worker wrote before it hung.
+  if (capture_ != nullptr) return;
   if (console_fd_ >= 0 && prefix_.empty()) {
     const size_t cut = chunk.find_last_of("\r\n");
     if (cut == std::string_view::npos) {
@@ -67,6 +65,15 @@ void PipedStream::Consume(std::string_view chunk) {
   if (tail_ == nullptr && (console_fd_ < 0 || prefix_.empty())) return;
   assembler_.Feed(chunk, [this](std::string_view line) { EmitLine(line); });
   FlushConsole();
+}
+
+void PipedStream::WriteToFile(std::string_view chunk) {
+  if (!file_.valid()) return;
+  if (absl::Status s = WriteAll(file_.get(), chunk); !s.ok()) {
+    spdlog::error("worker log file write failed: {}; further output goes to the console only",
+                  s.message());
+    file_.Reset();
+  }
 }
 
 void PipedStream::EmitLine(std::string_view line) {

@@ -30,13 +30,19 @@ class PipedStream {
   void Pump();
   /// Pump until the pipe is empty, then close even if a leftover process still holds it.
   void DrainAndClose();
-  /// From now on, also appends what passes to `sink` (up to kMaxCapture bytes): the stack
-  /// dump a worker writes on its way out after a hang (see StackCapture).
-  void CaptureInto(std::string* sink) { capture_ = sink; }
+  /// From now on, appends what passes to `sink` (up to kMaxCapture bytes) and the log file,
+  /// and no more to the console or the tail: the stack dump a worker writes on its way out
+  /// after a hang (see StackCollection), which the hang report shows. What the pipe holds
+  /// from before is passed on first.
+  void CaptureInto(std::string* sink) {
+    Pump();
+    capture_ = sink;
+  }
   static constexpr size_t kMaxCapture = 1 << 20;
 
  private:
   void Consume(std::string_view chunk);
+  void WriteToFile(std::string_view chunk);
   void EmitLine(std::string_view line);
   void FlushConsole();
   void Close();

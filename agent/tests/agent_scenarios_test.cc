@@ -107,8 +107,9 @@ class Scenario : public testing::ScenarioMachine {
       AttemptResult result;
       result.succeeded = args.count("succeeded") > 0;
       if (args.count("root-rank") > 0) {
-        result.root_cause = AttemptResult::RootCause{testing::ScenarioInt(args, "root-rank", 0),
-                                                     testing::ScenarioInt(args, "code", 1)};
+        result.root_cause =
+            AttemptResult::RootCause{testing::ScenarioInt(args, "root-rank", 0),
+                                     testing::ScenarioInt(args, "code", 1), args.count("hung") > 0};
       }
       result.awaits_hang_report = args.count("awaits-report") > 0;
       sm_->AttemptClosed(result, now_);
@@ -129,6 +130,7 @@ class Scenario : public testing::ScenarioMachine {
         f.host = args.at("root-host");
         f.rank = testing::ScenarioInt(args, "root-rank", 0);
         f.exit_code = testing::ScenarioInt(args, "root-code", 1);
+        f.hung = args.count("root-hung") > 0;
         f.message = "boom";
         root.push_back(f);
       }
@@ -172,7 +174,7 @@ class Scenario : public testing::ScenarioMachine {
 };
 
 TEST(AgentScenarios, EveryScriptGivesItsActions) {
-  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "agent/tests/testdata", 22,
+  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "agent/tests/testdata", 24,
                               [] { return std::make_unique<Scenario>(); });
 }
 

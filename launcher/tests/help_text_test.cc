@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "launcher/torchrun_options.h"
 
@@ -51,6 +52,13 @@ TEST(FormatHelp, ShortHelpIsTorchrunsEverydayOptionsOnOneScreen) {
   }
   EXPECT_THAT(help, HasSubstr("Usage: ddprun [OPTIONS] training_script [args...]"));
   EXPECT_THAT(help, Not(HasSubstr("--max-node-flaps")));  // ddprun's own: --help-all
+  // Hangs are caught only with a check on: it says so, and which; and what ddprun adds that
+  // a torchrun user would not look for.
+  for (const char* said : {"Hangs are caught only with a check on", "--worker-heartbeat-timeout",
+                           "TORCHELASTIC_ENABLE_FILE_TIMER=1", "--preload=torch", "--metrics-port",
+                           "ddprun status|stop"}) {
+    EXPECT_THAT(absl::StrReplaceAll(help, {{"\n", " "}}), HasSubstr(said));
+  }
   EXPECT_THAT(help, Not(HasSubstr("--nproc_per_node ")));
 }
 

@@ -202,6 +202,7 @@ def become_worker(sock, request, fds, helper, grouped):
     os.environ.clear()
     os.environ.update(request["env"])
     reseed_generators()
+    run_startup_hooks()
     return main_of(request["argv"])
 
 
@@ -255,6 +256,21 @@ def reseed_generators():
     torch = sys.modules.get("torch")
     if torch is not None and hasattr(torch, "default_generator"):
         torch.default_generator.seed()
+
+
+def run_startup_hooks():
+    """sitecustomize and usercustomize, as a started interpreter's site runs them at its start,
+    here with the worker's environment: a hook that seeds each rank from LOCAL_RANK, or reads
+    RANK, sees its own. The pool ran them once at its own start, with the node's; a fresh
+    import runs them again. (The import lines of .pth files are not run again.)"""
+    if sys.flags.no_site or "site" not in sys.modules:
+        return
+    import site
+    for name in ("sitecustomize", "usercustomize"):
+        sys.modules.pop(name, None)
+    site.execsitecustomize()
+    if site.ENABLE_USER_SITE:
+        site.execusercustomize()
 
 
 def main_of(argv):

@@ -218,6 +218,32 @@ TEST_P(WarmPoolCompat, DdpTrainsToTheSameParametersAndLossesThroughACrashAndRest
   }
 }
 
+// A sitecustomize on PYTHONPATH that seeds each rank from LOCAL_RANK: each forked worker runs
+// it with its own environment, as a started one does, so what the ranks draw is the same,
+// bit for bit, with and without the pool, and the hook saw each rank's LOCAL_RANK.
+TEST_P(WarmPoolCompat, AStartupHookRunsInEachWorkerWithItsRanksEnvironment) {
+  TempDir started, forked;
+  for (TempDir* out : {&started, &forked}) {
+    std::vector<std::string> argv = {kDdprun, "--nproc-per-node=2",
+                                     kCompatDir + "/seeded_job.py", out->path()};
+    if (out == &forked) argv.insert(argv.begin() + 1, "--preload=torch");
+    std::map<std::string, std::optional<std::string>> env = JobEnv();
+    env["PYTHONPATH"] = kCompatDir + "/startup_hook:" + kCompatDir;
+    ProcessResult r = RunProcess(argv, env, absl::Seconds(240));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    if (out == &forked) EXPECT_THAT(r.err, HasSubstr(kForked));
+    for (const char* rank : {"0", "1"}) {
+      EXPECT_EQ(CountLinesContaining(r.err, absl::StrCat("sitecustomize: LOCAL_RANK=", rank)), 1)
+          << r.err;
+    }
+  }
+  for (const char* file : {"drawn.0", "drawn.1"}) {
+    EXPECT_EQ(ReadFile(started / file), ReadFile(forked / file)) << file;
+    EXPECT_THAT(ReadFile(forked / file), HasSubstr("torch=["));
+  }
+  EXPECT_NE(ReadFile(forked / "drawn.0"), ReadFile(forked / "drawn.1")) << "seeded per rank";
+}
+
 TEST_P(WarmPoolCompat, DataLoaderWorkersAndMultiprocessingSpawnWorkAsWithoutIt) {
   TempDir started, forked;
   for (TempDir* out : {&started, &forked}) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/process_status.h"
 #include "common/status_macros.h"
 
 namespace ddprun {
@@ -162,8 +163,11 @@ void RoundStateMachine::ReportFailure(SessionId session, int64_t round,
   collect_stacks_ = std::any_of(failures.begin(), failures.end(),
                                 [](const ReportedFailure& f) { return f.hung; });
   if (collect_stacks_) stacks_round_ = round_;
-  const std::string what = absl::StrCat("rank ", first.rank, " on ", first.host,
-                                        " failed (exitcode ", first.exit_code, ")");
+  // The summary's words for it: exitcode -N is "Signal N (SIGX)" there, so its name here.
+  const std::string what =
+      absl::StrCat("rank ", first.rank, " on ", first.host, " failed (exitcode ", first.exit_code,
+                   first.exit_code < 0 ? absl::StrCat(": ", SignalName(-first.exit_code)) : "",
+                   first.hung ? ", taken for hung" : "", ")");
   if (phase_ == Phase::kFinishing) {
     EndRun(RunOutcome::kFailed,
            absl::StrCat(what, " after another node had finished: no restart is possible"), now);

@@ -224,8 +224,8 @@ TEST_P(WarmPoolCompat, DdpTrainsToTheSameParametersAndLossesThroughACrashAndRest
 TEST_P(WarmPoolCompat, AStartupHookRunsInEachWorkerWithItsRanksEnvironment) {
   TempDir started, forked;
   for (TempDir* out : {&started, &forked}) {
-    std::vector<std::string> argv = {kDdprun, "--nproc-per-node=2",
-                                     kCompatDir + "/seeded_job.py", out->path()};
+    std::vector<std::string> argv = {kDdprun, "--nproc-per-node=2", kCompatDir + "/seeded_job.py",
+                                     out->path()};
     if (out == &forked) argv.insert(argv.begin() + 1, "--preload=torch");
     std::map<std::string, std::optional<std::string>> env = JobEnv();
     env["PYTHONPATH"] = kCompatDir + "/startup_hook:" + kCompatDir;

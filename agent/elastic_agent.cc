@@ -187,7 +187,7 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
       // A restart in place: the next round was decided with the order; RENDEZVOUS counts
       // from it.
       if (event.next) seen_.records->JoinSent(now);
-      seen_.restarts.StopOrdered(now);
+      seen_.restarts.StopOrdered(now, event.stop_reason == StopReason::kMembershipChanged);
       rules_.StopOrdered(event.stop_reason, event.detail, event.collect_stacks, event.next, now);
       break;
     case RendezvousEvent::Kind::kExcluded:

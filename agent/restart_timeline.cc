@@ -16,9 +16,12 @@ void RestartTimeline::FailureSeen(absl::Time now) {
   open_->failed = now;
 }
 
-void RestartTimeline::StopOrdered(absl::Time now) {
+void RestartTimeline::StopOrdered(absl::Time now, bool membership) {
   Begin();
-  if (!open_->stop_ordered) open_->stop_ordered = now;
+  if (!open_->stop_ordered) {
+    open_->stop_ordered = now;
+    open_->membership_change = membership;
+  }
 }
 
 void RestartTimeline::WorkersStopped(absl::Time now) {
@@ -78,6 +81,7 @@ void RestartTimeline::Finish() {
   }
   split.round = m.round;
   split.restart_count = m.restart_count;
+  split.membership_change = m.membership_change && !m.failed;
   split.total = first ? *latest - *first : absl::ZeroDuration();
   open_.reset();
 }

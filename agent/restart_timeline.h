@@ -28,14 +28,16 @@ struct RestartMoments {
   int64_t round = -1;
   int restart_count = 0;
   bool awaits_barrier = false;
+  bool membership_change = false;  // the stop order was for one
 };
 
 class RestartTimeline {
  public:
   /// A worker of the running attempt failed (or was found hung) on this node.
   void FailureSeen(absl::Time now);
-  /// The rendezvous ordered the workers stopped (a restart follows, in place or by joining).
-  void StopOrdered(absl::Time now);
+  /// The rendezvous ordered the workers stopped (a restart follows, in place or by joining);
+  /// `membership`: for a membership change, which spends no restart.
+  void StopOrdered(absl::Time now, bool membership = false);
   /// Every worker of the attempt has ended.
   void WorkersStopped(absl::Time now);
   /// The round `round` may start here (its assignment came, and its store may open).

@@ -39,8 +39,13 @@ void RestartSplit::KeepLongest(const RestartSplit& other) {
 }
 
 std::string FormatRestartSplit(const RestartSplit& split) {
-  std::string line = absl::StrCat("restart ", split.restart_count, " (round ", split.round,
-                                  ") took ", Millis(split.total), " on this node:");
+  std::string line =
+      split.membership_change
+          ? absl::StrCat("the membership change into round ", split.round, " (restart count ",
+                         split.restart_count, ", none spent) took ", Millis(split.total),
+                         " on this node:")
+          : absl::StrCat("restart ", split.restart_count, " (round ", split.round, ") took ",
+                         Millis(split.total), " on this node:");
   const char* separator = " ";
   for (const auto& [name, part] : split.Parts()) {
     const char* words = name == "connected" ? "every rank connected to the store"

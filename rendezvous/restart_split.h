@@ -27,6 +27,8 @@ struct RestartSplit {
   std::optional<absl::Duration> connected;   // -> every rank connected to the store
   std::optional<absl::Duration> barrier;     // -> every rank passed the store barrier
   absl::Duration total;                      // from the first part's start to the last's end
+  // Not a restart: the members changed (no restart spent). For this node's line only.
+  bool membership_change = false;
 
   /// The parts that were seen, in order: (name, duration). Names as in metrics and events.
   std::vector<std::pair<std::string, absl::Duration>> Parts() const;

@@ -75,6 +75,22 @@ TEST(RestartTimelineTest, ANodeThatOnlyGotTheOrderAndServesNoStoreEndsAtSpawn) {
             "is not seen on a node that serves no store they connect to)");
 }
 
+// A stop for a membership change spends no restart: its line says what it was, not
+// "restart 2" (the count it kept).
+TEST(RestartTimelineTest, AMembershipChangeIsSaidAsOneNotAsARestart) {
+  RestartTimeline timeline;
+  timeline.StopOrdered(At(10), /*membership=*/true);
+  timeline.WorkersStopped(At(20));
+  timeline.RoundStarting(4, 2, At(25));
+  timeline.WorkersStarted(/*store_followed=*/false, At(30));
+  std::vector<RestartSplit> splits = timeline.TakeSplits();
+  ASSERT_EQ(splits.size(), 1u);
+  EXPECT_TRUE(splits[0].membership_change);
+  EXPECT_THAT(FormatRestartSplit(splits[0]),
+              ::testing::StartsWith("the membership change into round 4 (restart count 2, none "
+                                    "spent) took 20 ms on this node: stop 10 ms"));
+}
+
 // torch 2.1 and later pass no store barrier: the split ends once every rank connected.
 TEST(RestartTimelineTest, WithoutABarrierTheSplitEndsWhenEveryRankConnected) {
   RestartTimeline timeline;

@@ -57,8 +57,18 @@ std::string Headline(const v1::RunStatus& run) {
   if (!run.outcome().empty()) absl::StrAppend(&line, " (", run.outcome(), ")");
   if (run.round() >= 0) absl::StrAppend(&line, ", round ", run.round());
   if (run.world_size() > 0) absl::StrAppend(&line, ", world size ", run.world_size());
-  absl::StrAppend(&line, ", nodes ", run.min_nodes());
+  // While gathering, how many of the nodes needed are there: "nodes 2" would read as two.
+  const bool gathering = run.state() == "gathering";
+  if (gathering) {
+    const auto waiting = run.node_states().find("waiting");
+    absl::StrAppend(&line, ", nodes ", waiting == run.node_states().end() ? 0 : waiting->second,
+                    " of ");
+  } else {
+    absl::StrAppend(&line, ", nodes ");
+  }
+  absl::StrAppend(&line, run.min_nodes());
   if (run.max_nodes() != run.min_nodes()) absl::StrAppend(&line, "..", run.max_nodes());
+  if (gathering) absl::StrAppend(&line, " joined");
   absl::StrAppend(&line, ", restarts ", run.restarts_used(), " of ", run.max_restarts(), " used (",
                   run.restarts_left(), " left)\n");
   if (!run.detail().empty()) absl::StrAppend(&line, "  ", Printable(run.detail()), "\n");

@@ -100,7 +100,8 @@ TEST_F(RunStatusTest, AFailureIsTheLastFailureAndEndsItsRoundInTheRecord) {
   EXPECT_EQ(s.world_size(), 0);
 
   const std::string text = FormatRunStatus(s);
-  EXPECT_THAT(text, HasSubstr("run 'job': gathering, round 0, nodes 2, restarts 1 of 3 used"));
+  EXPECT_THAT(
+      text, HasSubstr("run 'job': gathering, round 0, nodes 1 of 2 joined, restarts 1 of 3 used"));
   EXPECT_THAT(text, HasSubstr("last failure (round 0): rank 3 (local rank 1) on b, SIGSEGV"));
   EXPECT_THAT(text, HasSubstr("  Segmentation fault\n"));
   EXPECT_THAT(text, HasSubstr("kept out:\n  b (1m left): "));

@@ -251,6 +251,12 @@ class NetworkRendezvous : public StartedRendezvous {
       return absl::IsFailedPrecondition(s) ? kExitRendezvous : kExitInternal;
     }
     if (network_.elect != nullptr) {
+      // Any node may be elected to host the master, on its workers' store's port: each says
+      // what c10d's and static's hosting node says.
+      if (config_.token.empty()) {
+        spdlog::warn("{}", NoTokenWarning(served_.worker_store.port,
+                                          "set DDPRUN_RDZV_TOKEN, with TLS, on every node"));
+      }
       std::unique_ptr<ElectedRendezvous> elected = network_.elect(ElectionOptionsFor());
       elected_ = elected.get();
       connection_ = std::move(elected);

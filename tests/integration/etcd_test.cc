@@ -77,6 +77,12 @@ TEST(EtcdV3, TwoNodesGetTheirRanksFromTheElectedLeaderAndTheRunsKeysGoWithIt) {
   const bool a_leads = a->ErrSoFar().find("this node leads run 'job'") != std::string::npos;
   const bool b_leads = b->ErrSoFar().find("this node leads run 'job'") != std::string::npos;
   ASSERT_NE(a_leads, b_leads) << "one leader";
+  // Either may host the master: each warns of a job without a token, as c10d's host does.
+  for (auto* agent : {a.get(), b.get()}) {
+    EXPECT_THAT(agent->ErrSoFar(), HasSubstr("has no token: anyone who reaches it can join or end "
+                                             "the run; set DDPRUN_RDZV_TOKEN, with TLS, on every "
+                                             "node"));
+  }
   EXPECT_EQ(stores.begin()->rfind(a_leads ? "127.0.0.1:" : "127.0.0.2:", 0), 0u) << *stores.begin();
   // While the run goes on, its leader's key is there, under its prefix.
   EXPECT_THAT(etcd->Keys("/ddprun/job/"), HasSubstr("/ddprun/job/leader"));

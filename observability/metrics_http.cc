@@ -189,10 +189,15 @@ absl::StatusOr<std::unique_ptr<MetricsHttp>> MetricsHttp::Start(MetricsHttpOptio
                                           "request_timeout_ms", "1000"};
   try {
     http->server_ = std::make_unique<CivetServer>(civet, &callbacks, http.get());
-  } catch (const CivetException& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "cannot serve metrics on ", address, ": ", e.what(),
-        " (is the port in use? choose another --metrics-port, or 0 for any free port)"));
+  } catch (const CivetException&) {
+    // civetweb's own words ("null context when constructing CivetServer") say nothing to a
+    // user: a listen of our own on the same address says why (in use, no permission).
+    absl::StatusOr<std::vector<UniqueFd>> own = ListenTcp(o.host, o.port);
+    const std::string why =
+        own.ok() ? "the HTTP server could not start there" : std::string(own.status().message());
+    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ", address, ": ", why,
+                                               "; choose another --metrics-port, or 0 for any "
+                                               "free port"));
   }
   const std::vector<int> ports = http->server_->getListeningPorts();
   http->port_ = ports.empty() ? 0 : ports.front();

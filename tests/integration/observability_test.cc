@@ -224,6 +224,10 @@ TEST(Observability, AOneNodeJobServesItsAgentsMetricsAndATakenPortIsAnError) {
       {"--standalone", absl::StrCat("--metrics-port=", port)}, {"env", dir.path()}));
   EXPECT_EQ(taken.exit_code, 75);
   EXPECT_THAT(taken.err, HasSubstr("--metrics-port: cannot serve metrics on 0.0.0.0:"));
+  EXPECT_THAT(taken.err, HasSubstr(absl::StrCat("cannot listen on port ", port,
+                                                ": it is in use; "
+                                                "choose another --metrics-port")));
+  EXPECT_THAT(taken.err, Not(HasSubstr("CivetServer"))) << "civetweb's words mean nothing here";
   ::kill(agent->pid(), SIGTERM);
   EXPECT_EQ(agent->Wait(absl::Seconds(30)).exit_code, 143);
 }

@@ -6,6 +6,7 @@
 #include <cctype>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/process/warm_pool.h"
 #include "common/status_macros.h"
 #include "launcher/backends.h"
@@ -187,6 +188,18 @@ absl::Status MasterPort(const std::string& value, ParseState& s) {
 absl::Status Preload(const std::string& value, ParseState& s) {
   if (value.empty()) return absl::OkStatus();
   DDPRUN_ASSIGN_OR_RETURN(s.config.preload, ParsePreload(value));
+  // torch and numpy read no rank at import; a module of the user's own may.
+  std::vector<std::string> others;
+  for (const std::string& module : s.config.preload) {
+    const std::string top = module.substr(0, module.find('.'));
+    if (top != "torch" && top != "numpy") others.push_back(module);
+  }
+  if (!others.empty()) {
+    s.notices.push_back(absl::StrCat(
+        "--preload: ", absl::StrJoin(others, ", "),
+        " is imported once per node, with the node's environment, not a rank's: what it reads "
+        "at import (RANK, LOCAL_RANK, CUDA_VISIBLE_DEVICES) is the agent's, in every worker"));
+  }
   return absl::OkStatus();
 }
 

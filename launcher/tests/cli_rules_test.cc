@@ -109,6 +109,13 @@ TEST(CliRulesTest, PreloadNamesModulesAutoIsTorchAndItsPetVariableWorks) {
   absl::StatusOr<CliOutcome> out = Parse({"--preload", " torch, numpy.random ", "-m", "mod"}, env);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->config.preload, (std::vector<std::string>{"torch", "numpy.random"}));
+  EXPECT_TRUE(out->notices.empty()) << "torch and numpy read no rank at import";
+  out = Parse({"--preload", "torch,mylib.models", "-m", "mod"}, env);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(out->notices,
+              ::testing::ElementsAre(
+                  HasSubstr("--preload: mylib.models is imported once per node, with the node's "
+                            "environment, not a rank's")));
   LaunchEnvironment pet = env;
   pet.vars["PET_PRELOAD"] = "auto";
   out = Parse({"-m", "mod"}, pet);

@@ -228,6 +228,9 @@ NetworkRendezvousOptions RendezvousOptions(const AgentConfig& config) {
   options.settings = config.rendezvous;
   options.heartbeat_timeout = config.heartbeat_timeout;
   options.tls = config.tls;
+  options.endpoint_named_by = config.rdzv_backend == "static" ? "--master-addr and --master-port"
+                              : config.rdzv_backend == "c10d" ? "--rdzv-endpoint"
+                                                              : "the leader's address in etcd";
   return options;
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/unique_fd.h"
 
@@ -78,13 +79,15 @@ EndpointReach ProbeEndpoint(const std::string& endpoint, absl::Duration timeout)
   return best;
 }
 
-std::string DescribeUnansweredMaster(const std::string& endpoint, const EndpointReach& reach) {
+std::string DescribeUnansweredMaster(const std::string& endpoint, const EndpointReach& reach,
+                                     const std::string& named_by) {
   const HostAndPort where = Split(endpoint);
   switch (reach.kind) {
     case EndpointReach::Kind::kRefused:
       return absl::StrCat("nothing listens on port ", where.port, " of ", where.host, " (",
-                          reach.detail,
-                          "): is the rendezvous master up there, and is the endpoint right?");
+                          reach.detail, "): is the rendezvous master up there, and ",
+                          absl::StrContains(named_by, " and ") ? "are " : "is ", named_by,
+                          " right?");
     case EndpointReach::Kind::kListens:
       return absl::StrCat("something listens on ", endpoint,
                           " but does not answer as a ddprun rendezvous master: another program "

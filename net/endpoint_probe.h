@@ -21,7 +21,8 @@ EndpointReach ProbeEndpoint(const std::string& endpoint, absl::Duration timeout)
 
 /// What `reach` means for a master expected at `endpoint`, and what to check, in words:
 /// "nothing listens on port 29400 of node0 (Connection refused): is the master up there, and
-/// is --rdzv-endpoint right?".
-std::string DescribeUnansweredMaster(const std::string& endpoint, const EndpointReach& reach);
+/// is --rdzv-endpoint right?". `named_by`: the options the user gave it with.
+std::string DescribeUnansweredMaster(const std::string& endpoint, const EndpointReach& reach,
+                                     const std::string& named_by = "--rdzv-endpoint");
 
 }  // namespace ddprun

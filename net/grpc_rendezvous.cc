@@ -230,8 +230,9 @@ void GrpcRendezvous::ProbeAddress(const std::string& endpoint,
     RendezvousEvent event;
     event.kind = RendezvousEvent::Kind::kProgress;
     event.status = absl::UnavailableError("no answer");
-    event.detail = absl::StrCat("the rendezvous master at ", endpoint,
-                                " does not answer: ", DescribeUnansweredMaster(endpoint, reach));
+    event.detail =
+        absl::StrCat("the rendezvous master at ", endpoint, " does not answer: ",
+                     DescribeUnansweredMaster(endpoint, reach, options_.endpoint_named_by));
     events_->Push(std::move(event));
   }
 }
@@ -245,7 +246,8 @@ absl::Status ProbeMaster(const NetworkRendezvousOptions& options, absl::Duration
     return absl::OkStatus();
   }
   return absl::UnavailableError(
-      DescribeUnansweredMaster(options.endpoint, ddprun::ProbeEndpoint(options.endpoint, timeout)));
+      DescribeUnansweredMaster(options.endpoint, ddprun::ProbeEndpoint(options.endpoint, timeout),
+                               options.endpoint_named_by));
 }
 
 void GrpcRendezvous::Leave(const std::string& reason) {

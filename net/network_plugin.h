@@ -43,6 +43,8 @@ struct NetworkRendezvousOptions {
   RendezvousSettings settings;
   absl::Duration heartbeat_timeout = absl::Seconds(5);  // see AgentConfig
   TlsConfig tls;
+  // The options that name `endpoint`, for what a node that gets no answer should check.
+  std::string endpoint_named_by = "--rdzv-endpoint";
 };
 
 /// A node's rendezvous through an election (the etcd half): the nodes elect the run's leader,

@@ -2,6 +2,7 @@
 // status (`ddprun status`, the status page) and the master's metrics.
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -125,13 +126,13 @@ std::string RoundStateMachine::GatheringProgress(absl::Time now) const {
   const std::string why = WhyWaiting(now);
   if (why.empty() || phase_ != Phase::kGathering) return why;
   std::vector<std::string> came;
-  std::set<int> ranks_given;
+  std::map<int, std::vector<std::string>> ranks_given;  // --node-rank: the hosts that gave it
   bool every_node_gave_a_rank = true;
   for (const auto& [session, node] : nodes_) {
     if (!node.joined) continue;
     came.push_back(node.info.host);
     every_node_gave_a_rank = every_node_gave_a_rank && node.info.node_rank_hint >= 0;
-    ranks_given.insert(node.info.node_rank_hint);
+    ranks_given[node.info.node_rank_hint].push_back(node.info.host);
   }
   std::sort(came.begin(), came.end(), NaturalLess);
   std::string out = absl::StrCat(why, ": ", FewOf(came));
@@ -142,6 +143,13 @@ std::string RoundStateMachine::GatheringProgress(absl::Time now) const {
   }
   if (!missing_ranks.empty()) {
     absl::StrAppend(&out, "; waiting for --node-rank ", FewOf(missing_ranks));
+  }
+  // Static jobs: two nodes with one --node-rank leave another rank missing for good.
+  for (auto& [rank, hosts] : ranks_given) {
+    if (!every_node_gave_a_rank || hosts.size() < 2) continue;
+    std::sort(hosts.begin(), hosts.end(), NaturalLess);
+    absl::StrAppend(&out, "; --node-rank ", rank, " was given by ", hosts.size(), " nodes (",
+                    FewOf(hosts), "): each node needs its own, 0 to ", settings_.max_nodes - 1);
   }
   const std::set<std::string> came_set(came.begin(), came.end());
   std::vector<std::string> lost;

@@ -74,7 +74,7 @@ TEST(GrpcRendezvousProgress, NothingListeningIsSaid) {
             absl::StrCat("the rendezvous master at 127.0.0.1:", port,
                          " does not answer: nothing listens on port ", port,
                          " of 127.0.0.1 (Connection refused): is the rendezvous master up "
-                         "there, and is the endpoint right?"));
+                         "there, and is --rdzv-endpoint right?"));
 }
 
 TEST(GrpcRendezvousProgress, AnotherProgramOnThePortIsSaid) {
@@ -97,7 +97,12 @@ TEST_F(MasterServerTest, ProbeMasterTellsAMasterFromAnotherProgram) {
 TEST(DescribeUnansweredMaster, SaysWhatToCheckForEachAnswer) {
   EXPECT_EQ(DescribeUnansweredMaster("[::1]:7", {EndpointReach::Kind::kRefused, "refused"}),
             "nothing listens on port 7 of ::1 (refused): is the rendezvous master up there, "
-            "and is the endpoint right?");
+            "and is --rdzv-endpoint right?");
+  // A static node names its master with two options: it is told to check those.
+  EXPECT_EQ(DescribeUnansweredMaster("h:7", {EndpointReach::Kind::kRefused, "refused"},
+                                     "--master-addr and --master-port"),
+            "nothing listens on port 7 of h (refused): is the rendezvous master up there, and "
+            "are --master-addr and --master-port right?");
   EXPECT_EQ(DescribeUnansweredMaster("h:7", {EndpointReach::Kind::kNoAnswer, "timed out"}),
             "h:7 does not answer (timed out): is the host up, and its port 7 open to this node?");
   EXPECT_EQ(DescribeUnansweredMaster("nohost:7", {EndpointReach::Kind::kUnresolved, "unknown"}),

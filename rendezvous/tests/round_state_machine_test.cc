@@ -1300,5 +1300,19 @@ TEST_F(RoundStateMachineTest, EveryAssignmentAndTheMemoryNameTheRunAndItsNextMas
   EXPECT_GT(sm_->memory_version(), version);
 }
 
+// Static jobs: every node gives its --node-rank. The wait names the ranks still missing and
+// two nodes that gave one rank, which leaves another missing for good.
+TEST_F(RoundStateMachineTest, TheWaitNamesMissingRanksAndTwoNodesWithOneRank) {
+  Make(4, 4);
+  ASSERT_TRUE(Join(1, Node("a", 2, 0)).ok());
+  ASSERT_TRUE(Join(2, Node("b", 2, 1)).ok());
+  ASSERT_TRUE(Join(3, Node("c", 2, 1)).ok());
+  const std::string progress = sm_->GatheringProgress(now_);
+  EXPECT_THAT(progress, HasSubstr("waiting for --node-rank 2, 3"));
+  EXPECT_THAT(progress, HasSubstr("--node-rank 1 was given by 2 nodes (b, c): each node needs its "
+                                  "own, 0 to 3"));
+  ASSERT_TRUE(Join(4, Node("d", 2, 2)).ok());  // the round closes: b or c waits as a spare
+}
+
 }  // namespace
 }  // namespace ddprun

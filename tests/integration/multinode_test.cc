@@ -508,6 +508,21 @@ TEST(MultiNode, JoinTimeoutNamesWhoCameAndWhatWasExpected) {
               HasSubstr("1 of the at least 2 nodes needed (--nnodes=2:3) joined: 127.0.0.1"));
 }
 
+// A static node whose node 0 is not up: its waiting line names the options it was given,
+// --master-addr and --master-port, not an "endpoint" it never typed.
+TEST(MultiNode, AStaticNodeWaitingForNodeZeroNamesMasterAddrAndPort) {
+  const int port = FreeLoopbackPort();
+  ProcessResult r = RunProcess(
+      DdprunWithTestWorker({"--nnodes=2", "--node-rank=1", "--master-addr=127.0.0.1",
+                            absl::StrCat("--master-port=", port), "--rdzv-conf=join_timeout=6"},
+                           {"exit", "0"}),
+      {}, absl::Seconds(60));
+  EXPECT_EQ(r.exit_code, 75) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("nothing listens on port ", port, " of 127.0.0.1")));
+  EXPECT_THAT(r.err, HasSubstr("are --master-addr and --master-port right?"));
+  EXPECT_THAT(r.err, ::testing::Not(HasSubstr("endpoint right")));
+}
+
 TEST(MultiNode, StaticBackendTwoByTwo) {
   TempDir dir;
   const int port = FreeLoopbackPort();

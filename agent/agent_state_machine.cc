@@ -342,22 +342,7 @@ void AgentStateMachine::Tick(absl::Time now) {
   }
   if (outage_deadline_ && now >= *outage_deadline_) {
     outage_deadline_.reset();
-    if (master_lost_at_ && WorkDone()) {
-      Log(LogLevel::kWarning,
-          absl::StrCat("no rendezvous master answered within ",
-                       absl::FormatDuration(settings_.finished_master_wait),
-                       " of its loss: this node's workers all succeeded, so it exits 0 without "
-                       "the exit barrier (each other node's agent reports its own outcome)"));
-      return Exit(kExitSuccess);
-    }
-    if (master_lost_at_) {
-      Log(LogLevel::kError,
-          absl::StrCat("no rendezvous master answered for ",
-                       absl::FormatDuration(settings_.master_outage_timeout),
-                       " (--rdzv-conf master_outage_timeout): stopping this node's workers; it "
-                       "joins again when a master answers"));
-      StopForRejoin(now);
-    }
+    if (master_lost_at_) return NoMasterInTime(now);
   }
   if (reach_deadline_ && now >= *reach_deadline_) {
     reach_deadline_.reset();

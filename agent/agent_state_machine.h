@@ -237,6 +237,8 @@ class AgentStateMachine {
   bool WorkDone() const { return phase_ == Phase::kFinishing && succeeded_; }
   // A master lost after WorkDone: say how the wait goes; exit 0 once it is over.
   void WaitForMasterWithWorkDone(const std::string& detail, absl::Time now);
+  // No master answered by the outage deadline: exit 0 with the work done, else stop and rejoin.
+  void NoMasterInTime(absl::Time now);
   // The run is over for this node (kExiting or kDone): events other than the hang report's
   // change nothing.
   bool over() const { return phase_ == Phase::kExiting || phase_ == Phase::kDone; }

@@ -5,6 +5,7 @@
 // within master_outage_timeout, or when the master that answers says the round is over.
 #include "absl/strings/str_cat.h"
 #include "agent/agent_state_machine.h"
+#include "common/exit_codes.h"
 #include "common/listen_socket.h"
 
 namespace ddprun {
@@ -77,6 +78,23 @@ void AgentStateMachine::WaitForMasterWithWorkDone(const std::string& detail, abs
   }
   if (gives_up - now > settings_.progress_first)
     progress_deadline_ = now + settings_.progress_first;
+}
+
+void AgentStateMachine::NoMasterInTime(absl::Time now) {
+  if (WorkDone()) {
+    Log(LogLevel::kWarning,
+        absl::StrCat("no rendezvous master answered within ",
+                     absl::FormatDuration(settings_.finished_master_wait),
+                     " of its loss: this node's workers all succeeded, so it exits 0 without "
+                     "the exit barrier (each other node's agent reports its own outcome)"));
+    return Exit(kExitSuccess);
+  }
+  Log(LogLevel::kError,
+      absl::StrCat("no rendezvous master answered for ",
+                   absl::FormatDuration(settings_.master_outage_timeout),
+                   " (--rdzv-conf master_outage_timeout): stopping this node's workers; it "
+                   "joins again when a master answers"));
+  StopForRejoin(now);
 }
 
 void AgentStateMachine::Resume(absl::Time /*now*/) {

@@ -342,7 +342,7 @@ void AgentStateMachine::Tick(absl::Time now) {
   }
   if (outage_deadline_ && now >= *outage_deadline_) {
     outage_deadline_.reset();
-    if (master_lost_at_) return NoMasterInTime(now);
+    if (master_lost_at_) NoMasterInTime(now);
   }
   if (reach_deadline_ && now >= *reach_deadline_) {
     reach_deadline_.reset();

@@ -4,6 +4,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <system_error>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/join_request.h"
@@ -23,6 +26,26 @@ namespace {
 
 constexpr spdlog::level::level_enum kSpdlogLevels[] = {  // in LogLevel's order
     spdlog::level::info, spdlog::level::warn, spdlog::level::err};
+
+// The modules a `python script.py` finds beside the script: its folder's x.py files and
+// folders (a script run with -m: the working folder's). A bounded look, for a summary line.
+std::vector<std::string> ModulesBeside(const std::string& script) {
+  std::vector<std::string> modules;
+  std::error_code error;
+  const std::filesystem::path folder = std::filesystem::path(script).parent_path();
+  std::filesystem::directory_iterator it(folder.empty() ? "." : folder, error);
+  constexpr int kLooked = 4096;
+  for (int n = 0; !error && it != std::filesystem::directory_iterator() && n < kLooked;
+       it.increment(error), ++n) {
+    const std::filesystem::path& path = it->path();
+    if (path.extension() == ".py") {
+      modules.push_back(path.stem().string());
+    } else if (it->is_directory(error)) {
+      modules.push_back(path.filename().string());
+    }
+  }
+  return modules;
+}
 
 }  // namespace
 
@@ -548,6 +571,9 @@ void ElasticAgent::TakeStacksOnRequest() {
 
 void ElasticAgent::WriteFailureSummary() {
   SummaryContext context;
+  if (!config_.interpreter.path.empty()) {
+    context.modules_beside_script = ModulesBeside(config_.entrypoint_name);
+  }
   context.entrypoint = config_.entrypoint_name;
   context.meeting = MeetingOf(rules_.assignment());
   context.hang_report_path = seen_.hang_files.path();

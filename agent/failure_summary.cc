@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
+#include "common/closest_name.h"
 #include "common/process_status.h"
 
 namespace ddprun {
@@ -125,19 +126,30 @@ void AppendFailure(std::string& out, size_t index, const WorkerFailure& f, absl:
   }
 }
 
-// A worker that died of a missing module ran an interpreter without it: say which, and how
-// to choose another. Every summary of Python workers names the interpreter.
-void AppendInterpreter(std::string& out, const WorkerInterpreter& python,
-                       const WorkerFailure& root) {
+// A worker that died of a missing module ran an interpreter without it: say which, and what
+// would help: the module beside the script it misspells, or another interpreter. Every
+// summary of Python workers names the interpreter.
+void AppendInterpreter(std::string& out, const SummaryContext& context, const WorkerFailure& root) {
+  const WorkerInterpreter& python = context.interpreter;
   if (python.path.empty()) return;
   absl::StrAppend(&out, std::string(kWidth, '-'), "\nPython: ", python.path, " (", python.chosen,
                   ")\n");
   const std::string module = MissingModule(root);
   if (module.empty()) return;
-  absl::StrAppend(&out, "  rank ", root.rank, " ran ", python.path, ", which has no module '",
-                  module,
-                  "': set PYTHON_EXEC to the Python that has it (PYTHON_EXEC=/path/to/python "
-                  "ddprun ...), or activate its environment before ddprun\n");
+  const std::string top = module.substr(0, module.find('.'));
+  const std::string near = ClosestName(top, context.modules_beside_script, top.size() < 5 ? 1 : 2);
+  absl::StrAppend(&out, "  rank ", root.rank, ": no module '", module, "' in ", python.path);
+  if (!near.empty()) {
+    absl::StrAppend(&out, "; the script's folder has '", near, "': a misspelling?\n");
+  } else if (python.chosen == "PYTHON_EXEC") {
+    absl::StrAppend(&out,
+                    " (PYTHON_EXEC): install it for that Python, or set PYTHON_EXEC to "
+                    "one that has it\n");
+  } else {
+    absl::StrAppend(&out,
+                    ": set PYTHON_EXEC to the Python that has it (PYTHON_EXEC=/path/to/"
+                    "python ddprun ...), or activate its environment before ddprun\n");
+  }
 }
 
 void AppendMeetingPoint(std::string& out, const MeetingPoint& meeting) {
@@ -219,7 +231,7 @@ std::string FormatFailureSummary(const std::vector<WorkerFailure>& failures,
                   earliest ? "first observed failure" : "first rank that failed on its own",
                   "):\n");
   AppendFailure(out, 0, failures[root], context.zone);
-  AppendInterpreter(out, context.interpreter, failures[root]);
+  AppendInterpreter(out, context, failures[root]);
   if (MeetingMatters(failures[root])) AppendMeetingPoint(out, context.meeting);
   if (!context.hang_report_path.empty()) {
     absl::StrAppend(&out, light, "\nWhere every rank was: ", context.hang_report_path, "\n");

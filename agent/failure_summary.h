@@ -94,6 +94,9 @@ struct SummaryContext {
   MeetingPoint meeting;  // said when the root cause may be about reaching it
   std::string hang_report_path;
   WorkerInterpreter interpreter;
+  // The modules beside the script (x.py, folders): a missing module one edit or two from one
+  // of them is a misspelling, which no other interpreter would mend.
+  std::vector<std::string> modules_beside_script;
 };
 
 /// The whole report. `failures` must not be empty.

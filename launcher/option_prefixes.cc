@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/closest_name.h"
 
 namespace ddprun {
 namespace {
@@ -59,21 +60,6 @@ absl::StatusOr<const KnownOption*> Resolve(const std::string& prefix,
                                                  "; write more of its name"));
 }
 
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> ExpandOptionPrefixes(
@@ -106,20 +92,6 @@ absl::StatusOr<std::vector<std::string>> ExpandOptionPrefixes(
     if (option->takes_value && equals == std::string::npos) ++i;
   }
   return out;
-}
-
-std::string ClosestName(const std::string& unknown, const std::vector<std::string>& names,
-                        size_t allowed) {
-  std::string best;
-  size_t best_distance = allowed + 1;
-  for (const std::string& name : names) {
-    const size_t distance = EditDistance(unknown, name);
-    if (distance < best_distance) {
-      best = name;
-      best_distance = distance;
-    }
-  }
-  return best;
 }
 
 std::string ClosestOption(const std::string& unknown, const std::vector<KnownOption>& options) {

@@ -41,9 +41,4 @@ absl::StatusOr<std::vector<std::string>> ExpandOptionPrefixes(
 /// edit distance, when it is close enough to be a typo of it; "" otherwise.
 std::string ClosestOption(const std::string& unknown, const std::vector<KnownOption>& options);
 
-/// Of `names`, the one closest to `unknown` by edit distance, when it is at most `allowed`
-/// edits away; "" otherwise (the first of equals wins).
-std::string ClosestName(const std::string& unknown, const std::vector<std::string>& names,
-                        size_t allowed);
-
 }  // namespace ddprun

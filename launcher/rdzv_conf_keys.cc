@@ -6,10 +6,10 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/closest_name.h"
 #include "common/printable.h"
 #include "common/status_macros.h"
 #include "launcher/cli_values.h"
-#include "launcher/option_prefixes.h"
 
 namespace ddprun {
 namespace {

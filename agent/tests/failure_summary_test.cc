@@ -286,8 +286,22 @@ TEST(FormatFailureSummaryTest, NamesThePythonAndHowToChooseAnotherForAMissingMod
   context.interpreter = {"/opt/venv/bin/python3", "python3 first on PATH"};
   const std::string text = FormatFailureSummary({f}, context);
   EXPECT_THAT(text, HasSubstr("Python: /opt/venv/bin/python3 (python3 first on PATH)\n"));
-  EXPECT_THAT(text, HasSubstr("rank 0 ran /opt/venv/bin/python3, which has no module 'torch': "
-                              "set PYTHON_EXEC to the Python that has it"));
+  EXPECT_THAT(text, HasSubstr("rank 0: no module 'torch' in /opt/venv/bin/python3: set "
+                              "PYTHON_EXEC to the Python that has it"));
+  // Chosen with PYTHON_EXEC already: install it there, or choose another.
+  context.interpreter = {"/opt/venv/bin/python3", "PYTHON_EXEC"};
+  EXPECT_THAT(FormatFailureSummary({f}, context),
+              HasSubstr("rank 0: no module 'torch' in /opt/venv/bin/python3 (PYTHON_EXEC): install "
+                        "it for that Python, or set PYTHON_EXEC to one that has it"));
+  // A module of the user's own, misspelled: no other interpreter would have it.
+  f.stderr_tail = {"ModuleNotFoundError: No module named 'modle'"};
+  context.modules_beside_script = {"train", "model", "data"};
+  const std::string misspelled = FormatFailureSummary({f}, context);
+  EXPECT_THAT(misspelled, HasSubstr("rank 0: no module 'modle' in /opt/venv/bin/python3; the "
+                                    "script's folder has 'model': a misspelling?\n"));
+  EXPECT_THAT(misspelled, Not(HasSubstr("set PYTHON_EXEC")));
+  context.interpreter = {"/opt/venv/bin/python3", "python3 first on PATH"};
+  f.stderr_tail = {"ModuleNotFoundError: No module named 'torch'"};
   f.stderr_tail = {"ValueError: bad batch"};
   EXPECT_THAT(FormatFailureSummary({f}, context), Not(HasSubstr("which has no module")));
   context.interpreter = {};  // --no-python: no Python to name

@@ -376,11 +376,22 @@ TEST(Lifecycle, AWorkerThatLacksAModuleIsToldWhichPythonRanIt) {
   EXPECT_THAT(r.err, HasSubstr("Python: " + python +
                                " (python3 first on PATH; "
                                "PYTHON_EXEC=/path/to/python chooses another)"));
-  EXPECT_THAT(r.err, HasSubstr("ran " + python +
-                               ", which has no module "
-                               "'no_such_module_for_ddprun_tests': set PYTHON_EXEC to the Python "
-                               "that has it"));
+  EXPECT_THAT(r.err, HasSubstr(": no module 'no_such_module_for_ddprun_tests' in " + python +
+                               ": set PYTHON_EXEC to the Python that has it"));
   EXPECT_THAT(r.err, Not(HasSubstr("Workers meet at")));
+}
+
+// A misspelled module of the user's own: no other Python would have it, so the summary names
+// the module beside the script instead of suggesting PYTHON_EXEC.
+TEST(Lifecycle, AMisspelledModuleOfTheUsersOwnIsNamedNotBlamedOnThePython) {
+  TempDir job;
+  WriteFile(job / "model.py", "");
+  WriteFile(job / "train.py", "import modle\n");
+  ProcessResult r = RunProcess({kDdprun, job / "train.py"}, {{"PYTHON_EXEC", "/usr/bin/python3"}});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("rank 0: no module 'modle' in /usr/bin/python3; the script's "
+                               "folder has 'model': a misspelling?"));
+  EXPECT_THAT(r.err, Not(HasSubstr("set PYTHON_EXEC to")));
 }
 
 // One node given an endpoint: its agent serves the workers' store there (torchrun's

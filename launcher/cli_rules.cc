@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/small_file.h"
@@ -50,6 +51,36 @@ absl::StatusOr<std::string> FindExecutable(const std::string& name, const std::s
     if (executable_file(candidate)) return candidate;
   }
   return absl::NotFoundError("was not found on PATH");
+}
+
+// The Python that runs the workers, and why that one: PYTHON_EXEC; else the venv this ddprun
+// is installed in (pip install ddprun into the venv that holds torch); else the activated
+// venv (VIRTUAL_ENV, which `uv run` and `source bin/activate` set); else python3 on PATH.
+struct ChosenPython {
+  std::string name;  // as given, or a venv's interpreter's path
+  std::string why;
+};
+ChosenPython ChoosePython(const LaunchEnvironment& env) {
+  if (!env.Get("PYTHON_EXEC").empty()) return {env.Get("PYTHON_EXEC"), "PYTHON_EXEC"};
+  const auto venv_python = [](const std::string& venv) -> std::string {
+    if (venv.empty() || ::access((venv + "/pyvenv.cfg").c_str(), R_OK) != 0) return "";
+    for (const char* name : {"/bin/python3", "/bin/python"}) {
+      if (::access((venv + name).c_str(), X_OK) == 0) return venv + name;
+    }
+    return "";
+  };
+  const std::string bin = env.own_path.substr(0, env.own_path.rfind('/'));
+  if (absl::EndsWith(bin, "/bin")) {
+    const std::string venv = bin.substr(0, bin.size() - 4);
+    if (std::string python = venv_python(venv); !python.empty()) {
+      return {python, absl::StrCat("the venv ddprun is installed in, ", venv,
+                                   "; PYTHON_EXEC=/path/to/python chooses another")};
+    }
+  }
+  if (std::string python = venv_python(env.Get("VIRTUAL_ENV")); !python.empty()) {
+    return {python, "VIRTUAL_ENV; PYTHON_EXEC=/path/to/python chooses another"};
+  }
+  return {"python3", "python3 first on PATH; PYTHON_EXEC=/path/to/python chooses another"};
 }
 
 }  // namespace
@@ -178,7 +209,8 @@ absl::Status BuildWorkerCommand(const OptionValues& values,
     }
     config.worker_argv = positional;
   } else {
-    const std::string python = env.Get("PYTHON_EXEC").empty() ? "python3" : env.Get("PYTHON_EXEC");
+    const ChosenPython chosen = ChoosePython(env);
+    const std::string& python = chosen.name;
     absl::StatusOr<std::string> interpreter = FindExecutable(python, env.Get("PATH"));
     if (!interpreter.ok()) {
       return absl::InvalidArgumentError(
@@ -196,10 +228,7 @@ absl::Status BuildWorkerCommand(const OptionValues& values,
     }
     config.python_workers = true;
     config.interpreter.path = *interpreter;
-    config.interpreter.chosen =
-        env.Get("PYTHON_EXEC").empty()
-            ? "python3 first on PATH; PYTHON_EXEC=/path/to/python chooses another"
-            : "PYTHON_EXEC";
+    config.interpreter.chosen = chosen.why;
     config.worker_argv = {python, "-u"};
     if (module) config.worker_argv.push_back("-m");
     config.worker_argv.insert(config.worker_argv.end(), positional.begin(), positional.end());

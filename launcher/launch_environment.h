@@ -13,6 +13,7 @@ struct LaunchEnvironment {
   std::map<std::string, std::string> vars;
   std::string cwd;
   int terminal_columns = 0;  // stdout's terminal width; 0: not a terminal
+  std::string own_path;      // this program's file (/proc/self/exe); "" when unknown
 
   /// The variable's value; "" when unset.
   std::string Get(const std::string& name) const {

@@ -143,6 +143,9 @@ int RunDdprun(int argc, char** argv) {
   std::string log_error;
   if (!ConfigureLogging(log_error)) return UsageError(log_error);
   for (const std::string& notice : cli->notices) spdlog::warn("{}", notice);
+  if (const ddprun::WorkerInterpreter& python = cli->config.interpreter; !python.path.empty()) {
+    spdlog::info("Python workers run {} ({})", python.path, python.chosen);
+  }
   if (absl::Status s = ddprun::PlaceWorkers(accelerators, env.vars, cli->config); !s.ok()) {
     return UsageError(std::string(s.message()));
   }

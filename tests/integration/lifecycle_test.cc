@@ -381,6 +381,37 @@ TEST(Lifecycle, AWorkerThatLacksAModuleIsToldWhichPythonRanIt) {
   EXPECT_THAT(r.err, Not(HasSubstr("Workers meet at")));
 }
 
+// A venv's python runs the workers when ddprun is installed in that venv (pip install into
+// the venv that holds torch) or the venv is active (VIRTUAL_ENV: `uv run`, bin/activate);
+// PYTHON_EXEC still wins. The choice and why is one info line.
+TEST(Lifecycle, WorkersRunTheVenvsPythonWhenDdprunIsInItOrItIsActive) {
+  TempDir dir;
+  const std::string venv = dir / "venv";
+  ASSERT_EQ(RunProcess({"/usr/bin/python3", "-m", "venv", "--without-pip", venv}).exit_code, 0);
+  WriteFile(dir / "w.py", "import sys\nprint('executable=' + sys.executable)\n");
+  const std::map<std::string, std::optional<std::string>> info = {
+      {"LOGLEVEL", "INFO"}, {"PYTHON_EXEC", std::nullopt}, {"VIRTUAL_ENV", std::nullopt}};
+  auto with = [&](std::map<std::string, std::optional<std::string>> extra) {
+    extra.insert(info.begin(), info.end());
+    return extra;
+  };
+  ProcessResult active = RunProcess({kDdprun, dir / "w.py"}, with({{"VIRTUAL_ENV", venv}}));
+  EXPECT_EQ(active.exit_code, 0) << active.err;
+  EXPECT_THAT(active.out, HasSubstr("executable=" + venv + "/bin/python3"));
+  EXPECT_THAT(active.err, HasSubstr("Python workers run " + venv + "/bin/python3 (VIRTUAL_ENV;"));
+
+  ASSERT_EQ(RunProcess({"/bin/cp", kDdprun, venv + "/bin/ddprun"}).exit_code, 0);
+  ProcessResult installed = RunProcess({venv + "/bin/ddprun", dir / "w.py"}, info);
+  EXPECT_EQ(installed.exit_code, 0) << installed.err;
+  EXPECT_THAT(installed.out, HasSubstr("executable=" + venv + "/bin/python3"));
+  EXPECT_THAT(installed.err, HasSubstr("(the venv ddprun is installed in, " + venv + ";"));
+
+  ProcessResult chosen =
+      RunProcess({venv + "/bin/ddprun", dir / "w.py"}, with({{"PYTHON_EXEC", "/usr/bin/python3"}}));
+  EXPECT_EQ(chosen.exit_code, 0) << chosen.err;
+  EXPECT_THAT(chosen.out, HasSubstr("executable=/usr/bin/python3"));
+}
+
 // A misspelled module of the user's own: no other Python would have it, so the summary names
 // the module beside the script instead of suggesting PYTHON_EXEC.
 TEST(Lifecycle, AMisspelledModuleOfTheUsersOwnIsNamedNotBlamedOnThePython) {

@@ -4,9 +4,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/join_request.h"
@@ -38,10 +40,13 @@ std::vector<std::string> ModulesBeside(const std::string& script) {
   for (int n = 0; !error && it != std::filesystem::directory_iterator() && n < kLooked;
        it.increment(error), ++n) {
     const std::filesystem::path& path = it->path();
-    if (path.extension() == ".py") {
-      modules.push_back(path.stem().string());
-    } else if (it->is_directory(error)) {
-      modules.push_back(path.filename().string());
+    // Only a name that can be a module's goes into the summary: the folder may be anyone's.
+    std::string name = path.extension() == ".py" ? path.stem().string()
+                       : it->is_directory(error) ? path.filename().string()
+                                                 : "";
+    if (!name.empty() && std::all_of(name.begin(), name.end(),
+                                     [](char c) { return absl::ascii_isalnum(c) || c == '_'; })) {
+      modules.push_back(std::move(name));
     }
   }
   return modules;

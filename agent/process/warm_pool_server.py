@@ -268,9 +268,16 @@ def run_startup_hooks():
     import site
     for name in ("sitecustomize", "usercustomize"):
         sys.modules.pop(name, None)
-    site.execsitecustomize()
-    if site.ENABLE_USER_SITE:
-        site.execusercustomize()
+    # A started interpreter runs them before the script's folder is put first on sys.path: a
+    # sitecustomize.py planted in that folder (it may be anyone's) is not one of them.
+    path0 = sys.path.pop(0) if not SAFE_PATH and sys.path else None
+    try:
+        site.execsitecustomize()
+        if site.ENABLE_USER_SITE:
+            site.execusercustomize()
+    finally:
+        if path0 is not None:
+            sys.path.insert(0, path0)
 
 
 def main_of(argv):

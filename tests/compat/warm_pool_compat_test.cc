@@ -244,6 +244,24 @@ TEST_P(WarmPoolCompat, AStartupHookRunsInEachWorkerWithItsRanksEnvironment) {
   EXPECT_NE(ReadFile(forked / "drawn.0"), ReadFile(forked / "drawn.1")) << "seeded per rank";
 }
 
+// A sitecustomize.py beside the script (a folder others may write) is no startup hook of a
+// started interpreter: site runs before the script's folder is put on sys.path. Nor of a
+// forked worker.
+TEST_P(WarmPoolCompat, ASitecustomizeBesideTheScriptIsNotRun) {
+  TempDir job;
+  WriteFile(job / "sitecustomize.py", "import sys\nsys.stderr.write('PLANTED RAN\\n')\n");
+  WriteFile(job / "s.py", "print('script ran')\n");
+  for (bool pool : {false, true}) {
+    std::vector<std::string> argv = {kDdprun, "--nproc-per-node=2", job / "s.py"};
+    if (pool) argv.insert(argv.begin() + 1, "--preload=torch");
+    ProcessResult r = RunProcess(argv, JobEnv(), absl::Seconds(240));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    if (pool) EXPECT_THAT(r.err, HasSubstr(kForked));
+    EXPECT_EQ(CountLinesContaining(r.out, "script ran"), 2) << r.out;
+    EXPECT_THAT(r.err, Not(HasSubstr("PLANTED RAN"))) << (pool ? "forked" : "started");
+  }
+}
+
 TEST_P(WarmPoolCompat, DataLoaderWorkersAndMultiprocessingSpawnWorkAsWithoutIt) {
   TempDir started, forked;
   for (TempDir* out : {&started, &forked}) {

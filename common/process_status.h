@@ -11,4 +11,9 @@ std::string DescribeWaitStatus(int wait_status);
 /// "SIGTERM" for 15; "signal 99" for an unknown number.
 std::string SignalName(int signal);
 
+/// "TERM" for 15, as glibc's sigabbrev_np spells it; null for a number that names no
+/// standard signal (real-time ones included). Ours, because sigabbrev_np is glibc 2.32's and
+/// portable builds run on 2.31 (docs/packaging.md).
+const char* SignalAbbreviation(int signal);
+
 }  // namespace ddprun

@@ -21,19 +21,35 @@ void UniqueFd::Reset(int fd) {
   fd_ = fd;
 }
 
-void CloseInheritedOnExec() {
-  // close_range(2) with CLOSE_RANGE_CLOEXEC, Linux 5.11 on; on older kernels (RHEL 8's 4.18)
-  // each descriptor /proc lists.
-  constexpr long kCloseRange = 436;  // the same number on x86_64 and aarch64
-  constexpr unsigned kCloseRangeCloexec = 1U << 2;
-  if (::syscall(kCloseRange, 3U, ~0U, kCloseRangeCloexec) == 0) return;
+namespace {
+
+constexpr long kCloseRange = 436;  // the same number on x86_64 and aarch64
+
+// Calls `act` with each open descriptor from `lowest` up, as /proc lists them.
+template <typename Act>
+void ForEachDescriptorFrom(int lowest, Act act) {
   DIR* dir = ::opendir("/proc/self/fd");
   if (dir == nullptr) return;
   while (const dirent* entry = ::readdir(dir)) {
     const int fd = atoi(entry->d_name);
-    if (fd > 2 && fd != ::dirfd(dir)) ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    if (fd >= lowest && fd != ::dirfd(dir)) act(fd);
   }
   ::closedir(dir);
+}
+
+}  // namespace
+
+void CloseInheritedOnExec() {
+  // close_range(2) with CLOSE_RANGE_CLOEXEC, Linux 5.11 on; on older kernels (RHEL 8's 4.18)
+  // each descriptor /proc lists.
+  constexpr unsigned kCloseRangeCloexec = 1U << 2;
+  if (::syscall(kCloseRange, 3U, ~0U, kCloseRangeCloexec) == 0) return;
+  ForEachDescriptorFrom(3, [](int fd) { ::fcntl(fd, F_SETFD, FD_CLOEXEC); });
+}
+
+void CloseDescriptorsFrom(int lowest) {
+  if (::syscall(kCloseRange, static_cast<unsigned>(lowest), ~0U, 0U) == 0) return;
+  ForEachDescriptorFrom(lowest, [](int fd) { ::close(fd); });
 }
 
 absl::Status ErrnoStatus(int err, absl::string_view what) {

@@ -39,6 +39,11 @@ class UniqueFd {
 /// them. Called once at start, before any thread.
 void CloseInheritedOnExec();
 
+/// Closes every descriptor from `lowest` up: close_range(2) where the kernel has it (5.9 on),
+/// else each descriptor /proc lists (RHEL 8's 4.18). Not glibc's close_range(), which is 2.34's
+/// and says only ENOSYS on older kernels.
+void CloseDescriptorsFrom(int lowest);
+
 struct Pipe {
   UniqueFd read_end;
   UniqueFd write_end;

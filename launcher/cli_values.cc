@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/process_status.h"
 
 namespace ddprun {
 
@@ -175,10 +176,10 @@ absl::StatusOr<std::vector<int>> ParseSignalList(const std::string& value) {
     if (absl::StartsWith(name, "SIG")) name = name.substr(3);
     int number = 0;
     for (int sig = 1; sig < NSIG; ++sig) {
-      const char* abbrev = ::sigabbrev_np(sig);
+      const char* abbrev = SignalAbbreviation(sig);
       if (abbrev != nullptr && name == abbrev) number = sig;
     }
-    // Names Python's signal module also knows, which sigabbrev_np spells another way.
+    // Names Python's signal module also knows, which SignalAbbreviation spells another way.
     if (name == "IOT") number = SIGABRT;
     if (name == "POLL" || name == "IO") number = SIGIO;
     if (name == "CLD") number = SIGCHLD;

@@ -167,10 +167,15 @@ int main(int argc, char** argv) {
                "ddprun-master");
   Settings settings;
   DeclareOptions(app, settings);
+  app.set_version_flag("--version", absl::StrCat("ddprun-master ", DDPRUN_VERSION),
+                       "Print ddprun-master's version and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     std::fputs(app.help().c_str(), stdout);
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    std::puts(app.version().c_str());
     return 0;
   } catch (const CLI::ParseError& e) {
     return UsageError(absl::StrCat(e.what(), "; see ddprun-master --help"));

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/process/attempt_cgroup.h"
+#include "common/unique_fd.h"
 
 namespace ddprun {
 namespace {
@@ -27,7 +28,7 @@ namespace {
     ::dup2(from_agent, 3);
     from_agent = 3;
   }
-  ::close_range(4, ~0U, 0);
+  CloseDescriptorsFrom(4);
   // Nor the agent's console: a pipe reading ddprun's output must end when the agent does.
   const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull >= 0) {

@@ -32,10 +32,11 @@ def agent_cmd(launcher, node, nnodes, port, work, mode, max_restarts=0):
     opts = [f"--nnodes={nnodes}", "--nproc_per_node=1", "--rdzv_backend=c10d",
             f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=bench",
             f"--max_restarts={max_restarts}", "--no_python"]
-    if launcher == "ddprun":
+    if launcher in ARGS.ddpruns:
         # Node 1 hosts the master; the others are told so, as a job script would.
         conf = [] if node == 1 else ["--rdzv_conf=is_host=0"]
-        return [ARGS.ddprun, f"--local_addr=127.0.0.{node}", *conf, *opts, ARGS.worker, work, mode]
+        return [ARGS.ddpruns[launcher], f"--local_addr=127.0.0.{node}", *conf, *opts, ARGS.worker,
+                work, mode]
     # torch 1.13 has no --local_addr: its agents tell themselves apart by pid.
     interval = "5" if launcher == "torchrun-1.13-default" else "0.1"
     return torchrun_cmd(interval, [*opts, ARGS.worker, work, mode])
@@ -122,11 +123,11 @@ def run_loss(launcher):
 
 def main():
     results = {}
-    launchers = ["ddprun"]
+    launchers = list(ARGS.ddpruns)
     if not ARGS.no_torchrun:
         launchers += ["torchrun-0.1s", "torchrun-1.13-default"]
     for launcher in launchers:
-        runs = ARGS.runs if launcher == "ddprun" else ARGS.torchrun_runs
+        runs = ARGS.runs if launcher in ARGS.ddpruns else ARGS.torchrun_runs
         r = {}
         for case, run in (("launch", run_launch), ("restart", run_restart)):
             if case in ARGS.cases:
@@ -135,7 +136,7 @@ def main():
                         [run(launcher, agents) for _ in range(runs)])
         # torchrun never tells the survivor with either interval; once is enough to show it.
         if "loss" in ARGS.cases and launcher != "torchrun-1.13-default":
-            loss_runs = runs if launcher == "ddprun" else ARGS.loss_runs
+            loss_runs = runs if launcher in ARGS.ddpruns else ARGS.loss_runs
             r["agent_loss_ms"] = summarize([run_loss(launcher) for _ in range(loss_runs)])
         results[launcher] = r
     print_table(results, "torchrun-0.1s", missing=f"never (within {ARGS.loss_timeout:.0f} s)")

@@ -108,6 +108,9 @@ def launcher_parser(doc):
     parser = argparse.ArgumentParser(description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ddprun", default="build/launcher/ddprun")
+    parser.add_argument("--ddprun-portable", metavar="PATH",
+                        help="a portable ddprun (scripts/release.sh: the tarball's bin/ddprun), "
+                             "measured beside --ddprun in the same run as 'ddprun-portable'")
     parser.add_argument("--worker", default="build/bench/bench_worker")
     parser.add_argument("--no-torchrun", action="store_true")
     parser.add_argument("--json")
@@ -118,6 +121,10 @@ def parse_launcher_args(parser):
     args = parser.parse_args()
     args.ddprun = os.path.abspath(args.ddprun)
     args.worker = os.path.abspath(args.worker)
+    # Each ddprun measured, by the name its results go under.
+    args.ddpruns = {"ddprun": args.ddprun}
+    if args.ddprun_portable:
+        args.ddpruns["ddprun-portable"] = os.path.abspath(args.ddprun_portable)
     return args
 
 

@@ -36,11 +36,14 @@ def print_table(results, reference, missing="never"):
             else:
                 cells += f"{missing if m in results[n] else 'not run':>34}"
         print(f"{m:<{width}}{cells}")
-    if reference in results:
-        print(f"\nratios, {reference} median / ddprun median:")
+    # The portable build beside Debian's (docs/packaging.md), then torchrun.
+    for other in ("ddprun-portable", reference):
+        if other not in results:
+            continue
+        print(f"\nratios, {other} median / ddprun median:")
         for m in metrics:
-            t, d = results[reference].get(m), results["ddprun"][m]
-            print(f"  {m:<{width}}" + (f"{t['median'] / d['median']:8.1f}x" if t and d else "     n/a"))
+            t, d = results[other].get(m), results["ddprun"][m]
+            print(f"  {m:<{width}}" + (f"{t['median'] / d['median']:8.2f}x" if t and d else "     n/a"))
 
 
 def write_json(path, results):

@@ -13,6 +13,7 @@ through tests/compat/torchrun_py311.py, with its 1.13 default monitor interval (
 with --monitor-interval 0.1 (the default since PyTorch 2.4).
 
   bench/single_node.py --ddprun build/launcher/ddprun --worker build/bench/bench_worker
+  (--ddprun-portable PATH: a portable build measured beside it, docs/packaging.md)
 """
 import os
 import shutil
@@ -30,8 +31,8 @@ from report import print_table, summarize, write_json
 def launcher_cmd(name, nproc, worker, work_dir, mode, max_restarts=0):
     opts = ["--standalone", f"--nproc_per_node={nproc}", f"--max_restarts={max_restarts}",
             "--no_python"]  # torch 1.13 knows only the underscore spellings
-    if name == "ddprun":
-        return [ARGS.ddprun, *opts, worker, work_dir, mode]
+    if name in ARGS.ddpruns:
+        return [ARGS.ddpruns[name], *opts, worker, work_dir, mode]
     interval = "5" if name == "torchrun-1.13-default" else "0.1"
     return torchrun_cmd(interval, [*opts, worker, work_dir, mode])
 
@@ -73,7 +74,7 @@ def run_rss(name, nproc):
 
 
 def main():
-    launchers = ["ddprun"]
+    launchers = list(ARGS.ddpruns)
     if not ARGS.no_torchrun:
         if not torch_available():
             sys.exit("torchrun needs Debian's python3-torch (scripts/install-deps.sh); "
@@ -81,7 +82,7 @@ def main():
         launchers += ["torchrun-0.1s", "torchrun-1.13-default"]
     results = {}
     for name in launchers:
-        runs = ARGS.runs if name == "ddprun" else ARGS.torchrun_runs
+        runs = ARGS.runs if name in ARGS.ddpruns else ARGS.torchrun_runs
         r = {}
         for nproc in (2, 8):
             launch, wall = zip(*[run_launch(name, nproc) for _ in range(runs)])

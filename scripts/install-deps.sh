@@ -6,6 +6,10 @@
 #   scripts/install-deps.sh            build + test packages (incl. PyTorch for compat tests)
 #   scripts/install-deps.sh --build    build packages only
 #   scripts/install-deps.sh --bench    build + test packages and gnuplot (bench/plot.py)
+#   scripts/install-deps.sh --release [--arm64]
+#                                      build packages and what scripts/release.sh needs (with
+#                                      --arm64: the cross compiler, qemu and the :arm64
+#                                      development packages)
 set -euo pipefail
 
 build_pkgs=(
@@ -20,6 +24,7 @@ build_pkgs=(
 test_pkgs=(
   python3 python3-torch procps iproute2 openssl clang-14 libclang-rt-14-dev clang-format-14
   slurm-wlm slurmctld slurmd slurm-client munge python3-yaml groff-base debootstrap
+  dpkg-dev  # scripts/release.sh: the source packages it builds from (dpkg-source)
   zsh tcsh  # the shell completions' tests (ddprun --print-completion)
   etcd-server etcd-client  # the etcd-v3 backend's tests start their own etcd (docs/etcd.md)
   elfutils  # eu-stack: native workers' stacks in the hang report (docs/hangs.md)
@@ -27,9 +32,25 @@ test_pkgs=(
 )
 
 bench_pkgs=(gnuplot-nox)
+release_pkgs=(debootstrap dpkg-dev)  # Debian 11's glibc to link against; source packages
+# The same libraries for arm64 (Debian's multiarch), the cross compiler and qemu to run it.
+arm64_pkgs=(
+  g++-aarch64-linux-gnu qemu-user-static
+  libgrpc++-dev:arm64 libabsl-dev:arm64 libprotobuf-dev:arm64 libssl-dev:arm64
+  libc-ares-dev:arm64 libre2-dev:arm64 zlib1g-dev:arm64 libhwloc-dev:arm64
+)
 
 pkgs=("${build_pkgs[@]}")
-if [[ "${1:-}" != "--build" ]]; then
+if [[ "${1:-}" == "--release" ]]; then
+  pkgs+=("${release_pkgs[@]}")
+  if [[ "${2:-}" == "--arm64" ]]; then
+    pkgs+=("${arm64_pkgs[@]}")
+    if ! dpkg --print-foreign-architectures | grep -qx arm64; then
+      [[ $(id -u) -eq 0 ]] || { echo "install-deps: need root to add the arm64 architecture" >&2; exit 1; }
+      dpkg --add-architecture arm64
+    fi
+  fi
+elif [[ "${1:-}" != "--build" ]]; then
   pkgs+=("${test_pkgs[@]}")
 fi
 if [[ "${1:-}" == "--bench" ]]; then

@@ -4,7 +4,9 @@
 #                                (with torch 2.x too, in a Debian sid root it makes, when
 #                                root), netns (when root), gpu (when a GPU is visible); then
 #                                the libFuzzer targets for 15 s each (scripts/fuzz.sh), built
-#                                while the tests run
+#                                while the tests run; when root, the x86_64 release
+#                                (scripts/release.sh), built while the tests run, checked in
+#                                Debian 11, 12, 13 and sid roots (tests/release/check-roots.sh)
 #   scripts/test.sh --sanitize   the same under AddressSanitizer + UndefinedBehaviorSanitizer
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +29,13 @@ if [[ $(id -u) -eq 0 ]]; then
     2>"$logs/torch2.err" &
   torch2_pid=$!
   background+=("$torch2_pid")
+fi
+release_roots_pid=
+if [[ $(id -u) -eq 0 && "${1:-}" != "--sanitize" ]]; then
+  # The Debian roots the release is checked in download while ddprun compiles.
+  setsid tests/release/check-roots.sh --make-roots-only >"$logs/roots.log" 2>&1 &
+  release_roots_pid=$!
+  background+=("$release_roots_pid")
 fi
 scripts/build.sh "$@"
 
@@ -53,6 +62,13 @@ if [[ "${1:-}" != "--sanitize" ]]; then
   fuzz_pid=$!
   background+=("$fuzz_pid")
 fi
+release_pid=
+if [[ -n "$release_roots_pid" ]]; then
+  setsid nice -n 19 scripts/release.sh --arch=x86_64 --no-deb "$build_dir/release-dist" \
+    >"$logs/release.log" 2>&1 &
+  release_pid=$!
+  background+=("$release_pid")
+fi
 args=(--test-dir "$build_dir" --output-on-failure -j 2 --timeout 600)
 if ((${#exclude[@]})); then
   args+=(-LE "^($(IFS='|'; echo "${exclude[*]}"))$")
@@ -66,4 +82,19 @@ if [[ -n "$fuzz_pid" ]]; then
     exit 1
   fi
   scripts/fuzz.sh --seconds 15
+fi
+
+if [[ -n "$release_pid" ]]; then
+  if ! wait "$release_pid"; then
+    cat "$logs/release.log" >&2
+    echo "test: scripts/release.sh failed (above)" >&2
+    exit 1
+  fi
+  sed -n '/^release: /,$p' "$logs/release.log"
+  if ! wait "$release_roots_pid"; then
+    cat "$logs/roots.log" >&2
+    echo "test: making the release's Debian roots failed (above)" >&2
+    exit 1
+  fi
+  tests/release/check-roots.sh "$build_dir/release-dist" x86_64
 fi

@@ -16,7 +16,18 @@ dir=${1:?usage: scripts/torch2-root.sh DIR [trixie|sid]}
 suite=${2:-trixie}
 
 init=$dir/usr/lib/python3/dist-packages/torch/distributed/__init__.py  # Debian's python3-torch
+# Packages installed in the root with its apt; proc only for apt, in a mount namespace of its
+# own: nothing stays mounted.
+install_in_root() {
+  unshare --mount sh -c "mount -t proc proc '$dir/proc' && chroot '$dir' sh -c \
+    'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $*'" >&2
+}
 if grep -qs _ddprun_without_libuv "$init" && chroot "$dir" /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
+  # python3-venv: the release checks install ddprun's wheel into a venv that sees this torch
+  # (tests/release/checks.sh); roots made before they did lack it.
+  if ! chroot "$dir" /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1; then
+    install_in_root python3-venv
+  fi
   echo "$dir"
   exit 0
 fi
@@ -34,9 +45,7 @@ echo "torch2-root: debootstrap $suite from $mirror into $dir" >&2
 debootstrap --variant=minbase "$suite" "$dir" "$mirror" >&2
 cp /etc/resolv.conf "$dir/etc/resolv.conf"
 printf '127.0.0.1 localhost\n::1 localhost\n' > "$dir/etc/hosts"
-# proc only for apt, in a mount namespace of its own: nothing stays mounted.
-unshare --mount sh -c "mount -t proc proc '$dir/proc' && chroot '$dir' sh -c \
-  'DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3-torch'" >&2
+install_in_root python3-torch python3-venv
 
 [[ -f "$init" ]] || { echo "torch2-root: no $init" >&2; exit 1; }
 cat >> "$init" <<'EOF'

@@ -6,14 +6,17 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "agent/logs/log_format.h"
+#include "common/clock.h"
 #include "common/exit_codes.h"
 #include "common/ip_address.h"
 #include "common/listen_socket.h"
 #include "common/status_macros.h"
 #include "common/unique_fd.h"
+#include "launcher/name_wait.h"
 #include "net/network_plugin.h"
 #include "node/host_info.h"
 #include "rendezvous/run_access.h"
@@ -234,6 +237,29 @@ NetworkRendezvousOptions RendezvousOptions(const AgentConfig& config) {
   return options;
 }
 
+// Waits for the endpoint's host name to resolve (launcher/name_wait.h), stopped early by the
+// signals the agent handles, which are blocked by now (run_ddprun.cc).
+absl::Status WaitForEndpointName(const AgentConfig& config, const std::string& option) {
+  NameWait wait;
+  wait.host = config.endpoint_host;
+  wait.what = option;
+  wait.bound = config.rendezvous.join_timeout;
+  sigset_t stops;
+  sigemptyset(&stops);
+  for (int sig : config.signals_to_handle) sigaddset(&stops, sig);
+  NameWaitWorld world;
+  world.resolve = [&] { return CheckResolves(wait.host, option); };
+  world.now = [] { return MonotonicNow(); };
+  world.pause = [&stops](absl::Duration d) {
+    const timespec pause = absl::ToTimespec(d);
+    const int signal = ::sigtimedwait(&stops, nullptr, &pause);
+    return signal > 0 ? signal : 0;
+  };
+  world.warn = [](const std::string& line) { spdlog::warn("{}", line); };
+  world.info = [](const std::string& line) { spdlog::info("{}", line); };
+  return WaitUntilResolves(wait, world);
+}
+
 // The multi-node half: the network plugin, the master this agent may host, the workers'
 // store and the connection to the master.
 class NetworkRendezvous : public StartedRendezvous {
@@ -243,8 +269,12 @@ class NetworkRendezvous : public StartedRendezvous {
 
   int Start(const std::string& endpoint_option) {
     // Every node must reach the master there, and its workers the store when it is there
-    // too: a name that does not resolve is said now, not after join_timeout.
-    if (absl::Status s = CheckResolves(config_.endpoint_host, endpoint_option); !s.ok()) {
+    // too: a name that does not resolve is waited for, saying so, up to join_timeout.
+    if (absl::Status s = WaitForEndpointName(config_, endpoint_option); !s.ok()) {
+      int signal = 0;
+      if (absl::IsCancelled(s) && absl::SimpleAtoi(s.message(), &signal)) {
+        return ExitCodeForSignal(signal);
+      }
       spdlog::error("{}", s.message());
       return kExitRendezvous;
     }

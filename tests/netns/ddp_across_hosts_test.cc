@@ -511,5 +511,72 @@ TEST_F(DdpAcrossHosts, AnOutsiderCannotUseTheWorkersStoreWhileTheJobsHostsDo) {
   ExpectHostsEmpty(3);
 }
 
+// What a Kubeflow PyTorchJob gives each pod (PET_NNODES, PET_NPROC_PER_NODE, PET_NODE_RANK,
+// PET_MASTER_ADDR, PET_MASTER_PORT) and nothing else: the static form. The master's name, a
+// headless service's, resolves nowhere until its pod is ready: each agent waits for it,
+// saying so, then the job trains meeting at that name.
+TEST_F(DdpAcrossHosts, APyTorchJobsVariablesAloneTrainOnceTheMastersNameResolves) {
+  MakeHosts(2);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  const std::string name = "pytorchjob-master-0";
+  TempDir out;
+  auto pod = [&](int host) {
+    return cluster_->Start(host, {kDdprun, kTrain, out.path()},
+                           {{"PET_NNODES", "2"},
+                            {"PET_NPROC_PER_NODE", "2"},
+                            {"PET_NODE_RANK", absl::StrCat(host - 1)},
+                            {"PET_MASTER_ADDR", name},
+                            {"PET_MASTER_PORT", absl::StrCat(kPort)},
+                            {"PYTHON_EXEC", kPython},
+                            {"LOGLEVEL", "INFO"}});
+  };
+  auto a = pod(1);
+  auto b = pod(2);
+  const std::string waiting = "--master-addr '" + name + "' does not resolve on this node";
+  for (ChildProcess* agent : {a.get(), b.get()}) {
+    EXPECT_TRUE(WaitUntil([&] { return agent->ErrSoFar().find(waiting) != std::string::npos; },
+                          absl::Seconds(30)))
+        << agent->ErrSoFar();
+  }
+  // The master's pod is ready: its name resolves on both hosts, to host 1.
+  for (int host : {1, 2}) {
+    ASSERT_TRUE(cluster_->AddHostsLine(host, NetnsCluster::Address(1) + " " + name).ok());
+  }
+  ProcessResult first = a->Wait(absl::Seconds(180));
+  ProcessResult second = b->Wait(absl::Seconds(180));
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(second.exit_code, 0) << second.err;
+  EXPECT_THAT(second.err, HasSubstr("waiting up to 600s (join_timeout) for it to resolve"));
+  EXPECT_THAT(second.err, HasSubstr("--master-addr '" + name + "' resolves now, after"));
+  ExpectTrained(out, 4);
+  ExpectMeetingAt(out, 4, name, kPort);
+  ExpectHostsEmpty(2);
+}
+
+// The same variables with a name that never resolves: the agent says so at the bound
+// (join_timeout, 3 s here), names the host and exits 75; nothing is started.
+TEST_F(DdpAcrossHosts, AMasterNameThatNeverResolvesEndsTheAgentAtJoinTimeoutNamingIt) {
+  MakeHosts(1);
+  if (IsSkipped()) return;  // GTEST_SKIP in a helper ends only the helper
+  TempDir out;
+  const absl::Time start = absl::Now();
+  auto agent = cluster_->Start(1, {kDdprun, kTrain, out.path()},
+                               {{"PET_NNODES", "2"},
+                                {"PET_NPROC_PER_NODE", "2"},
+                                {"PET_NODE_RANK", "1"},
+                                {"PET_MASTER_ADDR", "no-such-service"},
+                                {"PET_MASTER_PORT", absl::StrCat(kPort)},
+                                {"PET_RDZV_CONF", "join_timeout=3"},
+                                {"PYTHON_EXEC", kPython}});
+  ProcessResult r = agent->Wait(absl::Seconds(60));
+  EXPECT_EQ(r.exit_code, 75) << r.err;
+  EXPECT_GE(absl::Now() - start, absl::Seconds(3));
+  EXPECT_THAT(r.err, HasSubstr("--master-addr 'no-such-service' does not resolve on this node"));
+  EXPECT_THAT(r.err, HasSubstr("it did not resolve within 3s (join_timeout; --rdzv-conf "
+                               "join_timeout=SECONDS waits longer)"));
+  EXPECT_FALSE(EveryRankWrote(out, "meeting.", 1));
+  ExpectHostsEmpty(1);
+}
+
 }  // namespace
 }  // namespace ddprun::testing

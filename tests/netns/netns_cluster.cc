@@ -3,6 +3,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -49,6 +51,15 @@ absl::StatusOr<std::unique_ptr<NetnsCluster>> NetnsCluster::Create(int hosts, Na
     WriteFile(cluster->files_ / absl::StrCat("hosts.", host), etc_hosts);
   }
   return cluster;
+}
+
+absl::Status NetnsCluster::AddHostsLine(int host, const std::string& line) {
+  // Appended in place: the host's /etc/hosts is this file, bind-mounted.
+  std::ofstream hosts(files_ / absl::StrCat("hosts.", host), std::ios::app);
+  hosts << line << "\n";
+  hosts.close();
+  if (!hosts) return absl::InternalError(absl::StrCat("cannot append to host ", host, "'s hosts"));
+  return absl::OkStatus();
 }
 
 NetnsCluster::~NetnsCluster() {

@@ -44,6 +44,10 @@ class NetnsCluster {
   /// Cuts `host` off the switch (its link goes down: packets vanish, nothing is reset), or
   /// joins it again.
   absl::Status SetLinkUp(int host, bool up);
+  /// Appends `line` ("10.213.0.1 job-master-0") to `host`'s /etc/hosts, which programs
+  /// running there see at their next lookup: a name that starts to resolve, as a
+  /// Kubernetes service's does once its pod is ready.
+  absl::Status AddHostsLine(int host, const std::string& line);
   /// The processes that run in `host`'s namespace now.
   std::vector<int> ProcessesOn(int host) const;
 

@@ -80,7 +80,7 @@ out=$(cd "$out" && pwd)
 # Debian's libc6, compared by their real paths).
 not_bundled_name='^(libcuda|libcudart|libnccl|libnvidia-[a-z]+)\.so'
 declare -A glibc_file=()
-while read -r file; do glibc_file[$file]=1; done < <(dpkg-query -L libc6 | grep '\.so' | xargs realpath -e 2>/dev/null)
+while read -r file; do glibc_file[$file]=1; done < <(dpkg-query -L "libc6:$(dpkg --print-architecture)" | grep '\.so' | xargs realpath -e 2>/dev/null)
 
 declare -A origin=()    # bundled library -> where it came from
 declare -A external=()  # what the GPU machine must have, beside glibc

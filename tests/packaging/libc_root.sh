@@ -14,7 +14,7 @@ case "${1:-}" in
     root=${2:?libc_root.sh make ROOT}
     mkdir -p "$root"/{tmp,proc,dev,etc}
     chmod 1777 "$root/tmp"
-    dpkg-query -L libc6 | grep -v '^/usr/share/' | while read -r path; do
+    dpkg-query -L "libc6:$(dpkg --print-architecture)" | grep -v '^/usr/share/' | while read -r path; do
       # Folders are made as needed, as real ones (not /usr-merge's links).
       if [[ ! -d "$path" ]]; then
         mkdir -p "$root$(dirname "$path")"

@@ -115,13 +115,75 @@ function(ddprun_hold_glibc_floor)
   endif()
   foreach(target IN LISTS ARGN)
     target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/common/glibc_floor.cc)
-    # Alone: it declares pow and log2 under names of its own, beside <cmath>'s.
+    # Alone: it declares pow, log and log2 under names of its own, beside <cmath>'s.
     set_source_files_properties(${PROJECT_SOURCE_DIR}/common/glibc_floor.cc
       TARGET_DIRECTORY ${target} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
     # -B: the root's start files; -L and --sysroot: its libc.so and what that script names.
     target_link_options(${target} PRIVATE -B${libs}/ -L${libs} -Wl,--sysroot=${DDPRUN_GLIBC_ROOT}
-                        -Wl,--wrap=pow -Wl,--wrap=log2)
+                        -Wl,--wrap=pow -Wl,--wrap=log2 -Wl,--wrap=log)
     # Older glibc keeps threads, dlopen and timers in libraries of their own.
     target_link_libraries(${target} PRIVATE -lpthread -ldl -lrt -lm)
   endforeach()
+endfunction()
+
+# libddp_worker.so carries its libraries too. A shared library takes position-independent
+# code only: Debian's archives are that (built as PIE) but for some files that address a
+# thread-local (local-exec, R_X86_64_TPOFF32) or the C library's `stderr` (R_X86_64_PC32) as
+# an executable does. Those files are compiled again here, with -fPIC, from the same
+# versions' source packages; linked first, they leave the archives' copies unused (a file
+# missing from this list fails the link, naming it). libstdc++'s archive has one such file
+# too: its PIC kit (libstdc++-<gcc>-pic) is linked instead. Only the C API is exported
+# (worker_sdk/c_api.map): what the library took in stays inside it.
+set(pic_sources
+  abseil/absl/base/internal/sysinfo.cc
+  abseil/absl/container/internal/raw_hash_set.cc
+  abseil/absl/random/internal/pool_urbg.cc
+  abseil/absl/strings/internal/cordz_functions.cc
+  abseil/absl/strings/internal/str_format/parser.cc
+  protobuf/src/google/protobuf/arena.cc
+  protobuf/src/google/protobuf/stubs/common.cc)
+foreach(file bitstate compile dfa filtered_re2 mimics_pcre nfa onepass parse prefilter
+             prefilter_tree re2 regexp set simplify tostring)
+  list(APPEND pic_sources re2/re2/${file}.cc)
+endforeach()
+list(TRANSFORM pic_sources PREPEND ${DDPRUN_THIRD_PARTY_SOURCES}/)
+foreach(source IN LISTS pic_sources)
+  if(NOT EXISTS ${source})
+    message(FATAL_ERROR "DDPRUN_PORTABLE: no ${source} (the abseil, protobuf and re2 source "
+                        "packages, of the versions installed, belong in "
+                        "DDPRUN_THIRD_PARTY_SOURCES)")
+  endif()
+endforeach()
+add_library(ddprun_pic_thread_locals OBJECT ${pic_sources})
+set_target_properties(ddprun_pic_thread_locals PROPERTIES POSITION_INDEPENDENT_CODE ON
+                      UNITY_BUILD OFF)
+target_include_directories(ddprun_pic_thread_locals PRIVATE
+  ${DDPRUN_THIRD_PARTY_SOURCES}/abseil ${DDPRUN_THIRD_PARTY_SOURCES}/protobuf/src
+  ${DDPRUN_THIRD_PARTY_SOURCES}/re2)
+target_compile_options(ddprun_pic_thread_locals PRIVATE -w)
+target_compile_definitions(ddprun_pic_thread_locals PRIVATE HAVE_PTHREAD)
+
+execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++_pic.a
+                OUTPUT_VARIABLE libstdcxx_pic OUTPUT_STRIP_TRAILING_WHITESPACE)
+function(ddprun_portable_shared_library target version_script)
+  if(NOT EXISTS "${libstdcxx_pic}")
+    message(FATAL_ERROR "DDPRUN_PORTABLE: ${CMAKE_CXX_COMPILER} has no libstdc++_pic.a for "
+                        "${target} (scripts/install-deps.sh --release installs libstdc++-12-pic)")
+  endif()
+  # -static-libstdc++ asks the linker for libstdc++.a: this folder's is the PIC kit, with
+  # the one file the kit leaves to libstdc++.so (compatibility.o, std::istream::ignore(long))
+  # from the archive, where it is PIC-safe.
+  set(dir ${CMAKE_BINARY_DIR}/libstdc++-pic)
+  file(MAKE_DIRECTORY ${dir})
+  file(COPY_FILE ${libstdcxx_pic} ${dir}/libstdc++.a)
+  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libstdc++.a
+                  OUTPUT_VARIABLE libstdcxx OUTPUT_STRIP_TRAILING_WHITESPACE)
+  execute_process(COMMAND ${CMAKE_AR} x ${libstdcxx} compatibility.o WORKING_DIRECTORY ${dir}
+                  COMMAND_ERROR_IS_FATAL ANY)
+  execute_process(COMMAND ${CMAKE_AR} rs libstdc++.a compatibility.o WORKING_DIRECTORY ${dir}
+                  COMMAND_ERROR_IS_FATAL ANY)
+  target_sources(${target} PRIVATE $<TARGET_OBJECTS:ddprun_pic_thread_locals>)
+  target_link_options(${target} PRIVATE -L${dir} -Wl,--exclude-libs,ALL -Wl,--no-undefined
+                      -Wl,--version-script=${version_script})
+  set_property(TARGET ${target} APPEND PROPERTY LINK_DEPENDS ${version_script})
 endfunction()

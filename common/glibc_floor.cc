@@ -55,10 +55,10 @@ int _dl_find_object(void* pc, dl_find_object* result) {
   return ::dl_iterate_phdr(visit, &search) == 1 ? 0 : -1;
 }
 
-// glibc 2.29 gave pow and log2 new versions (the same functions without the old SVID
-// error wrapper); gRPC and Abseil call them. Bound to the first version, which every glibc
-// has, they keep the floor at 2.28 (PyTorch's own: manylinux_2_28). The calls reach these
-// through the linker's --wrap (cmake/portable.cmake): a definition named pow here would be
+// glibc 2.29 gave pow, log and log2 new versions (the same functions without the old SVID
+// error wrapper); gRPC, Abseil and Protobuf call them. Bound to the first version, which
+// every glibc has, they keep the floor at 2.28 (PyTorch's own: manylinux_2_28). The calls reach
+// these through the linker's --wrap (cmake/portable.cmake): a definition named pow here would be
 // the program's own pow, which the first version's reference would bind to as well.
 #if defined(__x86_64__)
 #define DDPRUN_GLIBC_FIRST "GLIBC_2.2.5"
@@ -69,9 +69,12 @@ int _dl_find_object(void* pc, dl_find_object* result) {
 #endif
 double ddprun_first_pow(double, double);
 double ddprun_first_log2(double);
+double ddprun_first_log(double);
 __asm__(".symver ddprun_first_pow, pow@" DDPRUN_GLIBC_FIRST);
 __asm__(".symver ddprun_first_log2, log2@" DDPRUN_GLIBC_FIRST);
+__asm__(".symver ddprun_first_log, log@" DDPRUN_GLIBC_FIRST);
 double __wrap_pow(double x, double y) { return ddprun_first_pow(x, y); }
 double __wrap_log2(double x) { return ddprun_first_log2(x); }
+double __wrap_log(double x) { return ddprun_first_log(x); }
 
 }  // extern "C"

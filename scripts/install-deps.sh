@@ -33,9 +33,10 @@ test_pkgs=(
 
 bench_pkgs=(gnuplot-nox)
 release_pkgs=(debootstrap dpkg-dev)  # Debian 11's glibc to link against; source packages
+release_pkgs+=(libstdc++-12-pic)  # libstdc++ for libddp_worker.so (cmake/portable.cmake)
 # The same libraries for arm64 (Debian's multiarch), the cross compiler and qemu to run it.
 arm64_pkgs=(
-  g++-aarch64-linux-gnu qemu-user-static
+  g++-aarch64-linux-gnu qemu-user-static libstdc++-12-pic-arm64-cross
   libgrpc++-dev:arm64 libabsl-dev:arm64 libprotobuf-dev:arm64 libssl-dev:arm64
   libc-ares-dev:arm64 libre2-dev:arm64 zlib1g-dev:arm64 libhwloc-dev:arm64
 )

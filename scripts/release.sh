@@ -2,12 +2,14 @@
 # Makes what a user downloads (docs/packaging.md) into dist/ or OUT_DIR, for x86_64 and
 # aarch64:
 #   ddprun-<version>-linux-<arch>.tar.gz              bin/ddprun, bin/ddprun-master, the man
-#                                                     page and the shell completions
+#                                                     page, the shell completions and the
+#                                                     worker SDK's C API (lib/, include/)
 #   ddprun-<version>-py3-none-manylinux_2_28_<arch>.whl  the same programs for pip
 #   ddprun_<version>_amd64.deb, ddprun-dev_...        Debian 12's packages (scripts/package.sh)
 # The programs are portable builds (cmake/portable.cmake): nothing but the C library is
-# needed at run time, and no glibc symbol above the floor, 2.28. Prints each artifact's size,
-# the libraries its programs need and the highest glibc version they use; fails past either.
+# needed at run time, and no glibc symbol above the floor, 2.28; libddp_worker.so likewise.
+# Prints each artifact's size, the libraries its programs need and the highest glibc version
+# they use; fails past either.
 #
 #   scripts/release.sh [--arch=x86_64|aarch64|all] [--no-deb] [--check] [OUT_DIR]
 #     --check   then runs tests/release/check-roots.sh: every artifact in Debian roots
@@ -48,14 +50,26 @@ mirror=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2
   grep -v security | head -n 1 || true)
 mirror=${mirror:-http://deb.debian.org/debian}
 
-# civetweb and prometheus-cpp, which Debian ships no static archive of: their source packages.
+# Source packages: civetweb and prometheus-cpp, which Debian ships no static archive of; and
+# abseil, protobuf and re2 of the installed versions, six files of which libddp_worker.so
+# needs compiled again (cmake/portable.cmake).
+source_packages() {
+  local package dev
+  echo civetweb prometheus-cpp
+  for package in abseil:libabsl-dev protobuf:libprotobuf-dev re2:libre2-dev; do
+    dev=${package#*:}
+    echo "${package%%:*}=$(dpkg-query -W -f='${source:Version}' "$dev:$(dpkg --print-architecture)")"
+  done
+}
 third_party() {
-  local dir=$work/third-party
-  if [[ -f $dir/civetweb/src/civetweb.c && -f $dir/prometheus-cpp/core/src/registry.cc ]]; then
+  local dir=$work/third-party packages
+  packages=$(source_packages | tr '\n' ' ')
+  if [[ -f $dir/packages && $(cat "$dir/packages") == "$packages" ]]; then
     echo "$dir"; return
   fi
   rm -rf "$dir" && mkdir -p "$dir"
-  if ! (cd "$dir" && apt-get source -qq --download-only civetweb prometheus-cpp) >&2 2>&1; then
+  # shellcheck disable=SC2086 # one word per package
+  if ! (cd "$dir" && apt-get source -qq --download-only $packages) >&2 2>&1; then
     # No deb-src line: one for the suite this machine's packages come from.
     local suite
     suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
@@ -63,10 +77,14 @@ third_party() {
       "$mirror" "$suite" /usr/share/keyrings/debian-archive-keyring.gpg \
       >/etc/apt/sources.list.d/ddprun-src.sources
     apt-get update -qq >&2
-    (cd "$dir" && apt-get source -qq --download-only civetweb prometheus-cpp) >&2
+    # shellcheck disable=SC2086
+    (cd "$dir" && apt-get source -qq --download-only $packages) >&2
   fi
-  (cd "$dir" && dpkg-source -x civetweb_*.dsc civetweb && dpkg-source -x prometheus-cpp_*.dsc \
-    prometheus-cpp) >/dev/null
+  local name
+  for name in civetweb prometheus-cpp abseil protobuf re2; do
+    (cd "$dir" && dpkg-source -x "$(echo "${name}"_*.dsc)" "$name") >/dev/null
+  done
+  echo "$packages" >"$dir/packages"
   echo "$dir"
 }
 
@@ -104,7 +122,7 @@ build_portable() {
   cmake -S . -B "$dir" -G Ninja "${flags[@]}" >&2
   # The man page and completions come from ddprun-docgen, which the build runs (under qemu
   # for aarch64: cmake/aarch64-linux-gnu.cmake).
-  cmake --build "$dir" --target ddprun ddprun-master ddprun-docs >&2
+  cmake --build "$dir" --target ddprun ddprun-master ddprun-docs ddp_worker >&2
   echo "$dir"
 }
 
@@ -117,6 +135,10 @@ stage() {
   install -m 644 "$docs/ddprun.1" "$dir/share/man/man1/"
   install -m 644 "$docs/ddprun.bash-completion" "$dir/share/bash-completion/completions/ddprun"
   install -m 644 "$docs/_ddprun" "$dir/share/zsh/site-functions/"
+  # The worker SDK's C API as `cmake --install` lays it out: headers, CMake and pkg-config
+  # files (the dev component), and the library itself.
+  cmake --install "$build" --prefix "$dir" --component dev >&2
+  cp -P "$build"/worker_sdk/libddp_worker.so.* "$dir/lib/"
   echo "$dir"
 }
 
@@ -125,13 +147,14 @@ glibc_needed() {
   readelf -W -V "$1" | grep -o 'Name: GLIBC_[0-9.]*' | sed 's/Name: GLIBC_//' | sort -V | tail -n 1
 }
 
-# Fails unless each program needs only the C library's own libraries and glibc <= the floor.
+# Fails unless each program and the SDK's library need only the C library's own libraries
+# and glibc <= the floor.
 report_programs() {
   local dir=$1 failed=0 program needed max
-  for program in "$dir"/bin/*; do
+  for program in "$dir"/bin/* "$(realpath "$dir/lib/libddp_worker.so")"; do
     needed=$(readelf -d "$program" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' | tr '\n' ' ')
     max=$(glibc_needed "$program")
-    printf '    %-14s %6s KiB  needs: %s glibc %s\n' "$(basename "$program")" \
+    printf '    %-22s %6s KiB  needs: %s glibc %s\n' "$(basename "$program")" \
       "$(($(stat -c %s "$program") / 1024))" "$needed" "$max"
     for lib in $needed; do
       case "$lib" in
@@ -144,6 +167,15 @@ report_programs() {
       failed=1
     fi
   done
+  # What the SDK's library exports is its C API alone: a gRPC or Abseil symbol there would
+  # meet the one a user's program has.
+  local exported
+  exported=$(readelf --dyn-syms -W "$dir/lib/libddp_worker.so" |
+    awk '$7 != "UND" && ($5 == "GLOBAL" || $5 == "WEAK") {print $8}' | grep -v '^ddp_worker_' || true)
+  if [[ -n $exported ]]; then
+    echo "release: libddp_worker.so exports more than the C API: $(echo "$exported" | head -n 5 | tr '\n' ' ')" >&2
+    failed=1
+  fi
   return $failed
 }
 

@@ -1,17 +1,20 @@
 #!/bin/bash
 # What a user does first with a downloaded ddprun, run inside a Debian root that holds the
 # base system and python3 only (tests/release/check-roots.sh puts it there):
-#   checks.sh TARBALL WHEEL
+#   checks.sh TARBALL WHEEL [SDK_WORKER]
 # From the tarball, unpacked in /opt: the version; a standalone job of 2 workers; 2 agents
 # with c10d on loopback, one worker failing once and restarted; `ddprun status` of a running
 # job; its metrics page; --preload with a Python worker; a 2-rank gloo DDP job where this
-# python has torch. From the wheel, installed with pip into a venv (one that sees the root's
+# python has torch; SDK_WORKER, a C program built against the tarball's worker SDK, run by
+# ddprun with the tarball's lib/ on LD_LIBRARY_PATH (check-roots.sh builds it; without it
+# that check fails). From the wheel, installed with pip into a venv (one that sees the root's
 # torch where it has one): the version, no torchrun, the standalone and --preload jobs, the
 # c10d pair, each Python worker's sys.executable being the venv's python, and the DDP job. One line per check: "PASS <name>" or "FAIL <name>: <what>"; exits 1 if
 # any failed. Each check is bounded (qemu is slow: 240 s).
 set -uo pipefail
 tarball=$1
 wheel=$2
+sdk_worker=${3:-}
 work=$(mktemp -d /tmp/ddprun-checks.XXXXXX)
 failed=0
 export OMP_NUM_THREADS=1
@@ -150,6 +153,13 @@ check tarball-c10d-restart $'rank 0 done after restart 1\nrank 1 done after rest
 check tarball-status-metrics $'watched\nddprun_ lines' status_and_metrics "$bin/ddprun"
 check tarball-preload $'python worker 0 of 2\npython worker 1 of 2' \
   "$bin/ddprun" --standalone --nproc-per-node=2 --preload=json worker.py
+if [[ -n $sdk_worker ]]; then
+  check tarball-sdk-c-worker $'^c worker: rank 0 of 2 \\(local 0 of 2\\)$\n^c worker: rank 1 of 2' \
+    env LD_LIBRARY_PATH="$(dirname "$bin")/lib" "$bin/ddprun" --standalone --nproc-per-node=2 \
+    --no-python "$sdk_worker"
+else
+  fail tarball-sdk-c-worker "the SDK's C example was not built (check-roots.sh says why)"
+fi
 if python3 -c 'import torch' 2>/dev/null; then
   check tarball-ddp-gloo $'ddp rank 0 of 2: sum 1\nddp rank 1 of 2: sum 1' \
     "$bin/ddprun" --standalone --nproc-per-node=2 ddp.py

@@ -245,8 +245,10 @@ absl::StatusOr<EtcdClient::Campaign> EtcdClient::CreateUnlessPresent(const std::
   return campaign;
 }
 
-absl::StatusOr<bool> EtcdClient::PutIfFenced(const std::string& fence_key, int64_t create_revision,
-                                             const std::string& key, const std::string& value) {
+namespace {
+
+// A transaction that succeeds only while `fence_key` is the one created at `create_revision`.
+pb::TxnRequest FencedTxn(const std::string& fence_key, int64_t create_revision) {
   pb::TxnRequest request;
   pb::Compare* fence = request.add_compare();
   fence->set_key(fence_key);
@@ -260,11 +262,34 @@ absl::StatusOr<bool> EtcdClient::PutIfFenced(const std::string& fence_key, int64
   untouched->set_target(pb::Compare::MOD);
   untouched->set_result(pb::Compare::EQUAL);
   untouched->set_mod_revision(create_revision);
+  return request;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> EtcdClient::PutIfFenced(const std::string& fence_key, int64_t create_revision,
+                                             const std::string& key, const std::string& value) {
+  pb::TxnRequest request = FencedTxn(fence_key, create_revision);
   pb::PutRequest* put = request.add_success()->mutable_request_put();
   put->set_key(key);
   put->set_value(value);
   pb::TxnResponse response;
   absl::Status status = OnSomeMember("fenced put", [&](auto channel, grpc::ClientContext& c) {
+    return pb::KV::NewStub(channel)->Txn(&c, request, &response);
+  });
+  if (!status.ok()) return status;
+  return response.succeeded();
+}
+
+absl::StatusOr<bool> EtcdClient::DeletePrefixIfFenced(const std::string& fence_key,
+                                                      int64_t create_revision,
+                                                      const std::string& prefix) {
+  pb::TxnRequest request = FencedTxn(fence_key, create_revision);
+  pb::DeleteRangeRequest* deletion = request.add_success()->mutable_request_delete_range();
+  deletion->set_key(prefix);
+  deletion->set_range_end(PrefixEnd(prefix));
+  pb::TxnResponse response;
+  absl::Status status = OnSomeMember("fenced delete", [&](auto channel, grpc::ClientContext& c) {
     return pb::KV::NewStub(channel)->Txn(&c, request, &response);
   });
   if (!status.ok()) return status;

@@ -59,6 +59,10 @@ class EtcdClient {
   absl::StatusOr<Read> Get(const std::string& key);
   /// Deletes every key that begins with `prefix`.
   absl::Status DeletePrefix(const std::string& prefix);
+  /// The same, only while `fence_key` is the one created at `create_revision`, untouched since
+  /// (the caller still leads); false when it is not.
+  absl::StatusOr<bool> DeletePrefixIfFenced(const std::string& fence_key, int64_t create_revision,
+                                            const std::string& prefix);
 
   /// For a stream: the channel of the member this client calls now, and a context that
   /// carries the authentication token and asks the member to end the stream when it has no

@@ -105,46 +105,67 @@ EtcdRendezvous::~EtcdRendezvous() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     if (watch_ != nullptr) watch_->TryCancel();
-    if (keep_alive_ != nullptr) keep_alive_->TryCancel();
     if (guard_watch_ != nullptr) guard_watch_->TryCancel();
   }
   election_.join();
-  lease_thread_.join();
   memory_writer_.join();
   key_guard_.join();
   if (checker_.joinable()) checker_.join();
   std::unique_ptr<HostedMaster> master;
-  int64_t lease, revision;
+  int64_t revision;
   bool ended;
   {
     absl::MutexLock lock(&mu_);
     master = std::move(master_);
-    lease = lease_;
     revision = leading_revision_;
     ended = run_ended_;
   }
+  const absl::Time grace_ends = absl::Now() + options_.rendezvous.settings.keep_alive_interval;
   if (master != nullptr) {
     // An ended run's keys go with it, so that a long-lived etcd does not fill up (the other
     // agents may not have closed their sessions yet); so do the keys of a run every node
     // left (Ctrl-C on each), within the grace the master's shutdown gives their sessions
     // anyway. A run that goes on keeps them for the next leader, with what this one
-    // remembered last.
-    const absl::Time grace_ends = absl::Now() + options_.rendezvous.settings.keep_alive_interval;
+    // remembered last. The lease is kept alive meanwhile: a lapse would elect another node
+    // while this one still decides, and the writes below are fenced by this node's key.
     if (!ended && !EverySessionEnds(*master, options_.rendezvous.run_id, grace_ends)) {
       (void)WriteMemory(revision);
     } else {
-      const std::string prefix =
-          absl::StrCat(options_.etcd.prefix, "/", options_.rendezvous.run_id, "/");
-      if (absl::Status s = etcd_.DeletePrefix(prefix); !s.ok()) {
-        spdlog::warn("could not remove run '{}''s keys ({}*) from etcd: {}",
-                     options_.rendezvous.run_id, prefix, std::string(s.message()));
-      }
+      DeleteRunKeys(revision);
     }
+  }
+  int64_t lease;
+  {
+    absl::MutexLock lock(&mu_);
+    lease_released_ = true;
+    if (keep_alive_ != nullptr) keep_alive_->TryCancel();
+  }
+  lease_thread_.join();
+  {
+    absl::MutexLock lock(&mu_);
+    lease = lease_;
+  }
+  if (master != nullptr) {
     options_.on_lead(nullptr);
     master->Shutdown(std::max(absl::ZeroDuration(), grace_ends - absl::Now()));
   }
   // The others elect at once, instead of after the lease's TTL.
   if (lease != 0) (void)etcd_.RevokeLease(lease);
+}
+
+// Fenced: a node that leads the run now (this one's lease lapsed) keeps its keys, which it
+// needs; a plain delete took them from it and it led with no key and no memory.
+void EtcdRendezvous::DeleteRunKeys(int64_t revision) {
+  const std::string prefix =
+      absl::StrCat(options_.etcd.prefix, "/", options_.rendezvous.run_id, "/");
+  absl::StatusOr<bool> deleted = etcd_.DeletePrefixIfFenced(leader_key_, revision, prefix);
+  if (!deleted.ok()) {
+    spdlog::warn("could not remove run '{}''s keys ({}*) from etcd: {}", options_.rendezvous.run_id,
+                 prefix, std::string(deleted.status().message()));
+  } else if (!*deleted) {
+    spdlog::info("run '{}''s keys stay in etcd: another node leads it now",
+                 options_.rendezvous.run_id);
+  }
 }
 
 void EtcdRendezvous::CloseSession() {
@@ -372,6 +393,11 @@ void EtcdRendezvous::CheckLeaderGone() {
 void EtcdRendezvous::Pause(absl::Duration d) {
   absl::MutexLock lock(&mu_);
   mu_.AwaitWithTimeout(absl::Condition(&stopping_), d);
+}
+
+void EtcdRendezvous::PauseLease(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&lease_released_), d);
 }
 
 void EtcdRendezvous::Said(const absl::Status& problem) {
@@ -880,21 +906,21 @@ void EtcdRendezvous::KeepLeaseAlive() {
     int64_t lease;
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_) return;
+      if (lease_released_) return;
       lease = lease_;
     }
     if (lease == 0) {
-      Pause(absl::Milliseconds(50));
+      PauseLease(absl::Milliseconds(50));
       continue;
     }
     grpc::ClientContext context;
     if (!etcd_.PrepareStream(context).ok()) {
-      Pause(kRetry);
+      PauseLease(kRetry);
       continue;
     }
     {
       absl::MutexLock lock(&mu_);
-      if (stopping_) return;
+      if (lease_released_) return;
       keep_alive_ = &context;
     }
     const std::string endpoint = etcd_.endpoint();
@@ -919,8 +945,8 @@ void EtcdRendezvous::KeepLeaseAlive() {
         break;
       }
       renewed_ = sent;
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.etcd.lease_ttl / 3);
-      if (stopping_) break;
+      mu_.AwaitWithTimeout(absl::Condition(&lease_released_), options_.etcd.lease_ttl / 3);
+      if (lease_released_) break;
     }
     {
       absl::MutexLock lock(&mu_);
@@ -932,7 +958,7 @@ void EtcdRendezvous::KeepLeaseAlive() {
     if (failed) {
       spdlog::debug("etcd lease keep-alive on {} ended: {}", endpoint, finished.error_message());
       etcd_.PassOver(endpoint);  // the member went away or lost its quorum
-      Pause(absl::Milliseconds(100));
+      PauseLease(absl::Milliseconds(100));
     }
   }
 }

@@ -74,6 +74,7 @@ class EtcdRendezvous : public ElectedRendezvous {
   void Lead(int64_t revision);
   std::optional<RunMemory> RecallMemory();
   bool WriteMemory(int64_t revision);
+  void DeleteRunKeys(int64_t revision);
   void WriteMemories();
   void WatchLeader(int64_t from_revision);
   // The leader key, when valid, becomes the leader; else it is refused (said once).
@@ -91,7 +92,8 @@ class EtcdRendezvous : public ElectedRendezvous {
   // The lease thread.
   void KeepLeaseAlive();
   bool LeaseHeld();
-  void Pause(absl::Duration d);
+  void Pause(absl::Duration d);       // until stopping_
+  void PauseLease(absl::Duration d);  // until lease_released_
 
   const ElectionOptions options_;
   const HostMaster host_;
@@ -110,6 +112,8 @@ class EtcdRendezvous : public ElectedRendezvous {
   std::string leader_ ABSL_GUARDED_BY(mu_);        // the leader's master: "host:port"; "": none now
   std::string etcd_problem_ ABSL_GUARDED_BY(mu_);  // why etcd does not answer, while it does not
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // The lease thread ends: after a leaving leader's last fenced writes, not with stopping_.
+  bool lease_released_ ABSL_GUARDED_BY(mu_) = false;
   bool run_over_ ABSL_GUARDED_BY(mu_) = false;   // this node needs no leader any more
   bool run_ended_ ABSL_GUARDED_BY(mu_) = false;  // the agent was told the run ended for all
   grpc::ClientContext* watch_ ABSL_GUARDED_BY(mu_) = nullptr;       // to cancel at the end

@@ -9,8 +9,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
@@ -45,6 +49,27 @@ bool AllExist(const TempDir& dir, const std::vector<std::string>& names) {
   return true;
 }
 
+// The node (1 for 127.0.0.1, ...) whose master run `run`'s leader key names, once one does
+// (0 if none does in 30 s): what etcd holds, not a line of an agent's log that the test's
+// reader may not have read yet.
+int LeadingNode(const EtcdServer& etcd, const std::string& run) {
+  int node = 0;
+  WaitUntil(
+      [&] {
+        const std::string value =
+            etcd.Ctl({"get", "--print-value-only", "/ddprun/" + run + "/leader"}).out;
+        absl::string_view address = absl::StripAsciiWhitespace(value);
+        return absl::ConsumePrefix(&address, "127.0.0.") &&
+               absl::SimpleAtoi(address.substr(0, address.find(':')), &node);
+      },
+      absl::Seconds(30));
+  return node;
+}
+
+bool SaysItLeads(const ChildProcess& agent, const std::string& run) {
+  return absl::StrContains(agent.ErrSoFar(), "this node leads run '" + run + "'");
+}
+
 std::vector<std::string> EnvFiles(int ranks, int round) {
   std::vector<std::string> names;
   for (int rank = 0; rank < ranks; ++rank) names.push_back(absl::StrCat("env.", rank, ".r", round));
@@ -74,9 +99,12 @@ TEST(EtcdV3, TwoNodesGetTheirRanksFromTheElectedLeaderAndTheRunsKeysGoWithIt) {
   EXPECT_EQ(masters.size(), 1u) << "one MASTER_ADDR:MASTER_PORT for every worker";
   ASSERT_EQ(stores.size(), 1u);
   // The leader's master, at the address its agent was given (--local-addr).
-  const bool a_leads = a->ErrSoFar().find("this node leads run 'job'") != std::string::npos;
-  const bool b_leads = b->ErrSoFar().find("this node leads run 'job'") != std::string::npos;
-  ASSERT_NE(a_leads, b_leads) << "one leader";
+  const int leading = LeadingNode(*etcd, "job");
+  ASSERT_TRUE(leading == 1 || leading == 2) << leading;
+  const bool a_leads = leading == 1;
+  EXPECT_TRUE(WaitUntil([&] { return SaysItLeads(a_leads ? *a : *b, "job"); }, absl::Seconds(10)))
+      << "the leader says so";
+  EXPECT_FALSE(SaysItLeads(a_leads ? *b : *a, "job")) << "one leader";
   // Either may host the master: each warns of a job without a token, as c10d's host does.
   for (auto* agent : {a.get(), b.get()}) {
     EXPECT_THAT(agent->ErrSoFar(), HasSubstr("has no token: anyone who reaches it can join or end "
@@ -117,11 +145,8 @@ TEST(EtcdV3, TheLeadersAgentKilledTheOthersGoOnUnderANewLeaderAtOnce) {
         EtcdAgent(*etcd, "job", node, "2:3", {"round-env", dir.path()}, conf), kInfo));
   }
   ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, EnvFiles(6, 0)); }, absl::Seconds(30)));
-  int leader = -1;
-  for (int i = 0; i < 3; ++i) {
-    if (agents[i]->ErrSoFar().find("this node leads run 'job'") != std::string::npos) leader = i;
-  }
-  ASSERT_GE(leader, 0) << "one agent says it leads";
+  const int leader = LeadingNode(*etcd, "job") - 1;
+  ASSERT_GE(leader, 0) << "etcd names one agent's master";
   const std::string old_key = etcd->Ctl({"get", "/ddprun/job/leader", "--print-value-only"}).out;
   const absl::Time killed = absl::Now();
   ASSERT_EQ(::kill(agents[leader]->pid(), SIGKILL), 0);
@@ -137,17 +162,17 @@ TEST(EtcdV3, TheLeadersAgentKilledTheOthersGoOnUnderANewLeaderAtOnce) {
     EXPECT_EQ(env["WORLD_SIZE"], "4") << file;
     EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "0") << "a node lost spends no restart";
   }
-  int new_leaders = 0;
-  for (int i = 0; i < 3; ++i) {
-    if (i == leader) continue;
-    const std::string err = agents[i]->ErrSoFar();
-    new_leaders += err.find("this node leads run 'job'") != std::string::npos;
-  }
+  const auto new_leaders = [&] {
+    int count = 0;
+    for (int i = 0; i < 3; ++i) count += i != leader && SaysItLeads(*agents[i], "job");
+    return count;
+  };
+  WaitUntil([&] { return new_leaders() > 0; }, absl::Seconds(10));
   // The new leader's master listens for resumes for the grace (5 s): the round they prove
   // lacks the killed node's place, so it is not taken up, and they form the next one (round 1
   // above). Which words each survivor read depends on when its resume came (not taken up, or
   // ended while it was away): the outcome is what is checked.
-  EXPECT_EQ(new_leaders, 1);
+  EXPECT_EQ(new_leaders(), 1);
   EXPECT_NE(etcd->Ctl({"get", "/ddprun/job/leader", "--print-value-only"}).out, old_key);
   WriteFile(dir / "release", "");
   for (int i = 0; i < 3; ++i) {
@@ -380,20 +405,21 @@ TEST(EtcdV3, AJobInterruptedNodeByNodeLeavesNothingInEtcd) {
         return AllExist(dir, {"ready.0", "ready.1", "ready.2", "ready.3"});
       },
       absl::Seconds(30)));
-  const int leader =
-      agents[0]->ErrSoFar().find("this node leads run 'job'") != std::string::npos ? 0 : 1;
+  ASSERT_TRUE(WaitUntil(
+      [&] { return etcd->Keys("/ddprun/job/").find("/ddprun/job/state") != std::string::npos; },
+      absl::Seconds(10)));
+  const int leader = LeadingNode(*etcd, "job") - 1;
+  ASSERT_GE(leader, 0) << "etcd names one agent's master";
   const int other = 1 - leader;
   ASSERT_EQ(::kill(agents[leader]->pid(), SIGINT), 0);
   ProcessResult first = agents[leader]->Wait(absl::Seconds(30));
   EXPECT_EQ(first.exit_code, 130) << first.err;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        return agents[other]->ErrSoFar().find("this node leads run 'job'") != std::string::npos;
-      },
-      absl::Seconds(30)))
+  ASSERT_TRUE(WaitUntil([&] { return SaysItLeads(*agents[other], "job"); }, absl::Seconds(30)))
       << agents[other]->ErrSoFar();
+  // The leader that left deleted nothing the next one needs (it did, unfenced, when its
+  // lease lapsed while it waited for the other's session: the next one led with no key).
   EXPECT_THAT(etcd->Keys("/ddprun/job/"), HasSubstr("/ddprun/job/state"))
-      << "kept for the node that goes on";
+      << "kept for the node that goes on: " << first.err;
   ASSERT_EQ(::kill(agents[other]->pid(), SIGINT), 0);
   ProcessResult second = agents[other]->Wait(absl::Seconds(30));
   EXPECT_EQ(second.exit_code, 130) << second.err;

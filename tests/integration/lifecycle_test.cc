@@ -342,10 +342,12 @@ TEST(Lifecycle, AHungWorkerWithNoBudgetFailsTheJobNamingTheHang) {
 }
 
 // Until its first beat a worker has --worker-heartbeat-startup-timeout (its imports), not
-// --worker-heartbeat-timeout: one that starts beating 1.5 s in, with a 0.3 s timeout, runs.
+// --worker-heartbeat-timeout: one that starts beating 3 s in, with a 1 s timeout, runs. (The
+// timeout is a margin for its beats 20 ms apart on a loaded machine: 0.3 s was passed once
+// beside two busy loops.)
 TEST(Lifecycle, AWorkerThatStartsBeatingLateIsNotTakenForHung) {
   ProcessResult r = RunProcess(DdprunWithTestWorker(
-      {"--nproc-per-node=2", "--worker-heartbeat-timeout=0.3"}, {"late-heartbeat", "1500"}));
+      {"--nproc-per-node=2", "--worker-heartbeat-timeout=1"}, {"late-heartbeat", "3000"}));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, Not(HasSubstr("taken for hung")));
 }

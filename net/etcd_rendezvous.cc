@@ -163,8 +163,11 @@ void EtcdRendezvous::DeleteRunKeys(int64_t revision) {
     spdlog::warn("could not remove run '{}''s keys ({}*) from etcd: {}", options_.rendezvous.run_id,
                  prefix, std::string(deleted.status().message()));
   } else if (!*deleted) {
-    spdlog::info("run '{}''s keys stay in etcd: another node leads it now",
-                 options_.rendezvous.run_id);
+    spdlog::info(
+        "run '{}''s keys stay in etcd: this node's leader key is gone or not its own "
+        "(another node leads, or someone changed it); once the run is over, "
+        "`etcdctl del --prefix {}` removes them",
+        options_.rendezvous.run_id, prefix);
   }
 }
 

@@ -180,20 +180,11 @@ bool Leads(const ChildProcess& agent, int times) {
   return CountLinesContaining(agent.ErrSoFar(), "this node leads run 'job'") >= times;
 }
 
-// Of agents `a` (127.0.0.1) and `b` (127.0.0.2), the one whose master etcd's leader key
-// names, once it names one of them (null if not within 30 s): what etcd holds, not a log
-// line the test's reader may not have read yet.
+// Of agents `a` (127.0.0.1) and `b` (127.0.0.2), the one etcd names the run's leader (null
+// if neither within 30 s).
 ChildProcess* LeaderInEtcd(const EtcdServer& etcd, ChildProcess& a, ChildProcess& b) {
-  ChildProcess* leader = nullptr;
-  WaitUntil(
-      [&] {
-        const std::string value = etcd.Ctl({"get", "--print-value-only", kLeaderKey}).out;
-        if (absl::StartsWith(value, "127.0.0.1:")) leader = &a;
-        if (absl::StartsWith(value, "127.0.0.2:")) leader = &b;
-        return leader != nullptr;
-      },
-      absl::Seconds(30));
-  return leader;
+  const int node = etcd.LeadingNode("job");
+  return node == 1 ? &a : node == 2 ? &b : nullptr;
 }
 
 // Someone deletes the leader's key, then overwrites the next leader's with another address:

@@ -9,12 +9,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
@@ -47,23 +44,6 @@ bool AllExist(const TempDir& dir, const std::vector<std::string>& names) {
     if (!FileExists(dir / name)) return false;
   }
   return true;
-}
-
-// The node (1 for 127.0.0.1, ...) whose master run `run`'s leader key names, once one does
-// (0 if none does in 30 s): what etcd holds, not a line of an agent's log that the test's
-// reader may not have read yet.
-int LeadingNode(const EtcdServer& etcd, const std::string& run) {
-  int node = 0;
-  WaitUntil(
-      [&] {
-        const std::string value =
-            etcd.Ctl({"get", "--print-value-only", "/ddprun/" + run + "/leader"}).out;
-        absl::string_view address = absl::StripAsciiWhitespace(value);
-        return absl::ConsumePrefix(&address, "127.0.0.") &&
-               absl::SimpleAtoi(address.substr(0, address.find(':')), &node);
-      },
-      absl::Seconds(30));
-  return node;
 }
 
 bool SaysItLeads(const ChildProcess& agent, const std::string& run) {
@@ -99,7 +79,7 @@ TEST(EtcdV3, TwoNodesGetTheirRanksFromTheElectedLeaderAndTheRunsKeysGoWithIt) {
   EXPECT_EQ(masters.size(), 1u) << "one MASTER_ADDR:MASTER_PORT for every worker";
   ASSERT_EQ(stores.size(), 1u);
   // The leader's master, at the address its agent was given (--local-addr).
-  const int leading = LeadingNode(*etcd, "job");
+  const int leading = etcd->LeadingNode("job");
   ASSERT_TRUE(leading == 1 || leading == 2) << leading;
   const bool a_leads = leading == 1;
   EXPECT_TRUE(WaitUntil([&] { return SaysItLeads(a_leads ? *a : *b, "job"); }, absl::Seconds(10)))
@@ -145,7 +125,7 @@ TEST(EtcdV3, TheLeadersAgentKilledTheOthersGoOnUnderANewLeaderAtOnce) {
         EtcdAgent(*etcd, "job", node, "2:3", {"round-env", dir.path()}, conf), kInfo));
   }
   ASSERT_TRUE(WaitUntil([&] { return AllExist(dir, EnvFiles(6, 0)); }, absl::Seconds(30)));
-  const int leader = LeadingNode(*etcd, "job") - 1;
+  const int leader = etcd->LeadingNode("job") - 1;
   ASSERT_GE(leader, 0) << "etcd names one agent's master";
   const std::string old_key = etcd->Ctl({"get", "/ddprun/job/leader", "--print-value-only"}).out;
   const absl::Time killed = absl::Now();
@@ -408,7 +388,7 @@ TEST(EtcdV3, AJobInterruptedNodeByNodeLeavesNothingInEtcd) {
   ASSERT_TRUE(WaitUntil(
       [&] { return etcd->Keys("/ddprun/job/").find("/ddprun/job/state") != std::string::npos; },
       absl::Seconds(10)));
-  const int leader = LeadingNode(*etcd, "job") - 1;
+  const int leader = etcd->LeadingNode("job") - 1;
   ASSERT_GE(leader, 0) << "etcd names one agent's master";
   const int other = 1 - leader;
   ASSERT_EQ(::kill(agents[leader]->pid(), SIGINT), 0);

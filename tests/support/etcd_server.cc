@@ -5,7 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace ddprun::testing {
 namespace {
@@ -76,6 +79,20 @@ ProcessResult EtcdServer::Ctl(std::vector<std::string> args) const {
   }
   argv.insert(argv.end(), args.begin(), args.end());
   return RunProcess(argv, {{"ETCDCTL_API", "3"}}, absl::Seconds(20));
+}
+
+int EtcdServer::LeadingNode(const std::string& run) const {
+  int node = 0;
+  WaitUntil(
+      [&] {
+        const std::string value =
+            Ctl({"get", "--print-value-only", "/ddprun/" + run + "/leader"}).out;
+        absl::string_view address = absl::StripAsciiWhitespace(value);
+        return absl::ConsumePrefix(&address, "127.0.0.") &&
+               absl::SimpleAtoi(address.substr(0, address.find(':')), &node);
+      },
+      absl::Seconds(30));
+  return node;
 }
 
 std::string EtcdServer::Keys(const std::string& prefix) const {

@@ -29,6 +29,10 @@ class EtcdServer {
   ProcessResult Ctl(std::vector<std::string> args) const;
   /// The keys that begin with `prefix`, one per line ("" when there are none).
   std::string Keys(const std::string& prefix) const;
+  /// N of the agent on 127.0.0.N whose master run `run`'s leader key names, once it names
+  /// one (0 if not within 30 s): what etcd holds, not a line of an agent's log that a test's
+  /// reader may not have read yet.
+  int LeadingNode(const std::string& run) const;
   /// Turns authentication on, with `user`/`password` allowed to read and write under `prefix`.
   bool EnableAuth(const std::string& user, const std::string& password, const std::string& prefix);
 

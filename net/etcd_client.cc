@@ -316,4 +316,14 @@ absl::StatusOr<EtcdClient::Read> EtcdClient::Get(const std::string& key) {
   return read;
 }
 
+absl::Status EtcdClient::DeletePrefix(const std::string& prefix) {
+  pb::DeleteRangeRequest request;
+  request.set_key(prefix);
+  request.set_range_end(PrefixEnd(prefix));
+  pb::DeleteRangeResponse response;
+  return OnSomeMember("delete", [&](auto channel, grpc::ClientContext& c) {
+    return pb::KV::NewStub(channel)->DeleteRange(&c, request, &response);
+  });
+}
+
 }  // namespace ddprun

@@ -1,6 +1,6 @@
 #pragma once
 // EtcdClient: the few calls of etcd's v3 gRPC API the etcd-v3 backend makes (leases, a
-// create-unless-present transaction, fenced puts and prefix deletes, reads), over the project's
+// create-unless-present transaction, fenced puts, reads, prefix deletes), over the project's
 // gRPC with the client generated from etcd's own protos. Unary calls are synchronous and
 // bounded; a member that does not answer is passed over for the next one of
 // EtcdSettings::endpoints. The streams (lease keep-alive, watch) are opened by their users
@@ -57,8 +57,11 @@ class EtcdClient {
     int64_t revision = 0;
   };
   absl::StatusOr<Read> Get(const std::string& key);
-  /// Deletes every key that begins with `prefix`, only while `fence_key` is the one created
-  /// at `create_revision`, untouched since (the caller still leads); false when it is not.
+  /// Deletes every key that begins with `prefix` (the load generator's cleanup; a leader uses
+  /// the fenced form below).
+  absl::Status DeletePrefix(const std::string& prefix);
+  /// The same, only while `fence_key` is the one created at `create_revision`, untouched since
+  /// (the caller still leads); false when it is not.
   absl::StatusOr<bool> DeletePrefixIfFenced(const std::string& fence_key, int64_t create_revision,
                                             const std::string& prefix);
 

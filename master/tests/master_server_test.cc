@@ -206,6 +206,10 @@ TEST_F(MasterServerTest, AJoinForAnotherRunIsToldWhichJobThePortsMasterRuns) {
   StartMaster(options);
   TestSession member(NewChannel());
   ASSERT_TRUE(member.Join("mine", "node1", 2, 2, 0, "s3cret"));
+  // The master takes each stream's join on its own: the member's first, or the answer below
+  // says no node has joined yet.
+  ASSERT_TRUE(
+      testing::WaitUntil([&] { return master_->SessionCount("mine") == 1; }, absl::Seconds(10)));
   TestSession a(NewChannel());
   ASSERT_TRUE(a.Join("theirs", "node9", 1, 1, 0, "s3cret"));
   EXPECT_FALSE(a.Read().has_value());

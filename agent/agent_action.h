@@ -7,11 +7,10 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "common/log_level.h"
 #include "rendezvous/round_state_machine.h"
 
 namespace ddprun {
-
-enum class LogLevel { kInfo, kWarning, kError };
 
 struct AgentAction {
   enum class Kind {

@@ -2,6 +2,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "rendezvous/leader_election.h"
 #include "rpc/grpc_channel.h"
 #include "rpc/wire.h"
 
@@ -97,6 +99,20 @@ void EtcdClient::StreamEnded(const grpc::Status& status) {
   token_.clear();  // the next stream or call authenticates again
 }
 
+// Over TLS, an etcd that asks for client certificates and does not trust this node's closes
+// the connection once the handshake is over: gRPC says only that the read failed, or that
+// the connection was reset, as the timing goes.
+std::string EtcdClient::TlsHint(absl::string_view failure) const {
+  if (!settings_.https || settings_.cert_pem.empty() ||
+      (!absl::StrContains(failure, "Endpoint read failed") &&
+       !absl::StrContains(failure, "Socket closed") &&
+       !absl::StrContains(failure, "Connection reset by peer"))) {
+    return "";
+  }
+  return "; over TLS, a connection etcd closes like this is often a client certificate it does "
+         "not trust: check --rdzv-conf cert and key against etcd's --trusted-ca-file";
+}
+
 void EtcdClient::PassOver(const std::string& endpoint) {
   absl::MutexLock lock(&mu_);
   if (settings_.endpoints[current_] == endpoint) current_ = (current_ + 1) % channels_.size();
@@ -145,7 +161,7 @@ absl::Status EtcdClient::PrepareStream(grpc::ClientContext& context) {
 }
 
 template <typename Call>
-absl::Status EtcdClient::OnSomeMember(const char* what, Call call) {
+absl::Status EtcdClient::OnSomeMember(const char* what, Call call, absl::Time until) {
   size_t first;
   {
     absl::MutexLock lock(&mu_);
@@ -154,11 +170,11 @@ absl::Status EtcdClient::OnSomeMember(const char* what, Call call) {
   grpc::Status last;
   std::string tried;
   int asked = 0, refused = 0;
-  for (size_t i = 0; i < channels_.size(); ++i) {
+  for (size_t i = 0; i < channels_.size() && (i == 0 || absl::Now() < until); ++i) {
     const size_t member = (first + i) % channels_.size();
     for (int attempt = 0; attempt < 2; ++attempt) {
       grpc::ClientContext context;
-      context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
+      context.set_deadline(absl::ToChronoTime(std::min(absl::Now() + kCallTimeout, until)));
       if (absl::Status s = Prepare(context, member); !s.ok()) {
         last = grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
         break;
@@ -179,7 +195,8 @@ absl::Status EtcdClient::OnSomeMember(const char* what, Call call) {
     refused += RefusedBy(last);
     if (!TryAnotherMember(last)) break;
   }
-  const std::string text = absl::StrCat("etcd ", what, " failed (", tried, ")");
+  std::string text = absl::StrCat("etcd ", what, " failed (", tried, ")");
+  absl::StrAppend(&text, TlsHint(text));
   // Refused by every member asked: a refusal. One that had no leader, or did not answer,
   // may take this node once it does.
   if (refused == asked) return absl::PermissionDeniedError(text);
@@ -268,15 +285,19 @@ pb::TxnRequest FencedTxn(const std::string& fence_key, int64_t create_revision) 
 }  // namespace
 
 absl::StatusOr<bool> EtcdClient::PutIfFenced(const std::string& fence_key, int64_t create_revision,
-                                             const std::string& key, const std::string& value) {
+                                             const std::string& key, const std::string& value,
+                                             absl::Time until) {
   pb::TxnRequest request = FencedTxn(fence_key, create_revision);
   pb::PutRequest* put = request.add_success()->mutable_request_put();
   put->set_key(key);
   put->set_value(value);
   pb::TxnResponse response;
-  absl::Status status = OnSomeMember("fenced put", [&](auto channel, grpc::ClientContext& c) {
-    return pb::KV::NewStub(channel)->Txn(&c, request, &response);
-  });
+  absl::Status status = OnSomeMember(
+      "fenced put",
+      [&](auto channel, grpc::ClientContext& c) {
+        return pb::KV::NewStub(channel)->Txn(&c, request, &response);
+      },
+      until);
   if (!status.ok()) return status;
   return response.succeeded();
 }
@@ -324,6 +345,79 @@ absl::Status EtcdClient::DeletePrefix(const std::string& prefix) {
   return OnSomeMember("delete", [&](auto channel, grpc::ClientContext& c) {
     return pb::KV::NewStub(channel)->DeleteRange(&c, request, &response);
   });
+}
+
+absl::StatusOr<std::string> FindLeader(const EtcdSettings& etcd, const std::string& run_id) {
+  EtcdClient client(etcd);
+  const std::string key = absl::StrCat(etcd.prefix, "/", run_id, "/leader");
+  absl::StatusOr<EtcdClient::Read> read = client.Get(key);
+  if (!read.ok()) return read.status();
+  if (!read->value) {
+    return absl::NotFoundError(
+        absl::StrCat("run '", run_id, "' has no leader in etcd at ",
+                     absl::StrJoin(etcd.endpoints, ","), " (no key ", key,
+                     "): it has ended, has not started, or runs under another "
+                     "--rdzv-id or etcd_prefix"));
+  }
+  if (absl::Status bad = CheckLeaderAddress(read->value->value); !bad.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "run '", run_id, "': etcd's key ", key, " is not the work of ddprun: ", bad.message(),
+        "; whoever may write ", etcd.prefix, " in etcd wrote it (docs/security.md#etcd-v3)"));
+  }
+  return read->value->value;
+}
+
+EtcdWatch::EtcdWatch(EtcdClient& client, const std::string& key, int64_t from, OnChange on_change,
+                     OnEnd on_end)
+    : client_(client),
+      endpoint_(client.endpoint()),
+      on_change_(std::move(on_change)),
+      on_end_(std::move(on_end)) {
+  if (absl::Status prepared = client_.PrepareStream(context_); !prepared.ok()) {
+    on_end_(prepared, endpoint_);
+    done_ = true;
+    return;
+  }
+  request_.mutable_create_request()->set_key(key);
+  request_.mutable_create_request()->set_start_revision(from);
+  stub_ = pb::Watch::NewStub(client_.channel());
+  stub_->async()->Watch(&context_, this);
+  StartWrite(&request_);
+  StartRead(&response_);
+  StartCall();
+}
+
+EtcdWatch::~EtcdWatch() {
+  context_.TryCancel();
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(&done_));
+}
+
+void EtcdWatch::OnReadDone(bool ok) {
+  if (!ok) return;  // OnDone follows with the stream's status
+  for (const mvccpb::Event& event : response_.events()) {
+    Change change;
+    change.deleted = event.type() == mvccpb::Event::DELETE;
+    change.key.value = event.kv().value();
+    change.key.lease = event.kv().lease();
+    change.key.create_revision = event.kv().create_revision();
+    on_change_(change);
+  }
+  // etcd ended the watch (its revision was compacted, the member lost its leader).
+  if (response_.canceled()) return context_.TryCancel();
+  StartRead(&response_);
+}
+
+void EtcdWatch::OnDone(const grpc::Status& status) {
+  client_.StreamEnded(status);
+  absl::Status why;  // OK: cancelled, or ended by etcd
+  if (!status.ok() && status.error_code() != grpc::StatusCode::CANCELLED) {
+    const std::string text = absl::StrCat("etcd at ", endpoint_, ": ", status.error_message());
+    why = absl::UnavailableError(absl::StrCat(text, client_.TlsHint(text)));
+  }
+  on_end_(why, endpoint_);
+  absl::MutexLock lock(&mu_);
+  done_ = true;
 }
 
 }  // namespace ddprun

@@ -10,6 +10,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,8 @@ struct EtcdValue {
   int64_t create_revision = 0;  // the revision that created the key: a holder's fence
   int64_t lease = 0;
 };
+
+class EtcdWatch;
 
 class EtcdClient {
  public:
@@ -48,9 +51,10 @@ class EtcdClient {
   absl::StatusOr<Campaign> CreateUnlessPresent(const std::string& key, const std::string& value,
                                                int64_t lease);
   /// Puts `key` = `value` only while `fence_key` is the one created at `create_revision` (the
-  /// caller still leads); false when it is not.
+  /// caller still leads); false when it is not. No member is asked after `until`.
   absl::StatusOr<bool> PutIfFenced(const std::string& fence_key, int64_t create_revision,
-                                   const std::string& key, const std::string& value);
+                                   const std::string& key, const std::string& value,
+                                   absl::Time until = absl::InfiniteFuture());
   /// The key's value (nullopt when it does not exist), and the store's revision then.
   struct Read {
     std::optional<EtcdValue> value;
@@ -80,10 +84,14 @@ class EtcdClient {
   static constexpr absl::Duration kCallTimeout = absl::Seconds(2);
 
  private:
-  // Runs `call` on the current member, then on each other one while they do not answer.
+  // Runs `call` on the current member, then on each other one while they do not answer,
+  // until `until`.
   template <typename Call>
-  absl::Status OnSomeMember(const char* what, Call call);
+  absl::Status OnSomeMember(const char* what, Call call, absl::Time until = absl::InfiniteFuture());
   absl::Status Authenticate(size_t member);
+  // Said after a failure's words: over TLS, what a connection etcd closes like this often is.
+  std::string TlsHint(absl::string_view failure) const;
+  friend class EtcdWatch;  // its end says it too
   absl::Status Prepare(grpc::ClientContext& context, size_t member);
 
   const EtcdSettings settings_;
@@ -92,6 +100,47 @@ class EtcdClient {
   size_t current_ ABSL_GUARDED_BY(mu_) = 0;
   std::string token_ ABSL_GUARDED_BY(mu_);  // with a user: from Authenticate
 };
+
+/// A watch of one key from a revision on, through the member `client` calls now. Each change
+/// goes to `on_change`, the watch's end to `on_end` with the member it watched through (OK:
+/// it was cancelled, or etcd ended it; Unavailable: the member went or lost its quorum), on
+/// gRPC's threads. Destroying it cancels the
+/// watch and waits for its end.
+class EtcdWatch
+    : public grpc::ClientBidiReactor<etcdserverpb::WatchRequest, etcdserverpb::WatchResponse> {
+ public:
+  struct Change {
+    bool deleted = false;
+    EtcdValue key;  // when put
+  };
+  using OnChange = std::function<void(const Change&)>;
+  using OnEnd = std::function<void(const absl::Status&, const std::string& endpoint)>;
+  EtcdWatch(EtcdClient& client, const std::string& key, int64_t from, OnChange on_change,
+            OnEnd on_end);
+  ~EtcdWatch() override;
+  /// Ends the watch (its on_end follows, Cancelled).
+  void Cancel() { context_.TryCancel(); }
+
+ private:
+  void OnReadDone(bool ok) override;
+  void OnDone(const grpc::Status& status) override;
+
+  EtcdClient& client_;
+  const std::string endpoint_;
+  const OnChange on_change_;
+  const OnEnd on_end_;
+  grpc::ClientContext context_;
+  std::unique_ptr<etcdserverpb::Watch::Stub> stub_;
+  etcdserverpb::WatchRequest request_;
+  etcdserverpb::WatchResponse response_;
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+/// The master of run `run_id`'s leader, as etcd names it ("host:port"); NotFound when the
+/// run has no leader (it ended, or has not started); FailedPrecondition when the key holds
+/// something else. What `ddprun status` and `stop` ask first.
+absl::StatusOr<std::string> FindLeader(const EtcdSettings& etcd, const std::string& run_id);
 
 /// "etcd key range end" for every key beginning with `prefix` (etcd's convention).
 std::string PrefixEnd(const std::string& prefix);

@@ -405,13 +405,13 @@ void LeaderElection::MemoryWritten(int64_t version, const absl::StatusOr<bool>& 
 }
 
 void LeaderElection::StepDown(const std::string& why, absl::Time now) {
-  ElectionAction step_down = Act(ElectionAction::Kind::kStepDown);
-  step_down.text = why;
-  Emit(std::move(step_down));
   Log(LogLevel::kWarning,
       absl::StrCat("this node no longer leads run '", settings_.run_id, "' (", why,
                    "): its rendezvous master stops, and the nodes that reach ", settings_.store,
                    " elect another; the workers go on"));
+  ElectionAction step_down = Act(ElectionAction::Kind::kStepDown);
+  step_down.text = why;
+  Emit(std::move(step_down));
   // Expired here, maybe not in the store (a store without its quorum lets no lease run out): it
   // is revoked once the store answers, so that the key goes then and not a TTL later.
   if (lease_ != 0) stale_lease_ = std::exchange(lease_, 0);

@@ -11,6 +11,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -130,18 +132,20 @@ class EtcdNetnsTest : public ::testing::Test {
         << agents_[0]->ErrSoFar();
     return Leader();
   }
+  // The index of the agent whose node leads the run, as etcd's leader key names it (asked
+  // from the first host that gets an answer); -1 when there is none.
   int Leader() {
-    int leader = -1;
-    for (size_t i = 0; i < agents_.size(); ++i) {
-      if (agents_[i] == nullptr) continue;
-      const std::string err = agents_[i]->ErrSoFar();
-      const size_t led = err.rfind("this node leads run 'job'");
-      const size_t gave_up = err.rfind("this node no longer leads run 'job'");
-      if (led != std::string::npos && (gave_up == std::string::npos || gave_up < led)) {
-        leader = static_cast<int>(i);
+    for (int from = 1; from <= kMembers; ++from) {
+      ProcessResult read = Etcdctl(from, {"get", "/ddprun/job/leader", "--print-value-only"});
+      if (read.exit_code != 0) continue;
+      const std::string value(absl::StripAsciiWhitespace(read.out));
+      for (size_t i = 0; i < agents_.size(); ++i) {
+        const std::string host = absl::StrCat(NetnsCluster::Address(static_cast<int>(i) + 1), ":");
+        if (agents_[i] != nullptr && absl::StartsWith(value, host)) return static_cast<int>(i);
       }
+      return -1;
     }
-    return leader;
+    return -1;
   }
 
   void StopEverything(int hosts) {

@@ -4,12 +4,13 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/exit_codes.h"
 #include "common/listen_socket.h"
 #include "common/status_macros.h"
+#include "launcher/backends.h"
 #include "launcher/cli_rules.h"
 #include "launcher/cli_values.h"
-#include "launcher/etcd_backend.h"
 #include "net/network_plugin.h"
 
 namespace ddprun {
@@ -27,41 +28,48 @@ struct AdminLine {
 
 // The command: the endpoint, the token and TLS files as the agents take them.
 absl::StatusOr<AdminCommand> CommandFrom(AdminCommand::Kind kind, const AdminLine& line,
+                                         const RendezvousBackend& backend,
                                          const LaunchEnvironment& env) {
   AdminCommand command;
   command.kind = kind;
   command.run_id = line.run_id;
+  command.json = line.json;
+  command.reason = line.reason;
+  command.timeout = absl::Seconds(line.timeout_s);
   AgentConfig config;
+  config.rdzv_backend = line.backend;
   DDPRUN_ASSIGN_OR_RETURN(config.rdzv_conf, ParseRdzvConf(line.rdzv_conf));
-  if (IsEtcdBackend(line.backend)) {
-    // The master is wherever the run's leader is: etcd says (the plugin asks it).
-    if (line.run_id.empty()) {
-      return absl::InvalidArgumentError(
-          "--rdzv-backend=etcd-v3 needs --rdzv-id: etcd names a leader per run");
-    }
-    DDPRUN_RETURN_IF_ERROR(EtcdSettingsFor(line.endpoint, config));
-    command.etcd = config.etcd;
+  DDPRUN_RETURN_IF_ERROR(ReadRdzvConfFiles(config));
+  TakeTokenFromEnvironment(env, config);
+  if (backend.find_master != nullptr) {
+    DDPRUN_RETURN_IF_ERROR(backend.find_master(line.endpoint, line.run_id, config, command));
   } else {
     DDPRUN_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(line.endpoint, 29400));
     command.endpoint = HostPort(endpoint.host, endpoint.port);
   }
-  command.json = line.json;
-  command.reason = line.reason;
-  command.timeout = absl::Seconds(line.timeout_s);
-  DDPRUN_RETURN_IF_ERROR(ReadRdzvConfFiles(config));
-  TakeTokenFromEnvironment(env, config);
-  if (IsEtcdBackend(line.backend)) DDPRUN_RETURN_IF_ERROR(CheckEtcdTokenHasTls(config));
   command.token = config.token;
   command.tls = config.tls;
   return command;
 }
 
+// Which backends find the master elsewhere than at --rdzv-endpoint: the registry says.
+std::string BackendHelp() {
+  std::vector<std::string> elsewhere;
+  for (const RendezvousBackend& backend : RendezvousBackends()) {
+    if (backend.listed && backend.find_master != nullptr) elsewhere.push_back(backend.name);
+  }
+  std::string help = "The run's rendezvous backend, as its agents were given it";
+  if (!elsewhere.empty()) {
+    absl::StrAppend(&help, "; ", absl::StrJoin(elsewhere, ", "),
+                    ": --rdzv-endpoint is where the run's master is found (its leader)");
+  }
+  return absl::StrCat(help, " [default: c10d]");
+}
+
 // `ddprun status` / `ddprun stop`'s options, declared once: parsed by RunAdminCommandLine,
 // listed for the shell completions by DescribeAdminOptions.
 void DeclareAdminCommand(CLI::App& app, bool stop, AdminLine& line) {
-  app.add_option("--rdzv-backend,--rdzv_backend", line.backend,
-                 "etcd-v3: --rdzv-endpoint names etcd's members, and the run's leader found "
-                 "there is asked [default: c10d]");
+  app.add_option("--rdzv-backend,--rdzv_backend", line.backend, BackendHelp());
   app.add_option("--rdzv-endpoint,--rdzv_endpoint", line.endpoint,
                  "The job's rendezvous master, HOST[:PORT] (as the agents were given it)")
       ->required();
@@ -123,15 +131,20 @@ int RunAdminCommandLine(const std::vector<std::string>& args, const LaunchEnviro
                  e.what(), args.front().c_str());
     return kExitUsage;
   }
+  const RendezvousBackend* backend = FindRendezvousBackend(line.backend);
   absl::StatusOr<AdminCommand> command =
-      CommandFrom(stop ? AdminCommand::Kind::kStop : AdminCommand::Kind::kStatus, line, env);
+      backend == nullptr
+          ? absl::InvalidArgumentError(absl::StrCat("--rdzv-backend='", line.backend,
+                                                    "' is not valid: expected ",
+                                                    RendezvousBackendChoices("or")))
+          : CommandFrom(stop ? AdminCommand::Kind::kStop : AdminCommand::Kind::kStatus, line,
+                        *backend, env);
   if (!command.ok()) {
     std::fprintf(stderr, "ddprun %s: error: %s\n", args.front().c_str(),
                  std::string(command.status().message()).c_str());
     return kExitUsage;
   }
-  absl::StatusOr<NetworkPlugin> network =
-      LoadNetworkPlugin(command->etcd.endpoints.empty() ? kGrpcNetwork : kEtcdNetwork);
+  absl::StatusOr<NetworkPlugin> network = LoadNetworkPlugin(backend->network);
   absl::StatusOr<std::string> answer =
       network.ok() ? network->admin(*command) : absl::StatusOr<std::string>(network.status());
   if (!answer.ok()) {

@@ -11,17 +11,22 @@
 namespace ddprun {
 namespace {
 
-// --rdzv-endpoint with several hosts is etcd's list of members.
+// --rdzv-endpoint with several hosts is an elected backend's list of its store's members.
 absl::Status OneEndpoint(const AgentConfig& config) {
   if (config.rdzv_endpoint.find("://") != std::string::npos) {
     return ParseEndpoint(config.rdzv_endpoint, 29400).status();  // says what is expected
   }
   if (config.rdzv_endpoint.find(',') == std::string::npos) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("--rdzv-endpoint='", config.rdzv_endpoint,
-                   "' names several hosts, but --rdzv-backend=", config.rdzv_backend,
-                   " takes one (HOST[:PORT]): several are etcd's members, for "
-                   "--rdzv-backend=etcd-v3"));
+  std::vector<std::string> several;
+  for (const RendezvousBackend& backend : RendezvousBackends()) {
+    if (backend.listed && backend.several_endpoints) several.push_back(backend.name);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--rdzv-endpoint='", config.rdzv_endpoint,
+      "' names several hosts, but --rdzv-backend=", config.rdzv_backend, " takes one (HOST[:PORT])",
+      several.empty() ? ""
+                      : absl::StrCat(": several are a store's members, for --rdzv-backend=",
+                                     absl::StrJoin(several, " or --rdzv-backend="))));
 }
 
 // c10d: any node may host the master (the --rdzv-endpoint host); ranks follow arrival.
@@ -37,8 +42,9 @@ absl::Status CheckC10d(const OptionValues& values, AgentConfig& config) {
   return absl::OkStatus();
 }
 
-std::unique_ptr<StartedRendezvous> StartC10d(const AgentConfig& config, int& exit_code) {
-  return StartRendezvous(config, "--rdzv-endpoint host", kGrpcNetwork, exit_code);
+std::unique_ptr<StartedRendezvous> StartC10d(const RendezvousBackend& backend,
+                                             const AgentConfig& config, int& exit_code) {
+  return StartRendezvous(backend, config, "--rdzv-endpoint host", exit_code);
 }
 
 // static: a fixed number of nodes, each with its --node-rank; node 0 hosts the master at
@@ -68,8 +74,9 @@ absl::Status CheckStatic(const OptionValues& values, AgentConfig& config) {
   return absl::OkStatus();
 }
 
-std::unique_ptr<StartedRendezvous> StartStatic(const AgentConfig& config, int& exit_code) {
-  return StartRendezvous(config, "--master-addr", kGrpcNetwork, exit_code);
+std::unique_ptr<StartedRendezvous> StartStatic(const RendezvousBackend& backend,
+                                               const AgentConfig& config, int& exit_code) {
+  return StartRendezvous(backend, config, "--master-addr", exit_code);
 }
 
 std::vector<RendezvousBackend>& Registry() {

@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "launcher/cli_values.h"
 #include "launcher/option_values.h"
+#include "launcher/rendezvous_start.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
@@ -121,14 +122,15 @@ absl::Status CheckEtcd(const OptionValues& values, AgentConfig& config) {
   return absl::OkStatus();
 }
 
-std::unique_ptr<StartedRendezvous> StartEtcd(const AgentConfig& config, int& exit_code) {
+std::unique_ptr<StartedRendezvous> StartEtcd(const RendezvousBackend& backend,
+                                             const AgentConfig& config, int& exit_code) {
   if (config.rdzv_backend != "etcd-v3" && config.rendezvous.max_nodes > 1) {
     spdlog::warn(
         "--rdzv-backend={} uses etcd's v3 API (etcd 3.4 or later), as etcd-v3 does: torchrun's "
         "etcd backends spoke v2, which etcd 3.6 removed",
         config.rdzv_backend);
   }
-  return StartRendezvous(config, "--rdzv-endpoint", kEtcdNetwork, exit_code);
+  return StartRendezvous(backend, config, "--rdzv-endpoint", exit_code);
 }
 
 absl::Status Protocol(const std::string& option, const std::string& value, AgentConfig& config) {
@@ -181,6 +183,20 @@ std::vector<RdzvConfKey> EtcdKeys() {
   };
 }
 
+// `ddprun status`/`stop`: the master is wherever the run's leader is; etcd says (the
+// plugin's etcd half asks it).
+absl::Status FindEtcdRunsMaster(const std::string& endpoint, const std::string& run_id,
+                                AgentConfig& config, AdminCommand& command) {
+  if (run_id.empty()) {
+    return absl::InvalidArgumentError(
+        "--rdzv-backend=etcd-v3 needs --rdzv-id: etcd names a leader per run");
+  }
+  DDPRUN_RETURN_IF_ERROR(EtcdSettingsFor(endpoint, config));
+  DDPRUN_RETURN_IF_ERROR(CheckEtcdTokenHasTls(config));
+  command.etcd = config.etcd;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool IsEtcdBackend(const std::string& name) {
@@ -199,8 +215,11 @@ std::vector<RendezvousBackend> EtcdBackends() {
   // etcd and etcd-v2 are torchrun's names: their command lines work, on the v3 API.
   for (const char* name : {"etcd-v3", "etcd", "etcd-v2"}) {
     const bool listed = std::string(name) == "etcd-v3";
-    backends.push_back(
-        {name, CheckEtcd, StartEtcd, HostingRule::kEndpointHost, EtcdKeys(), listed});
+    RendezvousBackend etcd{name, CheckEtcd, StartEtcd, HostingRule::kElected, EtcdKeys(), listed};
+    etcd.network = kEtcdNetwork;
+    etcd.find_master = FindEtcdRunsMaster;
+    etcd.several_endpoints = true;
+    backends.push_back(std::move(etcd));
   }
   return backends;
 }

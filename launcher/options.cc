@@ -72,7 +72,7 @@ absl::Status RdzvBackend(const std::string& value, ParseState& s) {
 
 absl::Status RdzvEndpoint(const std::string& value, ParseState& s) {
   s.config.rdzv_endpoint = value;
-  // Several hosts, or URLs: etcd's members, which that backend reads (etcd_backend.cc).
+  // Several hosts, or URLs: an elected backend's store members, which that backend reads.
   if (value.empty() || value.find(',') != std::string::npos ||
       value.find("://") != std::string::npos) {
     return absl::OkStatus();
@@ -252,8 +252,8 @@ std::vector<OptionSpec> MakeOptions() {
           .Help("Rendezvous backend: " + RendezvousBackendChoices("or")),
       Option("--rdzv-endpoint", RdzvEndpoint)
           .In(kRdzvGroup)
-          .Help("Rendezvous master as HOST[:PORT] (c10d default port 29400); etcd-v3: etcd's "
-                "members, HOST[:PORT],..."),
+          .Help("Rendezvous master as HOST[:PORT] (c10d default port 29400); with an elected "
+                "backend, its store's members, HOST[:PORT],..."),
       Option("--rdzv-id", RdzvId)
           .In(kRdzvGroup)
           .Default("none")

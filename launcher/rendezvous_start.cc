@@ -132,9 +132,8 @@ absl::Status MaybeHostMaster(const NetworkPlugin& network, const AgentConfig& co
 // master it hosts, else on a port of its own (c10d: --master-port when given), held for its
 // whole life, so that no worker binds a port and the port stays the same across rounds.
 absl::Status ServeMasterAndStore(const NetworkPlugin& network, const AgentConfig& config,
-                                 Served& served) {
+                                 bool elected, Served& served) {
   const bool is_static = config.fixed_node_rank;
-  const bool elected = network.elect != nullptr;
   if (!elected) DDPRUN_RETURN_IF_ERROR(MaybeHostMaster(network, config, served));
   // Static: node 0's store is the one on --master-port; the other nodes never get rank 0.
   const bool on_master_port = served.store != nullptr || (is_static && config.node_rank != 0);
@@ -152,7 +151,7 @@ absl::Status ServeMasterAndStore(const NetworkPlugin& network, const AgentConfig
         if (slot->master != nullptr) {
           slot->master->AdoptConnection(listen_fd, fd);
         } else {
-          ::close(fd);  // this node does not lead (any more): the client asks etcd again
+          ::close(fd);  // this node does not lead (any more): the client asks the election again
         }
       };
     }
@@ -168,8 +167,8 @@ absl::Status ServeMasterAndStore(const NetworkPlugin& network, const AgentConfig
   }
   StoreAddressFacts facts;
   facts.store_on_master_port = on_master_port;
-  // etcd's members say nothing of where this node is reached (an etcd gateway on every node
-  // is "localhost" everywhere).
+  // An elected backend's endpoint names its store's members, which say nothing of where this
+  // node is reached (a store gateway on every node is "localhost" everywhere).
   facts.endpoint_host = elected ? "" : config.endpoint_host;
   facts.endpoint_is_this_host = !elected && IsThisHost(config.endpoint_host);
   facts.local_addr = config.local_addr;
@@ -264,8 +263,8 @@ absl::Status WaitForEndpointName(const AgentConfig& config, const std::string& o
 // store and the connection to the master.
 class NetworkRendezvous : public StartedRendezvous {
  public:
-  NetworkRendezvous(const AgentConfig& config, NetworkPlugin network)
-      : config_(config), network_(std::move(network)) {}
+  NetworkRendezvous(const AgentConfig& config, NetworkPlugin network, bool elected)
+      : config_(config), network_(std::move(network)), elected_run_(elected) {}
 
   int Start(const std::string& endpoint_option) {
     // Every node must reach the master there, and its workers the store when it is there
@@ -278,12 +277,12 @@ class NetworkRendezvous : public StartedRendezvous {
       spdlog::error("{}", s.message());
       return kExitRendezvous;
     }
-    if (absl::Status s = ServeMasterAndStore(network_, config_, served_); !s.ok()) {
+    if (absl::Status s = ServeMasterAndStore(network_, config_, elected_run_, served_); !s.ok()) {
       spdlog::error("{}", s.message());
       // Another program on the master's port: the rendezvous cannot happen here.
       return absl::IsFailedPrecondition(s) ? kExitRendezvous : kExitInternal;
     }
-    if (network_.elect != nullptr) {
+    if (elected_run_) {
       // Any node may be elected to host the master, on its workers' store's port: each says
       // what c10d's and static's hosting node says.
       if (config_.token.empty()) {
@@ -350,6 +349,7 @@ class NetworkRendezvous : public StartedRendezvous {
 
   const AgentConfig& config_;
   NetworkPlugin network_;
+  const bool elected_run_;  // its backend's hosting rule is kElected
   Served served_;
   std::unique_ptr<MetricsEndpoint> metrics_;          // goes before the master it reads
   std::unique_ptr<RendezvousConnection> connection_;  // last: closed first
@@ -423,22 +423,33 @@ class LocalStart : public StartedRendezvous {
 
 }  // namespace
 
-std::unique_ptr<StartedRendezvous> StartRendezvous(const AgentConfig& config,
+std::unique_ptr<StartedRendezvous> StartRendezvous(const RendezvousBackend& backend,
+                                                   const AgentConfig& config,
                                                    const std::string& endpoint_option,
-                                                   const std::string& network, int& exit_code) {
+                                                   int& exit_code) {
   if (config.rendezvous.max_nodes == 1) {
     auto local = std::make_unique<LocalStart>(config);
     exit_code = local->Start();
     if (exit_code != 0) return nullptr;
     return local;
   }
+  const std::string& network = backend.network;
   absl::StatusOr<NetworkPlugin> plugin = LoadNetworkPlugin(network);
   if (!plugin.ok()) {
     spdlog::error("{}", plugin.status().message());
     exit_code = kExitInternal;
     return nullptr;
   }
-  auto started = std::make_unique<NetworkRendezvous>(config, std::move(*plugin));
+  const bool elected = backend.hosting == HostingRule::kElected;
+  if (elected && plugin->elect == nullptr) {
+    spdlog::error(
+        "--rdzv-backend={} elects the node that hosts the rendezvous master, but the network "
+        "plugin's half '{}' cannot elect: install the libddprun_network.so of this ddprun",
+        config.rdzv_backend, network);
+    exit_code = kExitInternal;
+    return nullptr;
+  }
+  auto started = std::make_unique<NetworkRendezvous>(config, std::move(*plugin), elected);
   exit_code = started->Start(endpoint_option);
   if (exit_code != 0) return nullptr;
   return started;

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "agent/agent_config.h"
 #include "agent/elastic_agent.h"
+#include "launcher/rendezvous_backend.h"
 #include "net/network_plugin.h"
 #include "rendezvous/rendezvous_connection.h"
 #include "rendezvous/round_state_machine.h"
@@ -34,10 +35,11 @@ class StartedRendezvous {
 
 /// Starts this node's side; null with `exit_code` set when it cannot (said in the log).
 /// `endpoint_option` names where the master is, for messages. A job of several nodes goes
-/// through the plugin's network half `network` (net/network_plugin.h: kGrpcNetwork for c10d
-/// and static).
-std::unique_ptr<StartedRendezvous> StartRendezvous(const AgentConfig& config,
+/// through the plugin's network half `backend` names (RendezvousBackend::network); when its
+/// hosting rule is kElected, that half's `elect` decides which node hosts the master.
+std::unique_ptr<StartedRendezvous> StartRendezvous(const RendezvousBackend& backend,
+                                                   const AgentConfig& config,
                                                    const std::string& endpoint_option,
-                                                   const std::string& network, int& exit_code);
+                                                   int& exit_code);
 
 }  // namespace ddprun

@@ -162,8 +162,8 @@ int RunDdprun(int argc, char** argv) {
   const ddprun::AgentConfig& config = cli->config;
   ddprun::AgentMetricsBoard metrics;  // before the rendezvous, whose metrics server reads it
   int failed = 0;
-  std::unique_ptr<ddprun::StartedRendezvous> rendezvous =
-      ddprun::FindRendezvousBackend(config.rdzv_backend)->start(config, failed);
+  const ddprun::RendezvousBackend& backend = *ddprun::FindRendezvousBackend(config.rdzv_backend);
+  std::unique_ptr<ddprun::StartedRendezvous> rendezvous = backend.start(backend, config, failed);
   if (rendezvous == nullptr) return failed;
   ddprun::ElasticAgent agent(config, std::move(env.vars), rendezvous->connection(), *guard,
                              rendezvous->worker_store());

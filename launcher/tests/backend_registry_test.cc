@@ -9,10 +9,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/small_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "launcher/backends.h"
 #include "launcher/option_values.h"
+#include "launcher/rendezvous_start.h"
 #include "launcher/run_ddprun.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ddprun_paths.h"
@@ -31,13 +33,25 @@ absl::Status CheckRankZero(const OptionValues& values, AgentConfig& config) {
   return absl::OkStatus();
 }
 
-std::unique_ptr<StartedRendezvous> StartRankZero(const AgentConfig& config, int& exit_code) {
-  return StartRendezvous(config, "--rdzv-endpoint host", kGrpcNetwork, exit_code);
+std::unique_ptr<StartedRendezvous> StartRankZero(const RendezvousBackend& backend,
+                                                 const AgentConfig& config, int& exit_code) {
+  return StartRendezvous(backend, config, "--rdzv-endpoint host", exit_code);
 }
 
 // "elsewhere": c10d's rules, through a network half the plugin does not have.
-std::unique_ptr<StartedRendezvous> StartElsewhere(const AgentConfig& config, int& exit_code) {
-  return StartRendezvous(config, "--rdzv-endpoint host", "nosuch", exit_code);
+std::unique_ptr<StartedRendezvous> StartElsewhere(const RendezvousBackend& backend,
+                                                  const AgentConfig& config, int& exit_code) {
+  return StartRendezvous(backend, config, "--rdzv-endpoint host", exit_code);
+}
+
+// "pointed": `ddprun status`/`stop` find the master at the address in the file its
+// --rdzv-endpoint names, as an elected backend finds it in its store.
+absl::Status FindPointedMaster(const std::string& endpoint, const std::string&, AgentConfig&,
+                               AdminCommand& command) {
+  absl::StatusOr<std::string> address = ReadSmallFile(endpoint);
+  if (!address.ok()) return address.status();
+  command.endpoint = *address;
+  return absl::OkStatus();
 }
 
 // Its own --rdzv-conf key: a word the agents print, so that the test sees it was read.
@@ -54,7 +68,15 @@ void RegisterRankZero() {
                                  HostingRule::kNodeRankZero,
                                  {{"greeting", "none", "a word the agent prints", Greeting}}});
   if (!added.ok()) std::abort();
-  if (!RegisterRendezvousBackend({"elsewhere", CheckRankZero, StartElsewhere}).ok()) std::abort();
+  RendezvousBackend elsewhere{"elsewhere", CheckRankZero, StartElsewhere};
+  elsewhere.network = "nosuch";
+  if (!RegisterRendezvousBackend(std::move(elsewhere)).ok()) std::abort();
+  // Elected, through the gRPC half, which cannot elect.
+  RendezvousBackend elected{"elected", CheckRankZero, StartRankZero, HostingRule::kElected};
+  if (!RegisterRendezvousBackend(std::move(elected)).ok()) std::abort();
+  RendezvousBackend pointed{"pointed", CheckRankZero, StartRankZero};
+  pointed.find_master = FindPointedMaster;
+  if (!RegisterRendezvousBackend(std::move(pointed)).ok()) std::abort();
 }
 
 }  // namespace
@@ -121,6 +143,37 @@ TEST(BackendRegistryTest, ANetworkHalfThePluginLacksIsNamed) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("has no network half 'nosuch' (no ddprun_network_nosuch_v3"));
   EXPECT_FALSE(FileExists(dir / "env.0.0")) << "a worker started";
+}
+
+// An elected backend's start asks its network half to elect: one that cannot is said, naming
+// the half, before anything starts.
+TEST(BackendRegistryTest, AnElectedBackendWhoseHalfCannotElectIsSaid) {
+  TempDir dir;
+  std::vector<std::string> agent = Agent(FreeLoopbackPort(), 0, dir);
+  agent[4] = "--rdzv-backend=elected";
+  agent[8] = "--rdzv-conf=join_timeout=60";
+  ProcessResult r = RunProcess(agent, {}, absl::Seconds(60));
+  EXPECT_EQ(r.exit_code, 70) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--rdzv-backend=elected elects the node that hosts the rendezvous "
+                               "master, but the network plugin's half 'grpc' cannot elect"));
+  EXPECT_FALSE(FileExists(dir / "env.0.0")) << "a worker started";
+}
+
+// `ddprun status` asks the backend where the run's master is; an unknown backend is said.
+TEST(BackendRegistryTest, StatusFindsTheMasterWhereItsBackendSays) {
+  TempDir dir;
+  const int port = FreeLoopbackPort();  // nothing listens there
+  WriteFile(dir / "master", absl::StrCat("127.0.0.1:", port));
+  ProcessResult r = RunProcess({Self(), kAsAgent, "status", "--rdzv-backend=pointed",
+                                "--rdzv-endpoint=" + (dir / "master"), "--timeout=2"},
+                               {}, absl::Seconds(30));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("127.0.0.1:", port))) << "the file's address";
+  ProcessResult unknown = RunProcess(
+      {Self(), kAsAgent, "status", "--rdzv-backend=nosuch", "--rdzv-endpoint=127.0.0.1:1"}, {},
+      absl::Seconds(30));
+  EXPECT_EQ(unknown.exit_code, 2);
+  EXPECT_THAT(unknown.err, HasSubstr("--rdzv-backend='nosuch' is not valid: expected c10d"));
 }
 
 TEST(BackendRegistryTest, TheHostingRuleSetsIsHostUnlessTheCommandLineDid) {

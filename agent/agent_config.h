@@ -2,6 +2,7 @@
 // What the launcher hands the agent: a validated description of one job on one node.
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -12,7 +13,7 @@
 #include "agent/health/health_check.h"
 #include "node/cpu_binding.h"
 #include "observability/elastic_record_log.h"
-#include "rendezvous/etcd_settings.h"
+#include "rendezvous/backend_settings.h"
 #include "rendezvous/rendezvous_settings.h"
 #include "rendezvous/tls_config.h"
 
@@ -59,7 +60,9 @@ struct AgentConfig {
   // How long a blocking Store read without its own timeout waits on a master this agent
   // hosts (torchrun: the c10d store's timeout).
   absl::Duration read_timeout = absl::Seconds(60);
-  EtcdSettings etcd;  // --rdzv-backend=etcd-v3: --rdzv-endpoint's members, its --rdzv-conf keys
+  // The backend's own settings (its --rdzv-conf keys, its reading of --rdzv-endpoint), for
+  // its network half; none when it has none.
+  std::shared_ptr<BackendSettings> backend;
   TlsConfig tls;  // --rdzv-conf tls_cert, tls_key, tls_ca: to the master, and as a hosting master
   std::optional<bool> is_host;  // unset: inferred from --rdzv-endpoint
   std::string token;            // from token_file= or DDPRUN_RDZV_TOKEN; empty: none

@@ -16,7 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "net/etcd_client.h"
-#include "rendezvous/etcd_settings.h"
+#include "net/etcd_settings.h"
 
 namespace ddprun {
 

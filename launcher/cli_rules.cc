@@ -12,6 +12,7 @@
 #include "common/small_file.h"
 #include "common/status_macros.h"
 #include "launcher/backends.h"
+#include "launcher/etcd_backend.h"
 #include "rendezvous/run_access.h"
 #include "rendezvous/tls_config.h"
 
@@ -92,12 +93,7 @@ void NoteExposedSecrets(const AgentConfig& config, std::vector<std::string>& not
     const std::string said = ExposedSecretFile(it->second, absl::StrCat("--rdzv-conf ", key));
     if (!said.empty()) notices.push_back(said);
   }
-  if (!config.etcd.password.empty() && !config.etcd.https) {
-    notices.push_back(
-        "--rdzv-conf etcd_password_file with protocol=http: etcd's password crosses the network "
-        "in clear text to each member; use protocol=https (with cacert) where the network is "
-        "not the job's own");
-  }
+  NoteEtcdPasswordInClear(config, notices);
 }
 
 void NoteDefaultRunId(const AgentConfig& config, std::vector<std::string>& notices) {

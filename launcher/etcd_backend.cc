@@ -10,12 +10,19 @@
 #include "launcher/cli_values.h"
 #include "launcher/option_values.h"
 #include "launcher/rendezvous_start.h"
+#include "net/etcd_settings.h"
 #include "spdlog/spdlog.h"
 
 namespace ddprun {
 namespace {
 
 constexpr int kEtcdPort = 2379;  // etcd's client port
+
+// This backend's settings in `config`, made on first use (AgentConfig::backend).
+EtcdSettings& Etcd(AgentConfig& config) {
+  if (config.backend == nullptr) config.backend = std::make_shared<EtcdSettings>();
+  return static_cast<EtcdSettings&>(*config.backend);
+}
 
 std::string ConfValue(const AgentConfig& config, const char* key) {
   auto it = config.rdzv_conf.find(key);
@@ -53,7 +60,7 @@ absl::Status ParseMembers(const std::string& value, EtcdSettings& etcd) {
 
 // The files --rdzv-conf names: etcd's CA, this node's client certificate, the password.
 absl::Status ReadEtcdFiles(AgentConfig& config) {
-  EtcdSettings& etcd = config.etcd;
+  EtcdSettings& etcd = Etcd(config);
   const std::string cacert = FileKey(config, "cacert", "ca_cert"),
                     cert = FileKey(config, "cert", "ssl_cert"),
                     key = FileKey(config, "key", "ssl_cert_key");
@@ -112,11 +119,11 @@ absl::Status CheckEtcd(const OptionValues& values, AgentConfig& config) {
         absl::StrCat("--nnodes=", values["--nnodes"], " with --rdzv-backend=", config.rdzv_backend,
                      " needs --rdzv-endpoint=HOST[:PORT],...: etcd's members (default port 2379)"));
   }
-  config.etcd.endpoints.clear();
-  DDPRUN_RETURN_IF_ERROR(ParseMembers(config.rdzv_endpoint, config.etcd));
+  Etcd(config).endpoints.clear();
+  DDPRUN_RETURN_IF_ERROR(ParseMembers(config.rdzv_endpoint, Etcd(config)));
   DDPRUN_RETURN_IF_ERROR(ReadEtcdFiles(config));
   // Where the store address rules look: the first member (store/store_address.h).
-  DDPRUN_ASSIGN_OR_RETURN(Endpoint first, ParseEndpoint(config.etcd.endpoints[0], kEtcdPort));
+  DDPRUN_ASSIGN_OR_RETURN(Endpoint first, ParseEndpoint(Etcd(config).endpoints[0], kEtcdPort));
   config.endpoint_host = first.host;
   config.endpoint_port = first.port;
   return absl::OkStatus();
@@ -136,7 +143,7 @@ std::unique_ptr<StartedRendezvous> StartEtcd(const RendezvousBackend& backend,
 absl::Status Protocol(const std::string& option, const std::string& value, AgentConfig& config) {
   const std::string v = absl::AsciiStrToLower(value);
   if (v != "http" && v != "https") return InvalidValue(option, value, "http or https");
-  config.etcd.https = v == "https";
+  Etcd(config).https = v == "https";
   return absl::OkStatus();
 }
 
@@ -144,13 +151,13 @@ absl::Status Prefix(const std::string& option, const std::string& value, AgentCo
   std::string prefix = value;
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
   if (prefix.empty()) return InvalidValue(option, value, "a key prefix such as /ddprun");
-  config.etcd.prefix = prefix;
+  Etcd(config).prefix = prefix;
   return absl::OkStatus();
 }
 
 absl::Status User(const std::string& option, const std::string& value, AgentConfig& config) {
   if (value.empty()) return InvalidValue(option, value, "an etcd user name");
-  config.etcd.user = value;
+  Etcd(config).user = value;
   return absl::OkStatus();
 }
 
@@ -159,7 +166,7 @@ absl::Status LeaseTtl(const std::string& option, const std::string& value, Agent
   if (ttl < absl::Seconds(2) || ttl > absl::Hours(1)) {
     return InvalidValue(option, value, "seconds from 2 to 3600");
   }
-  config.etcd.lease_ttl = absl::Ceil(ttl, absl::Seconds(1));  // etcd's leases are whole seconds
+  Etcd(config).lease_ttl = absl::Ceil(ttl, absl::Seconds(1));  // etcd's leases are whole seconds
   return absl::OkStatus();
 }
 
@@ -193,11 +200,20 @@ absl::Status FindEtcdRunsMaster(const std::string& endpoint, const std::string& 
   }
   DDPRUN_RETURN_IF_ERROR(EtcdSettingsFor(endpoint, config));
   DDPRUN_RETURN_IF_ERROR(CheckEtcdTokenHasTls(config));
-  command.etcd = config.etcd;
+  command.backend = config.backend;
   return absl::OkStatus();
 }
 
 }  // namespace
+
+void NoteEtcdPasswordInClear(const AgentConfig& config, std::vector<std::string>& notices) {
+  const auto* etcd = dynamic_cast<const EtcdSettings*>(config.backend.get());
+  if (etcd == nullptr || etcd->password.empty() || etcd->https) return;
+  notices.push_back(
+      "--rdzv-conf etcd_password_file with protocol=http: etcd's password crosses the network "
+      "in clear text to each member; use protocol=https (with cacert) where the network is "
+      "not the job's own");
+}
 
 bool IsEtcdBackend(const std::string& name) {
   return name == "etcd-v3" || name == "etcd" || name == "etcd-v2";
@@ -206,7 +222,7 @@ bool IsEtcdBackend(const std::string& name) {
 absl::Status EtcdSettingsFor(const std::string& endpoint, AgentConfig& config) {
   config.rdzv_backend = "etcd-v3";
   DDPRUN_RETURN_IF_ERROR(ApplyRdzvConf(config.rdzv_conf, config, EtcdKeys()));
-  DDPRUN_RETURN_IF_ERROR(ParseMembers(endpoint, config.etcd));
+  DDPRUN_RETURN_IF_ERROR(ParseMembers(endpoint, Etcd(config)));
   return ReadEtcdFiles(config);
 }
 

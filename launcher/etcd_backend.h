@@ -3,6 +3,7 @@
 // leader hosts the rendezvous master. Registered under etcd-v3 and torchrun's names etcd and
 // etcd-v2 (with a notice that the v3 API is used).
 
+#include <string>
 #include <vector>
 
 #include "launcher/rendezvous_backend.h"
@@ -14,8 +15,11 @@ std::vector<RendezvousBackend> EtcdBackends();
 /// True for etcd-v3 and torchrun's names for it.
 bool IsEtcdBackend(const std::string& name);
 
-/// `config.etcd` from `endpoint` (etcd's members) and config.rdzv_conf's etcd keys and files,
-/// for `ddprun status`/`stop` of an etcd-v3 run.
+/// Adds to `notices` that etcd's password would cross the network in clear text, when it would.
+void NoteEtcdPasswordInClear(const AgentConfig& config, std::vector<std::string>& notices);
+
+/// This backend's settings (config.backend) from `endpoint` (etcd's members) and
+/// config.rdzv_conf's etcd keys and files, for `ddprun status`/`stop` of an etcd-v3 run.
 absl::Status EtcdSettingsFor(const std::string& endpoint, AgentConfig& config);
 
 /// InvalidArgument when `config` has a token but no TLS to the master: an etcd-v3 agent finds

@@ -27,7 +27,7 @@
 namespace ddprun {
 namespace {
 
-// The master a node hosts while it leads an elected run (etcd-v3): the workers' store hands
+// The master a node hosts while it leads an elected run: the workers' store hands
 // it the gRPC connections that arrive on the store's port, and closes them while the node
 // does not lead.
 struct LeaderSlot {
@@ -232,7 +232,7 @@ NetworkRendezvousOptions RendezvousOptions(const AgentConfig& config) {
   options.tls = config.tls;
   options.endpoint_named_by = config.rdzv_backend == "static" ? "--master-addr and --master-port"
                               : config.rdzv_backend == "c10d" ? "--rdzv-endpoint"
-                                                              : "the leader's address in etcd";
+                                                              : "the elected leader's address";
   return options;
 }
 
@@ -326,11 +326,12 @@ class NetworkRendezvous : public StartedRendezvous {
   ElectionOptions ElectionOptionsFor() const {
     ElectionOptions options;
     options.rendezvous = RendezvousOptions(config_);
-    options.etcd = config_.etcd;
+    options.backend = config_.backend;
     options.master = HostedMasterOptions(config_, served_.worker_store.port);
-    // The address it offers for MASTER_ADDR (--local-addr), else the one it reaches etcd
-    // from: an address the other nodes, which reach etcd too, most likely reach; never
-    // loopback (an etcd gateway on every node), which the others would take for their own.
+    // The address it offers for MASTER_ADDR (--local-addr), else the one it reaches its
+    // store from: an address the other nodes, which reach the store too, most likely reach;
+    // never loopback (a store gateway on every node), which the others would take for their
+    // own.
     std::string addr = served_.worker_store.offer.addr;
     if (addr.empty()) {
       addr = AddressToward(config_.endpoint_host);

@@ -20,7 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
-#include "rendezvous/etcd_settings.h"
+#include "net/etcd_settings.h"
 
 namespace ddprun {
 

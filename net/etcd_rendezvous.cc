@@ -19,15 +19,19 @@ namespace pb = ::etcdserverpb;
 // How long a look at a leader that went silent may take (a TCP connection to its port).
 constexpr absl::Duration kLeaderLook = absl::Seconds(1);
 
+const EtcdSettings& EtcdOf(const ElectionOptions& options) {
+  return static_cast<const EtcdSettings&>(*options.backend);
+}
+
 ElectionSettings SettingsFor(const ElectionOptions& options, const std::string& leader_key) {
   ElectionSettings s;
   s.run_id = options.rendezvous.run_id;
   s.self = options.self;
   s.store = "etcd";
   s.key = leader_key;
-  s.prefix = options.etcd.prefix;
+  s.prefix = EtcdOf(options).prefix;
   s.security_doc = "docs/security.md#etcd-v3";
-  s.lease_ttl = options.etcd.lease_ttl;
+  s.lease_ttl = EtcdOf(options).lease_ttl;
   return s;
 }
 
@@ -43,12 +47,13 @@ LeaderKey KeyOf(const EtcdValue& value) {
 
 EtcdRendezvous::EtcdRendezvous(ElectionOptions options, HostMaster host)
     : LeaderFollower(options.rendezvous, "etcd",
-                     absl::StrCat("etcd at ", absl::StrJoin(options.etcd.endpoints, ","))),
+                     absl::StrCat("etcd at ", absl::StrJoin(EtcdOf(options).endpoints, ","))),
       options_(std::move(options)),
+      settings_(EtcdOf(options_)),
       host_(host),
-      leader_key_(absl::StrCat(options_.etcd.prefix, "/", options_.rendezvous.run_id, "/leader")),
-      state_key_(absl::StrCat(options_.etcd.prefix, "/", options_.rendezvous.run_id, "/state")),
-      etcd_(options_.etcd),
+      leader_key_(absl::StrCat(settings_.prefix, "/", options_.rendezvous.run_id, "/leader")),
+      state_key_(absl::StrCat(settings_.prefix, "/", options_.rendezvous.run_id, "/state")),
+      etcd_(settings_),
       election_(SettingsFor(options_, leader_key_)) {
   lease_thread_ = std::thread([this] { KeepLeaseAlive(); });
   election_thread_ = std::thread([this] { Run(); });
@@ -100,8 +105,7 @@ void EtcdRendezvous::LeaveAsLeader(HostedMaster& master, absl::Time grace_ends) 
     if (!memory_.empty()) (void)etcd_.PutIfFenced(leader_key_, revision, state_key_, memory_);
     return;
   }
-  const std::string prefix =
-      absl::StrCat(options_.etcd.prefix, "/", options_.rendezvous.run_id, "/");
+  const std::string prefix = absl::StrCat(settings_.prefix, "/", options_.rendezvous.run_id, "/");
   absl::StatusOr<bool> deleted = etcd_.DeletePrefixIfFenced(leader_key_, revision, prefix);
   if (!deleted.ok()) {
     spdlog::warn("could not remove run '{}''s keys ({}*) from etcd: {}", options_.rendezvous.run_id,
@@ -188,7 +192,7 @@ void EtcdRendezvous::Execute(const ElectionAction& action) {
     }
     case Kind::kGrantLease: {
       const absl::Time asked = MonotonicNow();
-      absl::StatusOr<int64_t> lease = etcd_.GrantLease(options_.etcd.lease_ttl);
+      absl::StatusOr<int64_t> lease = etcd_.GrantLease(settings_.lease_ttl);
       return election_.LeaseGranted(lease, asked, MonotonicNow());
     }
     case Kind::kCampaign: {
@@ -355,7 +359,7 @@ void EtcdRendezvous::KeepLeaseAlive() {
         election_.LeaseRenewed(lease, sent, expired, MonotonicNow());
       });
       absl::MutexLock lock(&mu_);
-      if (mu_.AwaitWithTimeout(absl::Condition(&moved_on), options_.etcd.lease_ttl / 3)) break;
+      if (mu_.AwaitWithTimeout(absl::Condition(&moved_on), settings_.lease_ttl / 3)) break;
     }
     if (stream != nullptr) {
       context.TryCancel();

@@ -61,6 +61,7 @@ class EtcdRendezvous : public LeaderFollower {
   void LeaveAsLeader(HostedMaster& master, absl::Time grace_ends);
 
   const ElectionOptions options_;
+  const EtcdSettings settings_;  // options_.backend's
   const HostMaster host_;
   const std::string leader_key_;  // <prefix>/<run id>/leader
   const std::string state_key_;   // <prefix>/<run id>/state: the leader's RunMemory

@@ -76,7 +76,8 @@ absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const MasterOptions& op
 
 // `ddprun status`/`stop` of an etcd-v3 run: to the master of the leader etcd names.
 absl::StatusOr<std::string> EtcdAdmin(const AdminCommand& command) {
-  absl::StatusOr<std::string> leader = FindLeader(command.etcd, command.run_id);
+  absl::StatusOr<std::string> leader =
+      FindLeader(static_cast<const EtcdSettings&>(*command.backend), command.run_id);
   if (!leader.ok()) return leader.status();
   AdminCommand to_leader = command;
   to_leader.endpoint = *leader;

@@ -12,7 +12,7 @@
 #include "absl/time/time.h"
 #include "master/master_options.h"
 #include "observability/agent_metrics.h"
-#include "rendezvous/etcd_settings.h"
+#include "rendezvous/backend_settings.h"
 #include "rendezvous/rendezvous_connection.h"
 #include "rendezvous/tls_config.h"
 
@@ -61,8 +61,9 @@ class ElectedRendezvous : public RendezvousConnection {
 };
 
 struct ElectionOptions {
-  NetworkRendezvousOptions rendezvous;  // its endpoint is unused: the leader's comes from etcd
-  EtcdSettings etcd;
+  NetworkRendezvousOptions rendezvous;  // its endpoint is unused: the election names the leader
+  // The backend's own settings (AgentConfig::backend): where its store is, how to reach it.
+  std::shared_ptr<const BackendSettings> backend;
   // What this node hosts with while it leads: a master that shares its workers' store port
   // (adopt_connections).
   MasterOptions master;
@@ -84,8 +85,9 @@ struct AdminCommand {
   bool json = false;   // kStatus: the StatusReply as JSON, not the table
   std::string reason;  // kStop: said in every agent's log
   absl::Duration timeout = absl::Seconds(10);
-  // An etcd-v3 run (the etcd half): `endpoint` is its leader's master, read from etcd first.
-  EtcdSettings etcd;
+  // A backend's own settings, when its half finds the master first (an elected run: its
+  // leader's); `endpoint` is unused then.
+  std::shared_ptr<const BackendSettings> backend;
 };
 
 /// The HTTP server of --metrics-port (metrics_http.h), as the agent holds it.

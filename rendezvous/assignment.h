@@ -9,7 +9,8 @@
 
 namespace ddprun {
 
-/// The longest run incarnation a master or etcd may hand over (ours are 32 hex digits).
+/// The longest run incarnation a master or an elected backend's store may hand over (ours are 32
+/// hex digits).
 inline constexpr size_t kMaxRunIncarnation = 64;
 
 /// What a node runs in a round: the master's answer to its join.
@@ -32,7 +33,7 @@ struct Assignment {
   std::string round_digest;
   std::vector<std::string> place_proof;
   // The run the round is of: random, made by the master that began the run, kept by every
-  // master that takes it over. An elected leader's successor checks etcd's state by it.
+  // master that takes it over. An elected leader's successor checks the state in its store by it.
   std::string run_incarnation;
 };
 

@@ -1,6 +1,6 @@
 #pragma once
 // LeaderElection: the rules by which the nodes of an elected backend's run choose the leader
-// that hosts its rendezvous master (docs/architecture.md, "Elected backends"), built like
+// that hosts its rendezvous master (docs/architecture.md, LeaderElection), built like
 // RoundStateMachine and AgentStateMachine. Pure: a backend's executor runs the actions against
 // its store, feeds back what it answered with monotonic time, and calls Tick at NextDeadline();
 // tests drive it with a fake clock (tests/testdata/election/*.txt).

@@ -36,8 +36,8 @@ struct NodeExclusion {
 };
 
 /// What NodeHealth knows of one node, for the master that takes a run over from another (an
-/// elected leader's successor, docs/etcd.md). A cooldown travels as the time left: that
-/// master has a clock of its own.
+/// elected leader's successor, docs/architecture.md, LeaderElection). A cooldown travels as the
+/// time left: that master has a clock of its own.
 struct RememberedNode {
   NodeExclusion record;                                 // its `until` is not used: cooldown_left
   absl::Duration cooldown_left = absl::ZeroDuration();  // InfiniteDuration: the rest of the run

@@ -105,9 +105,9 @@ enum class StopReason { kWorkerFailed, kMembershipChanged, kRunEnded };
 enum class RunOutcome { kSucceeded, kFailed, kTimedOut, kReleased, kStopped };
 
 /// What a run's master must not forget when another master takes the run over (an elected
-/// leader's successor, docs/etcd.md): the restarts spent and every node's health ledger. The
-/// round and the restarts also come back with the agents' joins and resumes; the ledgers
-/// only come with this.
+/// leader's successor, docs/architecture.md, LeaderElection): the restarts spent and every node's
+/// health ledger. The round and the restarts also come back with the agents' joins and resumes; the
+/// ledgers only come with this.
 struct RunMemory {
   int restarts_spent = 0;
   std::vector<RememberedNode> nodes;

@@ -175,7 +175,7 @@ RunMemory RoundStateMachine::Memory(absl::Time now) const {
 }
 
 void RoundStateMachine::Recall(const RunMemory& memory, absl::Time now) {
-  // Never more than the budget, whatever the memory says (it came from etcd).
+  // Never more than the budget, whatever the memory says (it came from an elected backend's store).
   restarts_spent_ =
       std::max(restarts_spent_, std::clamp(memory.restarts_spent, 0, settings_.max_restarts));
   health_.Recall(memory.nodes, now);

@@ -1,6 +1,6 @@
 // The agent's rules as scenarios that read like the protocol document: each file in
 // agent/tests/testdata/ is a script of events, each followed by the actions the rules must
-// emit, in order (in the manner of etcd raft's testdata/*.txt interaction tests).
+// emit, in order (in the manner of the raft library's testdata/*.txt interaction tests).
 //
 //   # comment
 //   signal SIGTERM            <- an event (see Apply below for every verb)

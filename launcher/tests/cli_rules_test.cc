@@ -10,6 +10,7 @@
 #include "launcher/cli.h"
 #include "launcher/option_docs.h"
 #include "launcher/options.h"
+#include "net/etcd_settings.h"
 #include "tests/support/temp_dir.h"
 
 namespace ddprun {
@@ -251,18 +252,20 @@ TEST(EtcdBackendTest, TheMembersComeFromTheEndpointWithEtcdsDefaultPort) {
        "--rdzv-endpoint=etcd1,etcd2:2380,http://etcd3:2381/,[fd00::1]", "--no-python", "/bin/sh"},
       Env());
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_THAT(out->config.etcd.endpoints,
+  // The backend's own settings, which only it reads.
+  const auto etcd = [&] { return dynamic_cast<const EtcdSettings&>(*out->config.backend); };
+  EXPECT_THAT(etcd().endpoints,
               ElementsAre("etcd1:2379", "etcd2:2380", "etcd3:2381", "[fd00::1]:2379"));
-  EXPECT_FALSE(out->config.etcd.https);
-  EXPECT_EQ(out->config.etcd.prefix, "/ddprun");
-  EXPECT_EQ(out->config.etcd.lease_ttl, absl::Seconds(5));
+  EXPECT_FALSE(etcd().https);
+  EXPECT_EQ(etcd().prefix, "/ddprun");
+  EXPECT_EQ(etcd().lease_ttl, absl::Seconds(5));
   out = Parse({"--nnodes=2", "--rdzv-backend=etcd", "--rdzv-endpoint=https://etcd1",
                "--rdzv-conf=etcd_prefix=/jobs/,lease_ttl=2.5", "--no-python", "/bin/sh"},
               Env());
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_TRUE(out->config.etcd.https) << "an https:// member asks for TLS";
-  EXPECT_EQ(out->config.etcd.prefix, "/jobs");
-  EXPECT_EQ(out->config.etcd.lease_ttl, absl::Seconds(3)) << "etcd's leases are whole seconds";
+  EXPECT_TRUE(etcd().https) << "an https:// member asks for TLS";
+  EXPECT_EQ(etcd().prefix, "/jobs");
+  EXPECT_EQ(etcd().lease_ttl, absl::Seconds(3)) << "etcd's leases are whole seconds";
 }
 
 TEST(EtcdBackendTest, EveryBadEtcdSettingNamesWhatToFix) {

@@ -1249,7 +1249,7 @@ TEST_F(NodeHealthRulesTest, AStrangersFailedCheckExcludesNobodyAndNoSpellingGets
 }
 
 // A failure's restart and its node's count are what the next master must know; it takes
-// them over before any join (an elected leader's successor, docs/etcd.md), within the budget.
+// them over before any join (an elected leader's successor), within the budget.
 TEST_F(RoundStateMachineTest, TheMemoryOfARunIsTakenOverByTheNextMaster) {
   NodeHealthSettings health;
   health.max_node_failures = 2;
@@ -1270,14 +1270,14 @@ TEST_F(RoundStateMachineTest, TheMemoryOfARunIsTakenOverByTheNextMaster) {
   EXPECT_EQ(sm_->restarts_spent(), 1);
   EXPECT_EQ(sm_->health().Counts("b").failures, 1);
   RunMemory greedy = memory;
-  greedy.restarts_spent = 1000;  // it came from etcd: never more than the budget
+  greedy.restarts_spent = 1000;  // it came from a store: never more than the budget
   sm_->Recall(greedy, now_);
   EXPECT_EQ(sm_->restarts_spent(), 3);
 }
 
 // Every assignment names the run (its incarnation, which the digest covers), and so does
-// its memory: an elected leader's successor takes etcd's state over only for the run its
-// own node was placed in (docs/etcd.md). A master that takes the run over names the same
+// its memory: an elected leader's successor takes the store's state over only for the run its
+// own node was placed in. A master that takes the run over names the same
 // run, from the memory or from the round its members prove, and writes it down anew.
 TEST_F(RoundStateMachineTest, EveryAssignmentAndTheMemoryNameTheRunAndItsNextMasterKeepsIt) {
   Make(2, 2, /*max_restarts=*/3, {}, "run-A");

@@ -1,16 +1,18 @@
 #pragma once
-// Where the etcd-v3 backend finds etcd, and how it talks to it: plain data, filled from
-// --rdzv-endpoint and --rdzv-conf by the launcher and read by the network plugin's etcd
-// client (net/etcd_client.h). docs/etcd.md has the keys.
+// Where the etcd-v3 backend finds etcd, and how it talks to it: the backend's own settings
+// (rendezvous/backend_settings.h), filled from --rdzv-endpoint and --rdzv-conf by its
+// launcher module (launcher/etcd_backend.cc) and read by the network plugin's etcd half
+// (net/etcd_client.h, net/etcd_rendezvous.h). docs/etcd.md has the keys.
 
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "rendezvous/backend_settings.h"
 
 namespace ddprun {
 
-struct EtcdSettings {
+struct EtcdSettings : BackendSettings {
   std::vector<std::string> endpoints;  // "host:port" each: the members the client may call
   bool https = false;                  // protocol=https
   std::string ca_pem;                  // cacert: the CA that signs etcd's certificate

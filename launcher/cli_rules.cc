@@ -12,7 +12,6 @@
 #include "common/small_file.h"
 #include "common/status_macros.h"
 #include "launcher/backends.h"
-#include "launcher/etcd_backend.h"
 #include "rendezvous/run_access.h"
 #include "rendezvous/tls_config.h"
 
@@ -87,13 +86,14 @@ ChosenPython ChoosePython(const LaunchEnvironment& env) {
 }  // namespace
 
 void NoteExposedSecrets(const AgentConfig& config, std::vector<std::string>& notices) {
-  for (const char* key : {"token_file", "etcd_password_file"}) {
-    auto it = config.rdzv_conf.find(key);
-    if (it == config.rdzv_conf.end()) continue;
-    const std::string said = ExposedSecretFile(it->second, absl::StrCat("--rdzv-conf ", key));
+  if (auto it = config.rdzv_conf.find("token_file"); it != config.rdzv_conf.end()) {
+    const std::string said = ExposedSecretFile(it->second, "--rdzv-conf token_file");
     if (!said.empty()) notices.push_back(said);
   }
-  NoteEtcdPasswordInClear(config, notices);
+  // The backend's own secrets.
+  const RendezvousBackend* backend = FindRendezvousBackend(config.rdzv_backend);
+  if (backend != nullptr && backend->note_secrets != nullptr)
+    backend->note_secrets(config, notices);
 }
 
 void NoteDefaultRunId(const AgentConfig& config, std::vector<std::string>& notices) {

@@ -190,6 +190,20 @@ std::vector<RdzvConfKey> EtcdKeys() {
   };
 }
 
+// Its password file readable by others, or its password sent in clear text.
+void NoteEtcdSecrets(const AgentConfig& config, std::vector<std::string>& notices) {
+  if (auto it = config.rdzv_conf.find("etcd_password_file"); it != config.rdzv_conf.end()) {
+    const std::string said = ExposedSecretFile(it->second, "--rdzv-conf etcd_password_file");
+    if (!said.empty()) notices.push_back(said);
+  }
+  const auto* etcd = dynamic_cast<const EtcdSettings*>(config.backend.get());
+  if (etcd == nullptr || etcd->password.empty() || etcd->https) return;
+  notices.push_back(
+      "--rdzv-conf etcd_password_file with protocol=http: etcd's password crosses the network "
+      "in clear text to each member; use protocol=https (with cacert) where the network is "
+      "not the job's own");
+}
+
 // `ddprun status`/`stop`: the master is wherever the run's leader is; etcd says (the
 // plugin's etcd half asks it).
 absl::Status FindEtcdRunsMaster(const std::string& endpoint, const std::string& run_id,
@@ -205,15 +219,6 @@ absl::Status FindEtcdRunsMaster(const std::string& endpoint, const std::string& 
 }
 
 }  // namespace
-
-void NoteEtcdPasswordInClear(const AgentConfig& config, std::vector<std::string>& notices) {
-  const auto* etcd = dynamic_cast<const EtcdSettings*>(config.backend.get());
-  if (etcd == nullptr || etcd->password.empty() || etcd->https) return;
-  notices.push_back(
-      "--rdzv-conf etcd_password_file with protocol=http: etcd's password crosses the network "
-      "in clear text to each member; use protocol=https (with cacert) where the network is "
-      "not the job's own");
-}
 
 bool IsEtcdBackend(const std::string& name) {
   return name == "etcd-v3" || name == "etcd" || name == "etcd-v2";
@@ -235,6 +240,7 @@ std::vector<RendezvousBackend> EtcdBackends() {
     etcd.network = kEtcdNetwork;
     etcd.find_master = FindEtcdRunsMaster;
     etcd.several_endpoints = true;
+    etcd.note_secrets = NoteEtcdSecrets;
     backends.push_back(std::move(etcd));
   }
   return backends;

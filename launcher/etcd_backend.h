@@ -15,9 +15,6 @@ std::vector<RendezvousBackend> EtcdBackends();
 /// True for etcd-v3 and torchrun's names for it.
 bool IsEtcdBackend(const std::string& name);
 
-/// Adds to `notices` that etcd's password would cross the network in clear text, when it would.
-void NoteEtcdPasswordInClear(const AgentConfig& config, std::vector<std::string>& notices);
-
 /// This backend's settings (config.backend) from `endpoint` (etcd's members) and
 /// config.rdzv_conf's etcd keys and files, for `ddprun status`/`stop` of an etcd-v3 run.
 absl::Status EtcdSettingsFor(const std::string& endpoint, AgentConfig& config);

@@ -51,6 +51,9 @@ struct RendezvousBackend {
                               AgentConfig& config, AdminCommand& command) = nullptr;
   // --rdzv-endpoint may name several hosts (an elected backend's store members).
   bool several_endpoints = false;
+  // Adds to `notices` what its own settings expose (a password file others can read, a
+  // password sent in clear text); null: nothing of its own.
+  void (*note_secrets)(const AgentConfig& config, std::vector<std::string>& notices) = nullptr;
 };
 
 }  // namespace ddprun

@@ -1,7 +1,8 @@
 // Rules of the source tree (docs/architecture.md, "The tree"):
 // - the folders are layers, lowest first (kLayers): a production file includes only its own
-//   folder and the folders before it, so no folder reaches back up; nothing but the worker
-//   SDK includes CUDA or NCCL;
+//   folder and the ones its layer may use, each listed before it, so no folder reaches back
+//   up, and a layer uses only what it needs (the agent never a gRPC part: rpc, master, net);
+//   nothing but the worker SDK includes CUDA or NCCL;
 // - no include cycle between modules (a module: x.h with x.cc and its x_*.cc sources);
 // - every module is named in its folder's README.
 // These replace the old 500-line cap on a file, which split classes into "X, continued"
@@ -28,29 +29,59 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The folders of production code, lowest layer first.
-const std::vector<std::string> kLayers = {
-    "common",         // base: files, fds, sockets, the clock, the event loop
-    "rendezvous",     // the rules of rounds and nodes, shared by master and agents
-    "node",           // facts about this host: accelerators, CPUs, names
-    "store",          // torch's TCPStore: protocol, key-value store, the agent's server
-    "observability",  // event records, run status, metrics, the HTTP page
-    "rpc",            // gRPC and protobuf glue
-    "master",         // the rendezvous master
-    "net",            // the network plugin: client, admin client, the hosted master
-    "agent/process",  // starting and killing workers
-    "agent/logs",     // workers' output and error files
-    "agent/hangs",    // hang detection and stack collection
-    "agent/health",   // node health checks
-    "agent",          // the agent's rules and shell
-    "launcher",       // the command line and main
-    "worker_sdk",     // the library workers link
+// The folders of production code, lowest layer first, each with the layers it may include
+// (besides its own folder): only layers before it.
+struct Layer {
+  std::string folder;
+  std::set<std::string> uses;
 };
+const std::vector<Layer> kLayers = {
+    // base: files, fds, sockets, the clock, the event loop
+    {"common", {}},
+    // the rules of rounds, nodes and elections, shared by master and agents
+    {"rendezvous", {"common"}},
+    // facts about this host: accelerators, CPUs, names
+    {"node", {"common"}},
+    // torch's TCPStore: protocol, key-value store, the agent's server
+    {"store", {"common", "node"}},
+    // event records, run status, metrics, the HTTP page
+    {"observability", {"common", "rendezvous"}},
+    // gRPC and protobuf glue
+    {"rpc", {"common", "rendezvous", "store", "observability"}},
+    // the rendezvous master
+    {"master", {"common", "rendezvous", "store", "observability", "rpc"}},
+    // the network plugin: client, admin client, the hosted master, elected backends
+    {"net", {"common", "rendezvous", "observability", "rpc", "master"}},
+    // starting and killing workers
+    {"agent/process", {"common"}},
+    // workers' output and error files
+    {"agent/logs", {"common"}},
+    // hang detection and stack collection
+    {"agent/hangs", {"common", "rendezvous", "agent/process", "agent/logs"}},
+    // node health checks
+    {"agent/health", {"common", "node", "agent/process"}},
+    // the agent's rules and shell: no gRPC part (it speaks through RendezvousConnection)
+    {"agent",
+     {"common", "rendezvous", "node", "store", "observability", "agent/process", "agent/logs",
+      "agent/hangs", "agent/health"}},
+    // the command line and main
+    {"launcher",
+     {"common", "rendezvous", "node", "store", "observability", "net", "agent/process",
+      "agent/logs", "agent/hangs", "agent/health", "agent"}},
+    // the library workers link: not the launcher's side (master, net, agent, launcher)
+    {"worker_sdk", {"common", "rendezvous", "rpc"}},
+};
+
+std::vector<std::string> LayerNames() {
+  std::vector<std::string> names;
+  for (const Layer& layer : kLayers) names.push_back(layer.folder);
+  return names;
+}
 
 // The top folders of kLayers ("agent" for "agent/hangs"), in order.
 std::vector<std::string> TopFolders() {
   std::vector<std::string> tops;
-  for (const std::string& layer : kLayers) {
+  for (const std::string& layer : LayerNames()) {
     const std::string top = layer.substr(0, layer.find('/'));
     if (std::find(tops.begin(), tops.end(), top) == tops.end()) tops.push_back(top);
   }
@@ -76,8 +107,9 @@ std::string LayerOf(const std::string& relative) {
 }
 
 int LayerIndex(const std::string& layer) {
-  auto it = std::find(kLayers.begin(), kLayers.end(), layer);
-  return it == kLayers.end() ? -1 : static_cast<int>(it - kLayers.begin());
+  const std::vector<std::string> names = LayerNames();
+  auto it = std::find(names.begin(), names.end(), layer);
+  return it == names.end() ? -1 : static_cast<int>(it - names.begin());
 }
 
 // Every production file below `root`, relative to it: sources of the layers' folders, not
@@ -119,12 +151,8 @@ std::vector<Include> Includes(const fs::path& file) {
   return out;
 }
 
-// The layers the worker SDK, though above them, must not include: the launcher's side.
-// Workers load the SDK; the rendezvous master, the plugin and the agent are not theirs.
-const std::vector<std::string> kNotInTheSdk = {"master", "net", "agent", "launcher"};
-
-// What `file` (relative to `root`) includes that its layer may not: a later layer, CUDA
-// outside the worker SDK, the launcher's side in it. A folder not in kLayers is reported too.
+// What `file` (relative to `root`) includes that its layer may not: a layer not in its
+// `uses`, CUDA outside the worker SDK. A folder not in kLayers is reported too.
 std::vector<std::string> LayerViolations(const fs::path& root, const std::string& file) {
   std::vector<std::string> bad;
   const std::string layer = LayerOf(file);
@@ -134,12 +162,9 @@ std::vector<std::string> LayerViolations(const fs::path& root, const std::string
     const bool cuda = absl::StartsWith(target, "cuda") || absl::StartsWith(target, "nccl");
     if (cuda && layer != "worker_sdk") bad.push_back(absl::StrCat(file, " includes ", target));
     if (!quoted || !IsOurs(target.substr(0, target.find('/')))) continue;
-    const int to = LayerIndex(LayerOf(target));
-    if (to < 0 || to > index) {
-      bad.push_back(absl::StrCat(file, " includes ", target, ", a layer above ", layer));
-    } else if (layer == "worker_sdk" &&
-               absl::c_linear_search(kNotInTheSdk, target.substr(0, target.find('/')))) {
-      bad.push_back(absl::StrCat(file, " includes ", target, ", which workers do not load"));
+    const std::string to = LayerOf(target);
+    if (to != layer && kLayers[index].uses.count(to) == 0) {
+      bad.push_back(absl::StrCat(file, " includes ", target, ": ", layer, " may not use ", to));
     }
   }
   return bad;
@@ -275,7 +300,16 @@ TEST(LayeringTest, EveryFileIncludesOnlyItsLayerAndTheOnesBelow) {
     for (std::string& v : LayerViolations(Root(), f)) bad.push_back(std::move(v));
   }
   EXPECT_THAT(bad, ::testing::IsEmpty())
-      << "layers, lowest first: " << absl::StrJoin(kLayers, ", ");
+      << "layers, lowest first: " << absl::StrJoin(LayerNames(), ", ");
+}
+
+TEST(LayeringTest, EachLayerUsesOnlyLayersBeforeIt) {
+  for (size_t i = 0; i < kLayers.size(); ++i) {
+    for (const std::string& used : kLayers[i].uses) {
+      const int at = LayerIndex(used);
+      EXPECT_TRUE(at >= 0 && at < static_cast<int>(i)) << kLayers[i].folder << " uses " << used;
+    }
+  }
 }
 
 TEST(LayeringTest, NoModulesIncludeEachOther) {
@@ -308,9 +342,9 @@ TEST(LayeringTest, TheChecksFindWhatTheyForbid) {
   put("odd/f.h", "");
 
   const std::vector<std::string> files = ProductionFiles(root);
-  EXPECT_THAT(
-      LayerViolations(root, "agent/hangs/c.h"),
-      ::testing::ElementsAre("agent/hangs/c.h includes launcher/d.h, a layer above agent/hangs"));
+  EXPECT_THAT(LayerViolations(root, "agent/hangs/c.h"),
+              ::testing::ElementsAre(
+                  "agent/hangs/c.h includes launcher/d.h: agent/hangs may not use launcher"));
   EXPECT_THAT(LayerViolations(root, "common/b.h"),
               ::testing::ElementsAre("common/b.h includes nccl.h"));
   EXPECT_THAT(
@@ -324,9 +358,13 @@ TEST(LayeringTest, TheChecksFindWhatTheyForbid) {
               ::testing::ElementsAre("odd/f.h: its folder odd is in no layer"));
   put("worker_sdk/src/g.cc", "#include \"master/h.h\"\n#include \"rendezvous/e.h\"\n");
   put("master/h.h", "");
-  EXPECT_THAT(
-      LayerViolations(root, "worker_sdk/src/g.cc"),
-      ::testing::ElementsAre("worker_sdk/src/g.cc includes master/h.h, which workers do not load"));
+  EXPECT_THAT(LayerViolations(root, "worker_sdk/src/g.cc"),
+              ::testing::ElementsAre(
+                  "worker_sdk/src/g.cc includes master/h.h: worker_sdk may not use master"));
+  // Below it, and still not its: the agent speaks to no gRPC part.
+  put("agent/i.h", "#include \"net/j.h\"\n#include \"store/k.h\"\n");
+  EXPECT_THAT(LayerViolations(root, "agent/i.h"),
+              ::testing::ElementsAre("agent/i.h includes net/j.h: agent may not use net"));
 }
 
 }  // namespace

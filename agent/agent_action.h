@@ -8,7 +8,7 @@
 
 #include "absl/time/time.h"
 #include "common/log_level.h"
-#include "rendezvous/round_state_machine.h"
+#include "rendezvous/protocol_words.h"
 
 namespace ddprun {
 

@@ -35,7 +35,7 @@
 #include "agent/agent_action.h"
 #include "agent/run_end.h"
 #include "rendezvous/hang_timings.h"
-#include "rendezvous/round_state_machine.h"
+#include "rendezvous/protocol_words.h"
 
 namespace ddprun {
 

@@ -10,7 +10,7 @@
 #include "absl/time/time.h"
 #include "common/unique_fd.h"
 #include "rendezvous/hang_timings.h"
-#include "rendezvous/round_state_machine.h"
+#include "rendezvous/protocol_words.h"
 
 namespace ddprun {
 

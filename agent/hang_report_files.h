@@ -10,7 +10,7 @@
 
 #include "absl/time/time.h"
 #include "agent/logs/log_root.h"
-#include "rendezvous/round_state_machine.h"
+#include "rendezvous/protocol_words.h"
 #include "rendezvous/stack_report.h"
 
 namespace ddprun {

@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "agent/agent_config.h"
 #include "agent/worker_store.h"
-#include "rendezvous/round_state_machine.h"
+#include "rendezvous/protocol_words.h"
 
 namespace ddprun {
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "agent/agent_action.h"
-#include "rendezvous/round_state_machine.h"
+#include "rendezvous/protocol_words.h"
 
 namespace ddprun {
 

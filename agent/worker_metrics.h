@@ -15,7 +15,7 @@
 #include "agent/restart_timeline.h"
 #include "agent/worker_supervisor.h"
 #include "observability/agent_metrics.h"
-#include "rendezvous/round_state_machine.h"
+#include "rendezvous/protocol_words.h"
 
 namespace ddprun {
 

@@ -39,7 +39,7 @@
 #include "agent/process/worker_process.h"
 #include "agent/worker_env.h"
 #include "common/event_loop.h"
-#include "rendezvous/round_state_machine.h"
+#include "rendezvous/protocol_words.h"
 #include "rendezvous/stack_report.h"
 
 namespace ddprun {

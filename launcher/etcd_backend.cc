@@ -220,10 +220,6 @@ absl::Status FindEtcdRunsMaster(const std::string& endpoint, const std::string& 
 
 }  // namespace
 
-bool IsEtcdBackend(const std::string& name) {
-  return name == "etcd-v3" || name == "etcd" || name == "etcd-v2";
-}
-
 absl::Status EtcdSettingsFor(const std::string& endpoint, AgentConfig& config) {
   config.rdzv_backend = "etcd-v3";
   DDPRUN_RETURN_IF_ERROR(ApplyRdzvConf(config.rdzv_conf, config, EtcdKeys()));

@@ -12,9 +12,6 @@ namespace ddprun {
 
 std::vector<RendezvousBackend> EtcdBackends();
 
-/// True for etcd-v3 and torchrun's names for it.
-bool IsEtcdBackend(const std::string& name);
-
 /// This backend's settings (config.backend) from `endpoint` (etcd's members) and
 /// config.rdzv_conf's etcd keys and files, for `ddprun status`/`stop` of an etcd-v3 run.
 absl::Status EtcdSettingsFor(const std::string& endpoint, AgentConfig& config);

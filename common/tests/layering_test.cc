@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"

@@ -48,12 +48,25 @@ EndpointReach Connect(const addrinfo& address, absl::Duration timeout) {
       ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &length);
     }
   }
-  if (error == 0) return {EndpointReach::Kind::kListens, "it accepted a connection"};
-  return {error == ECONNREFUSED ? EndpointReach::Kind::kRefused : EndpointReach::Kind::kNoAnswer,
-          strerror(error)};
+  return {ReachOfConnectError(error), error == 0 ? "it accepted a connection" : strerror(error)};
 }
 
 }  // namespace
+
+EndpointReach::Kind ReachOfConnectError(int error) {
+  switch (error) {
+    case 0:
+      return EndpointReach::Kind::kListens;
+    // A reset answers as a refusal does: from the host's own kernel. A listener that a
+    // SIGKILL is closing resets the connections in its queue, which a probe made in the same
+    // millisecond sees (a leader's node killed: its followers must not take that for a cut).
+    case ECONNREFUSED:
+    case ECONNRESET:
+      return EndpointReach::Kind::kRefused;
+    default:
+      return EndpointReach::Kind::kNoAnswer;
+  }
+}
 
 EndpointReach ProbeEndpoint(const std::string& endpoint, absl::Duration timeout) {
   const HostAndPort where = Split(endpoint);

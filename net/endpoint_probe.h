@@ -16,6 +16,10 @@ struct EndpointReach {
   std::string detail;  // the system's word for it ("Connection refused", "timed out", ...)
 };
 
+/// What a connect's error (0, or errno / SO_ERROR) says of the host: its kernel answered
+/// (refused, reset), something listens (0), or nothing came back.
+EndpointReach::Kind ReachOfConnectError(int error);
+
 /// One TCP connect to `endpoint` ("host:port", "[v6]:port"), bounded by `timeout`. Blocks.
 EndpointReach ProbeEndpoint(const std::string& endpoint, absl::Duration timeout);
 

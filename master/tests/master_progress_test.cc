@@ -2,6 +2,7 @@
 // Heartbeat.want_gathering, and when no master answers, GrpcRendezvous says what does
 // (nothing, or another program) instead of waiting out join_timeout in silence.
 
+#include <errno.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -107,6 +108,17 @@ TEST(DescribeUnansweredMaster, SaysWhatToCheckForEachAnswer) {
             "h:7 does not answer (timed out): is the host up, and its port 7 open to this node?");
   EXPECT_EQ(DescribeUnansweredMaster("nohost:7", {EndpointReach::Kind::kUnresolved, "unknown"}),
             "nohost does not resolve here (unknown)");
+}
+
+// A follower whose leader's node was just killed probes the dead master's host: the reset of
+// a listener closing is that host answering, as a refusal is, so the follower is not cut off.
+TEST(ReachOfConnectError, TheHostAnswersWithARefusalOrAReset) {
+  EXPECT_EQ(ReachOfConnectError(0), EndpointReach::Kind::kListens);
+  EXPECT_EQ(ReachOfConnectError(ECONNREFUSED), EndpointReach::Kind::kRefused);
+  EXPECT_EQ(ReachOfConnectError(ECONNRESET), EndpointReach::Kind::kRefused);
+  EXPECT_EQ(ReachOfConnectError(ETIMEDOUT), EndpointReach::Kind::kNoAnswer);
+  EXPECT_EQ(ReachOfConnectError(EHOSTUNREACH), EndpointReach::Kind::kNoAnswer);
+  EXPECT_EQ(ReachOfConnectError(ENETUNREACH), EndpointReach::Kind::kNoAnswer);
 }
 
 }  // namespace

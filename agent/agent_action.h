@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "agent/agent_moment.h"
 #include "common/log_level.h"
 #include "rendezvous/protocol_words.h"
 
@@ -41,6 +42,7 @@ struct AgentAction {
     kWriteStopSummary,     // the job was stopped by `signal`: say so on stderr
     kWriteFailureSummary,  // this node's failures of the last failed attempt, on stderr
     kLog,                  // `text` at `level`
+    kMoment,               // announce `moment` to the agent's observers (agent/moments.h)
     kExit,                 // the agent is done: exit with `exit_code`
   };
   Kind kind = Kind::kLog;
@@ -52,6 +54,7 @@ struct AgentAction {
   bool resume = false;  // kJoin
   LogLevel level = LogLevel::kInfo;
   std::string text;
+  AgentMoment moment;  // kMoment
 };
 
 }  // namespace ddprun

@@ -55,6 +55,7 @@ void AgentStateMachine::SendJoin(const std::string& failed_check, absl::Time now
     join_deadline_ = now + settings_.join_deadline;
     progress_deadline_ = now + settings_.progress_first;
   }
+  Announce(AgentMoment::Kind::kJoinSent, now);
   AgentAction join;
   join.kind = AgentAction::Kind::kJoin;
   join.assignment = assignment_;
@@ -62,18 +63,19 @@ void AgentStateMachine::SendJoin(const std::string& failed_check, absl::Time now
   actions_.push_back(std::move(join));
 }
 
-void AgentStateMachine::Assigned(const Assignment& assignment) {
+void AgentStateMachine::Assigned(const Assignment& assignment, absl::Time now) {
   OutageOver();
-  if (phase_ == Phase::kJoining) RunRound(assignment, /*in_place=*/false);
+  if (phase_ == Phase::kJoining) RunRound(assignment, /*in_place=*/false, now);
 }
 
-void AgentStateMachine::RunRound(const Assignment& assignment, bool in_place) {
+void AgentStateMachine::RunRound(const Assignment& assignment, bool in_place, absl::Time now) {
   join_deadline_.reset();
   progress_deadline_.reset();
   phase_ = Phase::kRunning;
   assignment_ = assignment;
   stopping_ = false;
   failure_reported_ = false;
+  failure_seen_ = false;
   succeeded_ = false;
   closing_ = false;
   stacks_ = Stacks::kNone;
@@ -90,6 +92,7 @@ void AgentStateMachine::RunRound(const Assignment& assignment, bool in_place) {
       Emit(AgentAction::Kind::kOpenStoreRound).assignment = assignment;
     }
   }
+  Announce(AgentMoment::Kind::kRoundStarting, now).assignment = assignment;
   Emit(AgentAction::Kind::kStartWorkers).assignment = assignment;
 }
 
@@ -113,6 +116,10 @@ void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail
                      assignment_->round, ", so it does not run them again; exiting 0"));
     return Exit(kExitSuccess);
   }
+  // A restart in place: its next round came with the order, so RENDEZVOUS counts from it.
+  if (next) Announce(AgentMoment::Kind::kJoinSent, now);
+  Announce(AgentMoment::Kind::kStopOrdered, now).membership_change =
+      reason == StopReason::kMembershipChanged;
   CollectStacksIfRunning(collect_stacks);
   Emit(AgentAction::Kind::kEndStoreRound);
   Log(LogLevel::kWarning,
@@ -127,6 +134,7 @@ void AgentStateMachine::StopOrdered(StopReason reason, const std::string& detail
 
 void AgentStateMachine::RunEnded(const RunEnd& end, bool collect_stacks, absl::Time now) {
   if (over()) return;
+  Announce(AgentMoment::Kind::kRunEnded, now);
   OutageOver();
   CollectStacksIfRunning(collect_stacks);
   run_end_ = end;
@@ -205,6 +213,9 @@ void AgentStateMachine::Signal(int signal, absl::Time now) {
 
 void AgentStateMachine::WorkersChanged(const WorkersView& view, absl::Time now) {
   if (phase_ != Phase::kRunning || closing_) return;
+  if (view.any_failed && !std::exchange(failure_seen_, true)) {
+    Announce(AgentMoment::Kind::kFailureSeen, now);
+  }
   if (!failure_reported_ && view.any_failed && unhealthy_.empty()) {
     // Tell the rendezvous at once, so that other nodes stop too, and stop ours meanwhile.
     failure_reported_ = true;
@@ -215,6 +226,7 @@ void AgentStateMachine::WorkersChanged(const WorkersView& view, absl::Time now) 
     grace_deadline_.reset();
     kill_deadline_.reset();
     closing_ = true;
+    Announce(AgentMoment::Kind::kWorkersStopped, now);
     Emit(AgentAction::Kind::kCloseAttempt);
   }
 }
@@ -390,7 +402,8 @@ void AgentStateMachine::Carry(AfterStop next, absl::Time now) {
     case AfterStop::kRunNext:
       if (interrupted_by_ != 0) return Exit(ExitCodeForSignal(interrupted_by_));
       EmitForRound(AgentAction::Kind::kReportStopped);  // for the round that stopped
-      return RunRound(Assignment(*std::exchange(next_round_, std::nullopt)), /*in_place=*/true);
+      return RunRound(Assignment(*std::exchange(next_round_, std::nullopt)), /*in_place=*/true,
+                      now);
     case AfterStop::kReconnect:
       Emit(AgentAction::Kind::kReconnect);
       return JoinNextRound(now);
@@ -491,6 +504,13 @@ void AgentStateMachine::Log(LogLevel level, std::string text) {
   AgentAction& log = Emit(AgentAction::Kind::kLog);
   log.level = level;
   log.text = std::move(text);
+}
+
+AgentMoment& AgentStateMachine::Announce(AgentMoment::Kind kind, absl::Time now) {
+  AgentAction& action = Emit(AgentAction::Kind::kMoment);
+  action.moment.kind = kind;
+  action.moment.at = now;
+  return action.moment;
 }
 
 AgentAction& AgentStateMachine::Emit(AgentAction::Kind kind) {

@@ -121,7 +121,7 @@ class AgentStateMachine {
   /// Joins the first round.
   void Start(absl::Time now);
   /// The rendezvous assigned this node a round (ignored unless joining).
-  void Assigned(const Assignment& assignment);
+  void Assigned(const Assignment& assignment, absl::Time now);
   /// The round ended for every node: stop, then join the next one, or run `next` when the
   /// rendezvous sent it with the order (a restart in place; the latest order wins).
   /// `collect_stacks`: a rank hung; record where the workers are first.
@@ -220,7 +220,7 @@ class AgentStateMachine {
   // The master is lost and this node cannot go on without it: its workers stop, it ends
   // its store's round, reconnects and joins again.
   void StopForRejoin(absl::Time now);
-  void RunRound(const Assignment& assignment, bool in_place);
+  void RunRound(const Assignment& assignment, bool in_place, absl::Time now);
   void SendJoin(const std::string& failed_check, absl::Time now);
   void CoolDown(absl::Time now);
   void StopThen(AfterStop next, absl::Time now);
@@ -244,6 +244,8 @@ class AgentStateMachine {
   bool over() const { return phase_ == Phase::kExiting || phase_ == Phase::kDone; }
   void Log(LogLevel level, std::string text);
   AgentAction& Emit(AgentAction::Kind kind);  // valid until the next Emit
+  // A kMoment action: `kind` at `now`, for the observers (agent/moments.h).
+  AgentMoment& Announce(AgentMoment::Kind kind, absl::Time now);
   void EmitWithSignal(AgentAction::Kind kind, int signal);
   void EmitForRound(AgentAction::Kind kind);
   std::string JoinTimeoutMessage() const;
@@ -253,6 +255,7 @@ class AgentStateMachine {
   std::optional<Assignment> assignment_;  // the current attempt's, or the last one run
   bool stopping_ = false;                 // this attempt's workers were told to stop
   bool failure_reported_ = false;         // this attempt's failure went to the rendezvous
+  bool failure_seen_ = false;             // a worker of this attempt failed (kFailureSeen)
   bool succeeded_ = false;                // every worker of this attempt exited 0
   bool closing_ = false;                  // kCloseAttempt emitted, AttemptClosed not yet back
   // Where this attempt's stack collection stands: the workers are frozen (a hang here, or

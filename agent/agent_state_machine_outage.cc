@@ -113,6 +113,9 @@ void AgentStateMachine::Resumed(int64_t round, absl::Time now) {
                    absl::FormatDuration(absl::Floor(now - *master_lost_at_, absl::Milliseconds(1))),
                    ": this node has its place back in round ", round,
                    phase_ == Phase::kRunning ? "; its workers never stopped" : ""));
+  AgentMoment& back = Announce(AgentMoment::Kind::kMasterBack, now);
+  back.round = round;
+  back.lost = now - *master_lost_at_;
   OutageOver();
 }
 

@@ -66,7 +66,8 @@ ElasticAgent::ElasticAgent(const AgentConfig& config, EnvMap base_env,
             std::move(worker_store), std::nullopt, ""},
       rules_(RulesSettings(config, node_.host, rendezvous, store() && store()->server != nullptr),
              MonotonicNow()),
-      seen_{std::nullopt, WorkerMetrics(config.run_id), HangReportFiles(log_root_, config.run_id)},
+      seen_{std::nullopt, WorkerMetrics(config.run_id), RestartTimeline(&moments_)},
+      hang_files_(log_root_, config.run_id),
       gloo_(store() && store()->pick_gloo_interface && base_env_.count("GLOO_SOCKET_IFNAME") == 0,
             config.endpoint_host) {}
 
@@ -92,8 +93,10 @@ int ElasticAgent::Run() {
     }
   }
   // A run the rendezvous ended, unless a signal stopped this agent first, is SUCCEEDED.
-  seen_.records->AgentExiting(rules_.interrupted_by() == 0 ? rules_.run_end() : std::nullopt,
-                              rules_.exit_code(), MonotonicNow());
+  AgentMoment exiting = AgentMoment::Of(AgentMoment::Kind::kExiting, MonotonicNow());
+  if (rules_.interrupted_by() == 0) exiting.run_end = rules_.run_end();
+  exiting.exit_code = rules_.exit_code();
+  moments_.Announce(std::move(exiting));
   CleanUpLogRoot(log_root_, config_.run_id);
   return rules_.exit_code();
 }
@@ -107,12 +110,12 @@ absl::Status ElasticAgent::OpenInputs() {
   inputs_.signals = std::make_unique<SignalChannel>(std::move(signals));
   DDPRUN_ASSIGN_OR_RETURN(OneShotTimer timer, OneShotTimer::Create());
   inputs_.deadline = std::make_unique<OneShotTimer>(std::move(timer));
-  health_checks_.emplace(*inputs_.loop, guard_, config_.health_check);
+  children_.health_checks.emplace(*inputs_.loop, guard_, config_.health_check);
   if (!config_.token.empty() || config_.rendezvous.max_nodes == 1) {
     DDPRUN_ASSIGN_OR_RETURN(StoreTokenFile token, StoreTokenFile::Create(config_.token));
-    store_token_.emplace(std::move(token));
-    guard_.RemoveIfAgentDies(store_token_->path());  // a kill -9 must not leave the secret
-    guard_.RemoveIfAgentDies(store_token_->folder());
+    inputs_.store_token.emplace(std::move(token));
+    guard_.RemoveIfAgentDies(inputs_.store_token->path());  // a kill -9 must not leave the secret
+    guard_.RemoveIfAgentDies(inputs_.store_token->folder());
   }
   EventLoop& loop = *inputs_.loop;
   DDPRUN_RETURN_IF_ERROR(
@@ -149,6 +152,8 @@ absl::Status ElasticAgent::ApplyChoices() {
   log_root_ = std::move(*log_root);
   DDPRUN_ASSIGN_OR_RETURN(RecordLog records, RecordLog::Open(config_.event_log));
   seen_.records.emplace(std::move(records), RecordSource::Of(config_, node_.host), MonotonicNow());
+  seen_.SubscribeTo(moments_);
+  moments_.Subscribe(*this);
   absl::StatusOr<HangChecks> hang_checks =
       SetUpHangChecks(config_.python_workers, base_env_, guard_);
   if (!hang_checks.ok()) return hang_checks.status();
@@ -178,13 +183,13 @@ void ElasticAgent::StartWarmPool() {
     spdlog::warn("--preload: workers start the usual way: {}", s.message());
     return;
   }
-  warm_pool_ = std::move(*pool);
+  children_.warm_pool = std::move(*pool);
 }
 
 // The warm pool's imports are done, failed or late: workers held for them start now.
 void ElasticAgent::OnWarmPoolSettled() {
-  if (!workers_ || !workers_->waiting_for_pool() || !rules_.assignment()) return;
-  workers_->StartPending();
+  if (!children_.workers || !children_.workers->waiting_for_pool() || !rules_.assignment()) return;
+  children_.workers->StartPending();
   WorkersStarted(*rules_.assignment());
   RunActions();
 }
@@ -192,7 +197,7 @@ void ElasticAgent::OnWarmPoolSettled() {
 void ElasticAgent::OnSignals() {
   for (int sig : inputs_.signals->Drain()) {
     if (sig == SIGCHLD) {
-      ReapChildren();
+      children_.ReapAll(guard_);
     } else if (sig == kStackSignal && !ForwardsStackSignal()) {
       TakeStacksOnRequest();
     } else {
@@ -201,7 +206,7 @@ void ElasticAgent::OnSignals() {
     }
   }
   // A SIGCHLD coalesced with others is still reflected by waitpid; reap once more.
-  ReapChildren();
+  children_.ReapAll(guard_);
   ReportWorkers();
 }
 
@@ -209,20 +214,15 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
   const absl::Time now = MonotonicNow();
   switch (event.kind) {
     case RendezvousEvent::Kind::kAssigned:
-      rules_.Assigned(event.assignment);
+      rules_.Assigned(event.assignment, now);
       break;
     case RendezvousEvent::Kind::kStop:
-      // A restart in place: the next round was decided with the order; RENDEZVOUS counts
-      // from it.
-      if (event.next) seen_.records->JoinSent(now);
-      seen_.restarts.StopOrdered(now, event.stop_reason == StopReason::kMembershipChanged);
       rules_.StopOrdered(event.stop_reason, event.detail, event.collect_stacks, event.next, now);
       break;
     case RendezvousEvent::Kind::kExcluded:
       rules_.Excluded(event.detail, event.cooldown, now);
       break;
     case RendezvousEvent::Kind::kEnd:
-      seen_.restarts.RunEnded();
       (void)WriteAll(STDERR_FILENO, FormatExclusions(event.excluded));
       rules_.RunEnded(RunEnd{event.outcome, event.detail, event.root_cause, event.excluded},
                       event.collect_stacks, now);
@@ -242,10 +242,7 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
       rules_.Progress(event.detail, event.status.ok(), now);
       break;
     case RendezvousEvent::Kind::kResumed:
-      if (const std::optional<absl::Time> lost = rules_.master_lost_at()) {
-        rules_.Resumed(event.store_round, now);
-        if (!rules_.master_lost_at()) MasterBack(event.store_round, now - *lost);
-      }
+      rules_.Resumed(event.store_round, now);
       break;
     case RendezvousEvent::Kind::kReach:
       rules_.JobReach(event.status.ok(), std::string(event.status.message()), now);
@@ -256,7 +253,7 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
 }
 
 void ElasticAgent::OnHangReport(const RendezvousEvent& event) {
-  seen_.hang_files.WriteMerged(event.hang_round, event.detail, event.hang_summary);
+  hang_files_.WriteMerged(event.hang_round, event.detail, event.hang_summary);
   rules_.HangReportArrived(event.hang_round);
   RunActions();
 }
@@ -270,34 +267,15 @@ void ElasticAgent::OnDeadline() {
 void ElasticAgent::ReportWorkers() {
   FeedWorkers();
   RunActions();
-  ExplainRestarts();
   PublishMetrics();
 }
 
 void ElasticAgent::FeedWorkers() {
-  if (!workers_ || rules_.done()) return;
+  if (!children_.workers || rules_.done()) return;
   WorkersView view;
-  view.any_failed = workers_->HasFailures();
-  view.all_exited = workers_->AllExited();
-  if (view.any_failed) seen_.restarts.FailureSeen(MonotonicNow());
+  view.any_failed = children_.workers->HasFailures();
+  view.all_exited = children_.workers->AllExited();
   rules_.WorkersChanged(view, MonotonicNow());
-}
-
-void ElasticAgent::ReapChildren() {
-  int status = 0;
-  pid_t pid;
-  while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
-    if (workers_ && workers_->OnProcessExited(pid, status)) continue;
-    if (health_checks_ && health_checks_->OnProcessExited(pid, status)) continue;
-    if (warm_pool_ && warm_pool_->OnProcessExited(pid, status)) continue;
-    if (pid == guard_.pid()) {
-      spdlog::warn(
-          "the orphan guard (pid {}) exited: {}; workers still die with the agent via "
-          "PR_SET_PDEATHSIG, but their children would not",
-          pid, DescribeWaitStatus(status));
-    }
-    // Otherwise: a worker's child re-parented to us (we are a subreaper); reaping it is all.
-  }
 }
 
 void ElasticAgent::OnStoreMarks() {
@@ -305,31 +283,24 @@ void ElasticAgent::OnStoreMarks() {
   auto asked = base_env_.find("TORCH_DIST_INIT_BARRIER");
   const bool barrier_asked = asked != base_env_.end() && asked->second == "1";
   for (const TcpStoreServer::TimedMark& timed : store()->server->TakeMarks()) {
-    if (timed.mark.kind == StoreMark::Kind::kEveryRankConnected) {
-      seen_.restarts.EveryRankConnected(timed.mark.round, timed.mark.legacy_client || barrier_asked,
-                                        timed.at);
-    } else {
-      seen_.restarts.BarrierPassed(timed.mark.round, timed.at);
-    }
+    const bool connected = timed.mark.kind == StoreMark::Kind::kEveryRankConnected;
+    AgentMoment mark = AgentMoment::Of(
+        connected ? AgentMoment::Kind::kEveryRankConnected : AgentMoment::Kind::kBarrierPassed,
+        timed.at);
+    mark.round = timed.mark.round;
+    mark.barrier_expected = connected && (timed.mark.legacy_client || barrier_asked);
+    moments_.Announce(std::move(mark));
   }
-  ExplainRestarts();
   PublishMetrics();
 }
 
-void ElasticAgent::MasterBack(int64_t round, absl::Duration lost) {
-  seen_.records->MasterBack(round, lost);
-  seen_.metrics.MasterBack(lost);
-  rendezvous_.ReportOutage(round, lost);  // for the run's round table
-}
-
-void ElasticAgent::ExplainRestarts() {
-  std::vector<RestartSplit> splits = seen_.restarts.TakeSplits();
-  for (const RestartSplit& split : splits) {
+void ElasticAgent::See(const AgentMoment& moment) {
+  if (moment.kind == AgentMoment::Kind::kRestartExplained) {
     // A warning, as the restart's own line: it says where that restart's time went.
-    spdlog::warn("{}", FormatRestartSplit(split));
-    seen_.records->RestartExplained(split);
-    seen_.metrics.RestartExplained(split);
-    rendezvous_.ReportRestart(split);  // for the run's round table
+    spdlog::warn("{}", FormatRestartSplit(*moment.split));
+    rendezvous_.ReportRestart(*moment.split);
+  } else if (moment.kind == AgentMoment::Kind::kMasterBack) {
+    rendezvous_.ReportOutage(moment.round, moment.lost);
   }
 }
 
@@ -364,27 +335,28 @@ void ElasticAgent::RunAction(const AgentAction& action) {
       }
       return;
     case Kind::kStopWorkers:
-      if (workers_) workers_->Stop(action.signal);
+      if (children_.workers) children_.workers->Stop(action.signal);
       return;
     case Kind::kKillWorkers:
-      if (workers_) workers_->KillRemaining(action.text);
+      if (children_.workers) children_.workers->KillRemaining(action.text);
       return;
     case Kind::kFreezeWorkers:
-      if (workers_) workers_->Freeze();
+      if (children_.workers) children_.workers->Freeze();
       return;
     case Kind::kCollectStacks:
-      if (workers_) workers_->CollectStacks(action.settle);
+      if (children_.workers) children_.workers->CollectStacks(action.settle);
       return;
     case Kind::kKillHung:
-      if (workers_) workers_->KillHung();
+      if (children_.workers) children_.workers->KillHung();
       return;
     case Kind::kAbandonWorkers:
       return AbandonWorkers(action.text);
     case Kind::kLeave:
       return rendezvous_.Leave(action.text);
     case Kind::kReportFailure:
-      if (workers_) {
-        rendezvous_.ReportFailure(action.round, ReportedFailures(workers_->CollectFailures()));
+      if (children_.workers) {
+        rendezvous_.ReportFailure(action.round,
+                                  ReportedFailures(children_.workers->CollectFailures()));
       }
       return;
     case Kind::kReportSuccess:
@@ -406,6 +378,8 @@ void ElasticAgent::RunAction(const AgentAction& action) {
       return WriteStopSummary(action.signal);
     case Kind::kWriteFailureSummary:
       return WriteFailureSummary();
+    case Kind::kMoment:
+      return moments_.Announce(action.moment);
     case Kind::kLog:
       return spdlog::log(kSpdlogLevels[static_cast<int>(action.level)], "{}", action.text);
     case Kind::kExit:
@@ -421,7 +395,7 @@ void ElasticAgent::CheckHealth() {
   round.run_id = config_.run_id;
   round.local_world_size = config_.nproc_per_node;
   round.host = node_.host;
-  health_checks_->Run(base_env_, round, [this](const std::string& failure) {
+  children_.health_checks->Run(base_env_, round, [this](const std::string& failure) {
     rules_.HealthChecked(failure, MonotonicNow());
     RunActions();
   });
@@ -438,12 +412,10 @@ void ElasticAgent::Join(const std::optional<Assignment>& last, const std::string
     spdlog::error("{}", node.status().message());
     return rules_.Fatal(kExitInternal);
   }
-  if (!resume) seen_.records->JoinSent(MonotonicNow());  // a resume begins no round
   rendezvous_.Join(*node);
 }
 
 void ElasticAgent::StartAttempt(const Assignment& assignment) {
-  const absl::Time received = MonotonicNow();
   if (absl::Status s = CheckRoundHere(assignment, config_.nproc_per_node, store().has_value());
       !s.ok()) {
     spdlog::error("{}; this node leaves the job", s.message());
@@ -457,15 +429,13 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
       gloo_.For(assignment.master_addr,
                 store() && store()->server != nullptr ? store()->server->ArrivalAddress() : "");
   plan.store_addr = rendezvous_.store_addr();
-  if (store_token_) plan.store_token_file = store_token_->path();
+  if (inputs_.store_token) plan.store_token_file = inputs_.store_token->path();
   plan.log_root = log_root_.path;
   plan.log_run_path = log_root_.run_path;
   plan.log_run_dir = log_root_.run_dir;
   plan.timer_fifo = hang_checks_->timer_fifo ? hang_checks_->timer_fifo->fd() : -1;
   plan.python_dumps = hang_checks_->python_dumps;
   plan.stack_dump_bound = rules_.settings().hangs.dump_bound;
-  seen_.records->RoundAssigned(assignment, received, MonotonicNow());
-  seen_.restarts.RoundStarting(assignment.round, assignment.restart_count, received);
   WorkerSupervisor::Hooks hooks;
   hooks.hang_found = [this](const FoundHang& hang) {
     rules_.HangFound(hang, MonotonicNow());
@@ -475,14 +445,15 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
     rules_.StacksTaken();
     RunActions();
   };
-  workers_ = std::make_unique<WorkerSupervisor>(config_, base_env_, *inputs_.loop, guard_,
-                                                node_.host, std::move(hooks), warm_pool_.get());
-  if (absl::Status s = workers_->Start(plan); !s.ok()) {
+  children_.workers =
+      std::make_unique<WorkerSupervisor>(config_, base_env_, *inputs_.loop, guard_, node_.host,
+                                         std::move(hooks), children_.warm_pool.get());
+  if (absl::Status s = children_.workers->Start(plan); !s.ok()) {
     spdlog::error("cannot start the workers: {}", s.message());
     KillWorkersNow();
     return rules_.Fatal(kExitInternal);
   }
-  if (workers_->waiting_for_pool()) {
+  if (children_.workers->waiting_for_pool()) {
     // The loop goes on meanwhile: heartbeats, signals, the master's orders.
     spdlog::info("attempt {}: its workers wait for the warm pool to import {}", assignment.round,
                  absl::StrJoin(config_.preload, ","));
@@ -492,32 +463,31 @@ void ElasticAgent::StartAttempt(const Assignment& assignment) {
 }
 
 void ElasticAgent::WorkersStarted(const Assignment& assignment) {
-  seen_.records->WorkersStarted(workers_->Outcomes());
-  seen_.metrics.WorkersStarted(workers_->size());
+  AgentMoment started = AgentMoment::Of(AgentMoment::Kind::kWorkersStarted, MonotonicNow());
+  started.workers = children_.workers->Outcomes();
   // The workers meet in group rank 0's store: that node sees them reach it.
-  seen_.restarts.WorkersStarted(store() && store()->server && assignment.group_rank == 0,
-                                MonotonicNow());
-  ExplainRestarts();
+  started.store_followed = store() && store()->server && assignment.group_rank == 0;
+  moments_.Announce(std::move(started));
   PublishMetrics();
   spdlog::info("attempt {}: started {} workers (restart {}, MASTER_ADDR={} MASTER_PORT={})",
-               assignment.round, workers_->size(), assignment.restart_count, assignment.master_addr,
-               assignment.master_port);
+               assignment.round, children_.workers->size(), assignment.restart_count,
+               assignment.master_addr, assignment.master_port);
   FeedWorkers();  // a worker that could not be started counts as failed at once
 }
 
 void ElasticAgent::PublishMetrics() {
   if (!seen_.metrics.publishing()) return;  // after every event: no copy without --metrics-port
-  seen_.metrics.Publish(rules_.assignment(),
-                        workers_ ? std::optional(workers_->Outcomes()) : std::nullopt);
+  seen_.metrics.Publish(rules_.assignment(), children_.workers
+                                                 ? std::optional(children_.workers->Outcomes())
+                                                 : std::nullopt);
 }
 
 AttemptResult ElasticAgent::CloseAttempt() {
-  workers_->Close();
-  seen_.restarts.WorkersStopped(MonotonicNow());
+  children_.workers->Close();
   AttemptResult result;
-  result.succeeded = workers_->AllSucceeded();
-  if (workers_->HasFailures()) {
-    last_failures_ = workers_->CollectFailures();
+  result.succeeded = children_.workers->AllSucceeded();
+  if (children_.workers->HasFailures()) {
+    last_failures_ = children_.workers->CollectFailures();
     const WorkerFailure& root = last_failures_[RootCauseIndex(last_failures_)];
     // INFO: the rendezvous's line (a restart, or the end of the job) is the one warning.
     spdlog::info("attempt {} failed: rank {} (local_rank {}, pid {}) ended with {}",
@@ -526,35 +496,35 @@ AttemptResult ElasticAgent::CloseAttempt() {
     result.root_cause =
         AttemptResult::RootCause{root.rank, ShellExitCode(root.wait_status), root.hung};
   }
-  result.awaits_hang_report = ReportStacks(workers_->TakeStacks());
-  const std::vector<WorkerFailure> failures =
-      result.root_cause ? last_failures_ : std::vector<WorkerFailure>();
-  seen_.records->AttemptClosed(workers_->Outcomes(), failures);
-  seen_.metrics.AttemptClosed(workers_->Outcomes(), failures);
-  workers_.reset();
+  result.awaits_hang_report = ReportStacks(children_.workers->TakeStacks());
+  AgentMoment closed = AgentMoment::Of(AgentMoment::Kind::kAttemptClosed, MonotonicNow());
+  closed.workers = children_.workers->Outcomes();
+  if (result.root_cause) closed.failures = last_failures_;
+  moments_.Announce(std::move(closed));
+  children_.workers.reset();
   return result;
 }
 
 // The shell cannot go on: whatever runs dies now, without the rules' grace period.
 void ElasticAgent::KillWorkersNow() {
-  if (!workers_) return;
-  workers_->Stop(SIGKILL);
-  workers_->Close();
-  workers_.reset();
+  if (!children_.workers) return;
+  children_.workers->Stop(SIGKILL);
+  children_.workers->Close();
+  children_.workers.reset();
 }
 
 bool ElasticAgent::ReportStacks(std::vector<RankStack> stacks) {
   if (stacks.empty() || !rules_.assignment()) return false;
   const Assignment& a = *rules_.assignment();
-  const std::string cause = workers_->hang_cause();
-  const bool awaits_merged = seen_.hang_files.WriteOwn(a, cause, stacks);
+  const std::string cause = children_.workers->hang_cause();
+  const bool awaits_merged = hang_files_.WriteOwn(a, cause, stacks);
   rendezvous_.ReportStacks(a.round, a.world_size, cause, stacks);
   return awaits_merged;
 }
 
 void ElasticAgent::AbandonWorkers(const std::string& why) {
-  const std::string message =
-      absl::StrCat(workers_ ? workers_->DescribeRemaining() : "workers", " ", why);
+  const std::string message = absl::StrCat(
+      children_.workers ? children_.workers->DescribeRemaining() : "workers", " ", why);
   spdlog::error(
       "{}; this agent exits without them (the kernel holds them: look at dmesg, and "
       "at the device or filesystem they wait on)",
@@ -563,13 +533,14 @@ void ElasticAgent::AbandonWorkers(const std::string& why) {
 }
 
 void ElasticAgent::TakeStacksOnRequest() {
-  if (!workers_ || !rules_.assignment() || rules_.phase() != AgentStateMachine::Phase::kRunning) {
+  if (!children_.workers || !rules_.assignment() ||
+      rules_.phase() != AgentStateMachine::Phase::kRunning) {
     spdlog::warn("SIGUSR2: no workers are running, so no stacks to take");
     return;
   }
   const Assignment a = *rules_.assignment();
-  const bool began = workers_->SnapshotStacks([this, a](std::vector<RankStack> stacks) {
-    seen_.hang_files.WriteOnRequest(a, std::move(stacks), absl::Now());
+  const bool began = children_.workers->SnapshotStacks([this, a](std::vector<RankStack> stacks) {
+    hang_files_.WriteOnRequest(a, std::move(stacks), absl::Now());
   });
   if (!began) spdlog::warn("SIGUSR2: the stacks asked for before are still being read");
 }
@@ -581,7 +552,7 @@ void ElasticAgent::WriteFailureSummary() {
   }
   context.entrypoint = config_.entrypoint_name;
   context.meeting = MeetingOf(rules_.assignment());
-  context.hang_report_path = seen_.hang_files.path();
+  context.hang_report_path = hang_files_.path();
   context.interpreter = config_.interpreter;
   (void)WriteAll(STDERR_FILENO, FormatFailureSummary(last_failures_, context));
 }

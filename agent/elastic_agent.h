@@ -3,8 +3,9 @@
 // rule. One thread, one event loop: signals, worker exits, worker output, the rules' next
 // deadline and rendezvous events all arrive as fds; each is fed to the rules, and the shell
 // runs the actions they emit (join, start and stop workers, report, exit). It decides
-// nothing itself; what it writes and counts on the way is its observers' (ElasticRecords,
-// WorkerMetrics, HangReportFiles).
+// nothing itself. Each moment of the node's lifecycle is announced once (agent/moments.h);
+// what is written and counted on the way is its observers' (ElasticRecords, WorkerMetrics,
+// RestartTimeline, and the shell's own restart line and round-table reports).
 
 #include <signal.h>
 
@@ -15,6 +16,7 @@
 
 #include "absl/algorithm/container.h"
 #include "absl/status/status.h"
+#include "agent/agent_children.h"
 #include "agent/agent_config.h"
 #include "agent/agent_state_machine.h"
 #include "agent/elastic_records.h"
@@ -22,15 +24,13 @@
 #include "agent/gloo_interface.h"
 #include "agent/hang_report_files.h"
 #include "agent/hangs/hang_checks.h"
-#include "agent/health/health_checks.h"
 #include "agent/join_request.h"
 #include "agent/logs/log_root.h"
+#include "agent/moments.h"
 #include "agent/process/orphan_guard.h"
-#include "agent/process/warm_pool.h"
 #include "agent/restart_timeline.h"
 #include "agent/worker_metrics.h"
 #include "agent/worker_store.h"
-#include "agent/worker_supervisor.h"
 #include "common/env_map.h"
 #include "common/event_loop.h"
 #include "observability/agent_metrics.h"
@@ -39,14 +39,14 @@
 
 namespace ddprun {
 
-class ElasticAgent {
+class ElasticAgent : private MomentObserver {
  public:
   /// `guard` must have been started before any thread; `base_env` is what workers inherit.
   /// `store`: the TCPStore the agent serves its workers: multi-node jobs, and one-node jobs
   /// given an --rdzv-endpoint; none: rank 0's worker hosts it.
   ElasticAgent(const AgentConfig& config, EnvMap base_env, RendezvousConnection& rendezvous,
                OrphanGuard& guard, std::optional<WorkerStore> store = std::nullopt);
-  ~ElasticAgent();
+  ~ElasticAgent() override;
 
   /// Runs the job to its end and returns the exit status for the ddprun process.
   int Run();
@@ -59,11 +59,25 @@ class ElasticAgent {
   bool others_still_run() const { return rules_.others_still_run(); }
 
  private:
-  // The event loop, the signals it watches and the timer armed for the rules' deadline.
+  // The event loop, the signals it watches, the timer armed for the rules' deadline, and
+  // the workers' Store token (the rendezvous token, or a random one for the store rank 0
+  // serves in a one-node job; none in a multi-node job without a token).
   struct Inputs {
     std::unique_ptr<EventLoop> loop;
     std::unique_ptr<SignalChannel> signals;
     std::unique_ptr<OneShotTimer> deadline;
+    std::optional<StoreTokenFile> store_token;
+  };
+  // What writes and counts the node's moments; each subscribes to moments_, none decides.
+  struct Observers {
+    std::optional<ElasticRecords> records;  // --event-log-handler (made in ApplyChoices)
+    WorkerMetrics metrics;                  // --metrics-port
+    RestartTimeline restarts;               // announces each restart's split to moments_
+    void SubscribeTo(Moments& moments) {
+      moments.Subscribe(*records);
+      moments.Subscribe(metrics);
+      moments.Subscribe(restarts);
+    }
   };
   // What the user chose (the log folder, the event log, hang checks): exit 2 if refused.
   absl::Status ApplyChoices();
@@ -78,13 +92,10 @@ class ElasticAgent {
   void OnDeadline();
   void ReportWorkers();
   void FeedWorkers();  // without running the actions: for use inside an action
-  void ReapChildren();
   void OnStoreMarks();
-  // Each restart made whole: its line, its record, its metrics.
-  void ExplainRestarts();
-  // A master gave this node its place back after `lost` without one: its record, its
-  // metric, and the master's round table.
-  void MasterBack(int64_t round, absl::Duration lost);
+  // The shell's own part of a moment: a restart's line, and the run's round table (a
+  // restart's split, a master's outage) sent to the rendezvous.
+  void See(const AgentMoment& moment) override;
 
   // Actions.
   void RunActions();
@@ -120,23 +131,13 @@ class ElasticAgent {
   const JoiningNode node_;  // this node as it joins: its name, incarnation and store
   AgentStateMachine rules_;
   LogRoot log_root_;
-  // The workers' Store token (the rendezvous token, or a random one for the store rank 0
-  // serves in a one-node job); none in a multi-node job without a token.
-  std::optional<StoreTokenFile> store_token_;
   Inputs inputs_;
-  std::optional<HangChecks> hang_checks_;      // made in ApplyChoices
-  std::optional<HealthChecks> health_checks_;  // made with the loop
-  std::unique_ptr<WarmPool> warm_pool_;        // --preload (made in ApplyChoices)
-  std::unique_ptr<WorkerSupervisor> workers_;  // the current attempt; null between attempts
-  std::vector<WorkerFailure> last_failures_;   // of the last attempt that had any
-  // What the shell tells what happened; each writes or counts, none decides.
-  struct Observers {
-    std::optional<ElasticRecords> records;  // --event-log-handler (made in ApplyChoices)
-    WorkerMetrics metrics;                  // --metrics-port
-    HangReportFiles hang_files;
-    RestartTimeline restarts;
-  };
+  std::optional<HangChecks> hang_checks_;     // made in ApplyChoices
+  AgentChildren children_;                    // the workers, health checks and warm pool
+  std::vector<WorkerFailure> last_failures_;  // of the last attempt that had any
+  Moments moments_;
   Observers seen_;
+  HangReportFiles hang_files_;
   GlooInterfaceChoice gloo_;
 };
 

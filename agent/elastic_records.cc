@@ -47,6 +47,28 @@ WorkerFacts ElasticRecords::FactsOf(const WorkerSupervisor::Outcome& worker) con
   return facts;
 }
 
+void ElasticRecords::See(const AgentMoment& moment) {
+  using Kind = AgentMoment::Kind;
+  switch (moment.kind) {
+    case Kind::kJoinSent:
+      return JoinSent(moment.at);
+    case Kind::kRoundStarting:
+      return RoundAssigned(*moment.assignment, moment.at, moment.at);
+    case Kind::kWorkersStarted:
+      return WorkersStarted(moment.workers);
+    case Kind::kAttemptClosed:
+      return AttemptClosed(moment.workers, moment.failures);
+    case Kind::kRestartExplained:
+      return RestartExplained(*moment.split);
+    case Kind::kMasterBack:
+      return MasterBack(moment.round, moment.lost);
+    case Kind::kExiting:
+      return AgentExiting(moment.run_end, moment.exit_code, moment.at);
+    default:
+      return;
+  }
+}
+
 void ElasticRecords::JoinSent(absl::Time now) { join_sent_ = now; }
 
 void ElasticRecords::RoundAssigned(const Assignment& round, absl::Time received, absl::Time now) {

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "agent/agent_config.h"
 #include "agent/failure_summary.h"
+#include "agent/moments.h"
 #include "agent/restart_timeline.h"
 #include "agent/run_end.h"
 #include "agent/worker_supervisor.h"
@@ -33,9 +34,12 @@ struct RecordSource {
   static RecordSource Of(const AgentConfig& config, const std::string& host);
 };
 
-class ElasticRecords {
+class ElasticRecords : public MomentObserver {
  public:
   ElasticRecords(RecordLog log, RecordSource source, absl::Time started);
+
+  /// Each moment to the call below that records it.
+  void See(const AgentMoment& moment) override;
 
   /// This node asked for a round: RENDEZVOUS counts from here.
   void JoinSent(absl::Time now);

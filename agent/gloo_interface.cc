@@ -4,6 +4,7 @@
 
 #include "node/host_info.h"
 #include "spdlog/spdlog.h"
+#include "store/store_address.h"
 
 namespace ddprun {
 

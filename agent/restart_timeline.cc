@@ -5,6 +5,46 @@
 
 namespace ddprun {
 
+void RestartTimeline::See(const AgentMoment& moment) {
+  using Kind = AgentMoment::Kind;
+  switch (moment.kind) {
+    case Kind::kFailureSeen:
+      FailureSeen(moment.at);
+      break;
+    case Kind::kStopOrdered:
+      StopOrdered(moment.at, moment.membership_change);
+      break;
+    case Kind::kWorkersStopped:
+      WorkersStopped(moment.at);
+      break;
+    case Kind::kRoundStarting:
+      RoundStarting(moment.assignment->round, moment.assignment->restart_count, moment.at);
+      break;
+    case Kind::kWorkersStarted:
+      WorkersStarted(moment.store_followed, moment.at);
+      break;
+    case Kind::kEveryRankConnected:
+      EveryRankConnected(moment.round, moment.barrier_expected, moment.at);
+      break;
+    case Kind::kBarrierPassed:
+      BarrierPassed(moment.round, moment.at);
+      break;
+    case Kind::kRunEnded:
+      RunEnded();
+      break;
+    default:
+      return;
+  }
+  if (splits_to_ == nullptr) return;
+  for (RestartSplit& split : TakeSplits()) {
+    AgentMoment explained;
+    explained.kind = Kind::kRestartExplained;
+    explained.at = moment.at;
+    explained.split = std::move(split);
+    splits_to_->Announce(std::move(explained));
+  }
+}
+
 void RestartTimeline::Begin() {
   if (open_ && open_->started) Finish();
   if (!open_) open_.emplace();

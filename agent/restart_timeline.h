@@ -9,14 +9,16 @@
 //   here --spawn--> workers started --connected--> every rank on the store --barrier-->
 //   every rank past the store barrier
 //
-// An observer of the agent (it decides nothing), pure: the shell passes the agent's
-// monotonic times in, and takes each restart's split out once it is whole.
+// An observer of the agent (it decides nothing), pure: it sees the agent's moments
+// (agent/moments.h), with the agent's monotonic times, and announces each restart's split
+// (kRestartExplained) to the same stream once it is whole; or its callers take the splits.
 
 #include <cstdint>
 #include <optional>
 #include <vector>
 
 #include "absl/time/time.h"
+#include "agent/moments.h"
 #include "rendezvous/restart_split.h"
 
 namespace ddprun {
@@ -31,8 +33,14 @@ struct RestartMoments {
   bool membership_change = false;  // the stop order was for one
 };
 
-class RestartTimeline {
+class RestartTimeline : public MomentObserver {
  public:
+  /// `splits_to`: where each split made whole is announced; null: TakeSplits has them.
+  explicit RestartTimeline(Moments* splits_to = nullptr) : splits_to_(splits_to) {}
+
+  /// The moments a split is made of, each to the call below that takes it.
+  void See(const AgentMoment& moment) override;
+
   /// A worker of the running attempt failed (or was found hung) on this node.
   void FailureSeen(absl::Time now);
   /// The rendezvous ordered the workers stopped (a restart follows, in place or by joining);
@@ -62,6 +70,7 @@ class RestartTimeline {
   void Begin();
   void Finish();
 
+  Moments* const splits_to_;
   std::optional<RestartMoments> open_;  // a restart under way
   bool store_used_ = false;             // some round's ranks were all seen on the store
   std::vector<RestartSplit> done_;

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "agent/agent_action.h"
+#include "common/log_level.h"
 #include "rendezvous/protocol_words.h"
 
 namespace ddprun {

@@ -35,6 +35,22 @@ std::pair<std::string, std::string> ExitCause(const WorkerSupervisor::Outcome& w
 
 }  // namespace
 
+void WorkerMetrics::See(const AgentMoment& moment) {
+  using Kind = AgentMoment::Kind;
+  switch (moment.kind) {
+    case Kind::kWorkersStarted:
+      return WorkersStarted(moment.workers.size());
+    case Kind::kAttemptClosed:
+      return AttemptClosed(moment.workers, moment.failures);
+    case Kind::kRestartExplained:
+      return RestartExplained(*moment.split);
+    case Kind::kMasterBack:
+      return MasterBack(moment.lost);
+    default:
+      return;
+  }
+}
+
 void WorkerMetrics::AttemptClosed(std::vector<WorkerSupervisor::Outcome> workers,
                                   const std::vector<WorkerFailure>& failures) {
   last_workers_ = std::move(workers);

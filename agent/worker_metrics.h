@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "agent/failure_summary.h"
+#include "agent/moments.h"
 #include "agent/restart_timeline.h"
 #include "agent/worker_supervisor.h"
 #include "observability/agent_metrics.h"
@@ -19,9 +20,12 @@
 
 namespace ddprun {
 
-class WorkerMetrics {
+class WorkerMetrics : public MomentObserver {
  public:
   explicit WorkerMetrics(std::string run_id) : run_id_(std::move(run_id)) {}
+
+  /// Each moment to the call below that counts it.
+  void See(const AgentMoment& moment) override;
 
   /// From now on each Publish goes to `board` (null: nowhere).
   void PublishTo(AgentMetricsBoard* board) { board_ = board; }

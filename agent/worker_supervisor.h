@@ -38,6 +38,7 @@
 #include "agent/process/warm_pool.h"
 #include "agent/process/worker_process.h"
 #include "agent/worker_env.h"
+#include "agent/worker_outcome.h"
 #include "common/event_loop.h"
 #include "rendezvous/protocol_words.h"
 #include "rendezvous/stack_report.h"
@@ -46,7 +47,7 @@ namespace ddprun {
 
 class WorkerSupervisor {
  public:
-  enum class WorkerState { kRunning, kFrozen, kHung, kSucceeded, kFailed, kStopped };
+  using WorkerState = ::ddprun::WorkerState;
   static bool Ended(WorkerState state) {
     return state == WorkerState::kSucceeded || state == WorkerState::kFailed ||
            state == WorkerState::kStopped;
@@ -119,13 +120,7 @@ class WorkerSupervisor {
   size_t size() const { return workers_.size(); }
   std::vector<pid_t> pids() const;
   /// Each worker as it stands, in local-rank order (for the events, elastic_record_log.h).
-  struct Outcome {
-    int local_rank = 0;
-    int rank = 0;
-    pid_t pid = -1;
-    WorkerState state = WorkerState::kRunning;
-    int wait_status = 0;
-  };
+  using Outcome = WorkerOutcome;
   std::vector<Outcome> Outcomes() const;
 
  private:

@@ -10,6 +10,20 @@
 
 namespace ddprun {
 
+// "moment stop-ordered membership", "moment round-starting round=1 restarts=1", ...
+inline std::string DescribeMoment(const AgentMoment& m) {
+  std::string line = absl::StrCat("moment ", MomentName(m.kind));
+  if (m.assignment) {
+    absl::StrAppend(&line, " round=", m.assignment->round,
+                    " restarts=", m.assignment->restart_count);
+  }
+  if (m.kind == AgentMoment::Kind::kMasterBack) {
+    absl::StrAppend(&line, " round=", m.round, " lost=", absl::FormatDuration(m.lost));
+  }
+  if (m.membership_change) absl::StrAppend(&line, " membership");
+  return line;
+}
+
 inline std::string DescribeAction(const AgentAction& a) {
   using Kind = AgentAction::Kind;
   switch (a.kind) {
@@ -68,6 +82,8 @@ inline std::string DescribeAction(const AgentAction& a) {
     }
     case Kind::kExit:
       return absl::StrCat("exit ", a.exit_code);
+    case Kind::kMoment:
+      return DescribeMoment(a.moment);
   }
   return "?";
 }

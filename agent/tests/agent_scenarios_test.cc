@@ -7,15 +7,27 @@
 //   > stop-workers SIGTERM    <- the actions it causes; log lines as "> log warning: text"
 //
 // The format and the runner: tests/support/scenario_scripts.h.
+//
+// After `observe`, a script also shows what the agent's observers make of its moments: the
+// torchelastic records (--event-log-handler) as "> record STATE SOURCE key=value...", and
+// each restart's split as the agent's own line. The harness then plays the shell's part of
+// the stream as ElasticAgent does ("> shell moment ..."): workers-started when it runs
+// start-workers, attempt-closed before it answers close-attempt, exiting at exit.
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <regex>
 
 #include "absl/strings/str_split.h"
 #include "agent/agent_state_machine.h"
+#include "agent/elastic_records.h"
+#include "agent/moments.h"
+#include "agent/restart_timeline.h"
 #include "agent/tests/agent_actions.h"
 #include "common/process_status.h"
 #include "gtest/gtest.h"
 #include "tests/support/scenario_scripts.h"
+#include "tests/support/temp_dir.h"
 
 namespace ddprun {
 namespace {
@@ -28,6 +40,68 @@ int SignalNumber(const std::string& name) {
   }
   return 0;
 }
+
+// A record as a script line: its state, its source, and the metadata that carry times.
+std::string CompactRecord(const std::string& json) {
+  static const std::regex kName(R"re("torchelastic\.worker\.status\.(\w+)", "source": "(\w+)")re");
+  static const std::regex kTimes(R"re("(\w+_ms)": ([0-9.]+))re");
+  std::smatch name;
+  if (!std::regex_search(json, name, kName)) return "record ?";
+  std::string line = absl::StrCat("record ", name[1].str(), " ", name[2].str());
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), kTimes);
+       it != std::sregex_iterator(); ++it) {
+    absl::StrAppend(&line, " ", (*it)[1].str(), "=", (*it)[2].str());
+  }
+  return line;
+}
+
+// What the agent's observers make of the moments: the records and each restart's line.
+class Observed : private MomentObserver {
+ public:
+  explicit Observed(absl::Time now) : restarts_(&moments_) {
+    RecordLogSettings settings;
+    settings.kind = RecordLogSettings::Kind::kFile;
+    settings.path = dir_ / "records.jsonl";
+    absl::StatusOr<RecordLog> log = RecordLog::Open(settings);
+    EXPECT_TRUE(log.ok()) << log.status();
+    records_.emplace(std::move(*log), RecordSource{"job", "trainer", "node0", "c10d", "train.py"},
+                     now);
+    moments_.Subscribe(*records_);
+    moments_.Subscribe(restarts_);
+    moments_.Subscribe(*this);
+  }
+  void Announce(AgentMoment moment, std::vector<std::string>& out) {
+    moments_.Announce(std::move(moment));
+    // The records first: the agent's line is its last observer's.
+    std::ifstream in(dir_ / "records.jsonl");
+    int n = 0;
+    for (std::string line; std::getline(in, line); ++n) {
+      if (n >= records_seen_) out.push_back(CompactRecord(line));
+    }
+    records_seen_ = n;
+    for (std::string& line : lines_) out.push_back(std::move(line));
+    lines_.clear();
+  }
+  // A moment the shell announces, shown as such.
+  void AnnounceForShell(AgentMoment moment, std::vector<std::string>& out) {
+    out.push_back(absl::StrCat("shell ", DescribeMoment(moment)));
+    Announce(std::move(moment), out);
+  }
+
+ private:
+  void See(const AgentMoment& moment) override {
+    if (moment.kind == AgentMoment::Kind::kRestartExplained) {
+      lines_.push_back(absl::StrCat("restart-line: ", FormatRestartSplit(*moment.split)));
+    }
+  }
+
+  testing::TempDir dir_;
+  Moments moments_;
+  std::optional<ElasticRecords> records_;
+  RestartTimeline restarts_;
+  std::vector<std::string> lines_;
+  int records_seen_ = 0;
+};
 
 class Scenario : public testing::ScenarioMachine {
  public:
@@ -53,7 +127,10 @@ class Scenario : public testing::ScenarioMachine {
     const std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
     const std::string& verb = words[0];
     const std::map<std::string, std::string> args = testing::ScenarioArgs(words, 1);
-    if (verb == "health-checked-node") {  // before start: a health check before every join
+    std::vector<std::string> out;
+    if (verb == "observe") {  // from here on: what the observers make of the moments
+      observed_ = std::make_unique<Observed>(now_);
+    } else if (verb == "health-checked-node") {  // before start: a health check before every join
       Make(/*health_check=*/true, /*serves_store=*/false);
     } else if (verb == "store-serving-node") {  // before start: its agent serves the store
       Make(/*health_check=*/false, /*serves_store=*/true);
@@ -69,12 +146,12 @@ class Scenario : public testing::ScenarioMachine {
       a.group_world_size = a.group_rank + 1;
       a.master_addr = "node1";
       a.master_port = 29500;
-      sm_->Assigned(a);
+      sm_->Assigned(a, now_);
     } else if (verb == "assigned-nodes") {  // assigned-nodes N round=R: a round of N nodes
       Assignment a;
       a.round = testing::ScenarioInt(args, "round", 0);
       a.group_world_size = std::stoi(words.at(1));
-      sm_->Assigned(a);
+      sm_->Assigned(a, now_);
     } else if (verb == "hang") {  // hang local-rank=L [unhealthy]: HangWatch found one
       FoundHang hang;
       hang.local_rank = testing::ScenarioInt(args, "local-rank", 0);
@@ -104,6 +181,12 @@ class Scenario : public testing::ScenarioMachine {
       view.all_exited = args.count("all-exited") > 0 || args.count("all-succeeded") > 0;
       sm_->WorkersChanged(view, now_);
     } else if (verb == "closed") {
+      if (observed_) {  // as ElasticAgent::CloseAttempt: the outcomes, then the answer
+        AgentMoment closed = AgentMoment::Of(AgentMoment::Kind::kAttemptClosed, now_);
+        closed.workers =
+            Workers(args.count("succeeded") > 0 ? WorkerState::kSucceeded : WorkerState::kFailed);
+        observed_->AnnounceForShell(std::move(closed), out);
+      }
       AttemptResult result;
       result.succeeded = args.count("succeeded") > 0;
       if (args.count("root-rank") > 0) {
@@ -163,18 +246,42 @@ class Scenario : public testing::ScenarioMachine {
     } else {
       ADD_FAILURE() << "unknown event: " << line;
     }
-    std::vector<std::string> out;
-    for (const AgentAction& a : sm_->TakeActions()) out.push_back(DescribeAction(a));
+    for (const AgentAction& a : sm_->TakeActions()) {
+      out.push_back(DescribeAction(a));
+      if (observed_) Observe(a, out);
+    }
     return out;
   }
 
  private:
+  // The shell's part of the moments, where ElasticAgent announces them.
+  void Observe(const AgentAction& a, std::vector<std::string>& out) {
+    if (a.kind == AgentAction::Kind::kMoment) {
+      observed_->Announce(a.moment, out);
+    } else if (a.kind == AgentAction::Kind::kStartWorkers) {
+      AgentMoment started = AgentMoment::Of(AgentMoment::Kind::kWorkersStarted, now_);
+      started.workers = Workers(WorkerState::kRunning);
+      observed_->AnnounceForShell(std::move(started), out);
+    } else if (a.kind == AgentAction::Kind::kExit) {
+      AgentMoment exiting = AgentMoment::Of(AgentMoment::Kind::kExiting, now_);
+      exiting.run_end = sm_->run_end();
+      exiting.exit_code = a.exit_code;
+      observed_->AnnounceForShell(std::move(exiting), out);
+    }
+  }
+  // The node's two workers (nproc_per_node), ranks 0 and 1, in `state`.
+  static std::vector<WorkerOutcome> Workers(WorkerState state) {
+    const int wait_status = state == WorkerState::kFailed ? 1 << 8 : 0;  // exit code 1
+    return {{0, 0, 100, state, wait_status}, {1, 1, 101, state, wait_status}};
+  }
+
   absl::Time now_ = absl::FromUnixSeconds(1000);
   std::unique_ptr<AgentStateMachine> sm_;
+  std::unique_ptr<Observed> observed_;
 };
 
 TEST(AgentScenarios, EveryScriptGivesItsActions) {
-  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "agent/tests/testdata", 24,
+  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "agent/tests/testdata", 25,
                               [] { return std::make_unique<Scenario>(); });
 }
 

@@ -14,7 +14,7 @@ namespace ddprun {
 AgentStateMachine::AgentStateMachine(AgentSettings settings, absl::Time now)
     : settings_(std::move(settings)) {
   if (settings_.heartbeat_interval != absl::InfiniteDuration()) {
-    heartbeat_deadline_ = now + settings_.heartbeat_interval;
+    timers_.Set(Timer::kHeartbeat, now + settings_.heartbeat_interval);
   }
 }
 
@@ -24,7 +24,7 @@ void AgentStateMachine::Start(absl::Time now) {
 
 void AgentStateMachine::JoinNextRound(absl::Time now) {
   if (interrupted_by_ != 0) return Exit(ExitCodeForSignal(interrupted_by_));
-  cooldown_deadline_.reset();
+  timers_.Clear(Timer::kCooldown);
   if (settings_.health_check) {
     phase_ = Phase::kChecking;
     Emit(AgentAction::Kind::kCheckHealth);
@@ -48,12 +48,12 @@ void AgentStateMachine::SendJoin(const std::string& failed_check, absl::Time now
   phase_ = Phase::kJoining;
   // The master applies join_timeout too, and says who is missing; this deadline catches a
   // master that cannot be reached at all, so it comes a little later.
-  join_deadline_.reset();
-  progress_deadline_.reset();
+  timers_.Clear(Timer::kJoin);
+  timers_.Clear(Timer::kProgress);
   joined_at_ = now;
   if (settings_.join_deadline != absl::InfiniteDuration()) {
-    join_deadline_ = now + settings_.join_deadline;
-    progress_deadline_ = now + settings_.progress_first;
+    timers_.Set(Timer::kJoin, now + settings_.join_deadline);
+    timers_.Set(Timer::kProgress, now + settings_.progress_first);
   }
   Announce(AgentMoment::Kind::kJoinSent, now);
   AgentAction join;
@@ -69,8 +69,8 @@ void AgentStateMachine::Assigned(const Assignment& assignment, absl::Time now) {
 }
 
 void AgentStateMachine::RunRound(const Assignment& assignment, bool in_place, absl::Time now) {
-  join_deadline_.reset();
-  progress_deadline_.reset();
+  timers_.Clear(Timer::kJoin);
+  timers_.Clear(Timer::kProgress);
   phase_ = Phase::kRunning;
   assignment_ = assignment;
   stopping_ = false;
@@ -154,10 +154,11 @@ void AgentStateMachine::Progress(const std::string& text, bool master_answered, 
       "waiting for a round for ",
       absl::FormatDuration(absl::Floor(now - joined_at_, absl::Seconds(1))), ": ", text);
   // The master says when the run ends; when it does not answer, this node's own bound is news.
-  if (!master_answered && join_deadline_) {
-    absl::StrAppend(&line, "; this node gives up in ",
-                    absl::FormatDuration(absl::Floor(*join_deadline_ - now, absl::Seconds(1))),
-                    " (join_timeout + keep_alive_interval)");
+  if (!master_answered && timers_.IsSet(Timer::kJoin)) {
+    absl::StrAppend(
+        &line, "; this node gives up in ",
+        absl::FormatDuration(absl::Floor(*timers_.At(Timer::kJoin) - now, absl::Seconds(1))),
+        " (join_timeout + keep_alive_interval)");
   }
   Log(LogLevel::kWarning, std::move(line));
 }
@@ -181,9 +182,9 @@ void AgentStateMachine::CoolDown(absl::Time now) {
     return Exit(kExitNodeUnhealthy);
   }
   phase_ = Phase::kCoolingDown;
-  join_deadline_.reset();
-  progress_deadline_.reset();
-  cooldown_deadline_ = now + cooldown_;
+  timers_.Clear(Timer::kJoin);
+  timers_.Clear(Timer::kProgress);
+  timers_.Set(Timer::kCooldown, now + cooldown_);
   Log(LogLevel::kWarning,
       absl::StrCat("this node asks to join again in ", absl::FormatDuration(cooldown_),
                    " (--node-cooldown)", settings_.health_check ? ", after its health check" : ""));
@@ -223,8 +224,8 @@ void AgentStateMachine::WorkersChanged(const WorkersView& view, absl::Time now) 
     EmitForRound(AgentAction::Kind::kReportFailure);
   }
   if (view.all_exited) {
-    grace_deadline_.reset();
-    kill_deadline_.reset();
+    timers_.Clear(Timer::kGrace);
+    timers_.Clear(Timer::kKill);
     closing_ = true;
     Announce(AgentMoment::Kind::kWorkersStopped, now);
     Emit(AgentAction::Kind::kCloseAttempt);
@@ -250,7 +251,7 @@ void AgentStateMachine::HangFound(const FoundHang& hang, absl::Time now) {
   // A failure: the rendezvous hears it at once and orders every node to record its stacks
   // and stop; ours wait, frozen, for that order (or the grace period).
   failure_reported_ = true;
-  grace_deadline_ = now + settings_.shutdown_timeout;
+  timers_.Set(Timer::kGrace, now + settings_.shutdown_timeout);
   EmitForRound(AgentAction::Kind::kReportFailure);
 }
 
@@ -265,7 +266,7 @@ void AgentStateMachine::StacksTaken() {
 void AgentStateMachine::HangReportArrived(int64_t round) {
   if (round != awaited_report_) return;
   awaited_report_ = -1;
-  report_deadline_.reset();
+  timers_.Clear(Timer::kReport);
   if (phase_ == Phase::kExiting) FinishExit();
 }
 
@@ -275,7 +276,7 @@ void AgentStateMachine::AttemptClosed(const AttemptResult& result, absl::Time no
   if (result.root_cause) last_root_cause_ = result.root_cause;
   if (result.awaits_hang_report && assignment_) {
     awaited_report_ = assignment_->round;
-    report_deadline_ = now + settings_.hangs.report_wait;
+    timers_.Set(Timer::kReport, now + settings_.hangs.report_wait);
   }
   if (interrupted_by_ != 0) {
     EmitWithSignal(AgentAction::Kind::kWriteStopSummary, interrupted_by_);
@@ -300,74 +301,80 @@ void AgentStateMachine::Fatal(int exit_code) {
 }
 
 void AgentStateMachine::Tick(absl::Time now) {
-  if (grace_deadline_ && now >= *grace_deadline_) {
-    grace_deadline_.reset();
-    if (phase_ == Phase::kRunning) {
-      Kill(absl::StrCat("after the ", absl::FormatDuration(settings_.shutdown_timeout),
-                        " grace period (--shutdown-timeout)"),
-           now);
-    }
+  for (Timer timer : TimerTable<Timer>::All()) {
+    if (timers_.Fire(timer, now) && !OnTimer(timer, now)) return;
   }
-  if (kill_deadline_ && now >= *kill_deadline_) {
-    kill_deadline_.reset();
-    if (phase_ == Phase::kRunning && !closing_) {
-      // The kernel holds them (uninterruptible sleep, a hung device or filesystem): waiting
-      // longer would wedge this agent too. Say which, tell the rendezvous, and go.
-      AgentAction abandon;
-      abandon.kind = AgentAction::Kind::kAbandonWorkers;
-      abandon.text = absl::StrCat("still running ", absl::FormatDuration(settings_.kill_timeout),
-                                  " after SIGKILL (--kill-timeout): the node is unhealthy");
-      actions_.push_back(std::move(abandon));
-      others_still_run_ = true;
-      return Exit(kExitNodeUnhealthy);
-    }
+}
+
+bool AgentStateMachine::OnTimer(Timer timer, absl::Time now) {
+  switch (timer) {
+    case Timer::kGrace:
+      if (phase_ == Phase::kRunning) {
+        Kill(absl::StrCat("after the ", absl::FormatDuration(settings_.shutdown_timeout),
+                          " grace period (--shutdown-timeout)"),
+             now);
+      }
+      return true;
+    case Timer::kKill:
+      if (phase_ == Phase::kRunning && !closing_) {
+        // The kernel holds them (uninterruptible sleep, a hung device or filesystem): waiting
+        // longer would wedge this agent too. Say which, tell the rendezvous, and go.
+        AgentAction abandon;
+        abandon.kind = AgentAction::Kind::kAbandonWorkers;
+        abandon.text = absl::StrCat("still running ", absl::FormatDuration(settings_.kill_timeout),
+                                    " after SIGKILL (--kill-timeout): the node is unhealthy");
+        actions_.push_back(std::move(abandon));
+        others_still_run_ = true;
+        Exit(kExitNodeUnhealthy);
+        return false;
+      }
+      return true;
+    case Timer::kJoin:
+      if (phase_ == Phase::kJoining) {
+        Log(LogLevel::kError, JoinTimeoutMessage());
+        Exit(kExitRendezvous);
+        return false;
+      }
+      return true;
+    case Timer::kProgress:
+      if (phase_ == Phase::kJoining) {
+        Emit(AgentAction::Kind::kCheckProgress);
+        timers_.Set(Timer::kProgress, now + settings_.progress_every);
+      } else if (WorkDone() && master_lost_at_) {
+        WaitForMasterWithWorkDone("", now);
+      }
+      return true;
+    case Timer::kCooldown:
+      if (phase_ == Phase::kCoolingDown) JoinNextRound(now);
+      return true;
+    case Timer::kReport:
+      awaited_report_ = -1;
+      if (phase_ == Phase::kExiting) {
+        Log(LogLevel::kWarning,
+            absl::StrCat("the master's hang report did not come within ",
+                         absl::FormatDuration(settings_.hangs.report_wait),
+                         ": this node's hang_report.txt has its own ranks only"));
+        FinishExit();
+        return false;
+      }
+      return true;
+    case Timer::kOutage:
+      if (master_lost_at_) NoMasterInTime(now);
+      return true;
+    case Timer::kReach:
+      CheckReach(now);
+      return true;
+    case Timer::kResume:
+      if (master_lost_at_) Resume(now);
+      return true;
+    case Timer::kHeartbeat:
+      Emit(AgentAction::Kind::kHeartbeat);
+      timers_.Set(Timer::kHeartbeat, now + settings_.heartbeat_interval);
+      return true;
+    case Timer::kCount:
+      break;
   }
-  if (join_deadline_ && now >= *join_deadline_) {
-    join_deadline_.reset();
-    if (phase_ == Phase::kJoining) {
-      Log(LogLevel::kError, JoinTimeoutMessage());
-      return Exit(kExitRendezvous);
-    }
-  }
-  if (progress_deadline_ && now >= *progress_deadline_) {
-    progress_deadline_.reset();
-    if (phase_ == Phase::kJoining) {
-      Emit(AgentAction::Kind::kCheckProgress);
-      progress_deadline_ = now + settings_.progress_every;
-    } else if (WorkDone() && master_lost_at_) {
-      WaitForMasterWithWorkDone("", now);
-    }
-  }
-  if (cooldown_deadline_ && now >= *cooldown_deadline_) {
-    cooldown_deadline_.reset();
-    if (phase_ == Phase::kCoolingDown) JoinNextRound(now);
-  }
-  if (report_deadline_ && now >= *report_deadline_) {
-    report_deadline_.reset();
-    awaited_report_ = -1;
-    if (phase_ == Phase::kExiting) {
-      Log(LogLevel::kWarning, absl::StrCat("the master's hang report did not come within ",
-                                           absl::FormatDuration(settings_.hangs.report_wait),
-                                           ": this node's hang_report.txt has its own ranks only"));
-      return FinishExit();
-    }
-  }
-  if (outage_deadline_ && now >= *outage_deadline_) {
-    outage_deadline_.reset();
-    if (master_lost_at_) NoMasterInTime(now);
-  }
-  if (reach_deadline_ && now >= *reach_deadline_) {
-    reach_deadline_.reset();
-    CheckReach(now);
-  }
-  if (resume_deadline_ && now >= *resume_deadline_) {
-    resume_deadline_.reset();
-    if (master_lost_at_) Resume(now);
-  }
-  if (heartbeat_deadline_ && now >= *heartbeat_deadline_) {
-    Emit(AgentAction::Kind::kHeartbeat);
-    heartbeat_deadline_ = now + settings_.heartbeat_interval;
-  }
+  return true;
 }
 
 std::vector<AgentAction> AgentStateMachine::TakeActions() {
@@ -376,15 +383,7 @@ std::vector<AgentAction> AgentStateMachine::TakeActions() {
   return out;
 }
 
-absl::Time AgentStateMachine::NextDeadline() const {
-  absl::Time next = absl::InfiniteFuture();
-  for (const auto& deadline : {grace_deadline_, kill_deadline_, join_deadline_, progress_deadline_,
-                               heartbeat_deadline_, cooldown_deadline_, report_deadline_,
-                               outage_deadline_, reach_deadline_, resume_deadline_}) {
-    if (deadline) next = std::min(next, *deadline);
-  }
-  return next;
-}
+absl::Time AgentStateMachine::NextDeadline() const { return timers_.Next(); }
 
 // The one place for "if workers run, remember what to do next and stop them; else do it now".
 void AgentStateMachine::StopThen(AfterStop next, absl::Time now) {
@@ -426,7 +425,7 @@ void AgentStateMachine::Carry(AfterStop next, absl::Time now) {
 
 void AgentStateMachine::BeginStop(int signal, absl::Time now) {
   stopping_ = true;
-  grace_deadline_ = now + settings_.shutdown_timeout;
+  timers_.Set(Timer::kGrace, now + settings_.shutdown_timeout);
   // Frozen after a hang: where every worker is comes first, then the stop goes out
   // (StacksTaken). A stop no order asked stacks for (a lost master, a signal) takes them too.
   if (stacks_ == Stacks::kFrozen) CollectStacks();
@@ -459,19 +458,19 @@ void AgentStateMachine::ExitAtRunEnd() {
 void AgentStateMachine::Exit(int exit_code) {
   phase_ = Phase::kExiting;
   exit_code_ = exit_code;
-  grace_deadline_.reset();
-  kill_deadline_.reset();
-  join_deadline_.reset();
-  progress_deadline_.reset();
-  heartbeat_deadline_.reset();
-  cooldown_deadline_.reset();
+  timers_.Clear(Timer::kGrace);
+  timers_.Clear(Timer::kKill);
+  timers_.Clear(Timer::kJoin);
+  timers_.Clear(Timer::kProgress);
+  timers_.Clear(Timer::kHeartbeat);
+  timers_.Clear(Timer::kCooldown);
   OutageOver();
   if (awaited_report_ < 0) FinishExit();
 }
 
 void AgentStateMachine::FinishExit() {
   phase_ = Phase::kDone;
-  report_deadline_.reset();
+  timers_.Clear(Timer::kReport);
   Emit(AgentAction::Kind::kExit).exit_code = exit_code_;
 }
 
@@ -496,7 +495,7 @@ void AgentStateMachine::CollectStacks() {
 }
 
 void AgentStateMachine::Kill(std::string why, absl::Time now) {
-  kill_deadline_ = now + settings_.kill_timeout;
+  timers_.Set(Timer::kKill, now + settings_.kill_timeout);
   Emit(AgentAction::Kind::kKillWorkers).text = std::move(why);
 }
 

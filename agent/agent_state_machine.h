@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "agent/agent_action.h"
 #include "agent/run_end.h"
+#include "common/timer_table.h"
 #include "rendezvous/hang_timings.h"
 #include "rendezvous/protocol_words.h"
 
@@ -250,7 +251,25 @@ class AgentStateMachine {
   void EmitForRound(AgentAction::Kind kind);
   std::string JoinTimeoutMessage() const;
 
+  // Every deadline of the rules, in the order a Tick serves those that passed (OnTimer).
+  enum class Timer {
+    kGrace,      // SIGKILL what still runs
+    kKill,       // what SIGKILL did not end is abandoned
+    kJoin,       // give up waiting for a round
+    kProgress,   // say how the wait for a round goes (or the wait for a master, work done)
+    kCooldown,   // join again after an exclusion
+    kReport,     // give up waiting for the master's hang report
+    kOutage,     // master_outage_timeout (or finished_master_wait): stop the workers, or exit 0
+    kReach,      // check group rank 0's store again
+    kResume,     // ask for the place back again
+    kHeartbeat,  // tell the master this node lives
+    kCount,
+  };
+  // What `timer`, which has passed, does; false when the agent exits and the Tick ends.
+  bool OnTimer(Timer timer, absl::Time now);
+
   const AgentSettings settings_;
+  TimerTable<Timer> timers_;
   Phase phase_ = Phase::kIdle;
   std::optional<Assignment> assignment_;  // the current attempt's, or the last one run
   bool stopping_ = false;                 // this attempt's workers were told to stop
@@ -269,22 +288,12 @@ class AgentStateMachine {
   int interrupted_by_ = 0;                // the first terminating signal, 0 if none
   std::optional<AttemptResult::RootCause> last_root_cause_;  // of the last failed attempt
   bool others_still_run_ = false;
-  std::string unhealthy_;                         // why this node is unhealthy; empty: it is not
-  std::optional<absl::Time> grace_deadline_;      // SIGKILL what still runs
-  std::optional<absl::Time> kill_deadline_;       // what SIGKILL did not end is abandoned
-  std::optional<absl::Time> join_deadline_;       // give up waiting for a round
-  std::optional<absl::Time> progress_deadline_;   // say how the wait for a round goes
-  absl::Time joined_at_;                          // when this node last asked for a round
-  std::optional<absl::Time> heartbeat_deadline_;  // tell the master this node lives
-  std::optional<absl::Time> cooldown_deadline_;   // join again after an exclusion
-  int64_t store_may_open_ = -1;                   // the last round StoreMayOpen allowed
-  std::optional<Assignment> store_held_;          // a round run in place, its store not open
-  int64_t awaited_report_ = -1;                   // the round whose hang report is awaited
-  std::optional<absl::Time> report_deadline_;     // give up waiting for it
-  std::optional<absl::Time> master_lost_at_;      // the outage of the master, since when
-  std::optional<absl::Time> outage_deadline_;     // master_outage_timeout: stop the workers
-  std::optional<absl::Time> reach_deadline_;      // check group rank 0's store again
-  std::optional<absl::Time> resume_deadline_;     // ask for the place back again
+  std::string unhealthy_;                     // why this node is unhealthy; empty: it is not
+  absl::Time joined_at_;                      // when this node last asked for a round
+  int64_t store_may_open_ = -1;               // the last round StoreMayOpen allowed
+  std::optional<Assignment> store_held_;      // a round run in place, its store not open
+  int64_t awaited_report_ = -1;               // the round whose hang report is awaited
+  std::optional<absl::Time> master_lost_at_;  // the outage of the master, since when
   static constexpr absl::Duration kResumeRetry = absl::Seconds(1);
   int exit_code_ = 0;  // kExiting: what kExit will carry
   absl::Duration cooldown_ = absl::ZeroDuration();

@@ -26,7 +26,7 @@ void AgentStateMachine::MasterLost(const std::string& detail, absl::Time now) {
   if (master_lost_at_) {
     // Lost again while away: a master answered and ended the new stream (it cannot take the
     // place back yet, or went away again). Ask again in a moment, not at once.
-    if (!resume_deadline_) resume_deadline_ = now + kResumeRetry;
+    if (!timers_.IsSet(Timer::kResume)) timers_.Set(Timer::kResume, now + kResumeRetry);
     return;
   }
   if (WorkDone()) {
@@ -36,7 +36,7 @@ void AgentStateMachine::MasterLost(const std::string& detail, absl::Time now) {
   }
   {
     master_lost_at_ = now;
-    outage_deadline_ = now + settings_.master_outage_timeout;
+    timers_.Set(Timer::kOutage, now + settings_.master_outage_timeout);
     Log(LogLevel::kWarning,
         absl::StrCat("lost the rendezvous master: ", detail,
                      phase_ == Phase::kRunning && !stopping_
@@ -59,7 +59,7 @@ void AgentStateMachine::MasterLost(const std::string& detail, absl::Time now) {
 void AgentStateMachine::WaitForMasterWithWorkDone(const std::string& detail, absl::Time now) {
   const absl::Time gives_up = *master_lost_at_ + settings_.finished_master_wait;
   if (!detail.empty()) {
-    outage_deadline_ = gives_up;
+    timers_.Set(Timer::kOutage, gives_up);
     Log(LogLevel::kWarning, absl::StrCat("lost the rendezvous master: ", detail,
                                          "; this node's workers all "
                                          "succeeded (round ",
@@ -77,7 +77,7 @@ void AgentStateMachine::WaitForMasterWithWorkDone(const std::string& detail, abs
                      " unless one answers"));
   }
   if (gives_up - now > settings_.progress_first)
-    progress_deadline_ = now + settings_.progress_first;
+    timers_.Set(Timer::kProgress, now + settings_.progress_first);
 }
 
 void AgentStateMachine::NoMasterInTime(absl::Time now) {
@@ -133,7 +133,7 @@ void AgentStateMachine::CheckReach(absl::Time now) {
     return;  // a round of one node is cut off from nobody
   }
   Emit(AgentAction::Kind::kCheckReach).text = ReachTarget();
-  reach_deadline_ = now + settings_.heartbeat_interval;
+  timers_.Set(Timer::kReach, now + settings_.heartbeat_interval);
 }
 
 void AgentStateMachine::JobReach(bool reachable, const std::string& detail, absl::Time now) {
@@ -159,9 +159,9 @@ void AgentStateMachine::StopForRejoin(absl::Time now) {
 
 void AgentStateMachine::OutageOver() {
   master_lost_at_.reset();
-  outage_deadline_.reset();
-  reach_deadline_.reset();
-  resume_deadline_.reset();
+  timers_.Clear(Timer::kOutage);
+  timers_.Clear(Timer::kReach);
+  timers_.Clear(Timer::kResume);
 }
 
 }  // namespace ddprun

@@ -31,21 +31,21 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
   if (node.resume) return Resume(session, node, now);
   // This join replaces the session's earlier one, if any: a round that closes meanwhile (when
   // an old session of the same agent is dropped, below) must not take it as it was.
-  if (auto mine = nodes_.find(session); mine != nodes_.end()) SetJoined(mine->second, false);
+  if (auto mine = nodes_.find(session); mine != nodes_.end()) nodes_.SetJoined(mine->second, false);
   ForgetHeldResume(session);  // a resume it sent before is no longer what it asks
   DropOldSession(session, node, now);
   if (phase_ == Phase::kEnded) return JoinEndedRun(session);
   if (!node.failed_check.empty()) {
     DDPRUN_RETURN_IF_ERROR(CheckFailedCheckIsItsOwn(session, node));
   }
-  Node& entry = Admit(session, node, now);
+  Node& entry = nodes_.Admit(session, node, now);
   const bool member = entry.member;
   if (!node.failed_check.empty()) {
     health_.CheckFailed(node.host, node.failed_check, now);
     KeepOutHost(node.host, /*round_ends_anyway=*/member && phase_ == Phase::kRunning, now);
   }
   if (std::optional<NodeExclusion> excluded = health_.KeepOut(node.host, now)) {
-    SetJoined(entry, false);
+    nodes_.SetJoined(entry, false);
     if (member && phase_ == Phase::kRunning) {
       // EndRound tells it (kExclude) with the others' stop orders.
       EndRound(StopReason::kMembershipChanged,
@@ -57,7 +57,7 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
     }
     return absl::OkStatus();
   }
-  SetJoined(entry, true);
+  nodes_.SetJoined(entry, true);
   if (phase_ == Phase::kGathering) {
     MaybeCloseRound(now);
     return absl::OkStatus();
@@ -68,7 +68,7 @@ absl::Status RoundStateMachine::Join(SessionId session, const NodeInfo& node, ab
              absl::StrCat(node.host, " rejoined while its round was running"), now);
   } else if (member) {
     // Finishing: no new rounds. It waits for the end of the run like everyone else.
-  } else if (phase_ == Phase::kRunning && placeholders_ == 0 &&
+  } else if (phase_ == Phase::kRunning && nodes_.placeholders() == 0 &&
              static_cast<int>(members_.size()) < settings_.max_nodes) {
     // (While a restarted master waits for places of the round it took up, a newcomer waits
     // too: it joins the job once the round is whole, TakeOver.)
@@ -83,25 +83,9 @@ void RoundStateMachine::DropOldSession(SessionId session, const NodeInfo& node, 
   // An agent holds one session at a time: one that joins on a new session has given up the
   // old one (it lost the master, e.g. in a partition, and stopped its workers), even if the
   // old one has not timed out here yet.
-  if (auto same = by_incarnation_.find(node.incarnation);
-      same != by_incarnation_.end() && same->second != session) {
-    RemoveNode(same->second, "it reconnected on a new session", /*evict=*/true, now);
+  if (const SessionId same = nodes_.OfIncarnation(node.incarnation); same != 0 && same != session) {
+    RemoveNode(same, "it reconnected on a new session", /*evict=*/true, now);
   }
-}
-
-RoundStateMachine::Node& RoundStateMachine::Admit(SessionId session, const NodeInfo& node,
-                                                  absl::Time now) {
-  auto [it, inserted] = nodes_.try_emplace(session);
-  Node& entry = it->second;
-  if (!inserted) {
-    if (entry.info.incarnation != node.incarnation) by_incarnation_.erase(entry.info.incarnation);
-    by_last_seen_.erase({entry.last_seen, session});
-  }
-  entry.info = node;
-  entry.last_seen = now;
-  by_last_seen_.insert({now, session});
-  by_incarnation_[node.incarnation] = session;
-  return entry;
 }
 
 void RoundStateMachine::Disconnect(SessionId session, absl::Time now) {
@@ -112,7 +96,7 @@ void RoundStateMachine::Disconnect(SessionId session, absl::Time now) {
     // between them broke for a moment): it has ReconnectGrace() to come back (Resume).
     // Its silence counts from the break: the keep-alive rule must not drop it first.
     if (!it->second.away_until) {
-      UpdateLastSeen(session, it->second, now);
+      nodes_.Seen(session, it->second, now);
       MarkAway(session, now + ReconnectGrace());
     }
     return;
@@ -214,12 +198,12 @@ void RoundStateMachine::ReportSuccess(SessionId session, int64_t round, absl::Ti
     return;
   }
   Heartbeat(session, now);
-  SetFinished(nodes_.at(session), true);
+  nodes_.SetFinished(nodes_.at(session), true);
   if (phase_ == Phase::kRunning) {
     phase_ = Phase::kFinishing;
     finishing_deadline_ = now + settings_.exit_barrier_timeout;
   }
-  if (finished_members_ == static_cast<int>(members_.size())) {
+  if (nodes_.finished_members() == static_cast<int>(members_.size())) {
     EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
   }
 }
@@ -249,12 +233,12 @@ void RoundStateMachine::Stop(const std::string& detail, absl::Time now) {
 void RoundStateMachine::Tick(absl::Time now) {
   if (phase_ == Phase::kEnded) return;
   std::vector<SessionId> silent;
-  for (const auto& [last_seen, session] : by_last_seen_) {
+  for (const auto& [last_seen, session] : nodes_.by_last_seen()) {
     if (now - last_seen < DeadAfter()) break;
     silent.push_back(session);
   }
   // None of them is in a round that closes while the others are being dropped.
-  for (SessionId session : silent) SetJoined(nodes_.at(session), false);
+  for (SessionId session : silent) nodes_.SetJoined(nodes_.at(session), false);
   for (SessionId session : silent) {
     if (phase_ == Phase::kEnded) return;
     ++keep_alive_misses_;
@@ -264,7 +248,7 @@ void RoundStateMachine::Tick(absl::Time now) {
                /*evict=*/true, now);
   }
   std::vector<SessionId> gone;
-  for (const auto& [until, session] : away_) {
+  for (const auto& [until, session] : nodes_.away()) {
     if (until > now) break;
     gone.push_back(session);
   }
@@ -281,7 +265,7 @@ void RoundStateMachine::Tick(absl::Time now) {
   if (phase_ == Phase::kGathering && !take_up_) {
     if (last_call_deadline_ && now >= *last_call_deadline_) {
       CloseRound(now);
-    } else if (joined_count_ < settings_.min_nodes &&
+    } else if (nodes_.joined() < settings_.min_nodes &&
                now - gathering_since_ >= settings_.join_timeout) {
       EndRun(RunOutcome::kTimedOut,
              absl::StrCat("rendezvous timed out after join_timeout=",
@@ -333,12 +317,12 @@ std::vector<Outbound> RoundStateMachine::TakeOutbound() {
 absl::Time RoundStateMachine::NextDeadline() const {
   absl::Time next = absl::InfiniteFuture();
   if (phase_ == Phase::kEnded) return next;
-  if (!by_last_seen_.empty()) next = by_last_seen_.begin()->first + DeadAfter();
-  if (!away_.empty()) next = std::min(next, away_.begin()->first);
+  if (!nodes_.by_last_seen().empty()) next = nodes_.by_last_seen().begin()->first + DeadAfter();
+  if (!nodes_.away().empty()) next = std::min(next, nodes_.away().begin()->first);
   if (take_up_) next = std::min(next, take_up_->decide_at);
   if (phase_ == Phase::kGathering && !take_up_) {
     if (last_call_deadline_) next = std::min(next, *last_call_deadline_);
-    if (joined_count_ < settings_.min_nodes) {
+    if (nodes_.joined() < settings_.min_nodes) {
       next = std::min(next, gathering_since_ + settings_.join_timeout);
     }
   }
@@ -348,12 +332,12 @@ absl::Time RoundStateMachine::NextDeadline() const {
 }
 
 bool RoundStateMachine::AllPreviousMembersBack() const {
-  return previous_alive_ > 0 && previous_back_ == previous_alive_;
+  return nodes_.previous_here() > 0 && nodes_.previous_back() == nodes_.previous_here();
 }
 
 void RoundStateMachine::MaybeCloseRound(absl::Time now) {
   if (take_up_) return;  // the round the nodes resume comes first (DecideTakeUp)
-  const int joined = joined_count_;
+  const int joined = nodes_.joined();
   if (joined >= settings_.max_nodes ||
       (joined >= settings_.min_nodes && AllPreviousMembersBack())) {
     CloseRound(now);
@@ -367,7 +351,7 @@ void RoundStateMachine::MaybeCloseRound(absl::Time now) {
 
 void RoundStateMachine::CloseRound(absl::Time now) {
   for (SessionId s : members_) {
-    if (auto it = nodes_.find(s); it != nodes_.end()) SetMember(it->second, false);
+    if (auto it = nodes_.find(s); it != nodes_.end()) nodes_.SetMember(it->second, false);
   }
   members_ = OrderForNextRound();
   if (history_.empty()) AdoptJoinClaims();
@@ -393,12 +377,13 @@ void RoundStateMachine::EndRound(StopReason reason, const std::string& detail, a
     outbound_.push_back(std::move(out));
   }
   for (SessionId s : previous_members_) {
-    if (auto it = nodes_.find(s); it != nodes_.end()) SetPreviousMember(it->second, false);
+    if (auto it = nodes_.find(s); it != nodes_.end()) nodes_.SetPreviousMember(it->second, false);
   }
   for (SessionId s : members_) {
     Node& node = nodes_.at(s);
-    SetMember(node, false);
-    SetPreviousMember(node, std::find(excluded.begin(), excluded.end(), s) == excluded.end());
+    nodes_.SetMember(node, false);
+    nodes_.SetPreviousMember(node,
+                             std::find(excluded.begin(), excluded.end(), s) == excluded.end());
   }
   previous_members_ = std::move(members_);
   members_.clear();
@@ -418,7 +403,7 @@ void RoundStateMachine::EndRun(RunOutcome outcome, const std::string& detail, ab
   // No round runs any more. Cleared here, once, so that the agents leaving afterwards
   // (RemoveNode returns early once the run has ended) cost O(1) each.
   for (SessionId s : members_) {
-    if (auto it = nodes_.find(s); it != nodes_.end()) SetMember(it->second, false);
+    if (auto it = nodes_.find(s); it != nodes_.end()) nodes_.SetMember(it->second, false);
   }
   members_.clear();
   std::vector<ReportedFailure> root;
@@ -476,7 +461,7 @@ void RoundStateMachine::RemoveNode(SessionId session, const std::string& why, bo
   } else if (phase_ == Phase::kFinishing && !finished) {
     EndRun(RunOutcome::kFailed, absl::StrCat(detail, ", before its workers finished"), now);
   } else if (phase_ == Phase::kFinishing) {
-    if (finished_members_ == static_cast<int>(members_.size())) {
+    if (nodes_.finished_members() == static_cast<int>(members_.size())) {
       EndRun(RunOutcome::kSucceeded, "every node's workers succeeded", now);
     }
   }
@@ -493,7 +478,7 @@ void RoundStateMachine::KeepOutHost(const std::string& host, bool round_ends_any
     if (node.member) {
       runs_there = true;
     } else if (node.joined) {
-      SetJoined(node, false);
+      nodes_.SetJoined(node, false);
       SendExclusion(session, *exclusion, now);
     }
   }

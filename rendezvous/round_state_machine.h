@@ -29,14 +29,13 @@
 #include "common/natural_less.h"
 #include "rendezvous/assignment.h"
 #include "rendezvous/node_health.h"
+#include "rendezvous/node_tracker.h"
 #include "rendezvous/protocol_words.h"
 #include "rendezvous/rendezvous_settings.h"
 #include "rendezvous/restart_split.h"
 #include "rendezvous/stack_report.h"
 
 namespace ddprun {
-
-using SessionId = uint64_t;
 
 /// One round of a run, as the status shows it (docs/observability.md).
 struct RoundRecord {
@@ -220,26 +219,11 @@ class RoundStateMachine {
   // The flags of a node are changed only through the Set* helpers below, which keep the
   // counters right: with 10,000 agents, counting or searching on every message would make
   // a round cost O(N^2).
-  struct Node {
-    NodeInfo info;
-    absl::Time last_seen;
-    bool joined = false;           // waiting for the next round
-    bool finished = false;         // reported success in the current round
-    bool member = false;           // in members_
-    bool previous_member = false;  // in previous_members_
-    int base_rank = 0;             // RANK of its LOCAL_RANK 0 in `round`
-    int64_t round = -1;            // the last round it was a member of
-    // Its stream broke while it was a member: its place is held until then (MarkAway).
-    std::optional<absl::Time> away_until;
-    // Holds the place of a member a restarted master has not heard from yet (Rebuild).
-    bool placeholder = false;
-  };
+  using Node = TrackedNode;
 
   void BeginGathering(absl::Time now);
   // A session of the same agent other than `session` is dropped: the agent gave it up.
   void DropOldSession(SessionId session, const NodeInfo& node, absl::Time now);
-  // Records (or updates) `session`'s node as `node` says, seen now.
-  Node& Admit(SessionId session, const NodeInfo& node, absl::Time now);
   // A join with `resume`: the agent lost its master while its workers ran round
   // node.resume->round, and they still do. It takes its place back when it is (still) a
   // member of that round; a master that does not know the round (it restarted) rebuilds it
@@ -335,11 +319,7 @@ class RoundStateMachine {
   std::vector<SessionId> OrderForNextRound() const;
   bool AllPreviousMembersBack() const;
   bool IsMember(SessionId session) const;
-  void SetJoined(Node& node, bool joined);
-  void SetFinished(Node& node, bool finished);
-  void SetMember(Node& node, bool member);
-  void SetPreviousMember(Node& node, bool previous_member);
-  void UpdateLastSeen(SessionId session, Node& node, absl::Time now);
+  // Forgets `session`'s node, and a resume it held.
   void EraseNode(SessionId session);
   std::string DescribeMissing(absl::Time now) const;
   void SendExclusion(SessionId session, const NodeExclusion& exclusion, absl::Time now);
@@ -360,15 +340,11 @@ class RoundStateMachine {
   int incarnation_changes_ = 0;  // for memory_version
   bool collect_stacks_ = false;  // while ReportFailure ends the round or run for a hung rank
   int64_t stacks_round_ = -1;    // the last round that ended for a hung rank
-  std::map<SessionId, Node> nodes_;
+  NodeTracker nodes_;
   std::vector<SessionId> members_;  // current round, in group-rank order
   // The round before, for the fast path and the order. May name sessions that have left
   // since; previous_alive_ counts those still here.
   std::vector<SessionId> previous_members_;
-  std::map<std::string, SessionId> by_incarnation_;
-  std::set<std::pair<absl::Time, SessionId>> by_last_seen_;  // oldest first, for Tick
-  std::set<std::pair<absl::Time, SessionId>> away_;          // by away_until, for Tick
-  int placeholders_ = 0;  // members a restarted master has not heard from yet
   // The resumes a restarted master heard, by the round digest they prove (HoldForTakeUp).
   struct HeldRound {
     Assignment numbers;               // the round's, as the first resume of it says
@@ -390,10 +366,6 @@ class RoundStateMachine {
   };
   std::map<SessionId, HeldResume> held_resumes_;
   SessionId next_placeholder_ = SessionId{1} << 62;  // above any session id the master draws
-  int joined_count_ = 0;                             // nodes with `joined`
-  int finished_members_ = 0;                         // members with `finished`
-  int previous_alive_ = 0;                           // nodes with `previous_member`
-  int previous_back_ = 0;                            // nodes with `previous_member` and `joined`
   absl::Time gathering_since_;
   std::optional<absl::Time> last_call_deadline_;
   std::optional<absl::Time> finishing_deadline_;

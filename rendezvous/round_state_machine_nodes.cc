@@ -1,5 +1,5 @@
-// RoundStateMachine's bookkeeping of its nodes: the flags and the counters kept with them,
-// the order of the next round, what it says about missing nodes, whose stacks a node may
+// RoundStateMachine's views of its nodes (their bookkeeping is NodeTracker's): the order of
+// the next round, what it says about missing nodes, whose stacks a node may
 // send, and whom group rank 0's TCPStore serves. The rules are in round_state_machine.cc.
 #include <algorithm>
 #include <climits>
@@ -13,7 +13,7 @@ namespace ddprun {
 
 void RoundStateMachine::Heartbeat(SessionId session, absl::Time now) {
   auto it = nodes_.find(session);
-  if (it != nodes_.end()) UpdateLastSeen(session, it->second, now);
+  if (it != nodes_.end()) nodes_.Seen(session, it->second, now);
 }
 
 bool RoundStateMachine::IsMember(SessionId session) const {
@@ -21,58 +21,10 @@ bool RoundStateMachine::IsMember(SessionId session) const {
   return it != nodes_.end() && it->second.member;
 }
 
-void RoundStateMachine::SetJoined(Node& node, bool joined) {
-  if (node.joined == joined) return;
-  node.joined = joined;
-  const int delta = joined ? 1 : -1;
-  joined_count_ += delta;
-  if (node.previous_member) previous_back_ += delta;
-}
-
-void RoundStateMachine::SetFinished(Node& node, bool finished) {
-  if (node.finished == finished) return;
-  node.finished = finished;
-  if (node.member) finished_members_ += finished ? 1 : -1;
-}
-
-void RoundStateMachine::SetMember(Node& node, bool member) {
-  if (node.member == member) return;
-  node.member = member;
-  if (node.finished) finished_members_ += member ? 1 : -1;
-}
-
-void RoundStateMachine::SetPreviousMember(Node& node, bool previous_member) {
-  if (node.previous_member == previous_member) return;
-  node.previous_member = previous_member;
-  const int delta = previous_member ? 1 : -1;
-  previous_alive_ += delta;
-  if (node.joined) previous_back_ += delta;
-}
-
-void RoundStateMachine::UpdateLastSeen(SessionId session, Node& node, absl::Time now) {
-  by_last_seen_.erase({node.last_seen, session});
-  node.last_seen = now;
-  by_last_seen_.insert({now, session});
-}
-
 void RoundStateMachine::EraseNode(SessionId session) {
-  auto it = nodes_.find(session);
-  if (it == nodes_.end()) return;
+  if (nodes_.find(session) == nodes_.end()) return;
   ForgetHeldResume(session);
-  Node& node = it->second;
-  SetJoined(node, false);
-  SetFinished(node, false);
-  SetMember(node, false);
-  SetPreviousMember(node, false);
-  by_last_seen_.erase({node.last_seen, session});
-  if (node.away_until) away_.erase({*node.away_until, session});
-  if (node.placeholder) {
-    --placeholders_;
-  } else if (auto mine = by_incarnation_.find(node.info.incarnation);
-             mine != by_incarnation_.end() && mine->second == session) {
-    by_incarnation_.erase(mine);
-  }
-  nodes_.erase(it);
+  nodes_.Erase(session);
 }
 
 bool RoundStateMachine::IsWaiting(SessionId session) const {

@@ -15,7 +15,7 @@
 namespace ddprun {
 
 bool RoundStateMachine::CanRestartInPlace(absl::Time now) const {
-  if (phase_ != Phase::kRunning || collect_stacks_ || joined_count_ > 0 || members_.empty()) {
+  if (phase_ != Phase::kRunning || collect_stacks_ || nodes_.joined() > 0 || members_.empty()) {
     return false;
   }
   for (SessionId s : members_) {
@@ -79,9 +79,9 @@ void RoundStateMachine::BeginRound(const std::optional<std::string>& stop_detail
   int base_rank = 0;
   for (size_t i = 0; i < members_.size(); ++i) {
     Node& node = nodes_.at(members_[i]);
-    SetJoined(node, false);
-    SetFinished(node, false);
-    SetMember(node, true);
+    nodes_.SetJoined(node, false);
+    nodes_.SetFinished(node, false);
+    nodes_.SetMember(node, true);
     Assignment& assignment = assignments[i];
     assignment.round = round_;
     assignment.restart_count = restarts_spent_;

@@ -64,13 +64,13 @@ SessionId RoundStateMachine::PlaceOf(const NodeInfo& node) const {
   if ((phase_ != Phase::kRunning && phase_ != Phase::kFinishing) || resumed.round != round_) {
     return 0;
   }
-  auto same = by_incarnation_.find(node.incarnation);
-  return same != by_incarnation_.end() && nodes_.at(same->second).member ? same->second : 0;
+  const SessionId same = nodes_.OfIncarnation(node.incarnation);
+  return same != 0 && nodes_.at(same).member ? same : 0;
 }
 
 void RoundStateMachine::Rebuild(const Assignment& resumed, absl::Time now) {
   for (SessionId s : previous_members_) {
-    if (auto it = nodes_.find(s); it != nodes_.end()) SetPreviousMember(it->second, false);
+    if (auto it = nodes_.find(s); it != nodes_.end()) nodes_.SetPreviousMember(it->second, false);
   }
   previous_members_.clear();
   departed_.clear();
@@ -83,16 +83,12 @@ void RoundStateMachine::Rebuild(const Assignment& resumed, absl::Time now) {
   const absl::Time until = now + ReconnectGrace();
   for (int rank = 0; rank < resumed.group_world_size; ++rank) {
     const SessionId id = next_placeholder_++;
-    Node& node = nodes_[id];
-    node.info.host = absl::StrCat("group rank ", rank, " (not back yet)");
-    node.placeholder = true;
+    Node& node =
+        nodes_.AddPlaceholder(id, absl::StrCat("group rank ", rank, " (not back yet)"), now);
     node.round = round_;
-    node.last_seen = now;
-    by_last_seen_.insert({now, id});
-    SetMember(node, true);
+    nodes_.SetMember(node, true);
     members_.push_back(id);
     MarkAway(id, until);
-    ++placeholders_;
   }
   CarryOver(resumed, now);
 }
@@ -130,16 +126,15 @@ void RoundStateMachine::TakeOver(SessionId old, SessionId session, const NodeInf
     }
     EraseNode(old);  // `session` holds no node: Resume removed what it held before
   }
-  Node& entry = Admit(session, node, now);
-  if (entry.away_until) away_.erase({*entry.away_until, session});
-  entry.away_until.reset();
+  Node& entry = nodes_.Admit(session, node, now);
+  nodes_.SetAway(session, entry, std::nullopt);
   entry.placeholder = false;
   entry.round = round_;
   entry.base_rank = taken.placeholder ? node.resume->base_rank : taken.base_rank;
-  SetJoined(entry, false);
-  SetMember(entry, true);
-  SetFinished(entry, taken.finished);
-  SetPreviousMember(entry, taken.previous_member);
+  nodes_.SetJoined(entry, false);
+  nodes_.SetMember(entry, true);
+  nodes_.SetFinished(entry, taken.finished);
+  nodes_.SetPreviousMember(entry, taken.previous_member);
   // Its place is its group rank: found without a scan (10,000 resumes after a restart).
   const size_t place = static_cast<size_t>(node.resume->group_rank);
   if (place < members_.size() && members_[place] == old) {
@@ -156,10 +151,10 @@ void RoundStateMachine::TakeOver(SessionId old, SessionId session, const NodeInf
   out.kind = Outbound::Kind::kResumed;
   out.store_round = round_;
   outbound_.push_back(std::move(out));
-  if (!taken.placeholder || placeholders_ > 0) return;
+  if (!taken.placeholder || nodes_.placeholders() > 0) return;
   // The round is whole again. A node that joined meanwhile joins the job now, when there is
   // room (the round ends for it, as it would have if the master had not restarted).
-  if (joined_count_ > 0 && static_cast<int>(members_.size()) < settings_.max_nodes) {
+  if (nodes_.joined() > 0 && static_cast<int>(members_.size()) < settings_.max_nodes) {
     return EndRound(StopReason::kMembershipChanged, "a node joins the job", now);
   }
   // Every member runs it, so none runs the round before, and group rank 0's store may serve
@@ -175,8 +170,8 @@ absl::Status RoundStateMachine::StopStale(SessionId session, const NodeInfo& nod
                                           const std::string& why) {
   DropOldSession(session, node, now);
   if (phase_ == Phase::kEnded) return JoinEndedRun(session);
-  Node& entry = Admit(session, node, now);
-  SetJoined(entry, false);
+  Node& entry = nodes_.Admit(session, node, now);
+  nodes_.SetJoined(entry, false);
   Outbound out;
   out.session = session;
   out.kind = Outbound::Kind::kStop;
@@ -217,7 +212,7 @@ void RoundStateMachine::AgentGone(SessionId session, absl::Time now) {
 }
 
 bool RoundStateMachine::AnUnfinishedMemberIsAway() const {
-  for (const auto& [until, session] : away_) {
+  for (const auto& [until, session] : nodes_.away()) {
     const Node& node = nodes_.at(session);
     if (node.member && !node.finished) return true;
   }
@@ -225,15 +220,12 @@ bool RoundStateMachine::AnUnfinishedMemberIsAway() const {
 }
 
 void RoundStateMachine::MarkAway(SessionId session, absl::Time until) {
-  Node& node = nodes_.at(session);
-  if (node.away_until) away_.erase({*node.away_until, session});
-  node.away_until = until;
-  away_.insert({until, session});
+  nodes_.SetAway(session, nodes_.at(session), until);
 }
 
 void RoundStateMachine::LoseAwayMembers(const std::string& why, absl::Time now) {
   std::vector<SessionId> away;
-  for (const auto& [until, session] : away_) away.push_back(session);
+  for (const auto& [until, session] : nodes_.away()) away.push_back(session);
   for (SessionId session : away) {
     if (phase_ == Phase::kEnded) return;
     RemoveNode(session, why, /*evict=*/false, now);

@@ -24,7 +24,7 @@ int RoundStateMachine::placeholders() const {
       most = std::max(most, held.numbers.group_world_size);
     }
   }
-  return placeholders_ + most;
+  return nodes_.placeholders() + most;
 }
 
 absl::Status RoundStateMachine::HoldForTakeUp(SessionId session, const NodeInfo& node,
@@ -32,7 +32,7 @@ absl::Status RoundStateMachine::HoldForTakeUp(SessionId session, const NodeInfo&
   DropOldSession(session, node, now);  // this agent's earlier resume, if any
   if (phase_ == Phase::kEnded) return JoinEndedRun(session);
   ForgetHeldResume(session);
-  SetJoined(Admit(session, node, now), false);
+  nodes_.SetJoined(nodes_.Admit(session, node, now), false);
   if (!take_up_) {
     take_up_.emplace();  // value-initialized: nothing heard yet
     take_up_->decide_at = now + ReconnectGrace();
@@ -224,7 +224,7 @@ void RoundStateMachine::LoseTakenUpRound(const HeldRound& held, absl::Time now) 
   record.ended = now;
   record.ended_by = why;
   for (SessionId s : previous_members_) {
-    if (auto it = nodes_.find(s); it != nodes_.end()) SetPreviousMember(it->second, false);
+    if (auto it = nodes_.find(s); it != nodes_.end()) nodes_.SetPreviousMember(it->second, false);
   }
   previous_members_.clear();
   for (const auto& [group_rank, session] : held.places) {
@@ -233,7 +233,7 @@ void RoundStateMachine::LoseTakenUpRound(const HeldRound& held, absl::Time now) 
     (void)StopStale(session, node, now, why);
     // As after any round that lost a member: once those that came back have joined again,
     // the next round begins at once, in their order.
-    SetPreviousMember(nodes_.at(session), true);
+    nodes_.SetPreviousMember(nodes_.at(session), true);
     previous_members_.push_back(session);
   }
   gathering_since_ = now;

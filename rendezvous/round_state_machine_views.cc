@@ -77,14 +77,14 @@ std::vector<NodeView> RoundStateMachine::Nodes() const {
 }
 
 std::string RoundStateMachine::WhyWaiting(absl::Time now) const {
-  if (joined_count_ == 0 || phase_ == Phase::kEnded) return "";
+  if (nodes_.joined() == 0 || phase_ == Phase::kEnded) return "";
   const std::string nnodes =
       absl::StrCat("--nnodes=", settings_.min_nodes, ":", settings_.max_nodes);
   switch (phase_) {
     case Phase::kGathering:
-      if (joined_count_ < settings_.min_nodes) {
+      if (nodes_.joined() < settings_.min_nodes) {
         return absl::StrCat("a round needs ", settings_.min_nodes, " nodes (", nnodes, "); ",
-                            joined_count_, " joined");
+                            nodes_.joined(), " joined");
       }
       return absl::StrCat(
           "the round starts when the last call ends",
@@ -157,11 +157,11 @@ std::string RoundStateMachine::GatheringProgress(absl::Time now) const {
     if (came_set.count(host) == 0) lost.push_back(host);
   }
   if (!lost.empty()) absl::StrAppend(&out, "; lost from the last round: ", FewOf(lost));
-  if (joined_count_ < settings_.min_nodes) {
+  if (nodes_.joined() < settings_.min_nodes) {
     absl::StrAppend(&out, "; the run ends in ",
                     Left(gathering_since_ + settings_.join_timeout - now),
-                    " (join_timeout) unless ", settings_.min_nodes - joined_count_,
-                    settings_.min_nodes - joined_count_ == 1 ? " more joins" : " more join");
+                    " (join_timeout) unless ", settings_.min_nodes - nodes_.joined(),
+                    settings_.min_nodes - nodes_.joined() == 1 ? " more joins" : " more join");
   }
   return out;
 }

@@ -61,7 +61,9 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#ifdef DDPRUN_ETCD  // built with the etcd-v3 backend (bench/CMakeLists.txt)
 #include "bench/etcd_load.h"
+#endif
 #include "bench/measure.h"
 #include "common/listen_socket.h"
 #include "common/status_macros.h"
@@ -127,6 +129,10 @@ class Loadgen {
           fd_limit, ": use fewer agents or --connections=64"));
     }
     if (!options_.etcd.empty()) {
+#ifndef DDPRUN_ETCD
+      return absl::FailedPreconditionError(
+          "--etcd: this ddprun-loadgen was built without the etcd-v3 backend (DDPRUN_ETCD=OFF)");
+#else
       EtcdLoadOptions load;
       load.etcd.endpoints = options_.etcd;
       load.etcd.lease_ttl = absl::Seconds(options_.etcd_lease_ttl_s);
@@ -139,6 +145,7 @@ class Loadgen {
         return absl::InternalError(absl::StrCat("etcd names ", etcd_->leader(),
                                                 " as the leader, not ", options_.endpoint));
       }
+#endif
     }
     OpenChannels(channels);
     absl::Time start = absl::Now();
@@ -219,13 +226,7 @@ class Loadgen {
         absl::StrFormat("%.0f", absl::ToDoubleMilliseconds(settings_.keep_alive_interval *
                                                            settings_.keep_alive_max_attempt)),
         ", \"master_peak_rss_mib\": ", absl::StrFormat("%.1f", master_peak_rss_mib_),
-        ", \"etcd\": ",
-        etcd_ == nullptr
-            ? std::string("null")
-            : absl::StrCat("{\"campaign_ms\": ", absl::StrFormat("%.2f", etcd_->campaign_ms()),
-                           ", \"watch_ms\": ", absl::StrFormat("%.2f", etcd_->watch_ms()),
-                           ", \"keep_alives\": ", etcd_->keep_alives(), "}"),
-        ", \"master_restart\": ",
+        ", \"etcd\": ", EtcdJson(), ", \"master_restart\": ",
         options_.restart_master.empty()
             ? std::string("null")
             : absl::StrFormat("{\"outage_ms\": %.1f, \"back_ms\": %.1f, \"new_master_rss_mib\": "
@@ -624,8 +625,18 @@ class Loadgen {
   double connect_ms_ = 0, round_ms_ = 0, open_ms_ = 0, round_cpu_ms_ = 0, master_peak_rss_mib_ = 0;
   double hold_cpu_pct_ = 0;  // the master's CPU while held, in percent of one core
   std::vector<double> restart_ms_, restart_cpu_ms_;
+#ifdef DDPRUN_ETCD
   std::unique_ptr<EtcdLoad> etcd_;  // with --etcd: the agents' leases and watches
-  std::vector<UniqueFd> store_;     // where the simulated agents' stores listen
+  std::string EtcdJson() const {
+    if (etcd_ == nullptr) return "null";
+    return absl::StrCat("{\"campaign_ms\": ", absl::StrFormat("%.2f", etcd_->campaign_ms()),
+                        ", \"watch_ms\": ", absl::StrFormat("%.2f", etcd_->watch_ms()),
+                        ", \"keep_alives\": ", etcd_->keep_alives(), "}");
+  }
+#else
+  static std::string EtcdJson() { return "null"; }
+#endif
+  std::vector<UniqueFd> store_;  // where the simulated agents' stores listen
   // Last, so destroyed first: a stream's end still reaches OnEvent, which needs mu_.
   std::vector<SimulatedAgent> agents_;
 };

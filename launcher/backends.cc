@@ -4,7 +4,6 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "launcher/cli_values.h"
-#include "launcher/etcd_backend.h"
 #include "launcher/option_values.h"
 #include "launcher/rendezvous_start.h"
 
@@ -85,7 +84,7 @@ std::vector<RendezvousBackend>& Registry() {
         {"c10d", CheckC10d, StartC10d, HostingRule::kEndpointHost, {}},
         {"static", CheckStatic, StartStatic, HostingRule::kNodeRankZero, {}},
     };
-    for (RendezvousBackend& etcd : EtcdBackends()) all->push_back(std::move(etcd));
+    for (RendezvousBackend& built : BuiltBackends()) all->push_back(std::move(built));
     return all;
   }();
   return *backends;

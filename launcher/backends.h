@@ -1,7 +1,9 @@
 #pragma once
 // The rendezvous backends, by --rdzv-backend name. A backend is its command-line rules, which
-// node hosts the rendezvous master, and how a node starts its side of the rendezvous; adding
-// one is a module that provides them and one line in the registry (backends.cc), or one
+// node hosts the rendezvous master, and how a node starts its side of the rendezvous. c10d and
+// static are backends.cc's own; any other is a module launcher/<name>_backend with a
+// <Name>Backends() that returns its entries, named in launcher/CMakeLists.txt's
+// backend_modules (which writes the calls into built_backends.cc), or one
 // RegisterRendezvousBackend call before the command line is parsed.
 
 #include <memory>
@@ -22,6 +24,10 @@ absl::Status RegisterRendezvousBackend(RendezvousBackend backend);
 /// `config.is_host` as `backend`'s hosting rule sets it, unless --rdzv-conf is_host= gave it:
 /// kNodeRankZero decides here; kEndpointHost leaves it to the start, which knows this host.
 void ApplyHostingRule(const RendezvousBackend& backend, AgentConfig& config);
+
+/// The backends of the modules this build has (built_backends.cc, generated), after c10d
+/// and static.
+std::vector<RendezvousBackend> BuiltBackends();
 
 /// Every backend, in the order --help lists them.
 const std::vector<RendezvousBackend>& RendezvousBackends();

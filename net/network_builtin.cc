@@ -10,7 +10,9 @@ absl::StatusOr<NetworkPlugin> LoadNetworkPlugin(const std::string& half) {
   using Entry = void (*)(NetworkPlugin*);
   Entry entry = nullptr;
   if (half == kGrpcNetwork) entry = &ddprun_network_grpc_v3;
+#ifdef DDPRUN_ETCD  // net/CMakeLists.txt: built with the etcd half
   if (half == kEtcdNetwork) entry = &ddprun_network_etcd_v3;
+#endif
   if (entry == nullptr) {
     return absl::NotFoundError(absl::StrCat("this ddprun has no network half '", half,
                                             "' (no ddprun_network_", half, "_v3 linked in)"));

@@ -1,11 +1,11 @@
-// The plugin side of network_plugin.h: built into libddprun_network.so only.
+// The plugin side of network_plugin.h, its gRPC half: built into libddprun_network.so only
+// (into ddprun itself in a portable build). Other halves (net/etcd_network.cc) build on it.
 
-#include "net/network_plugin.h"
+#include "net/grpc_network.h"
 
 #include "master/master_http.h"
 #include "master/master_server.h"
 #include "net/admin_client.h"
-#include "net/etcd_rendezvous.h"
 #include "net/grpc_rendezvous.h"
 #include "observability/master_metrics.h"
 #include "observability/metrics_http.h"
@@ -64,6 +64,8 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> ServeMetrics(
   return std::unique_ptr<MetricsEndpoint>(new HttpEndpoint(std::move(*served)));
 }
 
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const MasterOptions& options) {
   auto metrics = std::make_unique<MasterMetrics>();
   MasterOptions counted = options;
@@ -74,29 +76,7 @@ absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const MasterOptions& op
       new GrpcHostedMaster(std::move(metrics), std::move(*server)));
 }
 
-// `ddprun status`/`stop` of an etcd-v3 run: to the master of the leader etcd names.
-absl::StatusOr<std::string> EtcdAdmin(const AdminCommand& command) {
-  absl::StatusOr<std::string> leader =
-      FindLeader(static_cast<const EtcdSettings&>(*command.backend), command.run_id);
-  if (!leader.ok()) return leader.status();
-  AdminCommand to_leader = command;
-  to_leader.endpoint = *leader;
-  return RunAdminCommand(to_leader);
-}
-
-std::unique_ptr<ElectedRendezvous> Elect(const ElectionOptions& options) {
-  return std::make_unique<EtcdRendezvous>(options, &HostMaster);
-}
-
-}  // namespace
 }  // namespace ddprun
-
-extern "C" void ddprun_network_etcd_v3(ddprun::NetworkPlugin* plugin) {
-  ddprun_network_grpc_v3(plugin);
-  plugin->connect = nullptr;  // every node is the elected leader's client instead
-  plugin->elect = &ddprun::Elect;
-  plugin->admin = &ddprun::EtcdAdmin;
-}
 
 extern "C" void ddprun_network_grpc_v3(ddprun::NetworkPlugin* plugin) {
   ddprun::RouteGrpcLogsToSpdlog();

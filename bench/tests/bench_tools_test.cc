@@ -218,6 +218,7 @@ TEST(BenchTools, TheTlsScaleScriptMeetsATlsMasterOverTls) {
   EXPECT_THAT(json, HasSubstr("\"tls\": false"));
 }
 
+#ifdef DDPRUN_ETCD  // built with the etcd-v3 backend
 // The etcd-v3 backend's load at a small scale: a three-member etcd on loopback, 40 agents
 // that elect one leader there, then the round and restarts as with c10d beside them.
 TEST(BenchTools, TheEtcdScaleScriptElectsOneLeaderOnAThreeMemberEtcd) {
@@ -237,6 +238,7 @@ TEST(BenchTools, TheEtcdScaleScriptElectsOneLeaderOnAThreeMemberEtcd) {
   EXPECT_THAT(json, HasSubstr("\"campaign_ms\""));
   EXPECT_THAT(json, ::testing::Not(HasSubstr("\"error\"")));
 }
+#endif  // DDPRUN_ETCD
 
 TEST(BenchTools, TheLaunchScriptsRunEndToEnd) {
   TempDir dir;

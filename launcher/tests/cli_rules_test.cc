@@ -133,16 +133,21 @@ TEST(CliRulesTest, PreloadNamesModulesAutoIsTorchAndItsPetVariableWorks) {
 TEST(BackendRegistryTest, BackendsAreFoundByNameAndListedInMessages) {
   ASSERT_NE(FindRendezvousBackend("c10d"), nullptr);
   ASSERT_NE(FindRendezvousBackend("static"), nullptr);
+#ifdef DDPRUN_ETCD
   for (const char* etcd : {"etcd-v3", "etcd", "etcd-v2"}) {
     ASSERT_NE(FindRendezvousBackend(etcd), nullptr) << etcd;
   }
+  const std::string choices = "c10d, static or etcd-v3";
+#else
+  EXPECT_EQ(FindRendezvousBackend("etcd-v3"), nullptr) << "built with DDPRUN_ETCD=OFF";
+  const std::string choices = "c10d or static";
+#endif
   EXPECT_EQ(FindRendezvousBackend("zookeeper"), nullptr);
-  EXPECT_EQ(RendezvousBackendChoices(), "c10d, static or etcd-v3") << "torchrun's names unlisted";
+  EXPECT_EQ(RendezvousBackendChoices(), choices) << "torchrun's names unlisted";
   absl::StatusOr<CliOutcome> out =
       Parse({"--rdzv-backend=zookeeper", "--no-python", "/bin/sh"}, Env());
   ASSERT_FALSE(out.ok());
-  EXPECT_EQ(out.status().message(),
-            "--rdzv-backend='zookeeper' is not valid: expected c10d, static or etcd-v3");
+  EXPECT_EQ(out.status().message(), "--rdzv-backend='zookeeper' is not valid: expected " + choices);
 }
 
 TEST(BackendRegistryTest, TheStaticBackendMakesTheNodeRankFixedAndC10dAHint) {
@@ -246,6 +251,7 @@ TEST(NodeHealthOptionsTest, TheBuiltinCheckIsOnForGpuJobsAndReadsTheLogDirsDisk)
   EXPECT_FALSE(cpu->config.health_check.any());
 }
 
+#ifdef DDPRUN_ETCD  // the etcd-v3 backend's command line: built with it only
 TEST(EtcdBackendTest, TheMembersComeFromTheEndpointWithEtcdsDefaultPort) {
   absl::StatusOr<CliOutcome> out = Parse(
       {"--nnodes=2", "--rdzv-backend=etcd-v3",
@@ -346,6 +352,7 @@ TEST(EtcdBackendTest, SeveralHostsAreEtcdsOnlyAndEtcdKeysAreEtcdsOnly) {
   EXPECT_THAT(out->notices, ::testing::Contains(HasSubstr("'lease_ttl' is not known with "
                                                           "--rdzv-backend=c10d: ignored")));
 }
+#endif  // DDPRUN_ETCD
 
 }  // namespace
 }  // namespace ddprun

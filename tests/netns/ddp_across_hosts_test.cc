@@ -360,6 +360,7 @@ TEST_F(DdpAcrossHosts, TheMastersHostCutOffFor5sStopsNoWorker) {
   });
 }
 
+#ifdef DDPRUN_ETCD  // built with the etcd-v3 backend
 // torchrun's etcd command line (ddprun runs it on etcd's v3 API; etcd on host 1): a worker
 // on host 3 crashes mid-training, every worker restarts, and the job ends with the
 // parameters of a run that never crashed.
@@ -409,6 +410,7 @@ TEST_F(DdpAcrossHosts, EtcdFrozenMidTrainingStopsNoWorker) {
         ASSERT_EQ(::kill(etcd->pid(), SIGCONT), 0);
       });
 }
+#endif  // DDPRUN_ETCD
 
 // Workers that cannot meet (group rank 0's node gave --local-addr of another host, where the
 // port is closed): they retry in init_process_group until its 30 min timeout; stopped, each

@@ -28,8 +28,5 @@ std::unique_ptr<ElectedRendezvous> Elect(const ElectionOptions& options) {
 }  // namespace ddprun
 
 extern "C" void ddprun_network_etcd_v3(ddprun::NetworkPlugin* plugin) {
-  ddprun_network_grpc_v3(plugin);
-  plugin->connect = nullptr;  // every node is the elected leader's client instead
-  plugin->elect = &ddprun::Elect;
-  plugin->admin = &ddprun::EtcdAdmin;
+  ddprun::FillElectedHalf(plugin, &ddprun::Elect, &ddprun::EtcdAdmin);
 }

@@ -66,6 +66,15 @@ absl::StatusOr<std::unique_ptr<MetricsEndpoint>> ServeMetrics(
 
 }  // namespace
 
+void FillElectedHalf(NetworkPlugin* plugin,
+                     std::unique_ptr<ElectedRendezvous> (*elect)(const ElectionOptions&),
+                     absl::StatusOr<std::string> (*admin)(const AdminCommand&)) {
+  ddprun_network_grpc_v3(plugin);
+  plugin->connect = nullptr;
+  plugin->elect = elect;
+  plugin->admin = admin;
+}
+
 absl::StatusOr<std::unique_ptr<HostedMaster>> HostMaster(const MasterOptions& options) {
   auto metrics = std::make_unique<MasterMetrics>();
   MasterOptions counted = options;

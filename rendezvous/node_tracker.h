@@ -1,5 +1,5 @@
 #pragma once
-// NodeTracker: RoundStateMachine's bookkeeping of its nodes, apart from its rules (as etcd
+// NodeTracker: RoundStateMachine's bookkeeping of its nodes, apart from its rules (as
 // raft's tracker.ProgressTracker keeps each peer's progress apart from raft's). Each node by
 // session, the indexes the rules find nodes by (the agent's incarnation, when each was last
 // seen, until when an away member's place is held) and the counts they ask for at every event

@@ -78,8 +78,8 @@ SCENARIOS = [
      "healed, each has its place back; no worker stops",
      [("master's host cut off for 5 s: every agent back in its round after healing", "rejoin")]),
     ("EtcdNetnsTest.EtcdsLeaderMemberKilledNothingHappensToTheJob",
-     "etcd-v3, a 3-member etcd (one member on each of the 3 hosts): etcd's leader member "
-     "SIGKILLed mid-job",
+     "etcd-v3, a 3-member etcd (one member on each of the 3 hosts), `lease_ttl=8`: etcd's "
+     "leader member SIGKILLed mid-job",
      "etcd elects another among the two left; the run's leader stays, no agent loses its master, "
      "every worker started once",
      [("etcd leader member SIGKILL: etcd has a new leader after", "detection")]),

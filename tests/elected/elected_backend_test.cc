@@ -137,6 +137,14 @@ TEST(ElectedBackend, WhenTheLeaderIsKilledTheOtherNodeLeads) {
       absl::Seconds(30)))
       << first->ErrSoFar() << second->ErrSoFar();
   for (int rank = 0; rank < 4; ++rank) std::filesystem::remove(out / absl::StrCat("ready.", rank));
+  // The leader keeps what its master remembers in the store, within about 100 ms of a change.
+  FileStore files(store.path());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<FileStore::Read> state = files.Get("/ddprun/job/state");
+        return state.ok() && state->key.has_value();
+      },
+      absl::Seconds(10)));
   ASSERT_EQ(::kill(first->pid(), SIGKILL), 0);
   first->Wait(absl::Seconds(10));
   ASSERT_TRUE(WaitUntil([&] { return Leads(*second); }, absl::Seconds(30))) << second->ErrSoFar();

@@ -189,8 +189,6 @@ class AgentStateMachine {
   bool others_still_run() const { return others_still_run_; }
   /// How the run ended, once the rendezvous said so.
   const std::optional<RunEnd>& run_end() const { return run_end_; }
-  /// Since when the master is lost while this node is in a round; none: it is not.
-  const std::optional<absl::Time>& master_lost_at() const { return master_lost_at_; }
   /// The first terminating signal the agent received; 0: none.
   int interrupted_by() const { return interrupted_by_; }
 

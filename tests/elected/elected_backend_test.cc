@@ -71,7 +71,8 @@ using ::testing::HasSubstr;
 
 std::string Self() { return std::filesystem::read_symlink("/proc/self/exe"); }
 
-std::vector<std::string> Agent(const TempDir& store, int node, const TempDir& out,
+// An agent as users start one: no --local-addr (both are named as this host is).
+std::vector<std::string> Agent(const TempDir& store, const TempDir& out,
                                const std::string& nnodes = "2", const std::string& mode = "env") {
   return {Self(),
           kAsAgent,
@@ -80,7 +81,6 @@ std::vector<std::string> Agent(const TempDir& store, int node, const TempDir& ou
           "--rdzv-backend=files",
           "--rdzv-endpoint=" + store.path(),
           "--rdzv-id=job",
-          absl::StrCat("--local-addr=127.0.0.", node),
           "--rdzv-conf=join_timeout=60",
           "--no-python",
           kTestWorker,
@@ -94,8 +94,8 @@ bool Leads(const ChildProcess& agent) {
 
 TEST(ElectedBackend, ARegisteredElectedBackendOfItsOwnRunsTwoAgents) {
   TempDir store, out;
-  auto first = ChildProcess::Start(Agent(store, 1, out), {{"LOGLEVEL", "INFO"}});
-  auto second = ChildProcess::Start(Agent(store, 2, out), {{"LOGLEVEL", "INFO"}});
+  auto first = ChildProcess::Start(Agent(store, out), {{"LOGLEVEL", "INFO"}});
+  auto second = ChildProcess::Start(Agent(store, out), {{"LOGLEVEL", "INFO"}});
   ProcessResult r1 = first->Wait(absl::Seconds(60));
   ProcessResult r2 = second->Wait(absl::Seconds(60));
   ASSERT_EQ(r1.exit_code, 0) << r1.err;
@@ -122,11 +122,10 @@ TEST(ElectedBackend, ARegisteredElectedBackendOfItsOwnRunsTwoAgents) {
 // and runs the job on alone (--nnodes=1:2) with what the last leader remembered.
 TEST(ElectedBackend, WhenTheLeaderIsKilledTheOtherNodeLeads) {
   TempDir store, out;
-  auto first =
-      ChildProcess::Start(Agent(store, 1, out, "1:2", "wait-signal"), {{"LOGLEVEL", "INFO"}});
+  auto first = ChildProcess::Start(Agent(store, out, "1:2", "wait-signal"), {{"LOGLEVEL", "INFO"}});
   ASSERT_TRUE(WaitUntil([&] { return Leads(*first); }, absl::Seconds(30))) << first->ErrSoFar();
   auto second =
-      ChildProcess::Start(Agent(store, 2, out, "1:2", "wait-signal"), {{"LOGLEVEL", "INFO"}});
+      ChildProcess::Start(Agent(store, out, "1:2", "wait-signal"), {{"LOGLEVEL", "INFO"}});
   ASSERT_TRUE(WaitUntil(
       [&] {
         for (int rank = 0; rank < 4; ++rank) {

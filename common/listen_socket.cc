@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <random>
 
 #include "absl/strings/str_cat.h"
 
@@ -18,18 +19,37 @@ namespace ddprun {
 namespace {
 
 // A socket bound to `addr` and listening; not valid on failure, with `err` set.
+//
+// Two sockets with SO_REUSEADDR may both bind a free port (neither listens yet), and when
+// they then listen at once both can fail with EADDRINUSE: each marks itself listening before
+// it checks the others, and sees the other marked (Linux's inet_csk_listen_start). Agents
+// of one job on one host race so for the master's port, and each would take the other for
+// the port's holder. A listen() that fails so is tried again, bind and all, after a pause of
+// random length: by then the port is held by a listener (bind says "in use") or free.
 UniqueFd BindAndListen(const sockaddr* addr, socklen_t len, bool v6only, int& err) {
-  UniqueFd fd(::socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  const int yes = 1, only = v6only ? 1 : 0;
-  if (fd.valid()) {
+  constexpr int kTries = 8;
+  for (int attempt = 1;; ++attempt) {
+    UniqueFd fd(::socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) {
+      err = errno;
+      return fd;
+    }
+    const int yes = 1, only = v6only ? 1 : 0;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     if (addr->sa_family == AF_INET6) {
       ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof only);
     }
-    if (::bind(fd.get(), addr, len) == 0 && ::listen(fd.get(), SOMAXCONN) == 0) return fd;
+    if (::bind(fd.get(), addr, len) != 0) {
+      err = errno;
+      return UniqueFd();
+    }
+    if (::listen(fd.get(), SOMAXCONN) == 0) return fd;
+    err = errno;
+    if (err != EADDRINUSE || attempt == kTries) return UniqueFd();
+    fd.Reset();
+    std::random_device random;
+    ::usleep(100 + random() % 2000);
   }
-  err = errno;
-  return UniqueFd();
 }
 
 // Every address at `port`: dual-stack IPv6, else IPv4 (a host without IPv6).

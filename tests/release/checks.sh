@@ -40,16 +40,34 @@ check() {
   local rc=$?
   if ((rc != 0)); then
     fail "$name" "exit $rc: $(tail -n 3 "$log" | tr '\n' ' ')"
+    show_log "$log"
     return
   fi
   local pattern
   while IFS= read -r pattern; do
     if ! grep -Eq -- "$pattern" "$log"; then
       fail "$name" "no line matches '$pattern' in: $(tail -n 5 "$log" | tr '\n' ' ')"
+      show_log "$log"
       return
     fi
   done <<<"$expected"
   pass "$name"
+}
+
+# A failed check's whole output (its last 60 lines), indented under its FAIL line: a race
+# seen once in CI is understood from what each program said.
+show_log() {
+  tail -n 60 "$1" | sed 's/^/    | /'
+}
+
+# tagged TAG COMMAND...: runs the command with each line of its output (stdout and stderr)
+# prefixed "TAG: ", so that two agents' lines in one log are told apart; returns the
+# command's exit code once its last line is written.
+tagged() {
+  local tag=$1
+  shift
+  "$@" 2>&1 | sed -u "s/^/$tag: /"
+  return "${PIPESTATUS[0]}"
 }
 
 cat >"$work/worker.py" <<'EOF'
@@ -88,9 +106,9 @@ c10d_pair() {
                 exec sleep 600
               fi
               echo "rank $RANK done after restart $TORCHELASTIC_RESTART_COUNT"')
-  "$ddprun" "${job[@]}" &
+  tagged first "$ddprun" "${job[@]}" &
   local first=$!
-  "$ddprun" "${job[@]}"
+  tagged second "$ddprun" "${job[@]}"
   local second=$?
   wait "$first"
   local first_rc=$?
@@ -108,9 +126,9 @@ status_and_metrics() {
   local job=(--nnodes=2 --nproc-per-node=1 --rdzv-backend=c10d --rdzv-endpoint="127.0.0.1:$port"
              --rdzv-id=watched --no-python
              sh -c "touch $work/started.\$RANK; while [ ! -e $work/go ]; do sleep 0.1; done")
-  "$ddprun" --metrics-port="$metrics" "${job[@]}" &
+  tagged first "$ddprun" --metrics-port="$metrics" "${job[@]}" &
   local first=$!
-  "$ddprun" "${job[@]}" &
+  tagged second "$ddprun" "${job[@]}" &
   local second=$!
   local waited=0
   while [[ ! -e $work/started.0 || ! -e $work/started.1 ]] && ((waited < 1200)); do
@@ -136,7 +154,7 @@ EOF
 }
 
 export work
-export -f free_port c10d_pair status_and_metrics
+export -f free_port tagged c10d_pair status_and_metrics
 
 mkdir -p /opt
 rm -rf /opt/ddprun-*

@@ -1,6 +1,8 @@
 #pragma once
 // What the launcher hands the agent: a validated description of one job on one node.
 
+#include <signal.h>
+
 #include <map>
 #include <memory>
 #include <optional>
@@ -32,6 +34,10 @@ struct StdSpec {
     return it == per_rank.end() ? all_ranks : it->second;
   }
 };
+
+/// The signals an agent always forwards to its workers before stopping them;
+/// --signals-to-handle adds to them.
+inline const std::vector<int> kAlwaysHandledSignals = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
 
 struct AgentConfig {
   // What every node of the run shares (--nnodes, --max-restarts, the rendezvous timeouts,
@@ -108,7 +114,8 @@ struct AgentConfig {
   std::vector<std::string> duplicate_stdout_filters, duplicate_stderr_filters;
 
   // Shutdown.
-  std::vector<int> signals_to_handle;  // signal numbers, in the order given
+  // Signal numbers, in the order given; the launcher starts from kAlwaysHandledSignals.
+  std::vector<int> signals_to_handle;
   absl::Duration shutdown_timeout = absl::Seconds(30);
   // --worker-heartbeat-timeout: a worker that has not written to its DDPRUN_HEARTBEAT_FD for
   // this long is taken for hung and killed, which fails the attempt. Zero: off.

@@ -2,7 +2,6 @@
 
 #include <vector>
 
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "common/process_status.h"
 #include "common/worker_env_names.h"
@@ -14,13 +13,6 @@ bool WillDefaultOmpThreads(const EnvMap& base, int local_world_size) {
 }
 
 namespace {
-
-// "SIGTERM,SIGINT,..." as torchrun exports TORCHELASTIC_SIGNALS_TO_HANDLE.
-std::string SignalNames(const std::vector<int>& signals) {
-  std::vector<std::string> names;
-  for (int sig : signals) names.push_back(SignalName(sig));
-  return absl::StrJoin(names, ",");
-}
 
 // A variable set to `value`, or removed when it is empty: never let a stale value from an
 // outer launch leak in.

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace ddprun {
 
@@ -31,6 +32,11 @@ std::string SignalName(int signal) {
   const char* abbrev = SignalAbbreviation(signal);
   if (abbrev == nullptr) return absl::StrCat("signal ", signal);
   return absl::StrCat("SIG", abbrev);
+}
+
+std::string SignalNames(const std::vector<int>& signals) {
+  return absl::StrJoin(signals, ",",
+                       [](std::string* out, int sig) { out->append(SignalName(sig)); });
 }
 
 std::string DescribeWaitStatus(int wait_status) {

@@ -2,6 +2,7 @@
 // Words for how a process ended, for log lines and summaries.
 
 #include <string>
+#include <vector>
 
 namespace ddprun {
 
@@ -10,6 +11,9 @@ std::string DescribeWaitStatus(int wait_status);
 
 /// "SIGTERM" for 15; "signal 99" for an unknown number.
 std::string SignalName(int signal);
+
+/// "SIGTERM,SIGINT": the names joined by commas, as torchrun writes a list of signals.
+std::string SignalNames(const std::vector<int>& signals);
 
 /// "TERM" for 15, as glibc's sigabbrev_np spells it; null for a number that names no
 /// standard signal (real-time ones included). Ours, because sigabbrev_np is glibc 2.32's and

@@ -220,6 +220,11 @@ absl::StatusOr<int> ParseNonNegativeInt(const std::string& option, const std::st
   return n;
 }
 
+std::string SecondsText(absl::Duration d) {
+  const int64_t ms = absl::ToInt64Milliseconds(d);
+  return ms % 1000 == 0 ? absl::StrCat(ms / 1000) : absl::StrCat(ms / 1000.0);
+}
+
 absl::StatusOr<absl::Duration> ParseSeconds(const std::string& option, const std::string& value,
                                             bool positive) {
   double seconds = 0;

@@ -73,4 +73,8 @@ absl::StatusOr<int> ParseNonNegativeInt(const std::string& option, const std::st
 absl::StatusOr<absl::Duration> ParseSeconds(const std::string& option, const std::string& value,
                                             bool positive = false);
 
+/// A duration as ParseSeconds reads it back, to the millisecond: "30", "0.1", "0.001". How a
+/// default the config declares is shown in --help and given to the option's parser.
+std::string SecondsText(absl::Duration d);
+
 }  // namespace ddprun

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/process/warm_pool.h"
+#include "common/process_status.h"
 #include "common/status_macros.h"
 #include "launcher/backends.h"
 #include "launcher/rdzv_conf_keys.h"
@@ -78,7 +79,7 @@ absl::Status RdzvEndpoint(const std::string& value, ParseState& s) {
     return absl::OkStatus();
   }
   // c10d's default port, as torchrun; for static the port comes from --master-port.
-  DDPRUN_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(value, 29400));
+  DDPRUN_ASSIGN_OR_RETURN(Endpoint endpoint, ParseEndpoint(value, AgentConfig().endpoint_port));
   s.config.endpoint_host = endpoint.host;
   s.config.endpoint_port = endpoint.port;
   return absl::OkStatus();
@@ -154,7 +155,7 @@ absl::Status SignalsToHandle(const std::string& value, ParseState& s) {
   // "--signals-to-handle=SIGUSR1" for Slurm preemption must not turn a plain SIGTERM into
   // an agent dying without a grace period for its workers.
   std::vector<int>& handled = s.config.signals_to_handle;
-  handled = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  handled = kAlwaysHandledSignals;
   for (int sig : signals) {
     if (std::find(handled.begin(), handled.end(), sig) == handled.end()) handled.push_back(sig);
   }
@@ -209,24 +210,27 @@ absl::Status LocalAddr(const std::string& value, ParseState& s) {
 }
 
 // The table, one Option(...) per option (options.h says what an entry may say).
+// Every default that lands in the config is the config's own (agent/agent_config.h and the
+// settings it holds), written as the option's parser reads it: declared once.
 std::vector<OptionSpec> MakeOptions() {
   const std::vector<std::string> std_streams = {"0", "1", "2", "3"};
+  const AgentConfig defaults;
   return {
       Option("--nnodes", Nnodes)
           .In(kWorkerGroup)
           .NoUnderscore()
-          .Default("1:1")
+          .Default(absl::StrCat(defaults.rendezvous.min_nodes, ":", defaults.rendezvous.max_nodes))
           .Help("Number of nodes, or MIN:MAX for an elastic job"),
       Option("--nproc-per-node", NprocPerNode)
           .In(kWorkerGroup)
-          .Default("1")
+          .Default(absl::StrCat(defaults.nproc_per_node))
           .Completes({"gpu", "cpu", "auto", "xpu"})
           .Help("Workers per node: a number (at most 4096), 'gpu' (one per visible NVIDIA, AMD or "
                 "Intel GPU), 'xpu' (Intel GPUs), 'cpu' (one per CPU) or 'auto' (GPUs if any, else "
                 "CPUs)"),
       Option("--max-restarts", MaxRestarts)
           .In(kWorkerGroup)
-          .Default("0")
+          .Default(absl::StrCat(defaults.rendezvous.max_restarts))
           .Help("Times the whole job is restarted after a worker fails"),
       Option("--monitor-interval", MonitorInterval)
           .In(kWorkerGroup)
@@ -242,21 +246,22 @@ std::vector<OptionSpec> MakeOptions() {
       Option("--role", Role)
           .In(kWorkerGroup)
           .NoUnderscore()
-          .Default("default")
+          .Default(defaults.role)
           .Help("Worker role: ROLE_NAME and the tee prefix [<role><local_rank>]:"),
 
       Option("--rdzv-backend", RdzvBackend)
           .In(kRdzvGroup)
-          .Default("static")
+          .Default(defaults.rdzv_backend)
           .Completes(RendezvousBackendNames())
           .Help("Rendezvous backend: " + RendezvousBackendChoices("or")),
       Option("--rdzv-endpoint", RdzvEndpoint)
           .In(kRdzvGroup)
-          .Help("Rendezvous master as HOST[:PORT] (c10d default port 29400); with an elected "
-                "backend, its store's members, HOST[:PORT],..."),
+          .Help(absl::StrCat("Rendezvous master as HOST[:PORT] (c10d default port ",
+                             defaults.endpoint_port,
+                             "); with an elected backend, its store's members, HOST[:PORT],...")),
       Option("--rdzv-id", RdzvId)
           .In(kRdzvGroup)
-          .Default("none")
+          .Default(defaults.run_id)
           .Help("Job id shared by all nodes (TORCHELASTIC_RUN_ID); unset in a Slurm job: "
                 "$SLURM_JOB_ID"),
       Option("--rdzv-conf", RdzvConf)
@@ -301,14 +306,14 @@ std::vector<OptionSpec> MakeOptions() {
       Option("--redirects", Redirects)
           .In(kLogGroup)
           .Short("-r")
-          .Default("0")
+          .Default(absl::StrCat(defaults.redirects.all_ranks))
           .Completes(std_streams)
           .Help("Write worker streams to files instead of the console: 0 none, 1 stdout, 2 stderr, "
                 "3 both, or per local rank as 0:1,1:2"),
       Option("--tee", Tee)
           .In(kLogGroup)
           .Short("-t")
-          .Default("0")
+          .Default(absl::StrCat(defaults.tee.all_ranks))
           .Completes(std_streams)
           .Help("Like --redirects, and also show them on the console with a [<role><local_rank>]: "
                 "prefix"),
@@ -319,23 +324,23 @@ std::vector<OptionSpec> MakeOptions() {
 
       Option("--signals-to-handle", SignalsToHandle)
           .In(kShutdownGroup)
-          .Default("SIGTERM,SIGINT,SIGHUP,SIGQUIT")
+          .Default(SignalNames(kAlwaysHandledSignals))
           .TorchEnv("TORCHELASTIC_SIGNALS_TO_HANDLE")
           .Help("Signals the agent forwards to every worker before stopping them; SIGTERM, SIGINT, "
                 "SIGHUP and SIGQUIT always are, and the list adds to them (e.g. SIGUSR1,SIGUSR2)"),
       Option("--shutdown-timeout", ShutdownTimeout)
           .In(kShutdownGroup)
-          .Default("30")
+          .Default(SecondsText(defaults.shutdown_timeout))
           .TorchEnv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")
           .Help("Seconds between the stop signal and SIGKILL"),
       Option("--exit-barrier-timeout", ExitBarrierTimeout)
           .In(kShutdownGroup)
-          .Default("300")
+          .Default(SecondsText(defaults.rendezvous.exit_barrier_timeout))
           .TorchEnv("TORCH_ELASTIC_EXIT_BARRIER_TIMEOUT")
           .Help("Seconds a node that finished waits for the others (multi-node)"),
       Option("--node-rank", NodeRank)
           .In(kStaticGroup)
-          .Default("0")
+          .Default(absl::StrCat(defaults.node_rank))
           .Help("This node's rank with the static backend; with c10d, a hint for the order of "
                 "new nodes"),
       Option("--master-addr")

@@ -28,17 +28,18 @@ absl::Status WorkerHeartbeatStartupTimeout(const std::string& value, ParseState&
 }  // namespace
 
 std::vector<OptionSpec> WithHangOptions(std::vector<OptionSpec> table) {
+  const AgentConfig defaults;
   table.push_back(
       Option("--worker-heartbeat-timeout", WorkerHeartbeatTimeout)
           .In(kHangGroup)
-          .Default("0")
+          .Default(SecondsText(defaults.worker_heartbeat_timeout))
           .Help("Seconds a worker may go without writing to the pipe in DDPRUN_HEARTBEAT_FD, "
                 "once it has written to it, before it is taken for hung, killed and the "
                 "attempt fails; 0: off (ddprun only)"));
   table.push_back(
       Option("--worker-heartbeat-startup-timeout", WorkerHeartbeatStartupTimeout)
           .In(kHangGroup)
-          .Default("600")
+          .Default(SecondsText(defaults.worker_heartbeat_startup_timeout))
           .Help("With --worker-heartbeat-timeout: seconds a worker may take from its start to "
                 "its first heartbeat, at least that timeout (the interpreter, imports, the "
                 "process group: a Python thread cannot beat while `import torch` holds the "
@@ -46,7 +47,7 @@ std::vector<OptionSpec> WithHangOptions(std::vector<OptionSpec> table) {
   table.push_back(
       Option("--uninterruptible-state-timeout", UninterruptibleStateTimeout)
           .In(kHangGroup)
-          .Default("0")
+          .Default(SecondsText(defaults.uninterruptible_timeout))
           .TorchEnv("TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT")
           .Help("Seconds a worker may stay in uninterruptible sleep (state D) before the node "
                 "is taken for unhealthy: its workers stop, no restart is spent, the agent "
@@ -54,7 +55,7 @@ std::vector<OptionSpec> WithHangOptions(std::vector<OptionSpec> table) {
   table.push_back(
       Option("--kill-timeout", KillTimeout)
           .In(kHangGroup)
-          .Default("10")
+          .Default(SecondsText(defaults.kill_timeout))
           .Help("Seconds a worker may take to be gone after SIGKILL; one still there is "
                 "reported unkillable with its state, and the agent leaves the job and exits "
                 "69 (ddprun only)"));

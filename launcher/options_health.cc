@@ -15,6 +15,7 @@ constexpr char kHealthGroup[] = "Node health";
 // as a node kept out there can only end the job.
 constexpr int kElasticNodeFailures = 3;
 constexpr int kElasticNodeFlaps = 3;
+constexpr double kBytesPerGiB = 1024.0 * 1024 * 1024;
 
 absl::Status HealthCheck(const std::string& value, ParseState& s) {
   absl::string_view rest = value;
@@ -43,7 +44,7 @@ absl::Status MinFreeDisk(const std::string& value, ParseState& s) {
     return absl::InvalidArgumentError(absl::StrCat("--health-check-min-free-disk='", value,
                                                    "' is not valid: expected GiB, a number >= 0"));
   }
-  s.config.health_check.min_free_disk_bytes = static_cast<int64_t>(gib * 1024 * 1024 * 1024);
+  s.config.health_check.min_free_disk_bytes = static_cast<int64_t>(gib * kBytesPerGiB);
   return absl::OkStatus();
 }
 
@@ -83,6 +84,7 @@ absl::Status ExcludeHosts(const std::string& value, ParseState& s) {
 }  // namespace
 
 std::vector<OptionSpec> WithNodeHealthOptions(std::vector<OptionSpec> table) {
+  const AgentConfig defaults;
   std::vector<OptionSpec> health = {
       Option("--health-check", HealthCheck)
           .In(kHealthGroup)
@@ -93,11 +95,11 @@ std::vector<OptionSpec> WithNodeHealthOptions(std::vector<OptionSpec> table) {
               "--nproc-per-node=gpu), 'builtin,CMD': both, 'none': no check (ddprun only)"),
       Option("--health-check-timeout", HealthCheckTimeout)
           .In(kHealthGroup)
-          .Default("60")
+          .Default(SecondsText(defaults.health_check.timeout))
           .Help("Seconds a health check may run; one still running is killed and failed"),
       Option("--health-check-min-free-disk", MinFreeDisk)
           .In(kHealthGroup)
-          .Default("0")
+          .Default(absl::StrCat(defaults.health_check.min_free_disk_bytes / kBytesPerGiB))
           .Help("GiB the built-in check wants free in the log dir's file system; 0: not checked"),
       Option("--max-node-failures", MaxNodeFailures)
           .In(kHealthGroup)
@@ -111,7 +113,7 @@ std::vector<OptionSpec> WithNodeHealthOptions(std::vector<OptionSpec> table) {
               "excludes it for --node-cooldown; 0: never. Unset: 3 for elastic jobs, 0 for static"),
       Option("--node-cooldown", NodeCooldown)
           .In(kHealthGroup)
-          .Default("300")
+          .Default(SecondsText(defaults.rendezvous.node_health.node_cooldown))
           .Help("Seconds an excluded or unhealthy node stays out before it may join again; 0: for "
                 "the rest of the job (its agent exits 69)"),
       Option("--exclude-hosts", ExcludeHosts)

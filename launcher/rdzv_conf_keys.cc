@@ -14,11 +14,6 @@
 namespace ddprun {
 namespace {
 
-// Milliseconds as seconds: "0.001", "31536000".
-std::string SecondsText(int64_t ms) {
-  return ms % 1000 == 0 ? absl::StrCat(ms / 1000) : absl::StrCat(ms / 1000.0);
-}
-
 // A value of the settings table, from its text: seconds for a duration (> 0, within the
 // table's bounds), a whole number within the table's bounds.
 absl::Status SetFromText(const SettingField& field, const std::string& option,
@@ -30,8 +25,9 @@ absl::Status SetFromText(const SettingField& field, const std::string& option,
   const int64_t least = std::max<int64_t>(field.min, 1), most = field.max;
   if (d < absl::Milliseconds(least) || d > absl::Milliseconds(most)) {
     return InvalidValue(option, value,
-                        absl::StrCat("seconds from ", SecondsText(least), " to ", SecondsText(most),
-                                     " (", absl::FormatDuration(absl::Milliseconds(least)), " to ",
+                        absl::StrCat("seconds from ", SecondsText(absl::Milliseconds(least)),
+                                     " to ", SecondsText(absl::Milliseconds(most)), " (",
+                                     absl::FormatDuration(absl::Milliseconds(least)), " to ",
                                      absl::FormatDuration(absl::Milliseconds(most)), ")"));
   }
   out = d;
@@ -56,9 +52,7 @@ void AddSettingKeys(std::vector<RdzvConfKey>& keys) {
     if (field.rdzv_conf_help == nullptr) return;
     using Value = std::decay_t<decltype(value)>;
     std::string shown = SettingText(value);
-    if constexpr (std::is_same_v<Value, absl::Duration>) {
-      shown = absl::StrCat(absl::ToDoubleSeconds(value));
-    }
+    if constexpr (std::is_same_v<Value, absl::Duration>) shown = SecondsText(value);
     const std::string name = field.name;
     keys.push_back(
         {name, shown, field.rdzv_conf_help,
@@ -104,20 +98,22 @@ absl::Status IsHost(const std::string& option, const std::string& value, AgentCo
 std::vector<RdzvConfKey> MakeKeys() {
   std::vector<RdzvConfKey> keys;
   AddSettingKeys(keys);
+  // Each default is AgentConfig's own, shown as its parser reads it.
+  const AgentConfig defaults;
   const std::vector<RdzvConfKey> agent_keys = {
-      {"close_timeout", "30",
+      {"close_timeout", SecondsText(defaults.close_timeout),
        "only on the agent that hosts the master: how long its master serves the other agents' "
        "sessions once its own job is over",
        Seconds(&AgentConfig::close_timeout)},
-      {"heartbeat_timeout", "5",
+      {"heartbeat_timeout", SecondsText(defaults.heartbeat_timeout),
        "how long the agent waits for the master to answer a keepalive ping before it takes "
        "the master for lost",
        Seconds(&AgentConfig::heartbeat_timeout)},
-      {"master_outage_timeout", "300",
+      {"master_outage_timeout", SecondsText(defaults.master_outage_timeout),
        "how long this node's workers go on in their round without a rendezvous master (it "
        "restarted, or cannot be reached) before they are stopped and the node joins again",
        Seconds(&AgentConfig::master_outage_timeout)},
-      {"read_timeout", "60",
+      {"read_timeout", SecondsText(defaults.read_timeout),
        "only on the agent that hosts the master: how long a blocking Store read without a "
        "timeout of its own waits",
        Seconds(&AgentConfig::read_timeout)},

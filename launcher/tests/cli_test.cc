@@ -1,5 +1,7 @@
 #include "launcher/cli.h"
 #include "launcher/option_docs.h"
+#include "launcher/options.h"
+#include "launcher/rdzv_conf_keys.h"
 
 #include <signal.h>
 #include <stdlib.h>
@@ -7,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -143,6 +146,61 @@ TEST_F(ParseCommandLineTest, DefaultsForAProgram) {
   EXPECT_EQ(c.shutdown_timeout, absl::Seconds(30));
   EXPECT_EQ(c.rendezvous.exit_barrier_timeout, absl::Seconds(300));
   EXPECT_TRUE(out.notices.empty());
+}
+
+// The defaults are declared once, in the config (agent/agent_config.h and the settings it
+// holds): the option table and the --rdzv-conf keys show them as their parsers read them
+// back. A job started without options runs with exactly what a config built in code has.
+TEST_F(ParseCommandLineTest, TheCommandLinesDefaultsAreTheConfigsOwn) {
+  const AgentConfig c = ParseOk({"--no-python", "/bin/sh"}).config;
+  const AgentConfig d;
+  EXPECT_EQ(c.rendezvous.min_nodes, d.rendezvous.min_nodes);
+  EXPECT_EQ(c.rendezvous.max_nodes, d.rendezvous.max_nodes);
+  EXPECT_EQ(c.rendezvous.max_restarts, d.rendezvous.max_restarts);
+  EXPECT_EQ(c.rendezvous.exit_barrier_timeout, d.rendezvous.exit_barrier_timeout);
+  EXPECT_EQ(c.rendezvous.node_health.node_cooldown, d.rendezvous.node_health.node_cooldown);
+  EXPECT_EQ(c.nproc_per_node, d.nproc_per_node);
+  EXPECT_EQ(c.node_rank, d.node_rank);
+  EXPECT_EQ(c.role, d.role);
+  EXPECT_EQ(c.rdzv_backend, d.rdzv_backend);
+  EXPECT_EQ(c.run_id, d.run_id);
+  EXPECT_EQ(c.redirects.all_ranks, d.redirects.all_ranks);
+  EXPECT_EQ(c.tee.all_ranks, d.tee.all_ranks);
+  EXPECT_EQ(c.signals_to_handle, kAlwaysHandledSignals);
+  EXPECT_EQ(c.shutdown_timeout, d.shutdown_timeout);
+  EXPECT_EQ(c.worker_heartbeat_timeout, d.worker_heartbeat_timeout);
+  EXPECT_EQ(c.worker_heartbeat_startup_timeout, d.worker_heartbeat_startup_timeout);
+  EXPECT_EQ(c.uninterruptible_timeout, d.uninterruptible_timeout);
+  EXPECT_EQ(c.kill_timeout, d.kill_timeout);
+  EXPECT_EQ(c.health_check.timeout, d.health_check.timeout);
+  EXPECT_EQ(c.health_check.min_free_disk_bytes, d.health_check.min_free_disk_bytes);
+  EXPECT_EQ(c.event_log.kind, d.event_log.kind);
+  EXPECT_EQ(c.close_timeout, d.close_timeout);
+  EXPECT_EQ(c.heartbeat_timeout, d.heartbeat_timeout);
+  EXPECT_EQ(c.master_outage_timeout, d.master_outage_timeout);
+  EXPECT_EQ(c.read_timeout, d.read_timeout);
+  // c10d's endpoint without a port.
+  const AgentConfig c10d = ParseOk({"--nnodes=2", "--rdzv-backend=c10d", "--rdzv-endpoint=node0",
+                                    "--no-python", "/bin/sh"})
+                               .config;
+  EXPECT_EQ(c10d.endpoint_port, d.endpoint_port);
+}
+
+// The defaults --help and docs/cli.md show, made from the config's values, read as a user
+// writes them.
+TEST_F(ParseCommandLineTest, DefaultsAreShownAsAUserWritesThem) {
+  std::map<std::string, std::string> shown;
+  for (const OptionSpec& spec : Options()) shown[spec.name] = spec.default_value;
+  EXPECT_EQ(shown["--shutdown-timeout"], "30");
+  EXPECT_EQ(shown["--kill-timeout"], "10");
+  EXPECT_EQ(shown["--worker-heartbeat-startup-timeout"], "600");
+  EXPECT_EQ(shown["--health-check-min-free-disk"], "0");
+  EXPECT_EQ(shown["--signals-to-handle"], "SIGTERM,SIGINT,SIGHUP,SIGQUIT");
+  EXPECT_EQ(shown["--nnodes"], "1:1");
+  for (const RdzvConfKey& key : RdzvConfKeys()) {
+    if (key.name == "master_outage_timeout") EXPECT_EQ(key.default_value, "300");
+    if (key.name == "heartbeat_timeout") EXPECT_EQ(key.default_value, "5");
+  }
 }
 
 // ---------------------------------------------------------------------------- --nproc-per-node

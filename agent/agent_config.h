@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "agent/failure_summary.h"
 #include "agent/health/health_check.h"
+#include "agent/rule_options.h"
 #include "node/cpu_binding.h"
 #include "observability/elastic_record_log.h"
 #include "rendezvous/backend_settings.h"
@@ -116,7 +117,8 @@ struct AgentConfig {
   // Shutdown.
   // Signal numbers, in the order given; the launcher starts from kAlwaysHandledSignals.
   std::vector<int> signals_to_handle;
-  absl::Duration shutdown_timeout = absl::Seconds(30);
+  // --shutdown-timeout, --kill-timeout: what the agent's rules read as it is.
+  RuleOptions rules;
   // --worker-heartbeat-timeout: a worker that has not written to its DDPRUN_HEARTBEAT_FD for
   // this long is taken for hung and killed, which fails the attempt. Zero: off.
   absl::Duration worker_heartbeat_timeout = absl::ZeroDuration();
@@ -127,9 +129,6 @@ struct AgentConfig {
   // TORCHELASTIC_UNINTERRUPTIBLE_STATE_TIMEOUT: a worker with a task in uninterruptible sleep
   // this long makes the node unhealthy: its part of the job stops, no restart spent. Zero: off.
   absl::Duration uninterruptible_timeout = absl::ZeroDuration();
-  // --kill-timeout: how long a worker may take to be gone after SIGKILL before the agent
-  // reports it unkillable, the node unhealthy, and exits.
-  absl::Duration kill_timeout = absl::Seconds(10);
   // Workers run Python (not --no-python): they get PYTHONFAULTHANDLER=1 unless it is set.
   bool python_workers = false;
 

@@ -201,9 +201,10 @@ void AgentStateMachine::Signal(int signal, absl::Time now) {
           absl::StrCat("received ", SignalName(signal), ": no workers are running; exiting"));
       return Exit(ExitCodeForSignal(signal));
     }
-    Log(LogLevel::kWarning, absl::StrCat("received ", SignalName(signal), ": forwarding it to ",
-                                         settings_.nproc_per_node, " workers, SIGKILL after ",
-                                         absl::ToDoubleSeconds(settings_.shutdown_timeout), "s"));
+    Log(LogLevel::kWarning,
+        absl::StrCat("received ", SignalName(signal), ": forwarding it to ",
+                     settings_.nproc_per_node, " workers, SIGKILL after ",
+                     absl::ToDoubleSeconds(settings_.options.shutdown_timeout), "s"));
     BeginStop(signal, now);
   } else if (running) {
     Log(LogLevel::kWarning,
@@ -251,7 +252,7 @@ void AgentStateMachine::HangFound(const FoundHang& hang, absl::Time now) {
   // A failure: the rendezvous hears it at once and orders every node to record its stacks
   // and stop; ours wait, frozen, for that order (or the grace period).
   failure_reported_ = true;
-  timers_.Set(Timer::kGrace, now + settings_.shutdown_timeout);
+  timers_.Set(Timer::kGrace, now + settings_.options.shutdown_timeout);
   EmitForRound(AgentAction::Kind::kReportFailure);
 }
 
@@ -310,7 +311,7 @@ bool AgentStateMachine::OnTimer(Timer timer, absl::Time now) {
   switch (timer) {
     case Timer::kGrace:
       if (phase_ == Phase::kRunning) {
-        Kill(absl::StrCat("after the ", absl::FormatDuration(settings_.shutdown_timeout),
+        Kill(absl::StrCat("after the ", absl::FormatDuration(settings_.options.shutdown_timeout),
                           " grace period (--shutdown-timeout)"),
              now);
       }
@@ -321,8 +322,9 @@ bool AgentStateMachine::OnTimer(Timer timer, absl::Time now) {
         // longer would wedge this agent too. Say which, tell the rendezvous, and go.
         AgentAction abandon;
         abandon.kind = AgentAction::Kind::kAbandonWorkers;
-        abandon.text = absl::StrCat("still running ", absl::FormatDuration(settings_.kill_timeout),
-                                    " after SIGKILL (--kill-timeout): the node is unhealthy");
+        abandon.text =
+            absl::StrCat("still running ", absl::FormatDuration(settings_.options.kill_timeout),
+                         " after SIGKILL (--kill-timeout): the node is unhealthy");
         actions_.push_back(std::move(abandon));
         others_still_run_ = true;
         Exit(kExitNodeUnhealthy);
@@ -425,7 +427,7 @@ void AgentStateMachine::Carry(AfterStop next, absl::Time now) {
 
 void AgentStateMachine::BeginStop(int signal, absl::Time now) {
   stopping_ = true;
-  timers_.Set(Timer::kGrace, now + settings_.shutdown_timeout);
+  timers_.Set(Timer::kGrace, now + settings_.options.shutdown_timeout);
   // Frozen after a hang: where every worker is comes first, then the stop goes out
   // (StacksTaken). A stop no order asked stacks for (a lost master, a signal) takes them too.
   if (stacks_ == Stacks::kFrozen) CollectStacks();
@@ -495,7 +497,7 @@ void AgentStateMachine::CollectStacks() {
 }
 
 void AgentStateMachine::Kill(std::string why, absl::Time now) {
-  timers_.Set(Timer::kKill, now + settings_.kill_timeout);
+  timers_.Set(Timer::kKill, now + settings_.options.kill_timeout);
   Emit(AgentAction::Kind::kKillWorkers).text = std::move(why);
 }
 

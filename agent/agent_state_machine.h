@@ -33,6 +33,7 @@
 
 #include "absl/time/time.h"
 #include "agent/agent_action.h"
+#include "agent/rule_options.h"
 #include "agent/run_end.h"
 #include "common/timer_table.h"
 #include "rendezvous/hang_timings.h"
@@ -44,9 +45,7 @@ namespace ddprun {
 struct AgentSettings {
   std::string host;  // this node's name, as in failure reports
   int nproc_per_node = 1;
-  absl::Duration shutdown_timeout = absl::Seconds(30);
-  // After SIGKILL: how long workers may take to be gone before this node is unhealthy.
-  absl::Duration kill_timeout = absl::Seconds(10);
+  RuleOptions options;  // as the command line gave them
   // How often the master wants a heartbeat; InfiniteDuration: no master to tell (one node).
   absl::Duration heartbeat_interval = absl::InfiniteDuration();
   // How long a join may wait for a round before this node gives up; InfiniteDuration: forever.

@@ -9,8 +9,7 @@ AgentSettings RulesSettings(const AgentConfig& config, const std::string& host,
   AgentSettings settings;
   settings.host = host;
   settings.nproc_per_node = config.nproc_per_node;
-  settings.shutdown_timeout = config.shutdown_timeout;
-  settings.kill_timeout = config.kill_timeout;
+  settings.options = config.rules;
   settings.heartbeat_interval = rendezvous.heartbeat_interval();
   // A master over the network: give up a little after its own join_timeout, which names
   // who is missing; this one catches a master that cannot be reached at all.

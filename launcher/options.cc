@@ -163,7 +163,7 @@ absl::Status SignalsToHandle(const std::string& value, ParseState& s) {
 }
 
 absl::Status ShutdownTimeout(const std::string& value, ParseState& s) {
-  return SecondsInto("--shutdown-timeout", value, s.config.shutdown_timeout);
+  return SecondsInto("--shutdown-timeout", value, s.config.rules.shutdown_timeout);
 }
 
 absl::Status ExitBarrierTimeout(const std::string& value, ParseState& s) {
@@ -330,7 +330,7 @@ std::vector<OptionSpec> MakeOptions() {
                 "SIGHUP and SIGQUIT always are, and the list adds to them (e.g. SIGUSR1,SIGUSR2)"),
       Option("--shutdown-timeout", ShutdownTimeout)
           .In(kShutdownGroup)
-          .Default(SecondsText(defaults.shutdown_timeout))
+          .Default(SecondsText(defaults.rules.shutdown_timeout))
           .TorchEnv("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")
           .Help("Seconds between the stop signal and SIGKILL"),
       Option("--exit-barrier-timeout", ExitBarrierTimeout)

@@ -9,7 +9,7 @@ namespace {
 constexpr char kHangGroup[] = "Hangs";
 
 absl::Status KillTimeout(const std::string& value, ParseState& s) {
-  return SecondsInto("--kill-timeout", value, s.config.kill_timeout, /*positive=*/true);
+  return SecondsInto("--kill-timeout", value, s.config.rules.kill_timeout, /*positive=*/true);
 }
 
 absl::Status UninterruptibleStateTimeout(const std::string& value, ParseState& s) {
@@ -55,7 +55,7 @@ std::vector<OptionSpec> WithHangOptions(std::vector<OptionSpec> table) {
   table.push_back(
       Option("--kill-timeout", KillTimeout)
           .In(kHangGroup)
-          .Default(SecondsText(defaults.kill_timeout))
+          .Default(SecondsText(defaults.rules.kill_timeout))
           .Help("Seconds a worker may take to be gone after SIGKILL; one still there is "
                 "reported unkillable with its state, and the agent leaves the job and exits "
                 "69 (ddprun only)"));

@@ -105,21 +105,37 @@ class Observed : private MomentObserver {
 
 class Scenario : public testing::ScenarioMachine {
  public:
-  Scenario() { Make(/*health_check=*/false, /*serves_store=*/false); }
+  Scenario() { Make(); }
 
-  void Make(bool health_check, bool serves_store) {
+  // A new machine with what the script said of the node so far.
+  void Make() {
     AgentSettings s;
-    s.health_check = health_check;
-    s.serves_store = serves_store;
+    s.health_check = health_check_;
+    s.serves_store = serves_store_;
     s.host = "node0";
     s.nproc_per_node = 2;
-    s.shutdown_timeout = absl::Seconds(30);
+    s.options = options_;
     s.heartbeat_interval = absl::Seconds(5);
     s.join_deadline = absl::Seconds(605);
     s.join_timeout = absl::Seconds(600);
     s.master_endpoint = "master:29400";
     s.master_outage_timeout = absl::Seconds(300);
     sm_ = std::make_unique<AgentStateMachine>(s, now_);
+  }
+
+  // options NAME=VALUE...: the command line's settings for the rules (agent/rule_options.h),
+  // durations as "5s".
+  void SetOptions(const std::map<std::string, std::string>& args) {
+    for (const auto& [name, value] : args) {
+      bool known = false;
+      ForEachRuleOption(options_, [&](const char* field, absl::Duration& to) {
+        if (name != field) return;
+        known = true;
+        EXPECT_TRUE(absl::ParseDuration(value, &to)) << name << "=" << value;
+      });
+      EXPECT_TRUE(known) << "options: no rule option " << name;
+    }
+    Make();
   }
 
   // Runs one event line; returns the actions it caused, described.
@@ -131,9 +147,13 @@ class Scenario : public testing::ScenarioMachine {
     if (verb == "observe") {  // from here on: what the observers make of the moments
       observed_ = std::make_unique<Observed>(now_);
     } else if (verb == "health-checked-node") {  // before start: a health check before every join
-      Make(/*health_check=*/true, /*serves_store=*/false);
+      health_check_ = true;
+      Make();
     } else if (verb == "store-serving-node") {  // before start: its agent serves the store
-      Make(/*health_check=*/false, /*serves_store=*/true);
+      serves_store_ = true;
+      Make();
+    } else if (verb == "options") {  // before start: options NAME=VALUE... (see SetOptions)
+      SetOptions(args);
     } else if (verb == "store-may-open") {  // store-may-open round=R: kStoreOpen came
       sm_->StoreMayOpen(testing::ScenarioInt(args, "round", 0));
     } else if (verb == "start") {
@@ -276,12 +296,15 @@ class Scenario : public testing::ScenarioMachine {
   }
 
   absl::Time now_ = absl::FromUnixSeconds(1000);
+  bool health_check_ = false;
+  bool serves_store_ = false;
+  RuleOptions options_;
   std::unique_ptr<AgentStateMachine> sm_;
   std::unique_ptr<Observed> observed_;
 };
 
 TEST(AgentScenarios, EveryScriptGivesItsActions) {
-  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "agent/tests/testdata", 25,
+  testing::RunScenarioScripts(fs::path(DDPRUN_SOURCE_DIR) / "agent/tests/testdata", 26,
                               [] { return std::make_unique<Scenario>(); });
 }
 

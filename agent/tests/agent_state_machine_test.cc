@@ -29,7 +29,7 @@ class AgentStateMachineTest : public ::testing::Test {
     s.has_token = has_token;
     s.host = "node0";
     s.nproc_per_node = 2;
-    s.shutdown_timeout = absl::Seconds(30);
+    s.options.shutdown_timeout = absl::Seconds(30);
     if (networked) {
       s.heartbeat_interval = absl::Seconds(5);
       s.join_deadline = absl::Seconds(605);

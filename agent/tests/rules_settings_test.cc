@@ -17,8 +17,8 @@ class NetworkedRendezvous : public LocalRendezvous {
 AgentConfig Config() {
   AgentConfig config;
   config.nproc_per_node = 4;
-  config.shutdown_timeout = absl::Seconds(7);
-  config.kill_timeout = absl::Seconds(3);
+  config.rules.shutdown_timeout = absl::Seconds(7);
+  config.rules.kill_timeout = absl::Seconds(3);
   config.rendezvous.join_timeout = absl::Seconds(600);
   config.rendezvous.keep_alive_interval = absl::Seconds(5);
   config.token = "secret";
@@ -30,8 +30,8 @@ TEST(RulesSettingsTest, WithAMasterOverTheNetworkTheJoinHasABoundBeyondTheMaster
   AgentSettings s = RulesSettings(Config(), "node3", rendezvous, /*serves_store=*/true);
   EXPECT_EQ(s.host, "node3");
   EXPECT_EQ(s.nproc_per_node, 4);
-  EXPECT_EQ(s.shutdown_timeout, absl::Seconds(7));
-  EXPECT_EQ(s.kill_timeout, absl::Seconds(3));
+  EXPECT_EQ(s.options.shutdown_timeout, absl::Seconds(7));
+  EXPECT_EQ(s.options.kill_timeout, absl::Seconds(3));
   EXPECT_EQ(s.heartbeat_interval, absl::Seconds(5));
   EXPECT_EQ(s.join_deadline, absl::Seconds(605)) << "join_timeout + keep_alive_interval";
   EXPECT_EQ(s.master_endpoint, "master:29400");

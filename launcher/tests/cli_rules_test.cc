@@ -70,12 +70,12 @@ TEST(CliRulesTest, TorchrunsOwnVariablesComeAfterPet) {
   const LaunchEnvironment env = Env({{"TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7"}});
   absl::StatusOr<CliOutcome> out = Parse({"--no-python", "/bin/sh"}, env);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out->config.shutdown_timeout, absl::Seconds(7));
+  EXPECT_EQ(out->config.rules.shutdown_timeout, absl::Seconds(7));
   LaunchEnvironment both = env;
   both.vars["PET_SHUTDOWN_TIMEOUT"] = "9";
   out = Parse({"--no-python", "/bin/sh"}, both);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out->config.shutdown_timeout, absl::Seconds(9));
+  EXPECT_EQ(out->config.rules.shutdown_timeout, absl::Seconds(9));
 }
 
 TEST(CliRulesTest, SlurmJobIdTokenAndWorkingFolderComeFromThePassedEnvironment) {

@@ -143,7 +143,7 @@ TEST_F(ParseCommandLineTest, DefaultsForAProgram) {
   EXPECT_EQ(c.tee.all_ranks, kStdNone);
   EXPECT_FALSE(c.local_ranks_filter.has_value());
   EXPECT_THAT(c.signals_to_handle, ElementsAre(SIGTERM, SIGINT, SIGHUP, SIGQUIT));
-  EXPECT_EQ(c.shutdown_timeout, absl::Seconds(30));
+  EXPECT_EQ(c.rules.shutdown_timeout, absl::Seconds(30));
   EXPECT_EQ(c.rendezvous.exit_barrier_timeout, absl::Seconds(300));
   EXPECT_TRUE(out.notices.empty());
 }
@@ -167,11 +167,11 @@ TEST_F(ParseCommandLineTest, TheCommandLinesDefaultsAreTheConfigsOwn) {
   EXPECT_EQ(c.redirects.all_ranks, d.redirects.all_ranks);
   EXPECT_EQ(c.tee.all_ranks, d.tee.all_ranks);
   EXPECT_EQ(c.signals_to_handle, kAlwaysHandledSignals);
-  EXPECT_EQ(c.shutdown_timeout, d.shutdown_timeout);
+  EXPECT_EQ(c.rules.shutdown_timeout, d.rules.shutdown_timeout);
   EXPECT_EQ(c.worker_heartbeat_timeout, d.worker_heartbeat_timeout);
   EXPECT_EQ(c.worker_heartbeat_startup_timeout, d.worker_heartbeat_startup_timeout);
   EXPECT_EQ(c.uninterruptible_timeout, d.uninterruptible_timeout);
-  EXPECT_EQ(c.kill_timeout, d.kill_timeout);
+  EXPECT_EQ(c.rules.kill_timeout, d.rules.kill_timeout);
   EXPECT_EQ(c.health_check.timeout, d.health_check.timeout);
   EXPECT_EQ(c.health_check.min_free_disk_bytes, d.health_check.min_free_disk_bytes);
   EXPECT_EQ(c.event_log.kind, d.event_log.kind);
@@ -638,14 +638,15 @@ TEST_F(ParseCommandLineTest, TorchElasticSignalsEnvironmentGivesTheDefault) {
 
 TEST_F(ParseCommandLineTest, ShutdownTimeoutFlag) {
   CliOutcome out = ParseOk({"--shutdown-timeout=2.5", "--no-python", "/bin/sh"});
-  EXPECT_EQ(out.config.shutdown_timeout, absl::Milliseconds(2500));
+  EXPECT_EQ(out.config.rules.shutdown_timeout, absl::Milliseconds(2500));
 }
 
 TEST_F(ParseCommandLineTest, TorchElasticShutdownTimeoutEnvironmentWhenFlagAbsent) {
   ScopedEnv timeout("TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "7");
-  EXPECT_EQ(ParseOk({"--no-python", "/bin/sh"}).config.shutdown_timeout, absl::Seconds(7));
-  EXPECT_EQ(ParseOk({"--shutdown-timeout=3", "--no-python", "/bin/sh"}).config.shutdown_timeout,
-            absl::Seconds(3));
+  EXPECT_EQ(ParseOk({"--no-python", "/bin/sh"}).config.rules.shutdown_timeout, absl::Seconds(7));
+  EXPECT_EQ(
+      ParseOk({"--shutdown-timeout=3", "--no-python", "/bin/sh"}).config.rules.shutdown_timeout,
+      absl::Seconds(3));
 }
 
 TEST_F(ParseCommandLineTest, TorchElasticExitBarrierTimeoutEnvironmentWhenFlagAbsent) {

@@ -1,7 +1,9 @@
 #include "agent/worker_env.h"
 
+#include <type_traits>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "common/process_status.h"
 #include "common/worker_env_names.h"
@@ -51,22 +53,24 @@ EnvMap BuildWorkerEnv(const EnvMap& base, const AgentConfig& config, const Attem
     env[config.device_variable] = config.device_values.at(worker.local_rank);
   }
   env[worker_env::kRank] = std::to_string(worker.rank);
-  env[worker_env::kGroupRank] = std::to_string(round.group_rank);
   // ddprun runs one role per job, so role ranks and sizes equal the global ones.
   env[worker_env::kRoleRank] = std::to_string(worker.rank);
-  env[worker_env::kWorldSize] = std::to_string(round.world_size);
-  env[worker_env::kGroupWorldSize] = std::to_string(round.group_world_size);
-  env[worker_env::kRoleWorldSize] = std::to_string(round.world_size);
-  env[worker_env::kMasterAddr] = round.master_addr;
-  env[worker_env::kMasterPort] = std::to_string(round.master_port);
-  env[worker_env::kRestartCount] = std::to_string(round.restart_count);
+  // What the master decided, each value as its variables (GROUP_RANK, WORLD_SIZE and
+  // ROLE_WORLD_SIZE, MASTER_ADDR, TORCHELASTIC_RESTART_COUNT, DDPRUN_ROUND, ...).
+  ForEachAssignmentField(round, [&](const AssignmentField& field, const auto& value) {
+    using Value = std::decay_t<decltype(value)>;
+    if constexpr (!std::is_same_v<Value, std::vector<std::string>>) {
+      for (const char* name : field.variables) {
+        if (name != nullptr) env[name] = absl::StrCat(value);
+      }
+    }
+  });
   // "True": init_process_group("env://") connects to the TCPStore an agent serves at
   // MASTER_ADDR:MASTER_PORT, as under torchrun's static backend (and c10d since 2.4);
   // "False": rank 0's worker hosts it there (one-node jobs). torch compares the exact string.
   env[worker_env::kUseAgentStore] = plan.agent_store ? "True" : "False";
   env[worker_env::kErrorFile] = worker.error_file;
   if (!plan.gloo_interface.empty()) env.emplace("GLOO_SOCKET_IFNAME", plan.gloo_interface);
-  env[worker_env::kRound] = std::to_string(round.round);
   SetOrErase(env, worker_env::kStoreTokenFile, plan.store_token_file);
   SetOrErase(env, worker_env::kStoreAddr, plan.store_addr);
   // The SDK's Store client needs the TLS files only where there is a Store to reach.

@@ -6,6 +6,8 @@
 
 #include <openssl/evp.h>
 
+#include <type_traits>
+
 #include "absl/strings/str_cat.h"
 
 namespace ddprun {
@@ -28,10 +30,17 @@ std::string Inner(absl::string_view left, absl::string_view right) {
   return Sha256(absl::StrCat("ddprun node\n", left, right));
 }
 
+// The round's numbers (the fields kInDigest, in the table's order, a line each) and the
+// root of its tree of places.
 std::string Digest(const Assignment& a, absl::string_view root) {
-  return Sha256(absl::StrCat("ddprun round\n", a.round, "\n", a.restart_count, "\n",
-                             a.group_world_size, "\n", a.world_size, "\n", a.master_port, "\n",
-                             a.master_addr, "\n", a.run_incarnation, "\n", root));
+  std::string text = "ddprun round\n";
+  ForEachAssignmentField(a, [&](const AssignmentField& field, const auto& value) {
+    using Value = std::decay_t<decltype(value)>;
+    if constexpr (!std::is_same_v<Value, std::vector<std::string>>) {
+      if (field.proof == Proof::kInDigest) absl::StrAppend(&text, value, "\n");
+    }
+  });
+  return Sha256(absl::StrCat(text, root));
 }
 
 }  // namespace

@@ -10,44 +10,6 @@
 
 namespace ddprun {
 
-namespace {
-
-void AssignmentToWire(const Assignment& from, v1::RoundAssignment& a) {
-  a.set_round(from.round);
-  a.set_restart_count(from.restart_count);
-  a.set_group_rank(from.group_rank);
-  a.set_group_world_size(from.group_world_size);
-  a.set_base_rank(from.base_rank);
-  a.set_world_size(from.world_size);
-  a.set_master_addr(from.master_addr);
-  a.set_master_port(from.master_port);
-  for (const std::string& c : from.store_clients) a.add_store_clients(c);
-  a.set_neighbour_store(from.neighbour_store);
-  a.set_round_digest(from.round_digest);
-  for (const std::string& step : from.place_proof) a.add_place_proof(step);
-  a.set_run_incarnation(from.run_incarnation);
-}
-
-Assignment AssignmentFromWire(const v1::RoundAssignment& a) {
-  Assignment out;
-  out.round = a.round();
-  out.restart_count = a.restart_count();
-  out.group_rank = a.group_rank();
-  out.group_world_size = a.group_world_size();
-  out.base_rank = a.base_rank();
-  out.world_size = a.world_size();
-  out.master_addr = a.master_addr();
-  out.master_port = a.master_port();
-  out.store_clients.assign(a.store_clients().begin(), a.store_clients().end());
-  out.neighbour_store = a.neighbour_store();
-  out.round_digest = a.round_digest();
-  out.place_proof.assign(a.place_proof().begin(), a.place_proof().end());
-  out.run_incarnation = a.run_incarnation();
-  return out;
-}
-
-}  // namespace
-
 NodeInfo NodeFromJoin(const v1::Join& join) {
   NodeInfo node;
   node.host = join.node().host();

@@ -21,6 +21,11 @@ v1::RunSettings ToWire(const RendezvousSettings& settings);
 /// Every setting of a join within its bounds in the table; the error names the field.
 absl::Status CheckSettingsLimits(const v1::RunSettings& settings);
 
+/// A round's assignment, field by field from the table in rendezvous/assignment.h (each
+/// RoundAssignment field found by its name there).
+void AssignmentToWire(const Assignment& assignment, v1::RoundAssignment& message);
+Assignment AssignmentFromWire(const v1::RoundAssignment& message);
+
 NodeInfo NodeFromJoin(const v1::Join& join);
 /// The Join an agent sends (protocol version 2).
 v1::Join JoinToWire(const NodeInfo& node, const std::string& run_id, const std::string& token,

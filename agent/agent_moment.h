@@ -1,10 +1,11 @@
 #pragma once
 // AgentMoment: one moment of a node's lifecycle, announced once (agent/moments.h) to all
-// that write or count what happens: the event records, the metrics, the restart timeline
-// and the run's round table. None of them decides anything. The rules announce what they
-// decide (kMoment actions, which the scenario scripts show); the shell announces what only
-// it sees (the workers started, how an attempt ended, the store's marks, the agent's exit);
-// the restart timeline announces each restart it has made whole.
+// that write or count what happens: the event records, the metrics, the restart timeline,
+// the hang report files and the run's round table. None of them decides anything. The rules
+// announce what they decide (kMoment actions, which the scenario scripts show); the shell announces
+// what only it sees (the workers started, how an attempt ended, the store's marks, the ranks'
+// stacks and the master's hang report, the agent's exit); the restart timeline announces each
+// restart it has made whole.
 
 #include <cstdint>
 #include <optional>
@@ -16,6 +17,7 @@
 #include "agent/worker_outcome.h"
 #include "rendezvous/protocol_words.h"
 #include "rendezvous/restart_split.h"
+#include "rendezvous/stack_report.h"
 
 namespace ddprun {
 
@@ -35,6 +37,10 @@ struct AgentMoment {
     kRestartExplained,    // the restart timeline: `split`, a restart made whole
     kMasterBack,          // rules: a master gave this node its place back in `round` after `lost`
     kRunEnded,            // rules: the rendezvous ended the run
+    kStacksTaken,         // shell: `hang_report`, this node's ranks after a hang
+    kStacksAsked,         // shell: `hang_report`, this node's ranks' stacks asked for (SIGUSR2)
+    kHangReportArrived,   // shell: the master's merged report of `round`: `report_text`,
+                          // `report_summary`
     kExiting,             // shell: the agent exits with `exit_code`; `run_end`: how the
                           // rendezvous ended the run, unless a signal stopped the agent first
   };
@@ -51,6 +57,8 @@ struct AgentMoment {
   std::optional<RestartSplit> split;
   std::optional<RunEnd> run_end;
   int exit_code = 0;
+  std::optional<HangReport> hang_report;
+  std::string report_text, report_summary;
 
   static AgentMoment Of(Kind kind, absl::Time at) {
     AgentMoment moment;

@@ -66,8 +66,8 @@ ElasticAgent::ElasticAgent(const AgentConfig& config, EnvMap base_env,
             std::move(worker_store), std::nullopt, ""},
       rules_(RulesSettings(config, node_.host, rendezvous, store() && store()->server != nullptr),
              MonotonicNow()),
-      seen_{std::nullopt, WorkerMetrics(config.run_id), RestartTimeline(&moments_)},
-      hang_files_(log_root_, config.run_id),
+      seen_{std::nullopt, WorkerMetrics(config.run_id), RestartTimeline(&moments_),
+            HangReportFiles(log_root_, config.run_id)},
       gloo_(store() && store()->pick_gloo_interface && base_env_.count("GLOO_SOCKET_IFNAME") == 0,
             config.endpoint_host) {}
 
@@ -253,7 +253,11 @@ void ElasticAgent::OnRendezvousEvent(RendezvousEvent& event) {
 }
 
 void ElasticAgent::OnHangReport(const RendezvousEvent& event) {
-  hang_files_.WriteMerged(event.hang_round, event.detail, event.hang_summary);
+  AgentMoment arrived = AgentMoment::Of(AgentMoment::Kind::kHangReportArrived, MonotonicNow());
+  arrived.round = event.hang_round;
+  arrived.report_text = event.detail;
+  arrived.report_summary = event.hang_summary;
+  moments_.Announce(std::move(arrived));
   rules_.HangReportArrived(event.hang_round);
   RunActions();
 }
@@ -517,7 +521,10 @@ bool ElasticAgent::ReportStacks(std::vector<RankStack> stacks) {
   if (stacks.empty() || !rules_.assignment()) return false;
   const Assignment& a = *rules_.assignment();
   const std::string cause = children_.workers->hang_cause();
-  const bool awaits_merged = hang_files_.WriteOwn(a, cause, stacks);
+  AgentMoment taken = AgentMoment::Of(AgentMoment::Kind::kStacksTaken, MonotonicNow());
+  taken.hang_report = OwnHangReport(a, cause, stacks);
+  const bool awaits_merged = !Complete(*taken.hang_report);
+  moments_.Announce(std::move(taken));
   rendezvous_.ReportStacks(a.round, a.world_size, cause, stacks);
   return awaits_merged;
 }
@@ -540,7 +547,9 @@ void ElasticAgent::TakeStacksOnRequest() {
   }
   const Assignment a = *rules_.assignment();
   const bool began = children_.workers->SnapshotStacks([this, a](std::vector<RankStack> stacks) {
-    hang_files_.WriteOnRequest(a, std::move(stacks), absl::Now());
+    AgentMoment asked = AgentMoment::Of(AgentMoment::Kind::kStacksAsked, MonotonicNow());
+    asked.hang_report = RequestedStacksReport(a, std::move(stacks));
+    moments_.Announce(std::move(asked));
   });
   if (!began) spdlog::warn("SIGUSR2: the stacks asked for before are still being read");
 }
@@ -552,7 +561,7 @@ void ElasticAgent::WriteFailureSummary() {
   }
   context.entrypoint = config_.entrypoint_name;
   context.meeting = MeetingOf(rules_.assignment());
-  context.hang_report_path = hang_files_.path();
+  context.hang_report_path = seen_.hang_files.path();
   context.interpreter = config_.interpreter;
   (void)WriteAll(STDERR_FILENO, FormatFailureSummary(last_failures_, context));
 }

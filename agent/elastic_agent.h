@@ -73,10 +73,12 @@ class ElasticAgent : private MomentObserver {
     std::optional<ElasticRecords> records;  // --event-log-handler (made in ApplyChoices)
     WorkerMetrics metrics;                  // --metrics-port
     RestartTimeline restarts;               // announces each restart's split to moments_
+    HangReportFiles hang_files;             // the hang reports and stacks, in the log folder
     void SubscribeTo(Moments& moments) {
       moments.Subscribe(*records);
       moments.Subscribe(metrics);
       moments.Subscribe(restarts);
+      moments.Subscribe(hang_files);
     }
   };
   // What the user chose (the log folder, the event log, hang checks): exit 2 if refused.
@@ -137,7 +139,6 @@ class ElasticAgent : private MomentObserver {
   std::vector<WorkerFailure> last_failures_;  // of the last attempt that had any
   Moments moments_;
   Observers seen_;
-  HangReportFiles hang_files_;
   GlooInterfaceChoice gloo_;
 };
 

@@ -14,17 +14,44 @@ constexpr char kHangReportFile[] = "hang_report.txt";
 
 }  // namespace
 
-bool HangReportFiles::WriteOwn(const Assignment& round, const std::string& cause,
-                               std::vector<RankStack> stacks) {
+HangReport OwnHangReport(const Assignment& round, const std::string& cause,
+                         std::vector<RankStack> stacks) {
   HangReport report;
   report.round = round.round;
   report.world_size = round.world_size;
   report.cause = cause.empty() ? "a rank on another node hung (its node says which)" : cause;
   report.stacks = std::move(stacks);
+  return report;
+}
+
+HangReport RequestedStacksReport(const Assignment& round, std::vector<RankStack> stacks) {
+  HangReport report;
+  report.title = "stacks";
+  report.round = round.round;
+  report.world_size = round.world_size;
+  report.cause = absl::StrCat("asked for with SIGUSR2 (agent pid ", ::getpid(),
+                              "); this node's ranks, native stacks, the job runs on");
+  report.stacks = std::move(stacks);
+  return report;
+}
+
+void HangReportFiles::See(const AgentMoment& moment) {
+  switch (moment.kind) {
+    case AgentMoment::Kind::kStacksTaken:
+      return WriteOwn(*moment.hang_report);
+    case AgentMoment::Kind::kHangReportArrived:
+      return WriteMerged(moment.round, moment.report_text, moment.report_summary);
+    case AgentMoment::Kind::kStacksAsked:
+      // Named by the wall clock's time (a moment's is the monotonic clock's).
+      return WriteOnRequest(*moment.hang_report, absl::Now());
+    default:
+      return;
+  }
+}
+
+void HangReportFiles::WriteOwn(const HangReport& report) {
   Write(report.round, FormatHangReport(report));
-  const bool complete = Complete(report);
-  if (complete) Say(report.round, FormatHangSummary(report));
-  return !complete;
+  if (Complete(report)) Say(report.round, FormatHangSummary(report));
 }
 
 void HangReportFiles::WriteMerged(int64_t round, const std::string& text,
@@ -33,15 +60,7 @@ void HangReportFiles::WriteMerged(int64_t round, const std::string& text,
   Say(round, summary);
 }
 
-void HangReportFiles::WriteOnRequest(const Assignment& round, std::vector<RankStack> stacks,
-                                     absl::Time now) {
-  HangReport report;
-  report.title = "stacks";
-  report.round = round.round;
-  report.world_size = round.world_size;
-  report.cause = absl::StrCat("asked for with SIGUSR2 (agent pid ", ::getpid(),
-                              "); this node's ranks, native stacks, the job runs on");
-  report.stacks = std::move(stacks);
+void HangReportFiles::WriteOnRequest(const HangReport& report, absl::Time now) {
   const std::string name = absl::StrCat(
       "stacks-", absl::FormatTime("%Y%m%d-%H%M%E3S", now, absl::LocalTimeZone()), ".txt");
   absl::StatusOr<std::string> path =

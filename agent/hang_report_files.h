@@ -2,7 +2,7 @@
 // HangReportFiles: where every rank was, as files in the attempt's folder (docs/hangs.md):
 // this node's own report at once, the master's merged one when it comes (it replaces it),
 // and the stacks asked for with SIGUSR2; each summary on stderr once. An observer of the
-// agent: it writes and says, it decides nothing.
+// agent's moments: it writes and says, it decides nothing.
 
 #include <cstdint>
 #include <string>
@@ -10,28 +10,36 @@
 
 #include "absl/time/time.h"
 #include "agent/logs/log_root.h"
+#include "agent/moments.h"
 #include "rendezvous/protocol_words.h"
 #include "rendezvous/stack_report.h"
 
 namespace ddprun {
 
-class HangReportFiles {
+/// This node's report of a hang in `round` (`cause`: the rank taken for hung here; empty:
+/// one on another node). Incomplete (stack_report.h's Complete) when other nodes' ranks are
+/// missing: the master's merged report is then to be awaited.
+HangReport OwnHangReport(const Assignment& round, const std::string& cause,
+                         std::vector<RankStack> stacks);
+/// The stacks asked for with SIGUSR2 while the job runs on.
+HangReport RequestedStacksReport(const Assignment& round, std::vector<RankStack> stacks);
+
+/// An observer of the agent's moments: kStacksTaken writes this node's report (its summary
+/// when it is complete), kHangReportArrived the master's in its place, kStacksAsked a file of
+/// its own named by the time it is written.
+class HangReportFiles : public MomentObserver {
  public:
   HangReportFiles(const LogRoot& root, std::string run_id)
       : root_(root), run_id_(std::move(run_id)) {}
 
-  /// This node's ranks after a hang in `round` (`cause`: the rank taken for hung here; empty:
-  /// one on another node), in case the master's report of every node never comes. True
-  /// when it lacks other nodes' ranks: the master's merged report is to be awaited.
-  bool WriteOwn(const Assignment& round, const std::string& cause, std::vector<RankStack> stacks);
-  /// The master's merged report of `round` (sent once: complete, or what came in time).
-  void WriteMerged(int64_t round, const std::string& text, const std::string& summary);
-  /// Stacks asked for while the job runs on (SIGUSR2), in a file of their own, named by `now`.
-  void WriteOnRequest(const Assignment& round, std::vector<RankStack> stacks, absl::Time now);
+  void See(const AgentMoment& moment) override;
   /// The hang report written last ("" none): the failure summary names it.
   const std::string& path() const { return path_; }
 
  private:
+  void WriteOwn(const HangReport& report);
+  void WriteMerged(int64_t round, const std::string& text, const std::string& summary);
+  void WriteOnRequest(const HangReport& report, absl::Time now);
   void Write(int64_t round, const std::string& text);
   void Say(int64_t round, const std::string& summary);
 

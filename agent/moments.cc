@@ -43,6 +43,12 @@ const char* MomentName(AgentMoment::Kind kind) {
       return "master-back";
     case Kind::kRunEnded:
       return "run-ended";
+    case Kind::kStacksTaken:
+      return "stacks-taken";
+    case Kind::kStacksAsked:
+      return "stacks-asked";
+    case Kind::kHangReportArrived:
+      return "hang-report-arrived";
     case Kind::kExiting:
       return "exiting";
   }

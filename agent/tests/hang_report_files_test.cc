@@ -51,23 +51,38 @@ class HangReportFilesTest : public ::testing::Test {
   LogRoot root_;
 };
 
+AgentMoment Moment(AgentMoment::Kind kind) { return AgentMoment::Of(kind, absl::Now()); }
+
 TEST_F(HangReportFilesTest, AnIncompleteOwnReportAwaitsTheMastersWhichReplacesIt) {
   HangReportFiles files(root_, "job");
-  EXPECT_TRUE(files.WriteOwn(Round(4), kCause, Stacks(2))) << "ranks 2 and 3 are on another node";
+  Moments moments;
+  moments.Subscribe(files);
+  AgentMoment taken = Moment(AgentMoment::Kind::kStacksTaken);
+  taken.hang_report = OwnHangReport(Round(4), kCause, Stacks(2));
+  EXPECT_FALSE(Complete(*taken.hang_report)) << "ranks 2 and 3 are on another node";
+  moments.Announce(taken);
   EXPECT_EQ(files.path(), dir_.path() + "/job/attempt_1/hang_report.txt");
   EXPECT_THAT(testing::ReadFile(files.path()), HasSubstr("rank 1 sent no heartbeat"));
-  files.WriteMerged(1, "the merged report of all 4 ranks\n", "summary");
+  AgentMoment arrived = Moment(AgentMoment::Kind::kHangReportArrived);
+  arrived.round = 1;
+  arrived.report_text = "the merged report of all 4 ranks\n";
+  arrived.report_summary = "summary";
+  moments.Announce(arrived);
   EXPECT_EQ(testing::ReadFile(files.path()), "the merged report of all 4 ranks\n");
 }
 
 TEST_F(HangReportFilesTest, AnOwnReportOfEveryRankAwaitsNothing) {
-  HangReportFiles files(root_, "job");
-  EXPECT_FALSE(files.WriteOwn(Round(2), kCause, Stacks(2)));
+  EXPECT_TRUE(Complete(OwnHangReport(Round(2), kCause, Stacks(2))));
+  EXPECT_THAT(OwnHangReport(Round(4), "", Stacks(2)).cause, HasSubstr("on another node"));
 }
 
 TEST_F(HangReportFilesTest, StacksOnRequestGoToAFileOfTheirOwn) {
   HangReportFiles files(root_, "job");
-  files.WriteOnRequest(Round(2), Stacks(2), absl::FromUnixSeconds(1700000000));
+  Moments moments;
+  moments.Subscribe(files);
+  AgentMoment asked = Moment(AgentMoment::Kind::kStacksAsked);
+  asked.hang_report = RequestedStacksReport(Round(2), Stacks(2));
+  moments.Announce(asked);
   bool found = false;
   for (const auto& entry : std::filesystem::directory_iterator(dir_.path() + "/job/attempt_1")) {
     found = found || entry.path().filename().string().rfind("stacks-", 0) == 0;

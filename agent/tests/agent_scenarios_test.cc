@@ -17,7 +17,9 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <type_traits>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "agent/agent_state_machine.h"
 #include "agent/elastic_records.h"
@@ -103,6 +105,19 @@ class Observed : private MomentObserver {
   int records_seen_ = 0;
 };
 
+// A value of a rules option as a script writes it: a duration as "5s", a flag as true or
+// false, else a number.
+template <typename Value>
+bool ParseOptionValue(const std::string& text, Value& out) {
+  if constexpr (std::is_same_v<Value, absl::Duration>) {
+    return absl::ParseDuration(text, &out);
+  } else if constexpr (std::is_same_v<Value, bool>) {
+    return absl::SimpleAtob(text, &out);
+  } else {
+    return absl::SimpleAtoi(text, &out);
+  }
+}
+
 class Scenario : public testing::ScenarioMachine {
  public:
   Scenario() { Make(); }
@@ -123,15 +138,14 @@ class Scenario : public testing::ScenarioMachine {
     sm_ = std::make_unique<AgentStateMachine>(s, now_);
   }
 
-  // options NAME=VALUE...: the command line's settings for the rules (agent/rule_options.h),
-  // durations as "5s".
+  // options NAME=VALUE...: the command line's settings for the rules (agent/rule_options.h).
   void SetOptions(const std::map<std::string, std::string>& args) {
     for (const auto& [name, value] : args) {
       bool known = false;
-      ForEachRuleOption(options_, [&](const char* field, absl::Duration& to) {
+      ForEachRuleOption(options_, [&](const char* field, auto& to) {
         if (name != field) return;
         known = true;
-        EXPECT_TRUE(absl::ParseDuration(value, &to)) << name << "=" << value;
+        EXPECT_TRUE(ParseOptionValue(value, to)) << name << "=" << value;
       });
       EXPECT_TRUE(known) << "options: no rule option " << name;
     }
